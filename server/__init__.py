@@ -1,0 +1,46 @@
+"""A dual-era MCP server for HTTP: declare a :class:`Catalog`, serve it with ``python -m server``.
+
+The public API for server authors is re-exported here.
+"""
+
+from server.catalog import Catalog
+from server.content import (
+    Audio,
+    BlobContents,
+    Completion,
+    EmbeddedResource,
+    Icon,
+    Image,
+    PromptMessage,
+    ResourceLink,
+    Text,
+    TextContents,
+    ToolResult,
+    assistant,
+    user,
+)
+from server.context import Context, Elicitation, ElicitResult, Roots, Sampling
+from server.errors import ToolError
+
+__all__ = [
+    "Audio",
+    "BlobContents",
+    "Catalog",
+    "Completion",
+    "Context",
+    "ElicitResult",
+    "Elicitation",
+    "EmbeddedResource",
+    "Icon",
+    "Image",
+    "PromptMessage",
+    "ResourceLink",
+    "Roots",
+    "Sampling",
+    "Text",
+    "TextContents",
+    "ToolError",
+    "ToolResult",
+    "assistant",
+    "user",
+]

@@ -1,0 +1,124 @@
+"""``create_app``: wires settings, the catalog, the eras and the HTTP shell into one ASGI app.
+
+The MCP path is answered by :class:`~server.endpoint.McpEndpoint` directly (both ``/mcp`` and
+``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
+nothing Starlette adds; Starlette serves the rest (health) and owns the lifespan.
+
+May import: everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from server.catalog import Catalog
+from server.dispatch import Dispatcher
+from server.endpoint import EndpointOptions, McpEndpoint, Receive, Scope, Send
+from server.modern import ModernEra
+from server.mrtr import RequestStates
+from server.pagination import Pager
+from server.sealing import Sealer
+from server.settings import Settings
+from server.subscriptions import Hub
+
+log = logging.getLogger("server")
+
+BUILTIN_CATALOGS = {
+    "probe": "server.catalogs.probe:catalog",
+    "conformance": "server.catalogs.conformance:catalog",
+}
+
+
+def load_catalog(spec: str) -> Catalog:
+    """A built-in catalog by name, or ``package.module:attribute`` (a Catalog or a factory)."""
+    target = BUILTIN_CATALOGS.get(spec, spec)
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(
+            f"MCP_CATALOG={spec!r}: use probe, conformance or package.module:attribute"
+        )
+    found: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    if callable(found) and not isinstance(found, Catalog):
+        found = found()
+    if not isinstance(found, Catalog):
+        raise TypeError(f"MCP_CATALOG={spec!r} names a {type(found).__name__}, not a Catalog")
+    return found
+
+
+class Application:
+    """The ASGI application: the MCP endpoint first, Starlette for everything else."""
+
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        sealer = Sealer(settings.sealing_key())
+        if not settings.state_secret.get_secret_value():
+            log.info(
+                "MCP_STATE_SECRET is unset: cursors and requestState are signed with a per-process"
+                " key (set one shared secret when running several replicas)"
+            )
+        self.hub = Hub(settings.listen_queue_size)
+        self.modern = ModernEra(
+            catalog,
+            Dispatcher(catalog, Pager(sealer, settings.page_size)),
+            RequestStates(sealer, settings.request_state_ttl_s),
+            list_ttl_ms=settings.list_ttl_ms,
+            discover_ttl_ms=settings.discover_ttl_ms,
+            cache_scope=settings.cache_scope,
+        )
+        self.endpoint = McpEndpoint(
+            self.modern,
+            self.hub,
+            EndpointOptions(
+                allowed_hosts=tuple(settings.allowed_hosts),
+                allowed_origins=tuple(settings.allowed_origins),
+                max_body_bytes=settings.max_body_bytes,
+                keepalive_s=settings.keepalive_s,
+                send_timeout_s=settings.send_timeout_s,
+                shutdown_grace_s=settings.shutdown_grace_s,
+            ),
+        )
+        self.mcp_paths = frozenset({settings.path, settings.path + "/"})
+        self.ready = False
+        self.starlette = Starlette(
+            routes=[Route("/healthz", self.healthz, methods=["GET"])],
+            lifespan=self.lifespan,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        unsubscribe = self.catalog.subscribe(self.hub.publish)
+        self.ready = True
+        try:
+            yield
+        finally:
+            self.ready = False
+            self.hub.close_all("shutdown")
+            unsubscribe()
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        if not self.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in self.mcp_paths:
+            await self.endpoint(scope, receive, send)
+            return
+        await self.starlette(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:
+    settings = settings or Settings()
+    return Application(settings, catalog if catalog is not None else load_catalog(settings.catalog))

@@ -1,0 +1,257 @@
+"""What a handler gets: progress, logging, and asking the client for input, in either era.
+
+A handler declares a parameter typed :class:`Context` and uses one API whatever the era:
+
+- ``await ctx.report_progress(50, 100)`` and ``await ctx.info("...")`` go out on the
+  request's own response stream, only when the request asked for them (a progress token; a
+  log level at or below the message's);
+- ``await ctx.elicit(...)``, ``ctx.sample(...)``, ``ctx.list_roots()``, or ``ctx.ask(...)``
+  for several at once, ask the client. How the question travels is the :class:`Exchange`'s
+  business: the modern era answers with an input-required result and replays the handler
+  with the answers (:mod:`server.mrtr`); the legacy era sends server-to-client requests.
+  Either way the handler sees the answers as return values.
+
+Asking for something the client did not declare raises
+:class:`~server.errors.MissingClientCapability` before anything is sent.
+
+May import: errors, protocol, content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
+
+from server.errors import MissingClientCapability
+from server.protocol import LOG_LEVEL_RANK
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class InputRequest:
+    """A question for the client; ``key`` names it in the input-required result."""
+
+    method: ClassVar[str]
+    capability: ClassVar[dict[str, Any]]
+
+    def __init__(self, key: str | None) -> None:
+        self.key = key
+
+    def params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse(self, response: Any) -> Any:
+        """Turn the client's answer into the value the handler gets; ValueError if malformed."""
+        raise NotImplementedError
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params()}
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitResult:
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+class Elicitation(InputRequest):
+    method = "elicitation/create"
+    capability: ClassVar[dict[str, Any]] = {"elicitation": {}}
+
+    def __init__(
+        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+    ):
+        super().__init__(key)
+        self.message = message
+        self.requested_schema = dict(requested_schema)
+
+    def params(self) -> dict[str, Any]:
+        # "mode" is left out: form is the default in every revision that knows modes, and
+        # 2025-06-18 clients do not know the field.
+        return {"message": self.message, "requestedSchema": self.requested_schema}
+
+    def parse(self, response: Any) -> ElicitResult:
+        if not isinstance(response, dict) or response.get("action") not in (
+            "accept",
+            "decline",
+            "cancel",
+        ):
+            raise ValueError("an elicitation answer needs action accept, decline or cancel")
+        content = response.get("content")
+        if content is not None and not isinstance(content, dict):
+            raise ValueError("elicitation content must be an object")
+        if response["action"] == "accept" and content is None:
+            content = {}
+        return ElicitResult(response["action"], content)
+
+
+class Sampling(InputRequest):
+    method = "sampling/createMessage"
+    capability: ClassVar[dict[str, Any]] = {"sampling": {}}
+
+    def __init__(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        max_tokens: int,
+        *,
+        system_prompt: str | None = None,
+        model_preferences: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
+        stop_sequences: Sequence[str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        super().__init__(key)
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        self.messages = [dict(message) for message in messages]
+        self.max_tokens = max_tokens
+        self.extra: dict[str, Any] = {}
+        if system_prompt is not None:
+            self.extra["systemPrompt"] = system_prompt
+        if model_preferences is not None:
+            self.extra["modelPreferences"] = dict(model_preferences)
+        if temperature is not None:
+            self.extra["temperature"] = temperature
+        if stop_sequences is not None:
+            self.extra["stopSequences"] = list(stop_sequences)
+
+    def params(self) -> dict[str, Any]:
+        return {"messages": self.messages, "maxTokens": self.max_tokens, **self.extra}
+
+    def parse(self, response: Any) -> dict[str, Any]:
+        if not isinstance(response, dict) or "content" not in response or "role" not in response:
+            raise ValueError("a sampling answer needs role and content")
+        return response
+
+
+class Roots(InputRequest):
+    method = "roots/list"
+    capability: ClassVar[dict[str, Any]] = {"roots": {}}
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def parse(self, response: Any) -> list[dict[str, Any]]:
+        roots = response.get("roots") if isinstance(response, dict) else None
+        if not isinstance(roots, list) or not all(
+            isinstance(root, dict) and isinstance(root.get("uri"), str) for root in roots
+        ):
+            raise ValueError("a roots answer needs a list of roots with uri")
+        return roots
+
+
+class Exchange(Protocol):
+    """The era-specific channel a Context talks through."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification on the request's own response stream."""
+
+    async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
+        """Get the client's raw answers for ``requests`` (by key), or raise to suspend."""
+
+
+@dataclass
+class Context:
+    """One request's view of the client and its response stream."""
+
+    exchange: Exchange
+    method: str
+    request_id: str | int
+    era: Literal["modern", "legacy"]
+    protocol_version: str
+    client_capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None = None
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    # Kept across input-required rounds in the modern era (sealed into requestState), so a
+    # handler can avoid redoing work when it is replayed with the client's answers.
+    state: dict[str, Any] = field(default_factory=dict)
+    _last_progress: float | None = None
+    _asked: int = 0
+    _done: bool = False
+
+    def client_supports(self, capability: str) -> bool:
+        return capability in self.client_capabilities
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        if self.progress_token is None or self._done:
+            return
+        # The spec wants progress to increase; a stale value is dropped rather than sent.
+        if self._last_progress is not None and progress <= self._last_progress:
+            return
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.exchange.notify("notifications/progress", params)
+
+    async def log(self, level: LogLevel, data: Any, logger: str | None = None) -> None:
+        if self._done or self.log_level is None:
+            return
+        if LOG_LEVEL_RANK.get(level, 0) < LOG_LEVEL_RANK[self.log_level]:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self.exchange.notify("notifications/message", params)
+
+    async def debug(self, data: Any, logger: str | None = None) -> None:
+        await self.log("debug", data, logger)
+
+    async def info(self, data: Any, logger: str | None = None) -> None:
+        await self.log("info", data, logger)
+
+    async def warning(self, data: Any, logger: str | None = None) -> None:
+        await self.log("warning", data, logger)
+
+    async def error(self, data: Any, logger: str | None = None) -> None:
+        await self.log("error", data, logger)
+
+    async def ask(self, *requests: InputRequest) -> tuple[Any, ...]:
+        """Ask the client several questions at once; answers come back in the same order."""
+        keyed: dict[str, InputRequest] = {}
+        for request in requests:
+            missing = {
+                name: value
+                for name, value in request.capability.items()
+                if name not in self.client_capabilities
+            }
+            if missing:
+                raise MissingClientCapability(missing, f"needed for {request.method}")
+            self._asked += 1
+            key = request.key or f"{request.method.split('/')[0]}-{self._asked}"
+            if key in keyed:
+                raise ValueError(f"two input requests share the key {key!r}")
+            keyed[key] = request
+        answers = await self.exchange.ask(keyed)
+        return tuple(answers[key] for key in keyed)
+
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+    ) -> ElicitResult:
+        (answer,) = await self.ask(Elicitation(message, requested_schema, key=key))
+        return answer  # type: ignore[no-any-return]
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        max_tokens: int,
+        *,
+        key: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        (answer,) = await self.ask(Sampling(messages, max_tokens, key=key, **options))
+        return answer  # type: ignore[no-any-return]
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        (answer,) = await self.ask(Roots(key))
+        return answer  # type: ignore[no-any-return]
+
+    def finish(self) -> None:
+        """Called when the request is answered: nothing may be sent for it afterwards."""
+        self._done = True

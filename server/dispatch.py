@@ -1,0 +1,159 @@
+"""The methods both eras share, and which of them the catalog really serves.
+
+``Dispatcher.call`` routes ``tools/*``, ``resources/*``, ``prompts/*`` and
+``completion/complete`` to the catalog and returns era-neutral result dicts; each era adds
+its own envelope (``resultType`` and caching fields in the modern era). The set of methods
+follows from the catalog's derived capabilities, so a method is routed exactly when it is
+advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
+boundary turns every exception into a wire error.
+
+May import: errors, catalog, content, context, pagination, prompts, resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from server.catalog import Catalog
+from server.content import Completion
+from server.context import Context
+from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from server.pagination import Pager
+from server.prompts import run_completer
+from server.resources import ResourceTemplate
+
+Handler = Callable[[Mapping[str, Any], Context], Awaitable[dict[str, Any]]]
+
+# Which capability makes each shared method routable.
+METHOD_CAPABILITY: dict[str, str] = {
+    "tools/list": "tools",
+    "tools/call": "tools",
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "completion/complete": "completions",
+}
+
+LIST_METHODS: dict[str, tuple[str, str]] = {
+    # method -> (snapshot field, result key)
+    "tools/list": ("tools", "tools"),
+    "prompts/list": ("prompts", "prompts"),
+    "resources/list": ("resources", "resources"),
+    "resources/templates/list": ("templates", "resourceTemplates"),
+}
+
+
+def require_str(params: Mapping[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(f"params.{key} must be a non-empty string")
+    return value
+
+
+def optional_object(params: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = params.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidParams(f"params.{key} must be an object")
+    return value
+
+
+class Dispatcher:
+    def __init__(self, catalog: Catalog, pager: Pager) -> None:
+        self.catalog = catalog
+        self.pager = pager
+        self._handlers: dict[str, Handler] = {
+            "tools/call": self.call_tool,
+            "prompts/get": self.get_prompt,
+            "resources/read": self.read_resource,
+            "completion/complete": self.complete,
+        }
+
+    def serves(self, method: str) -> bool:
+        capability = METHOD_CAPABILITY.get(method)
+        return capability is not None and capability in self.catalog.snapshot.capabilities
+
+    async def call(
+        self, method: str, params: Mapping[str, Any], context: Context
+    ) -> dict[str, Any]:
+        if not self.serves(method):
+            raise MethodNotFound(method)
+        if method in LIST_METHODS:
+            return self.list_page(method, params.get("cursor"))
+        return await self._handlers[method](params, context)
+
+    def list_page(self, method: str, cursor: Any) -> dict[str, Any]:
+        field, key = LIST_METHODS[method]
+        items = getattr(self.catalog.snapshot, field)
+        page, next_cursor = self.pager.page(field, items, cursor)
+        result: dict[str, Any] = {key: list(page)}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def call_tool(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        name = require_str(params, "name")
+        tool = self.catalog.tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        return await tool.call(optional_object(params, "arguments"), context)
+
+    async def get_prompt(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        name = require_str(params, "name")
+        prompt = self.catalog.prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}")
+        arguments = optional_object(params, "arguments")
+        if not all(isinstance(value, str) for value in arguments.values()):
+            raise InvalidParams("prompt arguments must be strings")
+        return await prompt.get(arguments, context)
+
+    async def read_resource(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        uri = require_str(params, "uri")
+        found = self.catalog.find_resource(uri)
+        if found is None:
+            raise ResourceNotFound(uri)
+        resource, variables = found
+        if isinstance(resource, ResourceTemplate):
+            contents = await resource.read(uri, variables, context)
+        else:
+            contents = await resource.read(context)
+        if not contents:
+            # An empty contents array is forbidden; a resource that produced nothing is absent.
+            raise ResourceNotFound(uri)
+        return {"contents": contents}
+
+    async def complete(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        ref = optional_object(params, "ref")
+        argument = optional_object(params, "argument")
+        name, value = argument.get("name"), argument.get("value")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidParams("params.argument needs string name and value")
+        supplied = optional_object(optional_object(params, "context"), "arguments")
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            prompt = self.catalog.prompts.get(require_str(ref, "name"))
+            if prompt is None:
+                raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+            if name not in prompt.parameters.names:
+                raise InvalidParams(f"Prompt {prompt.name} has no argument {name!r}")
+            completer = prompt.completers.get(name)
+        elif kind == "ref/resource":
+            uri = require_str(ref, "uri")
+            template = self.catalog.templates.get(uri)
+            if template is None:
+                raise InvalidParams(f"Unknown resource template: {uri}")
+            if name not in template.template.variables:
+                raise InvalidParams(f"Template {uri} has no variable {name!r}")
+            completer = template.completers.get(name)
+        else:
+            raise InvalidParams('params.ref.type must be "ref/prompt" or "ref/resource"')
+        if completer is None:
+            return {"completion": {"values": []}}
+        found = await run_completer(completer, value, supplied)
+        completion = found if isinstance(found, Completion) else Completion(list(found))
+        return {"completion": completion.to_wire()}

@@ -1,0 +1,122 @@
+"""Sans-IO JSON-RPC 2.0 codec: bytes to messages, results and errors to bytes.
+
+Messages are frozen dataclasses; parsing validates the envelope (version, id type, method,
+params shape) and raises :mod:`server.errors` exceptions that carry the request id whenever it
+could be read, so the boundary can echo it. Encoding uses orjson and accepts
+``orjson.Fragment`` values, which is how precomputed results are spliced in without being
+serialised again.
+
+May import: errors, orjson.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from server.errors import InvalidRequest, McpError, ParseError, RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A client's answer to a server-to-client request (legacy era only)."""
+
+    id: RequestId
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+Message = Request | Notification | Response
+
+
+def is_valid_id(value: Any) -> bool:
+    # bool is an int subclass; JSON true/false is not a valid id, nor is null or a float.
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def decode(body: bytes) -> Message | list[Message]:
+    """Parse one POST body: a single message, or a batch (the caller decides if allowed)."""
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError(f"Parse error: body is not valid JSON ({exc.msg})") from None
+    if isinstance(raw, list):
+        if not raw:
+            raise InvalidRequest("Invalid request: empty batch")
+        return [to_message(item) for item in raw]
+    return to_message(raw)
+
+
+def to_message(raw: Any) -> Message:
+    """Validate one decoded JSON value as a JSON-RPC 2.0 message."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest("Invalid request: a JSON-RPC message must be an object")
+    raw_id = raw.get("id")
+    readable_id: RequestId | None = raw_id if is_valid_id(raw_id) else None
+    try:
+        if raw.get("jsonrpc") != "2.0":
+            raise InvalidRequest('Invalid request: "jsonrpc" must be "2.0"')
+        method = raw.get("method")
+        if method is None:
+            return _to_response(raw, raw_id)
+        if not isinstance(method, str) or not method:
+            raise InvalidRequest('Invalid request: "method" must be a non-empty string')
+        params = raw.get("params")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            raise InvalidRequest('Invalid request: "params" must be an object')
+        if "id" not in raw:
+            return Notification(method, params)
+        if readable_id is None:
+            raise InvalidRequest('Invalid request: "id" must be a string or an integer')
+        return Request(readable_id, method, params)
+    except McpError as error:
+        error.request_id = readable_id
+        raise
+
+
+def _to_response(raw: dict[str, Any], raw_id: Any) -> Response:
+    if not is_valid_id(raw_id):
+        raise InvalidRequest("Invalid request: a response needs a string or integer id")
+    has_result, has_error = "result" in raw, "error" in raw
+    if has_result == has_error:
+        raise InvalidRequest('Invalid request: a message needs "method", "result" or "error"')
+    error = raw.get("error")
+    if has_error and not (isinstance(error, dict) and isinstance(error.get("code"), int)):
+        raise InvalidRequest('Invalid request: "error" must be an object with an integer code')
+    return Response(raw_id, raw.get("result"), error if has_error else None)
+
+
+def encode_result(request_id: RequestId, result: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def encode_error(request_id: RequestId | None, error: dict[str, Any]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def encode_notification(method: str, params: dict[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return orjson.dumps(message)
+
+
+def encode_request(request_id: RequestId, method: str, params: dict[str, Any]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})

@@ -1,0 +1,66 @@
+"""Settings: the only place that reads the environment.
+
+Every field is an ``MCP_*`` variable (or a line in ``.env``) and is mirrored, with a comment,
+in ``.env.example``; a test keeps the two in step. Lists are comma-separated.
+
+May import: pydantic, pydantic-settings.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MCP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    catalog: str = "probe"
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+
+    path: str = "/mcp"
+    allowed_hosts: CommaList = ["127.0.0.1", "localhost", "[::1]"]
+    allowed_origins: CommaList = []
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+
+    page_size: int = Field(100, ge=1, le=10_000)
+    list_ttl_ms: int = Field(60_000, ge=0)
+    discover_ttl_ms: int = Field(300_000, ge=0)
+    cache_scope: Literal["public", "private"] = "public"
+
+    state_secret: SecretStr = SecretStr("")
+    request_state_ttl_s: int = Field(600, ge=1)
+
+    keepalive_s: float = Field(15.0, gt=0)
+    send_timeout_s: float = Field(30.0, gt=0)
+    listen_queue_size: int = Field(64, ge=1)
+    shutdown_grace_s: float = Field(2.0, ge=0)
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _path_shape(cls, value: str) -> str:
+        value = "/" + value.strip("/")
+        if value == "/":
+            raise ValueError("MCP_PATH must name a path below /, such as /mcp")
+        return value
+
+    def sealing_key(self) -> bytes:
+        """The HMAC key for cursors and request state; random per process when unset."""
+        secret = self.state_secret.get_secret_value()
+        return secret.encode() if secret else secrets.token_bytes(32)

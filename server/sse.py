@@ -1,0 +1,149 @@
+"""Server-Sent Events on the MCP endpoint: frames, and the response that picks JSON or SSE.
+
+:class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
+that finishes without sending anything gets one ``application/json`` response; the first
+notification it sends (progress, a log message) turns the response into an SSE stream, which
+then carries the rest and the result. Long-lived listen streams use sse-starlette's
+``EventSourceResponse`` (keep-alives, send timeouts, disconnect and server-exit detection);
+request streams are short and live inline in the request's task, so they cost no extra tasks
+except a keep-alive while one is open.
+
+May import: sse_starlette, asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from sse_starlette import ServerSentEvent
+
+Message = MutableMapping[str, Any]
+ASGISend = Callable[[Message], Awaitable[None]]
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-store"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def message_frame(payload: bytes) -> bytes:
+    """One JSON-RPC message as an SSE event (orjson never emits a raw newline)."""
+    return b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def comment_frame() -> bytes:
+    return ServerSentEvent(comment="").encode()
+
+
+def json_response_start(
+    status: int, length: int, extra: list[tuple[bytes, bytes]] | None = None
+) -> Message:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode())]
+    if extra:
+        headers.extend(extra)
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
+async def send_json(
+    send: ASGISend, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(json_response_start(status, len(body), extra))
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(
+    send: ASGISend, status: int, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": extra or []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class ResponseWriter:
+    """JSON unless the request sends something before its result; then SSE."""
+
+    def __init__(self, send: ASGISend, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
+        self._send = send
+        self._json_ok = json_ok
+        self._sse_ok = sse_ok
+        self._keepalive_s = keepalive_s
+        self._keepalive: asyncio.Task[None] | None = None
+        self.streaming = False
+        self.events_sent = 0
+
+    async def emit(self, payload: bytes) -> None:
+        """Send a message that precedes the result (dropped if the client takes no SSE)."""
+        if not self._sse_ok:
+            return
+        if not self.streaming:
+            await self._start_stream()
+        await self._send(
+            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+        )
+        self.events_sent += 1
+
+    async def finish(self, payload: bytes, status: int = 200) -> None:
+        """Send the final message (result or error) and end the response."""
+        if not self.streaming and (self._json_ok or status != 200):
+            await send_json(self._send, status, payload)
+            return
+        if not self.streaming:
+            await self._start_stream()
+        self._stop_keepalive()
+        await self._send(
+            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+        )
+        self.events_sent += 1
+        await self._send({"type": "http.response.body", "body": b""})
+
+    def close(self) -> None:
+        self._stop_keepalive()
+
+    async def _start_stream(self) -> None:
+        self.streaming = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        self._keepalive = asyncio.create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        frame = comment_frame()
+        while True:
+            await asyncio.sleep(self._keepalive_s)
+            await self._send({"type": "http.response.body", "body": frame, "more_body": True})
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+
+
+@contextlib.asynccontextmanager
+async def cancel_on_disconnect(receive: Callable[[], Awaitable[Message]]) -> Any:
+    """Cancel the current task if the client goes away; yields a flag object.
+
+    The request's own task runs the handler (no extra task on the fast path but this watcher),
+    so a closed connection cancels the handler itself, as the 2026-07-28 spec requires.
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    flag = Disconnect()
+
+    async def watch() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                flag.happened = True
+                task.cancel()
+                return
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield flag
+    finally:
+        watcher.cancel()
+
+
+class Disconnect:
+    happened = False
