@@ -109,9 +109,15 @@ class RequestStates:
 
 
 def read_input_responses(params: Mapping[str, Any]) -> dict[str, Any]:
-    responses = params.get("inputResponses")
-    if responses is None:
+    """The client's answers; present but malformed is a protocol error, not a re-ask."""
+    if "inputResponses" not in params:
         return {}
+    responses = params["inputResponses"]
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object keyed by input request")
+    for key, response in responses.items():
+        if not isinstance(response, dict):
+            raise InvalidParams(
+                f"inputResponses[{key!r}] must be an object", {"inputResponse": key}
+            )
     return responses

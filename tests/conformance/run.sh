@@ -29,7 +29,7 @@ set -euo pipefail
 MODE="${1:-modern}"
 case "$MODE" in
   modern|legacy|all) ;;
-  -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
   *) echo "usage: $0 [modern|legacy|all]" >&2; exit 2 ;;
 esac
 
