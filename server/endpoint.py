@@ -133,6 +133,10 @@ class McpEndpoint:
         except McpError as error:
             await self._send_error(send, error, era, request_id)
             return
+        except Exception:
+            log.exception("rejecting a request failed")
+            await self._send_error(send, InternalError("Internal error"), era, request_id)
+            return
         if call.request.method == "subscriptions/listen":
             await self.listen(scope, receive, send, call, sse_ok)
         else:

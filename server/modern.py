@@ -164,7 +164,8 @@ class ModernEra:
             raise HeaderMismatch(f"Header {name} does not match the request body")
 
     def _check_param_headers(self, params: Mapping[str, Any], headers: Mapping[str, str]) -> None:
-        tool = self.catalog.tools.get(params.get("name"))  # type: ignore[arg-type]
+        name = params.get("name")
+        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
         if tool is None or not tool.header_params:
             return
         arguments = params.get("arguments")
