@@ -2,7 +2,7 @@
 
 Configuration comes only from ``MCP_*`` environment variables (see ``.env.example``).
 
-May import: app, settings, uvicorn.
+May import: app, serving, settings.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import argparse
 import logging
 import sys
 
-import uvicorn
-
 from server.app import create_app
+from server.serving import server_for
 from server.settings import Settings
 
 
@@ -25,15 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
-    )
+    server_for(create_app(settings)).run()
     return 0
 
 

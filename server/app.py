@@ -103,9 +103,13 @@ class Application:
         try:
             yield
         finally:
-            self.ready = False
-            self.hub.close_all("shutdown")
+            self.begin_shutdown()
             unsubscribe()
+
+    def begin_shutdown(self) -> None:
+        """Stop taking long-lived work: end every listen stream with its graceful result."""
+        self.ready = False
+        self.hub.close_all("shutdown")
 
     async def healthz(self, request: Request) -> JSONResponse:
         if not self.ready:

@@ -9,7 +9,7 @@ eras can deliver ``list_changed`` / ``resources/updated`` notifications.
 Capabilities are derived, never written by hand: a capability appears only when something
 that serves it is declared.
 
-May import: errors, content, context, prompts, resources, tools.
+May import: errors, completion, content, context, prompts, resources, tools.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
+from server.completion import Completer
 from server.content import Icon
-from server.prompts import Completer, Prompt
+from server.prompts import Prompt
 from server.resources import Resource, ResourceTemplate
 from server.tools import Tool
 

@@ -214,6 +214,8 @@ class Context:
 
     async def ask(self, *requests: InputRequest) -> tuple[Any, ...]:
         """Ask the client several questions at once; answers come back in the same order."""
+        if self._done:
+            raise RuntimeError("the request was already answered; nothing more can be asked")
         keyed: dict[str, InputRequest] = {}
         for request in requests:
             missing = {

@@ -7,7 +7,7 @@ follows from the catalog's derived capabilities, so a method is routed exactly w
 advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error.
 
-May import: errors, catalog, content, context, pagination, prompts, resources.
+May import: errors, catalog, completion, context, pagination, resources.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from server.catalog import Catalog
-from server.content import Completion
+from server.completion import run_completer
 from server.context import Context
 from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager
-from server.prompts import run_completer
 from server.resources import ResourceTemplate
 
 Handler = Callable[[Mapping[str, Any], Context], Awaitable[dict[str, Any]]]
@@ -86,10 +85,17 @@ class Dispatcher:
             return self.list_page(method, params.get("cursor"))
         return await self._handlers[method](params, context)
 
+    def page_offset(self, method: str, cursor: Any) -> int:
+        """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""
+        return self.pager.offset(LIST_METHODS[method][0], cursor)
+
     def list_page(self, method: str, cursor: Any) -> dict[str, Any]:
+        return self.list_page_at(method, self.page_offset(method, cursor))
+
+    def list_page_at(self, method: str, offset: int) -> dict[str, Any]:
         field, key = LIST_METHODS[method]
         items = getattr(self.catalog.snapshot, field)
-        page, next_cursor = self.pager.page(field, items, cursor)
+        page, next_cursor = self.pager.page_at(field, items, offset)
         result: dict[str, Any] = {key: list(page)}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
@@ -154,6 +160,5 @@ class Dispatcher:
             raise InvalidParams('params.ref.type must be "ref/prompt" or "ref/resource"')
         if completer is None:
             return {"completion": {"values": []}}
-        found = await run_completer(completer, value, supplied)
-        completion = found if isinstance(found, Completion) else Completion(list(found))
+        completion = await run_completer(completer, value, supplied)
         return {"completion": completion.to_wire()}

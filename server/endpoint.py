@@ -52,12 +52,16 @@ def read_headers(scope: Scope) -> dict[str, str]:
 
 
 def choose_era(request: Request, headers: dict[str, str]) -> Era:
-    """Modern when the request says so (a non-legacy version header, or ``_meta`` version)."""
-    version = headers.get("mcp-protocol-version")
-    if version is not None:
-        return "legacy" if version.strip() in LEGACY_VERSIONS else "modern"
+    """Modern when the request says so: ``_meta`` names a protocol version, or the version
+    header is one the legacy era never used (so ``v999.0.0`` gets -32022, not a session error).
+    """
     meta = request.params.get("_meta")
-    return "modern" if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta else "legacy"
+    if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
+        return "modern"
+    version = headers.get("mcp-protocol-version")
+    if version is None:
+        return "legacy"
+    return "legacy" if version.strip() in LEGACY_VERSIONS else "modern"
 
 
 async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:

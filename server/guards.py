@@ -10,32 +10,34 @@ May import: errors.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from server.errors import InvalidRequest
 
+_HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
 
-def split_host(value: str) -> tuple[str, str | None]:
-    """("host", "port") from a Host header value; IPv6 literals keep their brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        if end == -1:
-            return value, None
-        host, rest = value[: end + 1], value[end + 1 :]
-        return host, rest[1:] if rest.startswith(":") else None
-    host, sep, port = value.rpartition(":")
-    return (host, port) if sep and port.isdigit() else (value, None)
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """("host", "port") from a Host header value (IPv6 keeps its brackets); None if malformed."""
+    found = _HOST.fullmatch(value.strip().lower())
+    return (found["host"], found["port"]) if found else None
 
 
 def host_allowed(value: str, allowed: Sequence[str]) -> bool:
     """``allowed`` holds "host" (any port), "host:port", or "*" (anything)."""
     if "*" in allowed:
         return True
-    host, port = split_host(value)
+    parsed = split_host(value)
+    if parsed is None:
+        return False
+    host, port = parsed
     for entry in allowed:
-        entry_host, entry_port = split_host(entry)
+        entry_parsed = split_host(entry)
+        if entry_parsed is None:
+            continue
+        entry_host, entry_port = entry_parsed
         if entry_host == host and (entry_port is None or entry_port == port):
             return True
     return False
@@ -54,25 +56,42 @@ def check_origin(
         return
     if origin in allowed_origins or "*" in allowed_origins:
         return
-    parts = urlsplit(origin)
-    if (
-        parts.scheme in ("http", "https")
-        and parts.netloc
-        and host_allowed(parts.netloc, allowed_hosts)
-    ):
+    try:
+        parts = urlsplit(origin)
+        netloc_ok = parts.scheme in ("http", "https") and bool(parts.netloc)
+    except ValueError:
+        netloc_ok = False
+    if netloc_ok and host_allowed(parts.netloc, allowed_hosts):
         return
     raise InvalidRequest(f"Origin {origin!r} is not allowed", http_status=403)
 
 
-def _media_ranges(accept: str) -> set[str]:
-    ranges = set()
+def _media_ranges(accept: str) -> dict[str, float]:
+    """Media range -> quality; a malformed quality counts as 1 (be lenient)."""
+    ranges: dict[str, float] = {}
     for item in accept.split(","):
-        media, *params = (part.strip() for part in item.split(";"))
-        if any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        if not media:
             continue
-        if media:
-            ranges.add(media.lower())
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    quality = float(value.strip())
+                except ValueError:
+                    quality = 1.0
+        ranges[media] = quality
     return ranges
+
+
+def _acceptable(ranges: dict[str, float], media: str) -> bool:
+    # RFC 9110 12.5.1: the most specific matching range decides.
+    kind = media.split("/", maxsplit=1)[0]
+    for candidate in (media, f"{kind}/*", "*/*"):
+        if candidate in ranges:
+            return ranges[candidate] > 0
+    return False
 
 
 def negotiate(accept: str | None) -> tuple[bool, bool]:
@@ -80,9 +99,8 @@ def negotiate(accept: str | None) -> tuple[bool, bool]:
     if accept is None or not accept.strip():
         return True, True
     ranges = _media_ranges(accept)
-    anything = "*/*" in ranges
-    json_ok = anything or "application/json" in ranges or "application/*" in ranges
-    sse_ok = anything or "text/event-stream" in ranges or "text/*" in ranges
+    json_ok = _acceptable(ranges, "application/json")
+    sse_ok = _acceptable(ranges, "text/event-stream")
     if not (json_ok or sse_ok):
         raise InvalidRequest(
             "Not acceptable: accept application/json or text/event-stream", http_status=406

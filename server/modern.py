@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,6 +57,7 @@ Send = Callable[[bytes], Awaitable[None]]
 CacheScope = Literal["public", "private"]
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 _BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +90,7 @@ def header_matches(header: str, body: Any) -> bool:
     if isinstance(body, bool):
         return header == ("true" if body else "false")
     if isinstance(body, int):
-        try:
-            return int(header) == body
-        except ValueError:
-            return False
+        return _INTEGER.fullmatch(header) is not None and int(header) == body
     return isinstance(body, str) and header == body
 
 
@@ -134,7 +133,9 @@ class ModernEra:
         if client_info is not None and not isinstance(client_info, dict):
             raise MalformedMeta(f"params._meta[{META_CLIENT_INFO!r}] must be an object")
         log_level = meta.get(META_LOG_LEVEL)
-        if log_level is not None and log_level not in LOG_LEVEL_RANK:
+        if log_level is not None and (
+            not isinstance(log_level, str) or log_level not in LOG_LEVEL_RANK
+        ):
             raise MalformedMeta(f"params._meta[{META_LOG_LEVEL!r}] is not a log level")
         progress_token = meta.get("progressToken")
         if progress_token is not None and not is_valid_id(progress_token):
@@ -268,19 +269,17 @@ class ModernEra:
         if snapshot.version != self._cache_version:
             self._cache = {}
             self._cache_version = snapshot.version
-        key = (
-            method,
-            cursor if isinstance(cursor, str) else None if cursor is None else repr(cursor),
-        )
+        # Keyed by the verified offset, never by the cursor text: the cache holds at most one
+        # entry per page the server itself issued a cursor for.
+        offset = 0 if method == "server/discover" else self.dispatcher.page_offset(method, cursor)
+        key = (method, offset)
         cached = self._cache.get(key)
         if cached is None:
             if method == "server/discover":
                 result = self.discover_result()
             else:
-                result = self._envelope(method, self.dispatcher.list_page(method, cursor))
+                result = self._envelope(method, self.dispatcher.list_page_at(method, offset))
             cached = orjson.Fragment(orjson.dumps(result))
-            # Only valid cursors reach here (invalid ones raised), so the cache is bounded by
-            # the number of pages.
             self._cache[key] = cached
         return cached
 

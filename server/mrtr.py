@@ -79,7 +79,9 @@ class RequestStates:
 
     @staticmethod
     def _binding(method: str, target: str, arguments: Any) -> str:
-        digest = hashlib.sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        # A missing "arguments" and an empty object are the same call.
+        canonical = orjson.dumps(arguments or {}, option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.sha256(canonical).hexdigest()
         return f"{method}\x00{target}\x00{digest[:32]}"
 
     def seal(

@@ -42,6 +42,8 @@ class Pager:
         return int(offset)
 
     def page(self, kind: str, items: Sequence[T], cursor: Any) -> tuple[Sequence[T], str | None]:
-        start = self.offset(kind, cursor)
+        return self.page_at(kind, items, self.offset(kind, cursor))
+
+    def page_at(self, kind: str, items: Sequence[T], start: int) -> tuple[Sequence[T], str | None]:
         end = start + self.page_size
         return items[start:end], (self.cursor(kind, end) if end < len(items) else None)

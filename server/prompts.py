@@ -4,23 +4,22 @@ Prompt arguments are strings on the wire; they come from the function's paramete
 parameter without a default is required). A prompt function returns a string (one user
 message), a :class:`~server.content.PromptMessage`, or a list of them.
 
-May import: errors, content, context, signatures, anyio.
+May import: errors, completion, content, context, signatures, anyio.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio.to_thread
 
+from server.completion import Completer
 from server.content import CONTENT_TYPES, Icon, PromptMessage, Text
 from server.context import Context
 from server.errors import InvalidParams
 from server.signatures import ArgumentsInvalid, description_from_doc, read_parameters
-
-Completer = Callable[[str, Mapping[str, str]], Any]
 
 
 class Prompt:
@@ -98,10 +97,3 @@ def to_messages(value: Any) -> list[PromptMessage]:
             messages.extend(to_messages(item))
         return messages
     raise TypeError(f"a prompt returned {type(value).__name__}; return str or PromptMessage(s)")
-
-
-async def run_completer(completer: Completer, value: str, context: Mapping[str, str]) -> Any:
-    result = completer(value, context)
-    if isinstance(result, Awaitable):
-        result = await result
-    return result

@@ -5,7 +5,7 @@ handler's parameters (validated and converted by their type hints). A handler re
 (``str``), bytes, or :class:`~server.content.TextContents` / ``BlobContents`` (one or a list);
 the declared MIME type is applied to the simple forms.
 
-May import: errors, content, context, signatures, uritemplate, anyio.
+May import: errors, completion, content, context, signatures, uritemplate, anyio.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 import anyio.to_thread
 
+from server.completion import Completer
 from server.content import BlobContents, Icon, TextContents
 from server.context import Context
 from server.errors import ResourceNotFound
-from server.prompts import Completer
 from server.signatures import ArgumentsInvalid, description_from_doc, read_parameters
 from server.uritemplate import UriTemplate
 

@@ -56,6 +56,10 @@ class Sealer:
             payload, given = _unb64(body), _unb64(tag)
         except ValueError:
             return None
+        # Only the canonical spelling is genuine: lenient base64 would let one token be
+        # written many ways (and, say, mint unbounded cache keys).
+        if _b64(payload) != body or _b64(given) != tag:
+            return None
         return payload if hmac.compare_digest(given, self._tag(purpose, payload)) else None
 
     def seal_json(self, purpose: str, value: Any, ttl_s: float | None = None) -> str:

@@ -52,6 +52,13 @@ class Settings(BaseSettings):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
+    @field_validator("state_secret")
+    @classmethod
+    def _secret_length(cls, value: SecretStr) -> SecretStr:
+        if value.get_secret_value() and len(value.get_secret_value().encode()) < 16:
+            raise ValueError("MCP_STATE_SECRET must be at least 16 bytes (or empty)")
+        return value
+
     @field_validator("path")
     @classmethod
     def _path_shape(cls, value: str) -> str:

@@ -6,11 +6,14 @@ with the serializer that produces matching ``structuredContent``. Parameters ann
 :class:`~server.context.Context` are injected, not advertised. Nothing here runs per request
 except the prepared validator and serializer calls.
 
-May import: content, pydantic.
+Context is imported only to recognise the injected parameter.
+
+May import: content, context, pydantic.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import types
 import typing
@@ -133,7 +136,7 @@ def read_output(func: Callable[..., Any]) -> Output | None:
     """The output plan for ``func``'s return annotation, or None for content-returning tools."""
     hints = typing.get_type_hints(func, include_extras=True)
     annotation = hints.get("return", inspect.Signature.empty)
-    if get_origin(annotation) in (typing.Awaitable, typing.Coroutine):
+    if get_origin(annotation) in (collections.abc.Awaitable, collections.abc.Coroutine):
         annotation = get_args(annotation)[-1]
     if _is_unstructured(annotation):
         return None

@@ -65,12 +65,17 @@ class Hub:
     def __init__(self, capacity: int = 64) -> None:
         self._streams: set[Stream] = set()
         self.capacity = capacity
+        self._closed_reason: str | None = None
 
     def __len__(self) -> int:
         return len(self._streams)
 
     def attach(self, frame: Callable[[Change], bytes | None]) -> Stream:
         stream = Stream(frame, self.capacity)
+        if self._closed_reason is not None:
+            # Shutting down: a stream opened now ends at once, the same way as the others.
+            stream.close(self._closed_reason)
+            return stream
         self._streams.add(stream)
         return stream
 
@@ -82,6 +87,8 @@ class Hub:
             stream.offer(change)
 
     def close_all(self, reason: str) -> None:
+        """End every stream, and every stream attached from now on, with ``reason``."""
+        self._closed_reason = reason
         for stream in list(self._streams):
             stream.close(reason)
 

@@ -14,7 +14,7 @@ import re
 from urllib.parse import quote, unquote
 
 _EXPRESSION = re.compile(r"\{([^{}]*)\}")
-_VARNAME = re.compile(r"^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*$")
+_VARNAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNRESERVED = "-._~"
 _RESERVED = ":/?#[]@!$&'()*+,;="
 

@@ -6,7 +6,7 @@ tools returning each content type, structured output, progress, logging, asking 
 templated resources; prompts with completable arguments. Point a client at it and see which
 of these it actually uses.
 
-May import: catalog, content, context, errors.
+May import: catalog, content, context, errors, pydantic.
 """
 
 from __future__ import annotations

@@ -1,0 +1,43 @@
+"""Running the app under uvicorn, with a shutdown that tells the app first.
+
+uvicorn, on SIGTERM (or ``should_exit``), stops accepting connections and then waits for the
+open ones to close before it runs the lifespan shutdown. Open ``subscriptions/listen`` streams
+never close by themselves, so the app has to hear about the shutdown *before* that wait: this
+:class:`Server` calls ``Application.begin_shutdown`` first, which ends every listen stream with
+its graceful result, while in-flight calls finish within uvicorn's graceful timeout.
+
+May import: app, settings, uvicorn.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+
+from server.app import Application
+
+
+class Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: Application) -> None:
+        super().__init__(config)
+        self.application = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.application.begin_shutdown()
+        await super().shutdown(sockets)
+
+
+def server_for(app: Application, **overrides: object) -> Server:
+    """A uvicorn server for ``app``, configured from its settings (``overrides`` win)."""
+    settings = app.settings
+    options: dict[str, object] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "lifespan": "on",
+        # In-flight calls get this long to finish once the listen streams have been ended.
+        "timeout_graceful_shutdown": int(settings.shutdown_grace_s) + 5,
+    }
+    options.update(overrides)
+    return Server(uvicorn.Config(app, **options), app)  # type: ignore[arg-type]

@@ -1,0 +1,334 @@
+"""server.dispatch: the shared method table, routed exactly when advertised."""
+
+import pytest
+from core_helpers import make_context
+
+from server.catalog import Catalog
+from server.content import Completion
+from server.dispatch import Dispatcher
+from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from server.pagination import Pager
+from server.sealing import Sealer
+
+pytestmark = pytest.mark.anyio
+
+ALL_METHODS = [
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+]
+
+
+def dispatcher_for(catalog, page_size=100):
+    return Dispatcher(catalog, Pager(Sealer(b"d" * 32), page_size))
+
+
+def full_catalog():
+    catalog = Catalog()
+
+    @catalog.tool
+    async def echo(text: str) -> str:
+        return text
+
+    @catalog.prompt
+    def greet(name: str, style: str = "warm") -> str:
+        return f"Greet {name} ({style})"
+
+    @catalog.resource("x://readme", mime_type="text/plain")
+    def readme() -> str:
+        return "read me"
+
+    @catalog.resource("x://empty")
+    def empty() -> list[str]:
+        return []
+
+    @catalog.resource_template("x://items/{item_id}")
+    def item(item_id: int) -> str:
+        return f"item {item_id}"
+
+    @catalog.completion(prompt="greet", argument="style")
+    def styles(value, context):
+        return [s for s in ("warm", "wry", "formal") if s.startswith(value)]
+
+    @catalog.completion(template="x://items/{item_id}", argument="item_id")
+    async def ids(value, context):
+        return Completion(["1", "2"], total=10, has_more=True)
+
+    return catalog
+
+
+async def call(dispatcher, method, params=None):
+    return await dispatcher.call(method, params or {}, make_context(method=method))
+
+
+# -- routing follows capabilities ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+async def test_empty_catalog_serves_nothing(method):
+    dispatcher = dispatcher_for(Catalog())
+    assert not dispatcher.serves(method)
+    with pytest.raises(MethodNotFound):
+        await call(dispatcher, method)
+
+
+def test_tools_only_catalog_routes_only_tools():
+    catalog = Catalog()
+    catalog.tool(lambda: "x", name="t")
+    dispatcher = dispatcher_for(catalog)
+    assert [m for m in ALL_METHODS if dispatcher.serves(m)] == ["tools/list", "tools/call"]
+
+
+def test_full_catalog_routes_everything_and_nothing_else():
+    dispatcher = dispatcher_for(full_catalog())
+    assert all(dispatcher.serves(m) for m in ALL_METHODS)
+    for method in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "x/y"]:
+        assert not dispatcher.serves(method)
+
+
+def test_routing_follows_runtime_changes():
+    catalog = Catalog()
+    dispatcher = dispatcher_for(catalog)
+    assert not dispatcher.serves("tools/call")
+    catalog.tool(lambda: "x", name="t")
+    assert dispatcher.serves("tools/call")
+    catalog.remove_tool("t")
+    assert not dispatcher.serves("tools/call")
+
+
+# -- lists ---------------------------------------------------------------------------------
+
+
+async def test_lists_return_definitions_under_their_keys():
+    catalog = full_catalog()
+    dispatcher = dispatcher_for(catalog)
+    assert await call(dispatcher, "tools/list") == {"tools": list(catalog.snapshot.tools)}
+    assert [p["name"] for p in (await call(dispatcher, "prompts/list"))["prompts"]] == ["greet"]
+    resources = (await call(dispatcher, "resources/list"))["resources"]
+    assert [r["uri"] for r in resources] == ["x://readme", "x://empty"]
+    templates = (await call(dispatcher, "resources/templates/list"))["resourceTemplates"]
+    assert [t["uriTemplate"] for t in templates] == ["x://items/{item_id}"]
+
+
+async def test_list_pagination_and_cursor_binding():
+    catalog = Catalog()
+    for index in range(5):
+        catalog.tool(lambda: "x", name=f"t{index}")
+    dispatcher = dispatcher_for(catalog, page_size=2)
+    names, cursor, pages = [], None, 0
+    while True:
+        result = await call(dispatcher, "tools/list", {"cursor": cursor} if cursor else {})
+        names += [tool["name"] for tool in result["tools"]]
+        pages += 1
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert names == ["t0", "t1", "t2", "t3", "t4"]
+    assert pages == 3
+    first = await call(dispatcher, "tools/list")
+    with pytest.raises(InvalidParams, match="Invalid cursor"):
+        await call(dispatcher, "tools/list", {"cursor": first["nextCursor"] + "x"})
+
+
+async def test_list_without_more_pages_has_no_next_cursor():
+    result = await call(dispatcher_for(full_catalog()), "tools/list")
+    assert "nextCursor" not in result
+
+
+# -- tools/call ----------------------------------------------------------------------------
+
+
+async def test_call_tool():
+    result = await call(
+        dispatcher_for(full_catalog()), "tools/call", {"name": "echo", "arguments": {"text": "a"}}
+    )
+    assert result == {"content": [{"type": "text", "text": "a"}]}
+
+
+async def test_call_tool_without_arguments_uses_empty_object():
+    catalog = Catalog()
+    catalog.tool(lambda: "none", name="t")
+    assert (await call(dispatcher_for(catalog), "tools/call", {"name": "t"}))["content"][0][
+        "text"
+    ] == "none"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"name": "nope"}, "Unknown tool: nope"),
+        ({}, "params.name"),
+        ({"name": ""}, "params.name"),
+        ({"name": 5}, "params.name"),
+        ({"name": "echo", "arguments": [1]}, "params.arguments"),
+    ],
+)
+async def test_call_tool_bad_params(params, message):
+    with pytest.raises(InvalidParams, match=message):
+        await call(dispatcher_for(full_catalog()), "tools/call", params)
+
+
+async def test_invalid_tool_arguments_are_an_error_result():
+    result = await call(
+        dispatcher_for(full_catalog()), "tools/call", {"name": "echo", "arguments": {}}
+    )
+    assert result["isError"] is True
+
+
+# -- prompts/get ---------------------------------------------------------------------------
+
+
+async def test_get_prompt():
+    result = await call(
+        dispatcher_for(full_catalog()), "prompts/get", {"name": "greet", "arguments": {"name": "A"}}
+    )
+    assert result["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "Greet A (warm)"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"name": "nope"}, "Unknown prompt"),
+        ({"name": "greet", "arguments": {"name": 5}}, "must be strings"),
+        ({"name": "greet", "arguments": {}}, "name"),
+        ({"name": "greet", "arguments": "x"}, "params.arguments"),
+    ],
+)
+async def test_get_prompt_bad_params(params, message):
+    with pytest.raises(InvalidParams, match=message):
+        await call(dispatcher_for(full_catalog()), "prompts/get", params)
+
+
+# -- resources/read ------------------------------------------------------------------------
+
+
+async def test_read_fixed_and_templated_resources():
+    dispatcher = dispatcher_for(full_catalog())
+    assert await call(dispatcher, "resources/read", {"uri": "x://readme"}) == {
+        "contents": [{"uri": "x://readme", "text": "read me", "mimeType": "text/plain"}]
+    }
+    templated = await call(dispatcher, "resources/read", {"uri": "x://items/7"})
+    assert templated["contents"][0]["text"] == "item 7"
+
+
+@pytest.mark.parametrize("uri", ["x://nothing", "x://items/not-a-number", "x://empty"])
+async def test_unknown_or_empty_resource_is_not_found(uri):
+    with pytest.raises(ResourceNotFound) as caught:
+        await call(dispatcher_for(full_catalog()), "resources/read", {"uri": uri})
+    assert caught.value.data == {"uri": uri}
+    assert caught.value.to_wire("modern")["code"] == -32602
+
+
+async def test_read_needs_a_uri():
+    with pytest.raises(InvalidParams, match=r"params\.uri"):
+        await call(dispatcher_for(full_catalog()), "resources/read", {})
+
+
+# -- completion/complete -------------------------------------------------------------------
+
+
+async def test_complete_prompt_argument():
+    result = await call(
+        dispatcher_for(full_catalog()),
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "greet"},
+            "argument": {"name": "style", "value": "w"},
+        },
+    )
+    assert result == {"completion": {"values": ["warm", "wry"]}}
+
+
+async def test_complete_template_variable_with_async_completion_object():
+    result = await call(
+        dispatcher_for(full_catalog()),
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "x://items/{item_id}"},
+            "argument": {"name": "item_id", "value": ""},
+        },
+    )
+    assert result == {"completion": {"values": ["1", "2"], "total": 10, "hasMore": True}}
+
+
+async def test_complete_argument_without_completer_is_empty():
+    result = await call(
+        dispatcher_for(full_catalog()),
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": ""}},
+    )
+    assert result == {"completion": {"values": []}}
+
+
+async def test_completer_gets_context_arguments():
+    catalog = Catalog()
+
+    @catalog.prompt
+    def pair(a: str, b: str) -> str:
+        return a + b
+
+    seen = []
+
+    @catalog.completion(prompt="pair", argument="b")
+    def complete_b(value, context):
+        seen.append(dict(context))
+        return []
+
+    await call(
+        dispatcher_for(catalog),
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "pair"},
+            "argument": {"name": "b", "value": "x"},
+            "context": {"arguments": {"a": "1"}},
+        },
+    )
+    assert seen == [{"a": "1"}]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"ref": {"type": "ref/prompt", "name": "greet"}}, "params.argument"),
+        (
+            {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "s", "value": 1}},
+            "params.argument",
+        ),
+        ({"ref": {"type": "ref/other"}, "argument": {"name": "a", "value": ""}}, "ref.type"),
+        (
+            {"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "a", "value": ""}},
+            "Unknown prompt",
+        ),
+        (
+            {
+                "ref": {"type": "ref/prompt", "name": "greet"},
+                "argument": {"name": "zz", "value": ""},
+            },
+            "no argument",
+        ),
+        (
+            {
+                "ref": {"type": "ref/resource", "uri": "x://no/{v}"},
+                "argument": {"name": "v", "value": ""},
+            },
+            "Unknown resource template",
+        ),
+        (
+            {
+                "ref": {"type": "ref/resource", "uri": "x://items/{item_id}"},
+                "argument": {"name": "zz", "value": ""},
+            },
+            "no variable",
+        ),
+    ],
+)
+async def test_complete_bad_params(params, message):
+    with pytest.raises(InvalidParams, match=message):
+        await call(dispatcher_for(full_catalog()), "completion/complete", params)

@@ -1,0 +1,218 @@
+"""server.signatures: a Python signature becomes a validator, inputSchema and outputSchema."""
+
+import typing
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from server.content import Image, Text, ToolResult
+from server.context import Context
+from server.signatures import (
+    ArgumentsInvalid,
+    description_from_doc,
+    read_output,
+    read_parameters,
+)
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+def test_parameters_become_a_compact_object_schema():
+    def handler(a: int, b: Annotated[str, Field(description="The b")] = "x") -> str:
+        return ""
+
+    plan = read_parameters(handler, name="handler")
+    assert plan.schema == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "string", "default": "x", "description": "The b"},
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert plan.names == ("a", "b")
+    assert plan.context_param is None
+
+
+def test_no_parameters_still_has_properties():
+    plan = read_parameters(lambda: None, name="empty")
+    assert plan.schema["type"] == "object"
+    assert plan.schema["properties"] == {}
+
+
+def test_context_parameter_is_injected_not_advertised():
+    def handler(ctx: Context, text: str) -> str:
+        return text
+
+    plan = read_parameters(handler, name="h")
+    assert plan.context_param == "ctx"
+    assert plan.names == ("text",)
+    assert "ctx" not in plan.schema["properties"]
+
+
+def test_context_subclass_is_recognised():
+    class MyContext(Context):
+        pass
+
+    def handler(c: MyContext) -> None:
+        return None
+
+    assert read_parameters(handler, name="h").context_param == "c"
+
+
+def test_bind_validates_and_converts():
+    def handler(count: int, ratio: float = 0.5) -> None:
+        return None
+
+    plan = read_parameters(handler, name="h")
+    assert plan.bind({"count": "3"}) == {"count": 3, "ratio": 0.5}
+
+
+def test_bind_reports_every_problem_by_location():
+    def handler(count: int, name: str) -> None:
+        return None
+
+    plan = read_parameters(handler, name="h")
+    with pytest.raises(ArgumentsInvalid) as caught:
+        plan.bind({"count": "many"})
+    message = str(caught.value)
+    assert message.startswith("Invalid arguments: ")
+    assert "count:" in message
+    assert "name:" in message
+
+
+def test_strict_rejects_unknown_arguments_and_lax_ignores_them():
+    def handler(a: int) -> None:
+        return None
+
+    with pytest.raises(ArgumentsInvalid, match="b: Extra inputs"):
+        read_parameters(handler, name="h").bind({"a": 1, "b": 2})
+    assert read_parameters(handler, name="h", strict=False).bind({"a": 1, "b": 2}) == {"a": 1}
+
+
+def test_var_args_and_private_names_are_refused():
+    def star(*args: int) -> None:
+        return None
+
+    def double_star(**kwargs: int) -> None:
+        return None
+
+    def private(_hidden: int) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="args"):
+        read_parameters(star, name="s")
+    with pytest.raises(TypeError, match="args"):
+        read_parameters(double_star, name="d")
+    with pytest.raises(TypeError, match="_hidden"):
+        read_parameters(private, name="p")
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        str,
+        None,
+        Any,
+        ToolResult,
+        Text,
+        Image,
+        list[Text],
+        Sequence[Text],
+        tuple[Text, ...],
+        list[Any],
+        Text | Image,
+        str | None,
+    ],
+)
+def test_content_returning_functions_have_no_output_schema(annotation):
+    def handler():
+        return None
+
+    handler.__annotations__["return"] = annotation
+    assert read_output(handler) is None
+
+
+def test_unannotated_return_has_no_output_schema():
+    def handler():
+        return None
+
+    assert read_output(handler) is None
+
+
+def test_object_return_is_not_wrapped():
+    def handler() -> Point:
+        return Point(x=1, y=2)
+
+    output = read_output(handler)
+    assert output is not None
+    assert output.wrapped is False
+    assert output.schema == {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"],
+    }
+    assert output.dump(Point(x=1, y=2)) == {"x": 1, "y": 2}
+
+
+def test_dict_return_is_an_object():
+    def handler() -> dict[str, int]:
+        return {}
+
+    output = read_output(handler)
+    assert output.schema == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert output.dump({"a": 1}) == {"a": 1}
+
+
+def test_non_object_return_is_wrapped_in_result():
+    def handler() -> int:
+        return 1
+
+    output = read_output(handler)
+    assert output.wrapped is True
+    assert output.schema == {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+    }
+    assert output.dump(5) == {"result": 5}
+
+
+def test_wrapped_schema_keeps_definitions_at_the_root():
+    def handler() -> list[Point]:
+        return []
+
+    output = read_output(handler)
+    assert output.schema["properties"]["result"]["items"] == {"$ref": "#/$defs/Point"}
+    assert "Point" in output.schema["$defs"]
+    assert output.dump([Point(x=1, y=2)]) == {"result": [{"x": 1, "y": 2}]}
+
+
+def test_async_function_return_annotation_is_used():
+    async def handler() -> int:
+        return 1
+
+    assert read_output(handler).wrapped is True
+
+
+def test_awaitable_return_annotation_is_unwrapped():
+    def handler() -> typing.Awaitable[int]:
+        raise NotImplementedError
+
+    output = read_output(handler)
+    assert output is not None
+    assert output.schema["properties"]["result"] == {"type": "integer"}
+
+
+def test_description_from_doc():
+    assert description_from_doc(None) is None
+    assert description_from_doc("   \n  ") is None
+    assert description_from_doc("\n    First line.\n\n    More text.\n    ") == (
+        "First line.\n\nMore text."
+    )

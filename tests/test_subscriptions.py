@@ -1,0 +1,229 @@
+"""server.subscriptions: the Hub's fan-out with bounded queues, and the listen filter."""
+
+import pytest
+
+from server.catalog import Catalog, Change
+from server.errors import InvalidParams
+from server.subscriptions import (
+    MAX_RESOURCE_SUBSCRIPTIONS,
+    MAX_URI_LENGTH,
+    Closed,
+    Hub,
+    ListenFilter,
+    covers,
+)
+
+EVERYTHING = {
+    "tools": {"listChanged": True},
+    "prompts": {"listChanged": True},
+    "resources": {"subscribe": True, "listChanged": True},
+}
+
+
+def drain(stream):
+    items = []
+    while not stream.queue.empty():
+        items.append(stream.queue.get_nowait())
+    return items
+
+
+def tools_only(change):
+    return f"frame:{change.kind}".encode() if change.kind == "tools" else None
+
+
+# -- Hub -----------------------------------------------------------------------------------
+
+
+def test_publish_fans_out_to_every_interested_stream():
+    hub = Hub(capacity=4)
+    everything = hub.attach(lambda change: change.kind.encode())
+    tools = hub.attach(tools_only)
+    hub.publish(Change("tools"))
+    hub.publish(Change("prompts"))
+    assert drain(everything) == [b"tools", b"prompts"]
+    assert drain(tools) == [b"frame:tools"]
+    assert len(hub) == 2
+
+
+def test_detached_streams_get_nothing():
+    hub = Hub()
+    stream = hub.attach(tools_only)
+    hub.detach(stream)
+    hub.detach(stream)  # idempotent
+    hub.publish(Change("tools"))
+    assert drain(stream) == []
+    assert len(hub) == 0
+
+
+def test_overflow_closes_only_the_slow_stream():
+    hub = Hub(capacity=2)
+    slow = hub.attach(tools_only)
+    fast = hub.attach(tools_only)
+    hub.publish(Change("tools"))
+    hub.publish(Change("tools"))
+    drain(fast)
+    hub.publish(Change("tools"))  # the slow one is full now
+    hub.publish(Change("tools"))
+    items = drain(slow)
+    assert items[:2] == [b"frame:tools", b"frame:tools"]
+    assert isinstance(items[2], Closed)
+    assert items[2].reason == "overflow"
+    assert len(items) == 3  # nothing after the close
+    assert slow.closed
+    assert not fast.closed
+    assert drain(fast) == [b"frame:tools", b"frame:tools"]
+
+
+def test_uninteresting_changes_do_not_fill_the_queue():
+    hub = Hub(capacity=1)
+    stream = hub.attach(tools_only)
+    for _ in range(10):
+        hub.publish(Change("prompts"))
+    assert not stream.closed
+    assert stream.queue.empty()
+
+
+def test_close_all_ends_every_stream_once():
+    hub = Hub()
+    streams = [hub.attach(tools_only) for _ in range(3)]
+    hub.close_all("shutdown")
+    hub.close_all("shutdown")
+    hub.publish(Change("tools"))
+    for stream in streams:
+        items = drain(stream)
+        assert len(items) == 1
+        assert isinstance(items[0], Closed)
+        assert items[0].reason == "shutdown"
+
+
+def test_hub_as_catalog_listener():
+    catalog = Catalog()
+    hub = Hub()
+    stream = hub.attach(tools_only)
+    catalog.subscribe(hub.publish)
+    catalog.tool(lambda: "x", name="t")
+    catalog.notify_resource_updated("x://a")
+    assert drain(stream) == [b"frame:tools"]
+
+
+# -- ListenFilter.grant --------------------------------------------------------------------
+
+
+def test_grant_everything_when_everything_is_served():
+    requested = {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["x://a", "x://b", "x://a"],
+    }
+    granted = ListenFilter.grant(requested, EVERYTHING)
+    assert granted.to_wire() == {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["x://a", "x://b"],
+    }
+
+
+def test_grant_only_what_capabilities_serve():
+    requested = {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+        "resourceSubscriptions": ["x://a"],
+    }
+    assert ListenFilter.grant(requested, {"tools": {}}).to_wire() == {"toolsListChanged": True}
+    assert ListenFilter.grant(requested, {}).to_wire() == {}
+
+
+def test_resource_subscriptions_need_the_subscribe_capability():
+    requested = {"resourcesListChanged": True, "resourceSubscriptions": ["x://a"]}
+    no_subscribe = {"resources": {"listChanged": True}}
+    assert ListenFilter.grant(requested, no_subscribe).to_wire() == {"resourcesListChanged": True}
+
+
+def test_false_or_absent_flags_are_not_subscriptions():
+    granted = ListenFilter.grant({"toolsListChanged": False}, EVERYTHING)
+    assert granted.to_wire() == {}
+    assert granted.notification(Change("tools")) is None
+
+
+@pytest.mark.parametrize(
+    "requested",
+    [
+        None,
+        [],
+        "all",
+        {"toolsListChanged": "yes"},
+        {"promptsListChanged": 1},
+        {"resourceSubscriptions": "x://a"},
+        {"resourceSubscriptions": [1]},
+        {"resourceSubscriptions": [""]},
+        {"resourceSubscriptions": ["no-scheme"]},
+        {"resourceSubscriptions": ["x://" + "a" * MAX_URI_LENGTH]},
+        {"resourceSubscriptions": [f"x://{i}" for i in range(MAX_RESOURCE_SUBSCRIPTIONS + 1)]},
+    ],
+)
+def test_bad_filters_are_invalid_params(requested):
+    with pytest.raises(InvalidParams):
+        ListenFilter.grant(requested, EVERYTHING)
+
+
+def test_limits_are_inclusive():
+    uris = [f"x://{i}" for i in range(MAX_RESOURCE_SUBSCRIPTIONS)]
+    assert len(ListenFilter.grant({"resourceSubscriptions": uris}, EVERYTHING).resource_uris) == (
+        MAX_RESOURCE_SUBSCRIPTIONS
+    )
+    longest = "x://" + "a" * (MAX_URI_LENGTH - 4)
+    assert ListenFilter.grant({"resourceSubscriptions": [longest]}, EVERYTHING).resource_uris == (
+        longest,
+    )
+
+
+# -- ListenFilter.notification -------------------------------------------------------------
+
+
+def test_list_changes_map_to_their_notifications():
+    granted = ListenFilter.grant(
+        {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True},
+        EVERYTHING,
+    )
+    assert granted.notification(Change("tools")) == ("notifications/tools/list_changed", {})
+    assert granted.notification(Change("prompts")) == ("notifications/prompts/list_changed", {})
+    assert granted.notification(Change("resources")) == (
+        "notifications/resources/list_changed",
+        {},
+    )
+    assert granted.notification(Change("resource_updated", "x://a")) is None
+
+
+def test_resource_updates_cover_the_uri_and_below_it():
+    granted = ListenFilter.grant(
+        {"resourceSubscriptions": ["file:///project", "x://exact"]}, EVERYTHING
+    )
+    assert granted.notification(Change("resource_updated", "file:///project/a/b.txt")) == (
+        "notifications/resources/updated",
+        {"uri": "file:///project/a/b.txt"},
+    )
+    assert granted.notification(Change("resource_updated", "x://exact")) == (
+        "notifications/resources/updated",
+        {"uri": "x://exact"},
+    )
+    assert granted.notification(Change("resource_updated", "file:///projectX")) is None
+    assert granted.notification(Change("resource_updated", "file:///")) is None
+    assert granted.notification(Change("tools")) is None
+
+
+@pytest.mark.parametrize(
+    ("subscribed", "updated", "expected"),
+    [
+        ("file:///a", "file:///a", True),
+        ("file:///a", "file:///a/b", True),
+        ("file:///a/", "file:///a/b", True),
+        ("file:///a", "file:///ab", False),
+        ("file:///a/b", "file:///a", False),
+        ("x://a", "y://a", False),
+    ],
+)
+def test_covers(subscribed, updated, expected):
+    assert covers(subscribed, updated) is expected
