@@ -9,6 +9,7 @@ May import: everything.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import logging
@@ -23,10 +24,14 @@ from starlette.routing import Route
 from server.catalog import Catalog
 from server.dispatch import Dispatcher
 from server.endpoint import EndpointOptions, McpEndpoint, Receive, Scope, Send
+from server.legacy import LegacyEra
+from server.legacy_http import LegacyHttp, LegacyOptions
+from server.liveness import Runtimes
 from server.modern import ModernEra
 from server.mrtr import RequestStates
 from server.pagination import Pager
 from server.sealing import Sealer
+from server.sessions import MemorySessionStore
 from server.settings import Settings
 from server.subscriptions import Hub
 
@@ -69,9 +74,25 @@ class Application:
                 " key (set one shared secret when running several replicas)"
             )
         self.hub = Hub(settings.listen_queue_size)
+        dispatcher = Dispatcher(catalog, Pager(sealer, settings.page_size))
+        self.sessions = MemorySessionStore(
+            max_sessions=settings.max_sessions, idle_timeout_s=settings.session_idle_timeout_s
+        )
+        self.runtimes = Runtimes(settings.events_per_stream)
+        self.legacy = LegacyHttp(
+            LegacyEra(
+                catalog,
+                dispatcher,
+                self.sessions,
+                client_request_timeout_s=settings.client_request_timeout_s,
+            ),
+            self.runtimes,
+            self.hub,
+            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
+        )
         self.modern = ModernEra(
             catalog,
-            Dispatcher(catalog, Pager(sealer, settings.page_size)),
+            dispatcher,
             RequestStates(sealer, settings.request_state_ttl_s),
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
@@ -79,6 +100,7 @@ class Application:
         )
         self.endpoint = McpEndpoint(
             self.modern,
+            self.legacy,
             self.hub,
             EndpointOptions(
                 allowed_hosts=tuple(settings.allowed_hosts),
@@ -99,17 +121,36 @@ class Application:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         unsubscribe = self.catalog.subscribe(self.hub.publish)
+        expiry = asyncio.create_task(self.expire_sessions())
         self.ready = True
         try:
             yield
         finally:
             self.begin_shutdown()
+            expiry.cancel()
+            self.runtimes.end_all()
             unsubscribe()
+
+    async def expire_sessions(self) -> None:
+        """End idle legacy sessions, and everything they hold in this process."""
+        interval = min(30.0, max(0.5, self.settings.session_idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                for session_id in await self.sessions.expire(keep=self._busy):
+                    self.runtimes.end(session_id)
+            except Exception:
+                log.exception("expiring sessions failed")
+
+    def _busy(self, session_id: str) -> bool:
+        runtime = self.runtimes.peek(session_id)
+        return runtime is not None and runtime.busy()
 
     def begin_shutdown(self) -> None:
         """Stop taking long-lived work: end every listen stream with its graceful result."""
         self.ready = False
         self.hub.close_all("shutdown")
+        self.legacy.end_connections()
 
     async def healthz(self, request: Request) -> JSONResponse:
         if not self.ready:

@@ -148,7 +148,10 @@ class Exchange(Protocol):
         """Send a notification on the request's own response stream."""
 
     async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
-        """Get the client's raw answers for ``requests`` (by key), or raise to suspend."""
+        """The client's parsed answers for ``requests`` (by key), or raise to suspend."""
+
+    def close_stream(self) -> None:
+        """End the connection carrying the call's stream, if the era can resume it."""
 
 
 @dataclass
@@ -253,6 +256,11 @@ class Context:
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         (answer,) = await self.ask(Roots(key))
         return answer  # type: ignore[no-any-return]
+
+    def close_stream(self) -> None:
+        """Close the HTTP connection of this call's SSE stream now; the client reconnects and
+        resumes (legacy era, SSE polling). A no-op where streams cannot be resumed."""
+        self.exchange.close_stream()
 
     def finish(self) -> None:
         """Called when the request is answered: nothing may be sent for it afterwards."""

@@ -2,8 +2,9 @@
 
 It owns only HTTP: admission (Host/Origin, Content-Type, Accept, body size), reading the body,
 choosing the era from headers and ``_meta``, and writing JSON or SSE. Everything MCP means is
-in :mod:`server.modern` (and the legacy era once it lands); every exception is turned into a
-wire error here and nowhere else, with the status from :func:`server.errors.http_status`.
+in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
+:mod:`server.legacy_http`); every exception raised before a response starts is turned into a
+wire error here, with the status from :func:`server.errors.http_status`.
 
 May import: everything in the core, guards, sse, sse_starlette.
 """
@@ -21,6 +22,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.guards import check_content_type, check_host, check_origin, negotiate
 from server.jsonrpc import Notification, Request, Response, decode, encode_error, encode_result
+from server.legacy_http import LegacyHttp
 from server.modern import ModernCall, ModernEra
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.sse import ResponseWriter, cancel_on_disconnect, message_frame, send_empty, send_json
@@ -51,17 +53,20 @@ def read_headers(scope: Scope) -> dict[str, str]:
     }
 
 
-def choose_era(request: Request, headers: dict[str, str]) -> Era:
-    """Modern when the request says so: ``_meta`` names a protocol version, or the version
-    header is one the legacy era never used (so ``v999.0.0`` gets -32022, not a session error).
+def choose_era(message: Request | Notification, headers: dict[str, str]) -> Era:
+    """Which era a message belongs to (spec-notes 1.8).
+
+    ``_meta`` naming a protocol version is modern; a legacy version header, or a session id,
+    is legacy; any other version header is modern (so ``v999.0.0`` gets -32022, not a session
+    error); and a message with neither (``initialize`` above all) is legacy.
     """
-    meta = request.params.get("_meta")
+    meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
         return "modern"
     version = headers.get("mcp-protocol-version")
-    if version is None:
+    if (version is not None and version.strip() in LEGACY_VERSIONS) or "mcp-session-id" in headers:
         return "legacy"
-    return "legacy" if version.strip() in LEGACY_VERSIONS else "modern"
+    return "legacy" if version is None else "modern"
 
 
 async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
@@ -85,52 +90,75 @@ async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> by
 
 
 class McpEndpoint:
-    def __init__(self, modern: ModernEra, hub: Hub, options: EndpointOptions) -> None:
+    def __init__(
+        self, modern: ModernEra, legacy: LegacyHttp, hub: Hub, options: EndpointOptions
+    ) -> None:
         self.modern = modern
+        self.legacy = legacy
         self.hub = hub
         self.options = options
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST":
+        method = scope["method"]
+        if method == "POST":
             await self.post(scope, receive, send)
             return
-        # GET and DELETE belong to the legacy era's sessions; until then, say what is served.
-        error = InvalidRequest(
-            f"Method {scope['method']} not allowed; send JSON-RPC with POST", http_status=405
+        headers = read_headers(scope)
+        try:
+            self.admit(headers)
+            if method == "GET":
+                _, sse_ok = negotiate(headers.get("accept"))
+                await self.legacy.get(receive, send, headers, sse_ok)
+            elif method == "DELETE":
+                await self.legacy.delete(send, headers)
+            else:
+                raise InvalidRequest(f"Method {method} not allowed", http_status=405)
+        except McpError as error:
+            extra = [(b"allow", b"GET, POST, DELETE")] if error.http_status == 405 else None
+            status = http_status(error, "legacy")
+            await send_json(send, status, encode_error(None, error.to_wire("legacy")), extra)
+
+    def admit(self, headers: dict[str, str]) -> None:
+        """DNS-rebinding protection, for every method."""
+        check_host(headers.get("host"), self.options.allowed_hosts)
+        check_origin(
+            headers.get("origin"), self.options.allowed_hosts, self.options.allowed_origins
         )
-        await send_json(send, 405, encode_error(None, error.to_wire()), [(b"allow", b"POST")])
 
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            check_host(headers.get("host"), self.options.allowed_hosts)
-            check_origin(
-                headers.get("origin"), self.options.allowed_hosts, self.options.allowed_origins
-            )
+            self.admit(headers)
             check_content_type(headers.get("content-type"))
             json_ok, sse_ok = negotiate(headers.get("accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes)
             message = decode(body)
             if isinstance(message, list):
-                raise InvalidRequest(
-                    "Invalid request: batches are not accepted; send one message per POST"
-                )
+                era = "legacy"
+                await self.legacy.batch(send, headers, message)
+                return
             if isinstance(message, Response):
-                raise InvalidRequest("Invalid request: this server sent no request to answer")
+                if "mcp-session-id" not in headers:
+                    raise InvalidRequest("Invalid request: this server sent no request to answer")
+                era = "legacy"
+                await self.legacy.response(send, headers, message)
+                return
+            era = choose_era(message, headers)
             if isinstance(message, Notification):
-                # 2026-07-28 defines no client notifications over HTTP; accepted and ignored.
-                await send_empty(send, 202)
+                if era == "modern":
+                    # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
+                    await send_empty(send, 202)
+                else:
+                    await self.legacy.notification(send, headers, message)
                 return
             request_id = message.id
-            era = choose_era(message, headers)
             if era == "legacy":
-                raise InvalidRequest(
-                    "This server speaks MCP 2026-07-28 here: send params._meta with "
-                    f"{META_PROTOCOL_VERSION!r} and the MCP-Protocol-Version header "
-                    "(the initialize era is not served yet)"
+                await self.legacy.request(
+                    receive, send, headers, message, json_ok=json_ok, sse_ok=sse_ok
                 )
+                return
             call = self.modern.validate(message, headers)
         except ConnectionAbortedError:
             return

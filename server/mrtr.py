@@ -51,6 +51,9 @@ class ReplayExchange:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self._notify(method, params)
 
+    def close_stream(self) -> None:
+        """2026-07-28 streams are not resumable: closing one would cancel the call."""
+
     async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
         parsed: dict[str, Any] = {}
         missing: dict[str, InputRequest] = {}

@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     state_secret: SecretStr = SecretStr("")
     request_state_ttl_s: int = Field(600, ge=1)
 
+    max_sessions: int = Field(10_000, ge=1)
+    session_idle_timeout_s: float = Field(1800.0, gt=0)
+    client_request_timeout_s: float = Field(120.0, gt=0)
+    events_per_stream: int = Field(256, ge=1)
+    sse_retry_ms: int = Field(1000, ge=0)
+
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)

@@ -64,11 +64,12 @@ class Hub:
 
     def __init__(self, capacity: int = 64) -> None:
         self._streams: set[Stream] = set()
+        self._listeners: list[Callable[[Change], None]] = []
         self.capacity = capacity
         self._closed_reason: str | None = None
 
     def __len__(self) -> int:
-        return len(self._streams)
+        return len(self._streams) + len(self._listeners)
 
     def attach(self, frame: Callable[[Change], bytes | None]) -> Stream:
         stream = Stream(frame, self.capacity)
@@ -82,9 +83,21 @@ class Hub:
     def detach(self, stream: Stream) -> None:
         self._streams.discard(stream)
 
+    def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
+        """Call ``listener`` on every change (it must not block); returns its unsubscribe."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
     def publish(self, change: Change) -> None:
         for stream in list(self._streams):
             stream.offer(change)
+        for listener in list(self._listeners):
+            listener(change)
 
     def close_all(self, reason: str) -> None:
         """End every stream, and every stream attached from now on, with ``reason``."""

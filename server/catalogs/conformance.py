@@ -316,6 +316,15 @@ async def test_input_required_result_capabilities(ctx: Context) -> str:
     return f"Received {len(answers)} answer(s)."
 
 
+@catalog.tool
+async def test_reconnection(ctx: Context) -> str:
+    """Closes its own SSE connection mid-call; the client resumes with Last-Event-ID."""
+    await asyncio.sleep(0.05)
+    ctx.close_stream()
+    await asyncio.sleep(0.2)
+    return "Reconnection test completed"
+
+
 # -- list changes and headers -----------------------------------------------------------------
 
 

@@ -1,0 +1,95 @@
+"""Resumable event streams for the legacy era: ids, a bounded replay buffer, followers.
+
+A legacy POST that streams, and a session's standalone GET stream, are each an
+:class:`EventStream`: a logical stream that outlives the HTTP connection carrying it. Every
+message gets an SSE id ``<stream>_<seq>`` (unique within the session, and naming its stream),
+is kept in a bounded buffer, and is handed to whichever connection follows the stream. When a
+connection drops, or the server ends it on purpose (SSE polling), the client resumes with
+``Last-Event-ID`` and gets what it missed on that same stream, never another's.
+
+Memory is bounded twice: each stream keeps its last ``capacity`` events, and each session keeps
+a bounded number of streams (see :mod:`server.liveness`).
+
+May import: the standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: str
+    payload: bytes
+
+
+def parse_event_id(event_id: str) -> tuple[str, int] | None:
+    stream_id, sep, seq = event_id.strip().rpartition("_")
+    if not sep or not stream_id or not seq.isdigit():
+        return None
+    return stream_id, int(seq)
+
+
+class EventStream:
+    """One logical stream; ``finish`` publishes the last message and closes it."""
+
+    def __init__(self, stream_id: str, capacity: int) -> None:
+        self.id = stream_id
+        self._events: deque[tuple[int, Event]] = deque(maxlen=capacity)
+        self._seq = 0
+        self._wakeup = asyncio.Event()
+        self.finished = False
+        # Bumped to end the current connections without ending the stream (SSE polling).
+        self._generation = 0
+
+    @property
+    def priming_id(self) -> str:
+        """The id of the empty priming event: resuming from it replays everything."""
+        return f"{self.id}_0"
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def publish(self, payload: bytes) -> Event:
+        if self.finished:
+            raise RuntimeError(f"stream {self.id} is finished")
+        self._seq += 1
+        event = Event(f"{self.id}_{self._seq}", payload)
+        self._events.append((self._seq, event))
+        self._wake()
+        return event
+
+    def finish(self, payload: bytes | None = None) -> None:
+        """Publish the final message (if any) and close the stream."""
+        if self.finished:
+            return
+        if payload is not None:
+            self.publish(payload)
+        self.finished = True
+        self._wake()
+
+    def end_connections(self) -> None:
+        """Make every current follower stop; the stream itself goes on (the client resumes)."""
+        self._generation += 1
+        self._wake()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+        self._wakeup = asyncio.Event()
+
+    def events_after(self, seq: int) -> list[tuple[int, Event]]:
+        return [(number, event) for number, event in self._events if number > seq]
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    async def wait_beyond(self, seq: int, generation: int) -> None:
+        """Return once there is an event after ``seq``, the stream finished, or its
+        connections were ended (``generation`` moved on)."""
+        while self._seq <= seq and not self.finished and generation == self._generation:
+            await self._wakeup.wait()

@@ -1,0 +1,355 @@
+"""The legacy era over HTTP: session headers, JSON or resumable SSE, the GET stream, DELETE.
+
+Each call in a session runs in its own task and writes to its own
+:class:`~server.eventstream.EventStream`; the HTTP response follows that stream. A call that
+sends nothing before its result is answered with plain JSON; otherwise the response becomes SSE
+with a priming event (id, empty data, ``retry``) for clients of 2025-11-25 and later, and every
+message carries an id so a dropped connection can be resumed with ``GET`` + ``Last-Event-ID``.
+A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
+the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
+
+May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, sessions, subscriptions,
+sse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from server.errors import InternalError, InvalidRequest, McpError, http_status
+from server.eventstream import EventStream, parse_event_id
+from server.jsonrpc import (
+    Message,
+    Notification,
+    Request,
+    Response,
+    encode_error,
+    encode_result,
+)
+from server.legacy import LegacyEra, LegacyExchange
+from server.liveness import Runtimes, SessionRuntime
+from server.protocol import LEGACY_VERSIONS
+from server.sessions import Session
+from server.sse import SSE_HEADERS, cancel_on_disconnect, comment_frame, send_empty, send_json
+from server.subscriptions import Hub
+
+log = logging.getLogger("server.legacy_http")
+
+ASGIMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[ASGIMessage]]
+Send = Callable[[ASGIMessage], Awaitable[None]]
+
+# Priming events (an id with empty data) confuse clients older than 2025-11-25.
+PRIMING_SINCE = "2025-11-25"
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyOptions:
+    keepalive_s: float
+    retry_ms: int
+
+
+def event_frame(event_id: str, payload: bytes) -> bytes:
+    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def priming_frame(event_id: str, retry_ms: int) -> bytes:
+    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
+
+
+class Call:
+    """One request running in a session: its task, its stream, and its HTTP status."""
+
+    def __init__(self, stream: EventStream) -> None:
+        self.stream = stream
+        self.status = 200
+
+
+class LegacyHttp:
+    def __init__(
+        self, era: LegacyEra, runtimes: Runtimes, hub: Hub, options: LegacyOptions
+    ) -> None:
+        self.era = era
+        self.runtimes = runtimes
+        self.hub = hub
+        self.options = options
+
+    # -- sessions and headers --------------------------------------------------------------
+
+    @staticmethod
+    def check_version_header(headers: dict[str, str]) -> None:
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version.strip() not in LEGACY_VERSIONS:
+            raise InvalidRequest(
+                f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
+                + ", ".join(LEGACY_VERSIONS)
+            )
+
+    async def session(self, headers: dict[str, str]) -> tuple[Session, SessionRuntime]:
+        session_id = headers.get("mcp-session-id")
+        if session_id is None or not session_id.strip():
+            raise InvalidRequest(
+                "Bad Request: the Mcp-Session-Id header is required; send initialize first"
+            )
+        session = await self.era.store.get(session_id.strip())
+        if session is None:
+            raise InvalidRequest(
+                "Session not found: it ended or expired; send initialize again", http_status=404
+            )
+        runtime = self.runtimes.get(session.id)
+        runtime.subscriptions = set(session.subscriptions)
+        return session, runtime
+
+    # -- POST ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        request: Request,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> None:
+        self.check_version_header(headers)
+        if request.method == "initialize":
+            session, result = await self.era.initialize(request)
+            session_header = [(b"mcp-session-id", session.id.encode())]
+            await send_json(send, 200, encode_result(request.id, result), session_header)
+            return
+        if request.method == "ping" and "mcp-session-id" not in headers:
+            await send_json(
+                send, 200, encode_result(request.id, {})
+            )  # ping works before initialize
+            return
+        session, runtime = await self.session(headers)
+        call = self.start(session, runtime, request)
+        await self.respond(receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok)
+
+    def start(self, session: Session, runtime: SessionRuntime, request: Request) -> Call:
+        call = Call(runtime.open_stream())
+        runtime.inflight[request.id] = asyncio.create_task(
+            self._run(session, runtime, request, call)
+        )
+        return call
+
+    async def _run(
+        self, session: Session, runtime: SessionRuntime, request: Request, call: Call
+    ) -> None:
+        exchange = LegacyExchange(runtime, call.stream, self.era.client_request_timeout_s)
+        context = self.era.context(session, request, exchange)
+        try:
+            result = await self.era.handle(session, runtime, request, context)
+            payload = encode_result(request.id, result)
+        except McpError as error:
+            payload = encode_error(request.id, error.to_wire("legacy"))
+            call.status = http_status(error, "legacy")
+        except asyncio.CancelledError:
+            call.stream.finish()  # cancelled: the spec wants no response at all
+            raise
+        except Exception:
+            log.exception("%s failed", request.method)
+            payload = encode_error(request.id, InternalError("Internal error").to_wire("legacy"))
+        finally:
+            context.finish()
+            if runtime.inflight.get(request.id) is asyncio.current_task():
+                del runtime.inflight[request.id]
+        call.stream.finish(payload)
+
+    async def respond(
+        self,
+        receive: Receive,
+        send: Send,
+        session: Session,
+        runtime: SessionRuntime,
+        call: Call,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> None:
+        stream = call.stream
+        generation = stream.generation
+        async with cancel_on_disconnect(receive) as disconnect:
+            try:
+                # JSON or SSE: decided by whether anything comes before the result.
+                wait_for = stream.wait_beyond(0, generation) if sse_ok else _finished(stream)
+                await wait_for
+            except asyncio.CancelledError:
+                if not disconnect.happened:
+                    raise
+                _uncancel()
+                return  # the call goes on; its messages stay resumable
+        events = stream.events_after(0)
+        if stream.finished and not events:
+            # Cancelled before it said anything: the spec wants no response, so none is sent.
+            runtime.drop_stream(stream)
+            if sse_ok:
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                await send({"type": "http.response.body", "body": b""})
+            else:
+                await send_empty(send, 204)
+            return
+        if stream.finished and (len(events) == 1 or not sse_ok) and (json_ok or not sse_ok):
+            runtime.drop_stream(stream)
+            await send_json(send, call.status, events[-1][1].payload)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        if session.protocol_version >= PRIMING_SINCE:
+            await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
+        # If the call already ended this connection (SSE polling), pump sends what there is
+        # and closes; the client resumes from the priming id.
+        await self.pump(receive, send, stream, 0, generation)
+
+    async def pump(
+        self,
+        receive: Receive,
+        send: Send,
+        stream: EventStream,
+        after: int,
+        generation: int | None = None,
+    ) -> None:
+        """Write the stream's events after ``after`` until it finishes, the client leaves, or the
+        server ends the connection on purpose; then end the response."""
+        generation = stream.generation if generation is None else generation
+        cursor = after
+        keepalive = comment_frame()
+        async with cancel_on_disconnect(receive) as disconnect:
+            try:
+                while True:
+                    for seq, event in stream.events_after(cursor):
+                        await send_body(send, event_frame(event.id, event.payload))
+                        cursor = seq
+                    if stream.finished or stream.generation != generation:
+                        break
+                    try:
+                        await asyncio.wait_for(
+                            stream.wait_beyond(cursor, generation), self.options.keepalive_s
+                        )
+                    except TimeoutError:
+                        await send_body(send, keepalive)
+            except asyncio.CancelledError:
+                if not disconnect.happened:
+                    raise
+                _uncancel()
+                return
+        await send({"type": "http.response.body", "body": b""})
+
+    async def notification(
+        self, send: Send, headers: dict[str, str], message: Notification
+    ) -> None:
+        self.check_version_header(headers)
+        session, runtime = await self.session(headers)
+        if message.method == "notifications/initialized":
+            await self.era.initialized(session)
+        elif message.method == "notifications/cancelled":
+            self.era.cancel(runtime, message.params)
+        await send_empty(send, 202)
+
+    async def response(self, send: Send, headers: dict[str, str], message: Response) -> None:
+        self.check_version_header(headers)
+        _, runtime = await self.session(headers)
+        if not self.era.accept_response(runtime, message):
+            log.info("a client answer to %r found no waiting request", message.id)
+        await send_empty(send, 202)
+
+    async def batch(self, send: Send, headers: dict[str, str], messages: list[Message]) -> None:
+        """JSON-RPC batches, which 2025-03-26 requires servers to receive."""
+        self.check_version_header(headers)
+        session, runtime = await self.session(headers)
+        if session.protocol_version != "2025-03-26":
+            raise InvalidRequest(
+                "Invalid request: batches exist only in protocol version 2025-03-26"
+            )
+        calls: list[Call] = []
+        for message in messages:
+            if isinstance(message, Response):
+                self.era.accept_response(runtime, message)
+            elif isinstance(message, Notification):
+                if message.method == "notifications/initialized":
+                    await self.era.initialized(session)
+                elif message.method == "notifications/cancelled":
+                    self.era.cancel(runtime, message.params)
+            elif message.method == "initialize":
+                stream = runtime.open_stream()
+                error = InvalidRequest("initialize must not be part of a batch")
+                stream.finish(encode_error(message.id, error.to_wire("legacy")))
+                calls.append(Call(stream))
+            else:
+                calls.append(self.start(session, runtime, message))
+        answers = []
+        for call in calls:
+            await _finished(call.stream)
+            events = call.stream.events_after(0)
+            runtime.drop_stream(call.stream)
+            if events:
+                answers.append(events[-1][1].payload)
+        if not answers:
+            await send_empty(send, 202)
+            return
+        await send_json(send, 200, b"[" + b",".join(answers) + b"]")
+
+    # -- GET and DELETE --------------------------------------------------------------------
+
+    async def get(
+        self, receive: Receive, send: Send, headers: dict[str, str], sse_ok: bool
+    ) -> None:
+        """The standalone stream (unsolicited notifications), or the resumption of a stream."""
+        if not sse_ok:
+            raise InvalidRequest(
+                "GET opens an SSE stream: accept text/event-stream", http_status=406
+            )
+        self.check_version_header(headers)
+        session, runtime = await self.session(headers)
+        resume = parse_event_id(headers.get("last-event-id", ""))
+        stream = runtime.streams.get(resume[0]) if resume else None
+        after = resume[1] if resume and stream is not None else 0
+        if stream is None:
+            stream = runtime.standalone_stream(
+                self.hub, lambda: self.era.capabilities(session.protocol_version)
+            )
+            after = stream.last_seq
+        standalone = stream is runtime.standalone
+        if standalone and runtime.standalone_followers:
+            raise InvalidRequest(
+                "Conflict: this session already has an open GET stream", http_status=409
+            )
+        if standalone:
+            runtime.standalone_followers += 1
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            if session.protocol_version >= PRIMING_SINCE:
+                await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
+            await self.pump(receive, send, stream, after)
+        finally:
+            if standalone:
+                runtime.standalone_followers -= 1
+
+    async def delete(self, send: Send, headers: dict[str, str]) -> None:
+        session, _ = await self.session(headers)
+        await self.era.store.delete(session.id)
+        self.runtimes.end(session.id)
+        await send_empty(send, 200)
+
+    def end_connections(self) -> None:
+        """Shutdown: end every open legacy stream connection (clients resume elsewhere)."""
+        self.runtimes.end_connections()
+
+
+async def send_body(send: Send, body: bytes) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+async def _finished(stream: EventStream) -> None:
+    while not stream.finished:
+        await stream.wait_beyond(stream.last_seq, stream.generation)
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()

@@ -1,0 +1,144 @@
+"""What a legacy session has in *this* process: open streams, waiting questions, running calls.
+
+A :class:`~server.sessions.Session` is data a store can share; a :class:`SessionRuntime` is
+the live part that cannot leave the process: the session's event streams (bounded in number),
+the futures of server-to-client requests waiting for the client's answer, the tasks of calls
+in flight (so ``notifications/cancelled`` can stop them), and the hub feed that turns catalog
+changes into notifications on the session's standalone stream. :class:`Runtimes` holds them by
+session id and tears one down completely when its session ends, so nothing outlives it.
+
+May import: catalog, eventstream, jsonrpc, subscriptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from server.catalog import Change
+from server.eventstream import EventStream
+from server.jsonrpc import encode_notification
+from server.subscriptions import Hub, covers
+
+MAX_STREAMS_PER_SESSION = 32
+LIST_CHANGED = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+
+
+class SessionRuntime:
+    def __init__(self, session_id: str, events_per_stream: int) -> None:
+        self.session_id = session_id
+        self._events_per_stream = events_per_stream
+        self._stream_numbers = itertools.count(1)
+        self._stream_prefix = secrets.token_hex(3)
+        self.streams: OrderedDict[str, EventStream] = OrderedDict()
+        self.standalone: EventStream | None = None
+        self.standalone_followers = 0
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.inflight: dict[str | int, asyncio.Task[None]] = {}
+        self._outgoing_ids = itertools.count(1)
+        self.subscriptions: set[str] = set()
+        self._feed: Callable[[], None] | None = None
+
+    def open_stream(self) -> EventStream:
+        stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}"
+        stream = EventStream(stream_id, self._events_per_stream)
+        self.streams[stream_id] = stream
+        if len(self.streams) > MAX_STREAMS_PER_SESSION:
+            # Forget the oldest finished streams (their replay window is over); running ones
+            # stay, and are bounded by how many calls a client may have in flight.
+            for old_id in [sid for sid, old in self.streams.items() if old.finished]:
+                if len(self.streams) <= MAX_STREAMS_PER_SESSION:
+                    break
+                del self.streams[old_id]
+        return stream
+
+    def drop_stream(self, stream: EventStream) -> None:
+        self.streams.pop(stream.id, None)
+
+    def standalone_stream(
+        self, hub: Hub, capabilities: Callable[[], dict[str, Any]]
+    ) -> EventStream:
+        """The session's GET stream, created (and fed by the hub) on first use."""
+        if self.standalone is None:
+            self.standalone = self.open_stream()
+            self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
+        return self.standalone
+
+    def _offer(self, change: Change, capabilities: dict[str, Any]) -> None:
+        stream = self.standalone
+        if stream is None or stream.finished:
+            return
+        if change.kind == "resource_updated":
+            assert change.uri is not None
+            if any(covers(uri, change.uri) for uri in self.subscriptions):
+                stream.publish(
+                    encode_notification("notifications/resources/updated", {"uri": change.uri})
+                )
+        elif change.kind in capabilities:
+            stream.publish(encode_notification(LIST_CHANGED[change.kind]))
+
+    def next_request_id(self) -> str:
+        return f"srv-{next(self._outgoing_ids)}"
+
+    def close(self) -> None:
+        """End everything: running calls are cancelled, waiting questions fail, streams end."""
+        if self._feed is not None:
+            self._feed()
+            self._feed = None
+        for task in list(self.inflight.values()):
+            task.cancel()
+        for future in self.pending.values():
+            if not future.done():
+                future.cancel()
+        self.pending.clear()
+        for stream in self.streams.values():
+            stream.end_connections()
+            stream.finish()
+        self.streams.clear()
+        self.standalone = None
+
+    def busy(self) -> bool:
+        """True while something still runs or streams, so idle expiry must wait."""
+        return bool(self.inflight) or self.standalone_followers > 0
+
+
+class Runtimes:
+    def __init__(self, events_per_stream: int) -> None:
+        self._runtimes: dict[str, SessionRuntime] = {}
+        self._events_per_stream = events_per_stream
+
+    def get(self, session_id: str) -> SessionRuntime:
+        runtime = self._runtimes.get(session_id)
+        if runtime is None:
+            runtime = SessionRuntime(session_id, self._events_per_stream)
+            self._runtimes[session_id] = runtime
+        return runtime
+
+    def peek(self, session_id: str) -> SessionRuntime | None:
+        return self._runtimes.get(session_id)
+
+    def end(self, session_id: str) -> None:
+        runtime = self._runtimes.pop(session_id, None)
+        if runtime is not None:
+            runtime.close()
+
+    def end_connections(self) -> None:
+        """End every connection following a stream, leaving sessions and streams intact."""
+        for runtime in self._runtimes.values():
+            for stream in runtime.streams.values():
+                stream.end_connections()
+
+    def end_all(self) -> None:
+        for session_id in list(self._runtimes):
+            self.end(session_id)
+
+    def __len__(self) -> int:
+        return len(self._runtimes)
