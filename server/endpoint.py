@@ -6,7 +6,7 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 :mod:`server.legacy_http`); every exception raised before a response starts is turned into a
 wire error here, with the status from :func:`server.errors.http_status`.
 
-May import: everything in the core, guards, sse, sse_starlette.
+May import: everything in the core, guards, legacy_http, sse, sse_starlette.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ answer and the session ending all release the waiter.
 
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 
-May import: errors, protocol, jsonrpc, catalog, context, dispatch, sessions, liveness,
-eventstream, subscriptions.
+May import: errors, protocol, jsonrpc, catalog, context, dispatch, sessions, liveness, eventstream.
 """
 
 from __future__ import annotations

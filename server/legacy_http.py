@@ -8,8 +8,7 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, sessions, subscriptions,
-sse.
+May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, sessions, sse, subscriptions.
 """
 
 from __future__ import annotations
