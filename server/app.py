@@ -28,11 +28,14 @@ from server.legacy import LegacyEra
 from server.legacy_http import LegacyHttp, LegacyOptions
 from server.liveness import Runtimes
 from server.modern import ModernEra
+from server.modern_http import ModernHttp, StreamOptions
 from server.mrtr import RequestStates
 from server.pagination import Pager
+from server.records import Privacy, parse_networks
 from server.sealing import Sealer
 from server.sessions import MemorySessionStore
 from server.settings import Settings
+from server.sinks import Recorder, build_sinks
 from server.subscriptions import Hub
 
 log = logging.getLogger("server")
@@ -98,29 +101,58 @@ class Application:
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope,
         )
+        self.recorder = Recorder(
+            build_sinks(
+                settings.records,
+                path=settings.records_file,
+                max_bytes=settings.records_max_bytes,
+                backups=settings.records_backups,
+                compress=settings.records_compress,
+            ),
+            capacity=settings.records_queue,
+        )
         self.endpoint = McpEndpoint(
             self.modern,
+            ModernHttp(
+                self.modern,
+                self.hub,
+                StreamOptions(
+                    keepalive_s=settings.keepalive_s,
+                    send_timeout_s=settings.send_timeout_s,
+                    shutdown_grace_s=settings.shutdown_grace_s,
+                ),
+            ),
             self.legacy,
-            self.hub,
+            self.recorder,
             EndpointOptions(
                 allowed_hosts=tuple(settings.allowed_hosts),
                 allowed_origins=tuple(settings.allowed_origins),
                 max_body_bytes=settings.max_body_bytes,
-                keepalive_s=settings.keepalive_s,
-                send_timeout_s=settings.send_timeout_s,
-                shutdown_grace_s=settings.shutdown_grace_s,
+                privacy=Privacy(
+                    redact=tuple(
+                        word.lower().replace("-", "").replace("_", "")
+                        for word in settings.records_redact
+                    ),
+                    max_params_bytes=settings.records_params_max_bytes,
+                    keep_params=settings.records_params,
+                ),
+                trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
         self.ready = False
         self.starlette = Starlette(
-            routes=[Route("/healthz", self.healthz, methods=["GET"])],
+            routes=[
+                Route("/healthz", self.healthz, methods=["GET"]),
+                Route("/readyz", self.readyz, methods=["GET"]),
+            ],
             lifespan=self.lifespan,
         )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         unsubscribe = self.catalog.subscribe(self.hub.publish)
+        self.recorder.start()
         expiry = asyncio.create_task(self.expire_sessions())
         self.ready = True
         try:
@@ -130,6 +162,8 @@ class Application:
             expiry.cancel()
             self.runtimes.end_all()
             unsubscribe()
+            # Every request has finished by now (uvicorn waited): write all their records.
+            await asyncio.to_thread(self.recorder.close)
 
     async def expire_sessions(self) -> None:
         """End idle legacy sessions, and everything they hold in this process."""
@@ -153,9 +187,21 @@ class Application:
         self.legacy.end_connections()
 
     async def healthz(self, request: Request) -> JSONResponse:
+        """Alive and serving (the process works; see /readyz for whether to send traffic)."""
         if not self.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        """Ready for traffic: started, not draining, and the record sinks writing."""
+        records = self.recorder.status()
+        ready = self.ready and records["healthy"]
+        body = {
+            "status": "ready" if ready else "not ready",
+            "serving": self.ready,
+            "records": records,
+        }
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] in self.mcp_paths:

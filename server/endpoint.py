@@ -6,34 +6,38 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 :mod:`server.legacy_http`); every exception raised before a response starts is turned into a
 wire error here, with the status from :func:`server.errors.http_status`.
 
-May import: everything in the core, guards, legacy_http, sse, sse_starlette.
+May import: everything in the core, guards, legacy_http, modern_http, records, sinks, sse.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from typing import Any
 
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.guards import check_content_type, check_host, check_origin, negotiate
-from server.jsonrpc import Notification, Request, Response, decode, encode_error, encode_result
+from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
 from server.legacy_http import LegacyHttp
-from server.modern import ModernCall, ModernEra
-from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
-from server.sse import ResponseWriter, cancel_on_disconnect, message_frame, send_empty, send_json
-from server.subscriptions import Closed, Hub
+from server.modern import ModernEra
+from server.modern_http import ModernHttp
+from server.protocol import (
+    LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+)
+from server.records import Draft, Network, Privacy, client_address
+from server.sinks import Recorder
+from server.sse import send_empty, send_json
 
 log = logging.getLogger("server.endpoint")
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+ASGIMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[ASGIMessage]]
+Send = Callable[[ASGIMessage], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +45,8 @@ class EndpointOptions:
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     max_body_bytes: int
-    keepalive_s: float
-    send_timeout_s: float
-    shutdown_grace_s: float
+    privacy: Privacy
+    trusted_proxies: tuple[Network, ...]
 
 
 def read_headers(scope: Scope) -> dict[str, str]:
@@ -91,30 +94,60 @@ async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> by
 
 class McpEndpoint:
     def __init__(
-        self, modern: ModernEra, legacy: LegacyHttp, hub: Hub, options: EndpointOptions
+        self,
+        modern: ModernEra,
+        modern_http: ModernHttp,
+        legacy: LegacyHttp,
+        recorder: Recorder,
+        options: EndpointOptions,
     ) -> None:
         self.modern = modern
+        self.modern_http = modern_http
         self.legacy = legacy
-        self.hub = hub
+        self.recorder = recorder
         self.options = options
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        if method == "POST":
-            await self.post(scope, receive, send)
-            return
         headers = read_headers(scope)
+        peer = scope.get("client")
+        draft = Draft(
+            verb=scope["method"],
+            path=scope["path"],
+            user_agent=headers.get("user-agent"),
+            client_address=client_address(
+                peer[0] if peer else None, headers, self.options.trusted_proxies
+            ),
+            header_version=headers.get("mcp-protocol-version"),
+        )
+        # Every request that reaches the endpoint leaves a record, whatever happens to it.
+        observed_send = draft.observe(send, self.recorder.record)
+        observed_receive = draft.observe_receive(receive)
+        try:
+            if scope["method"] == "POST":
+                await self.post(scope, observed_receive, observed_send, headers, draft)
+            else:
+                await self.other(observed_receive, observed_send, headers, draft)
+        finally:
+            draft.finish(self.recorder.record)
+
+    async def other(
+        self, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
+    ) -> None:
+        method = draft.verb
+        draft.era = "legacy"
         try:
             self.admit(headers)
             if method == "GET":
                 _, sse_ok = negotiate(headers.get("accept"))
-                await self.legacy.get(receive, send, headers, sse_ok)
+                await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)
             elif method == "DELETE":
-                await self.legacy.delete(send, headers)
+                await self.legacy.delete(send, headers, draft)
             else:
+                draft.era = None
                 raise InvalidRequest(f"Method {method} not allowed", http_status=405)
         except McpError as error:
             extra = [(b"allow", b"GET, POST, DELETE")] if error.http_status == 405 else None
+            draft.error(error.wire_code("legacy"), error.message)
             status = http_status(error, "legacy")
             await send_json(send, status, encode_error(None, error.to_wire("legacy")), extra)
 
@@ -125,8 +158,9 @@ class McpEndpoint:
             headers.get("origin"), self.options.allowed_hosts, self.options.allowed_origins
         )
 
-    async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = read_headers(scope)
+    async def post(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
+    ) -> None:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
@@ -135,131 +169,85 @@ class McpEndpoint:
             json_ok, sse_ok = negotiate(headers.get("accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes)
             message = decode(body)
+            self.describe(draft, message)
             if isinstance(message, list):
-                era = "legacy"
-                await self.legacy.batch(send, headers, message)
+                era = draft.era = "legacy"
+                await self.legacy.batch(send, headers, message, draft)
                 return
             if isinstance(message, Response):
                 if "mcp-session-id" not in headers:
                     raise InvalidRequest("Invalid request: this server sent no request to answer")
-                era = "legacy"
-                await self.legacy.response(send, headers, message)
+                era = draft.era = "legacy"
+                await self.legacy.response(send, headers, message, draft)
                 return
-            era = choose_era(message, headers)
+            era = draft.era = choose_era(message, headers)
             if isinstance(message, Notification):
                 if era == "modern":
                     # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
                     await send_empty(send, 202)
                 else:
-                    await self.legacy.notification(send, headers, message)
+                    await self.legacy.notification(send, headers, message, draft)
                 return
             request_id = message.id
             if era == "legacy":
                 await self.legacy.request(
-                    receive, send, headers, message, json_ok=json_ok, sse_ok=sse_ok
+                    receive, send, headers, message, draft, json_ok=json_ok, sse_ok=sse_ok
                 )
                 return
             call = self.modern.validate(message, headers)
+            if call.request.method == "server/discover":
+                draft.advertised = self.modern.advertised()
         except ConnectionAbortedError:
             return
         except McpError as error:
-            await self._send_error(send, error, era, request_id)
+            await self._send_error(send, error, era, request_id, draft)
             return
         except Exception:
             log.exception("rejecting a request failed")
-            await self._send_error(send, InternalError("Internal error"), era, request_id)
+            await self._send_error(send, InternalError("Internal error"), era, request_id, draft)
             return
         if call.request.method == "subscriptions/listen":
-            await self.listen(scope, receive, send, call, sse_ok)
+            await self.modern_http.listen(scope, receive, send, call, draft, sse_ok=sse_ok)
         else:
-            await self.answer(receive, send, call, json_ok, sse_ok)
+            await self.modern_http.answer(
+                receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok
+            )
 
-    async def answer(
-        self, receive: Receive, send: Send, call: ModernCall, json_ok: bool, sse_ok: bool
-    ) -> None:
-        writer = ResponseWriter(
-            send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
-        )
-        request_id = call.request.id
-        try:
-            async with cancel_on_disconnect(receive) as disconnect:
-                try:
-                    payload = encode_result(request_id, await self.modern.handle(call, writer.emit))
-                    status = 200
-                except McpError as error:
-                    payload = encode_error(request_id, error.to_wire("modern"))
-                    status = http_status(error, "modern") if not writer.streaming else 200
-                except Exception:
-                    log.exception("%s failed", call.request.method)
-                    payload = encode_error(request_id, InternalError("Internal error").to_wire())
-                    status = 200
-        except asyncio.CancelledError:
-            writer.close()
-            if disconnect.happened:
-                # The client closed the stream: that is the cancellation; nothing more is sent.
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                return
-            raise
-        try:
-            await writer.finish(payload, status)
-        finally:
-            writer.close()
-
-    async def listen(
-        self, scope: Scope, receive: Receive, send: Send, call: ModernCall, sse_ok: bool
-    ) -> None:
-        request_id = call.request.id
-        try:
-            if not sse_ok:
-                raise InvalidRequest(
-                    "subscriptions/listen needs Accept: text/event-stream", http_status=406
-                )
-            granted, ack = self.modern.listen(call)
-        except McpError as error:
-            await self._send_error(send, error, "modern", request_id)
+    def describe(self, draft: Draft, message: Message | list[Message]) -> None:
+        """What the request is, as far as the body says, before anything can reject it."""
+        if isinstance(message, list):
+            draft.batch_size = len(message)
+            draft.method = "(batch)"
             return
-        stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
-        closing = self.modern.listen_closing(request_id)
-
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                yield message_frame(ack)
-                while True:
-                    item = await stream.queue.get()
-                    if isinstance(item, Closed):
-                        if item.reason == "shutdown":
-                            yield message_frame(closing)
-                        return
-                    yield message_frame(item)
-            finally:
-                self.hub.detach(stream)
-
-        response = EventSourceResponse(
-            events(),
-            ping=self.options.keepalive_s,
-            ping_message_factory=lambda: ServerSentEvent(comment=""),
-            send_timeout=self.options.send_timeout_s,
-            # sse-starlette calls .set() when the server begins to exit: closing the stream
-            # with reason "shutdown" makes the generator send the graceful result and end.
-            shutdown_event=cast(Any, _ShutdownSignal(stream)),
-            shutdown_grace_period=self.options.shutdown_grace_s,
-        )
-        await response(scope, receive, send)
+        if isinstance(message, Response):
+            draft.method = "(response)"
+            draft.jsonrpc_id = message.id
+            return
+        draft.method = message.method
+        draft.notification = isinstance(message, Notification)
+        if isinstance(message, Request):
+            draft.jsonrpc_id = message.id
+        draft.params = self.options.privacy.clean(message.params)
+        meta = message.params.get("_meta")
+        if isinstance(meta, dict):
+            version = meta.get(META_PROTOCOL_VERSION)
+            draft.body_version = version if isinstance(version, str) else None
+            draft.client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
+        elif message.method == "initialize":
+            version = message.params.get("protocolVersion")
+            draft.body_version = version if isinstance(version, str) else None
+            draft.client(message.params.get("clientInfo"), message.params.get("capabilities"))
 
     async def _send_error(
-        self, send: Send, error: McpError, era: Era, request_id: RequestId | None
+        self,
+        send: Send,
+        error: McpError,
+        era: Era,
+        request_id: RequestId | None,
+        draft: Draft,
     ) -> None:
         echo = request_id if request_id is not None else error.request_id
+        draft.error(error.wire_code(era), error.message)
+        if draft.jsonrpc_id is None:
+            draft.jsonrpc_id = echo
         await send_json(send, http_status(error, era), encode_error(echo, error.to_wire(era)))
-
-
-class _ShutdownSignal:
-    """Duck-typed stand-in for the ``anyio.Event`` sse-starlette sets on server exit."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def set(self) -> None:
-        self._stream.close("shutdown")

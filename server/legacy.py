@@ -29,7 +29,7 @@ from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.eventstream import EventStream
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
 from server.liveness import SessionRuntime
-from server.protocol import LEGACY_VERSIONS, LOG_LEVEL_RANK
+from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK
 from server.sessions import Session, SessionStore
 
 log = logging.getLogger("server.legacy")
@@ -155,6 +155,16 @@ class LegacyEra:
         return session, result
 
     # -- requests in a session -------------------------------------------------------------
+
+    def advertised(self, version: str) -> list[str]:
+        """The methods a session of ``version`` can call (what its capabilities promise)."""
+        capabilities = self.capabilities(version)
+        served = [
+            method for method in LEGACY_METHODS if method == "initialize" or self.serves(method)
+        ]
+        if "completions" not in capabilities:
+            served = [method for method in served if method != "completion/complete"]
+        return served
 
     def serves(self, method: str) -> bool:
         if method == "ping":

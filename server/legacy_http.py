@@ -8,7 +8,8 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, sessions, sse, subscriptions.
+May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, records, sessions, sse,
+subscriptions.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from server.jsonrpc import (
 from server.legacy import LegacyEra, LegacyExchange
 from server.liveness import Runtimes, SessionRuntime
 from server.protocol import LEGACY_VERSIONS
+from server.records import Draft
 from server.sessions import Session
 from server.sse import SSE_HEADERS, cancel_on_disconnect, comment_frame, send_empty, send_json
 from server.subscriptions import Hub
@@ -66,6 +68,7 @@ class Call:
     def __init__(self, stream: EventStream) -> None:
         self.stream = stream
         self.status = 200
+        self.error: tuple[int, str] | None = None
 
 
 class LegacyHttp:
@@ -88,7 +91,9 @@ class LegacyHttp:
                 + ", ".join(LEGACY_VERSIONS)
             )
 
-    async def session(self, headers: dict[str, str]) -> tuple[Session, SessionRuntime]:
+    async def session(
+        self, headers: dict[str, str], draft: Draft
+    ) -> tuple[Session, SessionRuntime]:
         session_id = headers.get("mcp-session-id")
         if session_id is None or not session_id.strip():
             raise InvalidRequest(
@@ -101,6 +106,11 @@ class LegacyHttp:
             )
         runtime = self.runtimes.get(session.id)
         runtime.subscriptions = set(session.subscriptions)
+        # What the client declared at initialize is carried on every record of its session.
+        draft.session_id = session.id
+        draft.client(session.client_info, session.client_capabilities)
+        if draft.body_version is None:
+            draft.body_version = session.protocol_version
         return session, runtime
 
     # -- POST ------------------------------------------------------------------------------
@@ -111,6 +121,7 @@ class LegacyHttp:
         send: Send,
         headers: dict[str, str],
         request: Request,
+        draft: Draft,
         *,
         json_ok: bool,
         sse_ok: bool,
@@ -118,6 +129,8 @@ class LegacyHttp:
         self.check_version_header(headers)
         if request.method == "initialize":
             session, result = await self.era.initialize(request)
+            draft.session_id = session.id
+            draft.advertised = self.era.advertised(session.protocol_version)
             session_header = [(b"mcp-session-id", session.id.encode())]
             await send_json(send, 200, encode_result(request.id, result), session_header)
             return
@@ -126,9 +139,11 @@ class LegacyHttp:
                 send, 200, encode_result(request.id, {})
             )  # ping works before initialize
             return
-        session, runtime = await self.session(headers)
+        session, runtime = await self.session(headers, draft)
         call = self.start(session, runtime, request)
-        await self.respond(receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok)
+        await self.respond(
+            receive, send, session, runtime, call, draft=draft, json_ok=json_ok, sse_ok=sse_ok
+        )
 
     def start(self, session: Session, runtime: SessionRuntime, request: Request) -> Call:
         call = Call(runtime.open_stream())
@@ -148,12 +163,14 @@ class LegacyHttp:
         except McpError as error:
             payload = encode_error(request.id, error.to_wire("legacy"))
             call.status = http_status(error, "legacy")
+            call.error = (error.wire_code("legacy"), error.message)
         except asyncio.CancelledError:
             call.stream.finish()  # cancelled: the spec wants no response at all
             raise
         except Exception:
             log.exception("%s failed", request.method)
             payload = encode_error(request.id, InternalError("Internal error").to_wire("legacy"))
+            call.error = (InternalError.code, "Internal error")
         finally:
             context.finish()
             if runtime.inflight.get(request.id) is asyncio.current_task():
@@ -161,6 +178,26 @@ class LegacyHttp:
         call.stream.finish(payload)
 
     async def respond(
+        self,
+        receive: Receive,
+        send: Send,
+        session: Session,
+        runtime: SessionRuntime,
+        call: Call,
+        *,
+        draft: Draft,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> None:
+        try:
+            await self._respond(
+                receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok
+            )
+        finally:
+            if call.error is not None:
+                draft.error(*call.error)
+
+    async def _respond(
         self,
         receive: Receive,
         send: Send,
@@ -239,27 +276,31 @@ class LegacyHttp:
         await send({"type": "http.response.body", "body": b""})
 
     async def notification(
-        self, send: Send, headers: dict[str, str], message: Notification
+        self, send: Send, headers: dict[str, str], message: Notification, draft: Draft
     ) -> None:
         self.check_version_header(headers)
-        session, runtime = await self.session(headers)
+        session, runtime = await self.session(headers, draft)
         if message.method == "notifications/initialized":
             await self.era.initialized(session)
         elif message.method == "notifications/cancelled":
             self.era.cancel(runtime, message.params)
         await send_empty(send, 202)
 
-    async def response(self, send: Send, headers: dict[str, str], message: Response) -> None:
+    async def response(
+        self, send: Send, headers: dict[str, str], message: Response, draft: Draft
+    ) -> None:
         self.check_version_header(headers)
-        _, runtime = await self.session(headers)
+        _, runtime = await self.session(headers, draft)
         if not self.era.accept_response(runtime, message):
             log.info("a client answer to %r found no waiting request", message.id)
         await send_empty(send, 202)
 
-    async def batch(self, send: Send, headers: dict[str, str], messages: list[Message]) -> None:
+    async def batch(
+        self, send: Send, headers: dict[str, str], messages: list[Message], draft: Draft
+    ) -> None:
         """JSON-RPC batches, which 2025-03-26 requires servers to receive."""
         self.check_version_header(headers)
-        session, runtime = await self.session(headers)
+        session, runtime = await self.session(headers, draft)
         if session.protocol_version != "2025-03-26":
             raise InvalidRequest(
                 "Invalid request: batches exist only in protocol version 2025-03-26"
@@ -295,7 +336,7 @@ class LegacyHttp:
     # -- GET and DELETE --------------------------------------------------------------------
 
     async def get(
-        self, receive: Receive, send: Send, headers: dict[str, str], sse_ok: bool
+        self, receive: Receive, send: Send, headers: dict[str, str], draft: Draft, *, sse_ok: bool
     ) -> None:
         """The standalone stream (unsolicited notifications), or the resumption of a stream."""
         if not sse_ok:
@@ -303,7 +344,7 @@ class LegacyHttp:
                 "GET opens an SSE stream: accept text/event-stream", http_status=406
             )
         self.check_version_header(headers)
-        session, runtime = await self.session(headers)
+        session, runtime = await self.session(headers, draft)
         resume = parse_event_id(headers.get("last-event-id", ""))
         stream = runtime.streams.get(resume[0]) if resume else None
         after = resume[1] if resume and stream is not None else 0
@@ -328,8 +369,8 @@ class LegacyHttp:
             if standalone:
                 runtime.standalone_followers -= 1
 
-    async def delete(self, send: Send, headers: dict[str, str]) -> None:
-        session, _ = await self.session(headers)
+    async def delete(self, send: Send, headers: dict[str, str], draft: Draft) -> None:
+        session, _ = await self.session(headers, draft)
         await self.era.store.delete(session.id)
         self.runtimes.end(session.id)
         await send_empty(send, 200)

@@ -48,6 +48,7 @@ from server.protocol import (
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
+    MODERN_METHODS,
     MODERN_VERSIONS,
     NAME_FIELD_BY_METHOD,
 )
@@ -178,6 +179,10 @@ class ModernEra:
 
     def serves(self, method: str) -> bool:
         return method in MODERN_ONLY_METHODS or self.dispatcher.serves(method)
+
+    def advertised(self) -> list[str]:
+        """The methods a client can call right now (what discover's capabilities promise)."""
+        return [method for method in MODERN_METHODS if self.serves(method)]
 
     # -- answering -------------------------------------------------------------------------
 

@@ -47,5 +47,25 @@ CACHEABLE_METHODS: Final = frozenset(
 )
 # The only methods that may answer with an input-required result (MRTR).
 INPUT_REQUIRED_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+# Every method either era may serve, in a stable order (records list what was advertised).
+SHARED_METHODS: Final = (
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+)
+MODERN_METHODS: Final = ("server/discover", "subscriptions/listen", *SHARED_METHODS)
+LEGACY_METHODS: Final = (
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    *SHARED_METHODS,
+)
 # Methods whose Mcp-Name header mirrors a body field.
 NAME_FIELD_BY_METHOD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}

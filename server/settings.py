@@ -46,12 +46,40 @@ class Settings(BaseSettings):
     events_per_stream: int = Field(256, ge=1)
     sse_retry_ms: int = Field(1000, ge=0)
 
+    records: CommaList = ["file"]
+    records_file: str = "records/mcp-requests.jsonl"
+    records_max_bytes: int = Field(64 * 1024 * 1024, ge=0)
+    records_backups: int = Field(5, ge=0)
+    records_compress: bool = True
+    records_queue: int = Field(100_000, ge=1)
+    records_params: bool = True
+    records_params_max_bytes: int = Field(2048, ge=0)
+    records_redact: CommaList = [
+        "password",
+        "passwd",
+        "token",
+        "secret",
+        "authorization",
+        "apikey",
+        "cookie",
+        "credential",
+        "privatekey",
+    ]
+    trusted_proxies: CommaList = []
+
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     shutdown_grace_s: float = Field(2.0, ge=0)
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator(
+        "allowed_hosts",
+        "allowed_origins",
+        "records",
+        "records_redact",
+        "trusted_proxies",
+        mode="before",
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

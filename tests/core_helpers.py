@@ -20,6 +20,9 @@ class RecordingExchange:
         self.asked.append(requests)
         return {key: request.parse(self.answers[key]) for key, request in requests.items()}
 
+    def close_stream(self) -> None:
+        self.sent.append(("<close-stream>", {}))
+
 
 def make_context(exchange: Any = None, **overrides: Any) -> Context:
     fields: dict[str, Any] = {

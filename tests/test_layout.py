@@ -182,10 +182,11 @@ DISTRIBUTION_TO_MODULE = {"pydantic-settings": "pydantic_settings"}
 
 
 def may_import(docstring: str) -> list[str] | None:
-    match = re.search(r"^May import: (.+?)\.?$", docstring, re.MULTILINE)
+    # The list may wrap onto following lines; it ends at a blank line or the docstring's end.
+    match = re.search(r"^May import: (.+?)\.?\s*(?:\n\s*\n|\Z)", docstring, re.MULTILINE | re.DOTALL)
     if match is None:
         return None
-    return [item.strip() for item in match.group(1).split(",")]
+    return [" ".join(item.split()) for item in match.group(1).split(",")]
 
 
 def undeclared_imports(path: Path) -> list[str]:

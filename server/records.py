@@ -1,0 +1,275 @@
+"""The request record: one per HTTP request on the MCP endpoint, one per SSE stream that ends.
+
+A :class:`Draft` is opened when a request reaches the endpoint and filled in as the request is
+understood (era, versions, method, client, session, error code); the observed ``send`` adds
+the status, bytes out and stream events. Rejected requests get a record like any other: the
+draft exists before anything can fail. The schema is versioned (``v: 1``) and documented in
+``docs/records.md``; fields are added, never renamed, within a version.
+
+Privacy is applied here, once: parameters are redacted at any depth (keys matching the
+redaction list), capped in size, or dropped; the ``Authorization`` header and tokens are never
+read into a record at all.
+
+May import: errors, orjson, the standard library.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+SCHEMA_VERSION = 1
+REDACTED = "[redacted]"
+
+ASGIMessage = MutableMapping[str, Any]
+Send = Callable[[ASGIMessage], Awaitable[None]]
+Receive = Callable[[], Awaitable[ASGIMessage]]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class Privacy:
+    """What parameters may say: a redaction list (substrings of keys), a size cap, or nothing."""
+
+    redact: tuple[str, ...]
+    max_params_bytes: int
+    keep_params: bool = True
+
+    def clean(self, params: Any) -> Any:
+        if not self.keep_params:
+            return None
+        cleaned = self._redact(params, depth=0)
+        encoded = orjson.dumps(cleaned)
+        if len(encoded) <= self.max_params_bytes:
+            return cleaned
+        return {"_truncated": True, "bytes": len(encoded)}
+
+    def _redact(self, value: Any, depth: int) -> Any:
+        if depth > 32:
+            return "[too deep]"
+        if isinstance(value, dict):
+            return {
+                key: REDACTED if self.sensitive(key) else self._redact(item, depth + 1)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [self._redact(item, depth + 1) for item in value]
+        return value
+
+    def sensitive(self, key: Any) -> bool:
+        normal = str(key).lower().replace("-", "").replace("_", "")
+        return any(word in normal for word in self.redact)
+
+
+def parse_networks(entries: Iterable[str]) -> tuple[Network, ...]:
+    return tuple(
+        ipaddress.ip_network(entry.strip(), strict=False) for entry in entries if entry.strip()
+    )
+
+
+def client_address(
+    peer: str | None, headers: dict[str, str], trusted: tuple[Network, ...]
+) -> str | None:
+    """The client's address: the peer, or the forwarded one when the peer is a trusted proxy.
+
+    X-Forwarded-For is read right to left, skipping trusted proxies, so a client cannot forge
+    its address by sending the header itself.
+    """
+    if peer is None or not trusted or not _in(peer, trusted):
+        return peer
+    forwarded = headers.get("x-forwarded-for")
+    if not forwarded:
+        return peer
+    for hop in reversed([part.strip() for part in forwarded.split(",") if part.strip()]):
+        if not _in(hop, trusted):
+            return hop
+    return peer
+
+
+def _in(address: str, networks: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def new_request_id() -> str:
+    return secrets.token_hex(8)
+
+
+@dataclass(slots=True)
+class Draft:
+    """A record being filled in while its request is served."""
+
+    verb: str
+    path: str
+    user_agent: str | None
+    client_address: str | None
+    header_version: str | None
+    started: float = field(default_factory=time.time)
+    clock: float = field(default_factory=time.perf_counter)
+    request_id: str = field(default_factory=new_request_id)
+    bytes_in: int = 0
+    # What the request turned out to be.
+    era: str | None = None
+    body_version: str | None = None
+    method: str | None = None
+    jsonrpc_id: Any = None
+    notification: bool | None = None
+    batch_size: int | None = None
+    client_name: str | None = None
+    client_version: str | None = None
+    client_capabilities: Any = None
+    session_id: str | None = None
+    subject: str | None = None
+    params: Any = None
+    error_code: int | None = None
+    error_message: str | None = None
+    advertised: list[str] | None = None
+    # What was sent back.
+    status: int | None = None
+    bytes_out: int = 0
+    streaming: bool = False
+    events: int = 0
+    stream_end: str | None = None
+    request_written: bool = False
+    completed: bool = False
+    client_left: bool = False
+
+    def client(self, info: Any, capabilities: Any) -> None:
+        if isinstance(info, dict):
+            name, version = info.get("name"), info.get("version")
+            self.client_name = name if isinstance(name, str) else None
+            self.client_version = version if isinstance(version, str) else None
+        if isinstance(capabilities, dict):
+            self.client_capabilities = capabilities
+
+    def error(self, code: int, message: str) -> None:
+        self.error_code = code
+        self.error_message = message[:300]
+
+    def request_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "kind": "request",
+            "time": _iso(self.started),
+            "request_id": self.request_id,
+            "verb": self.verb,
+            "path": self.path,
+            "status": self.status,
+            "era": self.era,
+            "protocol_version": {"header": self.header_version, "body": self.body_version},
+            "method": self.method,
+            "jsonrpc_id": self.jsonrpc_id,
+            "notification": self.notification,
+            "client": {
+                "name": self.client_name,
+                "version": self.client_version,
+                "capabilities": self.client_capabilities,
+            },
+            "session_id": self.session_id,
+            "subject": self.subject,
+            "user_agent": self.user_agent,
+            "client_address": self.client_address,
+            "error": None
+            if self.error_code is None
+            else {"code": self.error_code, "message": self.error_message},
+            "duration_ms": round((time.perf_counter() - self.clock) * 1000, 3),
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "streaming": self.streaming,
+            "params": self.params,
+        }
+        if self.batch_size is not None:
+            record["batch_size"] = self.batch_size
+        if self.advertised is not None:
+            record["advertised"] = self.advertised
+        return record
+
+    def stream_record(self) -> dict[str, Any]:
+        return {
+            "v": SCHEMA_VERSION,
+            "kind": "stream",
+            "time": _iso(time.time()),
+            "request_id": self.request_id,
+            "verb": self.verb,
+            "era": self.era,
+            "method": self.method,
+            "session_id": self.session_id,
+            "client": {"name": self.client_name, "version": self.client_version},
+            "user_agent": self.user_agent,
+            "opened": _iso(self.started),
+            "open_ms": round((time.perf_counter() - self.clock) * 1000, 3),
+            "events": self.events,
+            "bytes_out": self.bytes_out,
+            "end": self.stream_end or "complete",
+        }
+
+    def observe_receive(self, receive: Receive) -> Receive:
+        """Wrap ``receive`` to count bytes in and notice the client leaving mid-response."""
+
+        async def observed() -> ASGIMessage:
+            message = await receive()
+            if message["type"] == "http.request":
+                self.bytes_in += len(message.get("body", b""))
+            elif message["type"] == "http.disconnect" and not self.completed:
+                self.client_left = True
+            return message
+
+        return observed
+
+    def finish(self, emit: Callable[[dict[str, Any]], None]) -> None:
+        """Emit what is still owed: the request record, and the stream record if it streamed."""
+        if not self.request_written:
+            self.request_written = True
+            emit(self.request_record())
+        if self.streaming:
+            if self.stream_end is None:
+                self.stream_end = (
+                    "client_closed"
+                    if self.client_left
+                    else "complete"
+                    if self.completed
+                    else "error"
+                )
+            emit(self.stream_record())
+
+    def observe(self, send: Send, emit: Callable[[dict[str, Any]], None]) -> Send:
+        """Wrap ``send`` to learn status, bytes and events; a stream's request record is
+        emitted as soon as the stream opens, so a long stream does not hide its request."""
+
+        async def observed(message: ASGIMessage) -> None:
+            kind = message["type"]
+            if kind == "http.response.start":
+                self.status = message["status"]
+                for name, value in message.get("headers", ()):
+                    if name == b"content-type" and value.startswith(b"text/event-stream"):
+                        self.streaming = True
+            elif kind == "http.response.body":
+                body = message.get("body", b"")
+                self.bytes_out += len(body)
+                if not message.get("more_body", False):
+                    self.completed = True
+                # Every frame this server writes is one send: count message events only.
+                if self.streaming and b"data: {" in body:
+                    self.events += 1
+                if self.streaming and not self.request_written:
+                    self.request_written = True
+                    emit(self.request_record())
+            await send(message)
+
+        return observed
+
+
+def _iso(timestamp: float) -> str:
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(timestamp))
+        + f".{int(timestamp % 1 * 1000):03d}Z"
+    )

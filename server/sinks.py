@@ -1,0 +1,224 @@
+"""Where request records go, without ever making a request wait for them.
+
+:class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
+queue drops the record and counts it; memory stays bounded) and a writer thread serialises and
+writes them in batches to one or several sinks: a JSON Lines file with size-based rotation
+(rotated files optionally gzipped), stdout (for container log collectors), or nothing. A
+failing sink (unwritable path, full disk) never stops the server: the failure is logged once
+per streak, counted, and reported through :attr:`Recorder.healthy`; the next batch retries.
+``close`` drains the queue, so a graceful shutdown writes every record.
+
+May import: orjson, the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import shutil
+import sys
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+log = logging.getLogger("server.records")
+
+
+class Sink(Protocol):
+    name: str
+
+    def write(self, lines: list[bytes]) -> None:
+        """Write newline-terminated JSON lines; raise OSError on failure."""
+
+    def close(self) -> None: ...
+
+
+class StdoutSink:
+    name = "stdout"
+
+    def write(self, lines: list[bytes]) -> None:
+        sys.stdout.buffer.write(b"".join(lines))
+        sys.stdout.buffer.flush()
+
+    def close(self) -> None:
+        sys.stdout.buffer.flush()
+
+
+class JsonlFileSink:
+    """Appends to ``path``; past ``max_bytes`` it rotates to ``path.1`` (``.1.gz``) ... ``.N``."""
+
+    name = "file"
+
+    def __init__(self, path: str | Path, *, max_bytes: int, backups: int, compress: bool) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.compress = compress
+        self._file: Any = None
+        self._size = 0
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "ab")  # noqa: SIM115 - kept open across batches
+        self._size = self._file.tell()
+
+    def write(self, lines: list[bytes]) -> None:
+        if self._file is None:
+            self._open()
+        data = b"".join(lines)
+        if self.max_bytes and self._size and self._size + len(data) > self.max_bytes:
+            self._rotate()
+        self._file.write(data)
+        self._file.flush()
+        self._size += len(data)
+
+    def _rotate(self) -> None:
+        self._file.close()
+        self._file = None
+        suffix = ".gz" if self.compress else ""
+        for number in range(self.backups, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{number}{suffix}")
+            if number == self.backups:
+                older.unlink(missing_ok=True)
+            elif older.exists():
+                older.rename(self.path.with_name(f"{self.path.name}.{number + 1}{suffix}"))
+        if self.backups:
+            first = self.path.with_name(f"{self.path.name}.1{suffix}")
+            if self.compress:
+                with open(self.path, "rb") as source, gzip.open(first, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                self.path.unlink()
+            else:
+                self.path.rename(first)
+        else:
+            self.path.unlink(missing_ok=True)
+        self._open()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class Recorder:
+    """Bounded queue in, writer thread out; counts what it wrote, dropped and failed."""
+
+    def __init__(self, sinks: list[Sink], *, capacity: int, batch: int = 512) -> None:
+        self.sinks = sinks
+        self.capacity = capacity
+        self.batch = batch
+        self._queue: deque[dict[str, Any]] = deque()
+        self._wakeup = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.written = 0  # records at least one sink wrote
+        self.dropped = 0  # records refused because the queue was full
+        self.failed = 0  # (record, sink) pairs a failing sink could not write
+        self._failing: set[str] = set()
+
+    @property
+    def healthy(self) -> bool:
+        return not self._failing
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "sinks": [sink.name for sink in self.sinks],
+            "healthy": self.healthy,
+            "failing": sorted(self._failing),
+            "written": self.written,
+            "dropped": self.dropped,
+            "failed": self.failed,
+            "queued": len(self._queue),
+        }
+
+    def start(self) -> None:
+        if self.sinks and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="records-writer", daemon=True)
+            self._thread.start()
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Never blocks: the request path hands the record over and moves on."""
+        if not self.sinks:
+            return
+        if len(self._queue) >= self.capacity:
+            self.dropped += 1
+            return
+        self._queue.append(record)
+        if len(self._queue) >= self.batch:
+            self._wakeup.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything still queued, then close the sinks."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self._drain()
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except OSError:
+                log.exception("closing the %s record sink failed", sink.name)
+
+    def _run(self) -> None:
+        while not self._stopping:
+            # Wake on a full batch, or every 200 ms, so records reach the file promptly.
+            self._wakeup.wait(0.2)
+            self._wakeup.clear()
+            self._drain()
+
+    def _drain(self) -> None:
+        while self._queue:
+            lines: list[bytes] = []
+            while self._queue and len(lines) < self.batch:
+                lines.append(orjson.dumps(self._queue.popleft(), option=orjson.OPT_APPEND_NEWLINE))
+            self._write(lines)
+
+    def _write(self, lines: list[bytes]) -> None:
+        wrote = False
+        for sink in self.sinks:
+            try:
+                sink.write(lines)
+            except (OSError, ValueError) as failure:
+                self.failed += len(lines)  # records this sink could not write
+                if sink.name not in self._failing:
+                    self._failing.add(sink.name)
+                    log.error(
+                        "request records: the %s sink failed (%s); still serving",
+                        sink.name,
+                        failure,
+                    )
+                self._reset(sink)
+                continue
+            wrote = True
+            if sink.name in self._failing:
+                self._failing.discard(sink.name)
+                log.warning("request records: the %s sink works again", sink.name)
+        if wrote:
+            self.written += len(lines)
+
+    @staticmethod
+    def _reset(sink: Sink) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            sink.close()
+
+
+def build_sinks(
+    names: list[str], *, path: str, max_bytes: int, backups: int, compress: bool
+) -> list[Sink]:
+    sinks: list[Sink] = []
+    for name in names:
+        if name == "file":
+            sinks.append(
+                JsonlFileSink(path, max_bytes=max_bytes, backups=backups, compress=compress)
+            )
+        elif name == "stdout":
+            sinks.append(StdoutSink())
+        elif name != "none":
+            raise ValueError(f"unknown record sink {name!r}: use file, stdout or none")
+    return sinks
