@@ -345,9 +345,20 @@ class LegacyHttp:
             )
         self.check_version_header(headers)
         session, runtime = await self.session(headers, draft)
-        resume = parse_event_id(headers.get("last-event-id", ""))
+        last_event_id = headers.get("last-event-id")
+        resume = parse_event_id(last_event_id) if last_event_id else None
         stream = runtime.streams.get(resume[0]) if resume else None
         after = resume[1] if resume and stream is not None else 0
+        if last_event_id and (
+            stream is None or (stream.finished and not stream.events_after(after))
+        ):
+            # Nothing left to resume (delivered, or forgotten): say so with a status that ends
+            # a client's reconnect loop; a 200 that closes at once would invite another retry.
+            raise InvalidRequest(
+                f"Nothing to resume after event {last_event_id.strip()!r}: the stream is complete "
+                "or no longer kept",
+                http_status=410,
+            )
         if stream is None:
             stream = runtime.standalone_stream(
                 self.hub, lambda: self.era.capabilities(session.protocol_version)
