@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from server.catalog import Catalog
+from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
 from server.endpoint import EndpointOptions, McpEndpoint, Receive, Scope, Send
 from server.legacy import LegacyEra
@@ -151,7 +151,21 @@ class Application:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        unsubscribe = self.catalog.subscribe(self.hub.publish)
+        loop = asyncio.get_running_loop()
+
+        def publish(change: Change) -> None:
+            # Sync handlers run in worker threads and may change the catalog from there; the
+            # hub's queues and events belong to the loop, so hand the change over safely.
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:
+                self.hub.publish(change)
+            else:
+                loop.call_soon_threadsafe(self.hub.publish, change)
+
+        unsubscribe = self.catalog.subscribe(publish)
         self.recorder.start()
         expiry = asyncio.create_task(self.expire_sessions())
         self.ready = True

@@ -35,7 +35,16 @@ from server.liveness import Runtimes, SessionRuntime
 from server.protocol import LEGACY_VERSIONS
 from server.records import Draft
 from server.sessions import Session
-from server.sse import SSE_HEADERS, cancel_on_disconnect, comment_frame, send_empty, send_json
+from server.sse import (
+    SSE_HEADERS,
+    cancel_on_disconnect,
+    priming_frame,
+    pump,
+    send_body,
+    send_empty,
+    send_json,
+    uncancel,
+)
 from server.subscriptions import Hub
 
 log = logging.getLogger("server.legacy_http")
@@ -52,14 +61,6 @@ PRIMING_SINCE = "2025-11-25"
 class LegacyOptions:
     keepalive_s: float
     retry_ms: int
-
-
-def event_frame(event_id: str, payload: bytes) -> bytes:
-    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
-
-
-def priming_frame(event_id: str, retry_ms: int) -> bytes:
-    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
 
 
 class Call:
@@ -218,7 +219,7 @@ class LegacyHttp:
             except asyncio.CancelledError:
                 if not disconnect.happened:
                     raise
-                _uncancel()
+                uncancel()
                 return  # the call goes on; its messages stay resumable
         events = stream.events_after(0)
         if stream.finished and not events:
@@ -239,41 +240,9 @@ class LegacyHttp:
             await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
-        await self.pump(receive, send, stream, 0, generation)
-
-    async def pump(
-        self,
-        receive: Receive,
-        send: Send,
-        stream: EventStream,
-        after: int,
-        generation: int | None = None,
-    ) -> None:
-        """Write the stream's events after ``after`` until it finishes, the client leaves, or the
-        server ends the connection on purpose; then end the response."""
-        generation = stream.generation if generation is None else generation
-        cursor = after
-        keepalive = comment_frame()
-        async with cancel_on_disconnect(receive) as disconnect:
-            try:
-                while True:
-                    for seq, event in stream.events_after(cursor):
-                        await send_body(send, event_frame(event.id, event.payload))
-                        cursor = seq
-                    if stream.finished or stream.generation != generation:
-                        break
-                    try:
-                        await asyncio.wait_for(
-                            stream.wait_beyond(cursor, generation), self.options.keepalive_s
-                        )
-                    except TimeoutError:
-                        await send_body(send, keepalive)
-            except asyncio.CancelledError:
-                if not disconnect.happened:
-                    raise
-                _uncancel()
-                return
-        await send({"type": "http.response.body", "body": b""})
+        await pump(
+            receive, send, stream, 0, keepalive_s=self.options.keepalive_s, generation=generation
+        )
 
     async def notification(
         self, send: Send, headers: dict[str, str], message: Notification, draft: Draft
@@ -375,7 +344,7 @@ class LegacyHttp:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
                 await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
-            await self.pump(receive, send, stream, after)
+            await pump(receive, send, stream, after, keepalive_s=self.options.keepalive_s)
         finally:
             if standalone:
                 runtime.standalone_followers -= 1
@@ -391,16 +360,6 @@ class LegacyHttp:
         self.runtimes.end_connections()
 
 
-async def send_body(send: Send, body: bytes) -> None:
-    await send({"type": "http.response.body", "body": body, "more_body": True})
-
-
 async def _finished(stream: EventStream) -> None:
     while not stream.finished:
         await stream.wait_beyond(stream.last_seq, stream.generation)
-
-
-def _uncancel() -> None:
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()

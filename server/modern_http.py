@@ -23,7 +23,7 @@ from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
 from server.modern import ModernCall, ModernEra
 from server.records import Draft
-from server.sse import ResponseWriter, cancel_on_disconnect, message_frame, send_json
+from server.sse import ResponseWriter, cancel_on_disconnect, message_frame, send_json, uncancel
 from server.subscriptions import Closed, Hub
 
 log = logging.getLogger("server.modern_http")
@@ -79,9 +79,7 @@ class ModernHttp:
             writer.close()
             if disconnect.happened:
                 # The client closed the stream: that is the cancellation; nothing more is sent.
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+                uncancel()
                 return
             raise
         try:

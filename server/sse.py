@@ -8,7 +8,7 @@ then carries the rest and the result. Long-lived listen streams use sse-starlett
 request streams are short and live inline in the request's task, so they cost no extra tasks
 except a keep-alive while one is open.
 
-May import: sse_starlette, asyncio.
+May import: eventstream, sse_starlette, asyncio.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from sse_starlette import ServerSentEvent
+
+from server.eventstream import EventStream
 
 Message = MutableMapping[str, Any]
 ASGISend = Callable[[Message], Awaitable[None]]
@@ -33,6 +35,16 @@ SSE_HEADERS = [
 def message_frame(payload: bytes) -> bytes:
     """One JSON-RPC message as an SSE event (orjson never emits a raw newline)."""
     return b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def event_frame(event_id: str, payload: bytes) -> bytes:
+    """A message of a resumable stream: its id lets the client resume after it."""
+    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def priming_frame(event_id: str, retry_ms: int) -> bytes:
+    """An id with empty data: lets a client resume a stream before its first message."""
+    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
 
 
 def comment_frame() -> bytes:
@@ -147,3 +159,49 @@ async def cancel_on_disconnect(receive: Callable[[], Awaitable[Message]]) -> Any
 
 class Disconnect:
     happened = False
+
+
+def uncancel() -> None:
+    """Swallow the cancellation the disconnect watcher caused (the request simply ends)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+async def send_body(send: ASGISend, body: bytes) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+async def pump(
+    receive: Callable[[], Awaitable[Message]],
+    send: ASGISend,
+    stream: EventStream,
+    after: int,
+    *,
+    keepalive_s: float,
+    generation: int | None = None,
+) -> None:
+    """Write a resumable stream's events after ``after`` until it finishes, the client leaves,
+    or the server ends the connection on purpose (``generation`` moves on); then end the
+    response. Keep-alive comments fill the silences."""
+    generation = stream.generation if generation is None else generation
+    cursor = after
+    keepalive = comment_frame()
+    async with cancel_on_disconnect(receive) as disconnect:
+        try:
+            while True:
+                for seq, event in stream.events_after(cursor):
+                    await send_body(send, event_frame(event.id, event.payload))
+                    cursor = seq
+                if stream.finished or stream.generation != generation:
+                    break
+                try:
+                    await asyncio.wait_for(stream.wait_beyond(cursor, generation), keepalive_s)
+                except TimeoutError:
+                    await send_body(send, keepalive)
+        except asyncio.CancelledError:
+            if not disconnect.happened:
+                raise
+            uncancel()
+            return
+    await send({"type": "http.response.body", "body": b""})
