@@ -218,7 +218,12 @@ class Application:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] in self.mcp_paths:
+        path = scope.get("path", "")
+        # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        if scope["type"] == "http" and path in self.mcp_paths:
             await self.endpoint(scope, receive, send)
             return
         await self.starlette(scope, receive, send)

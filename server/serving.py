@@ -36,8 +36,13 @@ def server_for(app: Application, **overrides: object) -> Server:
         "port": settings.port,
         "log_level": settings.log_level,
         "lifespan": "on",
+        "root_path": settings.root_path,
+        # Forwarded headers are believed only from the configured proxies; uvicorn applies
+        # them to the scope (client address, scheme), which is all the app then reads.
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": ",".join(settings.trusted_proxies) or None,
         # In-flight calls get this long to finish once the listen streams have been ended.
-        "timeout_graceful_shutdown": int(settings.shutdown_grace_s) + 5,
+        "timeout_graceful_shutdown": max(1, round(settings.drain_timeout_s)),
     }
     options.update(overrides)
     return Server(uvicorn.Config(app, **options), app)  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
 
     path: str = "/mcp"
+    root_path: str = ""
     allowed_hosts: CommaList = ["127.0.0.1", "localhost", "[::1]"]
     allowed_origins: CommaList = []
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
@@ -71,6 +72,7 @@ class Settings(BaseSettings):
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     shutdown_grace_s: float = Field(2.0, ge=0)
+    drain_timeout_s: float = Field(25.0, ge=0)
 
     @field_validator(
         "allowed_hosts",
@@ -92,6 +94,12 @@ class Settings(BaseSettings):
         if value.get_secret_value() and len(value.get_secret_value().encode()) < 16:
             raise ValueError("MCP_STATE_SECRET must be at least 16 bytes (or empty)")
         return value
+
+    @field_validator("root_path")
+    @classmethod
+    def _root_shape(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        return "/" + value.lstrip("/") if value else ""
 
     @field_validator("path")
     @classmethod
