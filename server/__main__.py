@@ -1,8 +1,11 @@
-"""``python -m server``: serve the configured catalog with uvicorn.
+"""``python -m server``: serve the configured catalog with uvicorn, or report on its records.
 
-Configuration comes only from ``MCP_*`` environment variables (see ``.env.example``).
+``python -m server`` (or ``serve``) serves; configuration comes only from ``MCP_*``
+environment variables (see ``.env.example``). ``python -m server report FILE...`` reads
+request records back (see ``docs/records.md``) and needs no configuration. The serving
+modules are imported only to serve, so a report does not load the web stack.
 
-May import: app, serving, settings.
+May import: app, serving, settings, report_cli.
 """
 
 from __future__ import annotations
@@ -11,15 +14,29 @@ import argparse
 import logging
 import sys
 
-from server.app import create_app
-from server.serving import server_for
-from server.settings import Settings
+from server import report_cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m server", description=__doc__)
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
-    parser.parse_args(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m server", description="A dual-era MCP server for HTTP."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{serve,report}")
+    commands.add_parser("serve", help="serve the configured catalog (the default)")
+    report_cli.add_arguments(
+        commands.add_parser("report", help="per-client report from request record files")
+    )
+    args = parser.parse_args(argv)
+    if args.command == "report":
+        return report_cli.run(args)
+    return serve()
+
+
+def serve() -> int:
+    from server.app import create_app
+    from server.serving import server_for
+    from server.settings import Settings
+
     settings = Settings()
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

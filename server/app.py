@@ -78,10 +78,13 @@ class Application:
             )
         self.hub = Hub(settings.listen_queue_size)
         dispatcher = Dispatcher(catalog, Pager(sealer, settings.page_size))
-        self.sessions = MemorySessionStore(
-            max_sessions=settings.max_sessions, idle_timeout_s=settings.session_idle_timeout_s
-        )
         self.runtimes = Runtimes(settings.events_per_stream)
+        self.sessions = MemorySessionStore(
+            max_sessions=settings.max_sessions,
+            idle_timeout_s=settings.session_idle_timeout_s,
+            busy=self._busy,
+            ended=self.runtimes.end,
+        )
         self.legacy = LegacyHttp(
             LegacyEra(
                 catalog,
@@ -110,6 +113,14 @@ class Application:
                 compress=settings.records_compress,
             ),
             capacity=settings.records_queue,
+            prepare=Privacy(
+                redact=tuple(
+                    word.lower().replace("-", "").replace("_", "")
+                    for word in settings.records_redact
+                ),
+                max_params_bytes=settings.records_params_max_bytes,
+                keep_params=settings.records_params,
+            ).apply,
         )
         self.endpoint = McpEndpoint(
             self.modern,
@@ -128,14 +139,6 @@ class Application:
                 allowed_hosts=tuple(settings.allowed_hosts),
                 allowed_origins=tuple(settings.allowed_origins),
                 max_body_bytes=settings.max_body_bytes,
-                privacy=Privacy(
-                    redact=tuple(
-                        word.lower().replace("-", "").replace("_", "")
-                        for word in settings.records_redact
-                    ),
-                    max_params_bytes=settings.records_params_max_bytes,
-                    keep_params=settings.records_params,
-                ),
                 trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )
@@ -185,8 +188,7 @@ class Application:
         while True:
             await asyncio.sleep(interval)
             try:
-                for session_id in await self.sessions.expire(keep=self._busy):
-                    self.runtimes.end(session_id)
+                await self.sessions.expire()  # ended ones release their runtime
             except Exception:
                 log.exception("expiring sessions failed")
 

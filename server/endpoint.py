@@ -28,7 +28,7 @@ from server.protocol import (
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
 )
-from server.records import Draft, Network, Privacy, client_address
+from server.records import Draft, Network, client_address
 from server.sinks import Recorder
 from server.sse import send_empty, send_json
 
@@ -45,7 +45,6 @@ class EndpointOptions:
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     max_body_bytes: int
-    privacy: Privacy
     trusted_proxies: tuple[Network, ...]
 
 
@@ -72,11 +71,14 @@ def choose_era(message: Request | Notification, headers: dict[str, str]) -> Era:
     return "legacy" if version is None else "modern"
 
 
+def _too_large(limit: int) -> InvalidRequest:
+    return InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
+
+
 async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
-    too_large = InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -86,7 +88,7 @@ async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> by
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise too_large
+            raise _too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -227,7 +229,8 @@ class McpEndpoint:
         draft.notification = isinstance(message, Notification)
         if isinstance(message, Request):
             draft.jsonrpc_id = message.id
-        draft.params = self.options.privacy.clean(message.params)
+        # Raw here; the record writer applies the privacy rules off the request path.
+        draft.params = message.params
         meta = message.params.get("_meta")
         if isinstance(meta, dict):
             version = meta.get(META_PROTOCOL_VERSION)

@@ -28,7 +28,7 @@ class Event:
 
 def parse_event_id(event_id: str) -> tuple[str, int] | None:
     stream_id, sep, seq = event_id.strip().rpartition("_")
-    if not sep or not stream_id or not seq.isdigit():
+    if not sep or not stream_id or not (seq.isascii() and seq.isdigit()):
         return None
     return stream_id, int(seq)
 

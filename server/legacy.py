@@ -34,6 +34,7 @@ from server.sessions import Session, SessionStore
 
 log = logging.getLogger("server.legacy")
 
+MAX_SUBSCRIPTIONS = 1000
 SESSION_METHODS = frozenset(
     {"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 )
@@ -48,18 +49,25 @@ class ClientRequestFailed(ToolError):
 class LegacyExchange:
     """Server-to-client requests and notifications on one call's stream."""
 
-    def __init__(self, runtime: SessionRuntime, stream: EventStream, timeout_s: float) -> None:
+    def __init__(
+        self, runtime: SessionRuntime, stream: EventStream, timeout_s: float, *, resumable: bool
+    ) -> None:
         self._runtime = runtime
         self._stream = stream
         self._timeout_s = timeout_s
+        self._resumable = resumable
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if not self._stream.finished:
             self._stream.publish(encode_notification(method, params))
 
     def close_stream(self) -> None:
-        """End the HTTP connection carrying this call; the client resumes with Last-Event-ID."""
-        self._stream.end_connections()
+        """End the HTTP connection carrying this call; the client resumes with Last-Event-ID.
+
+        Only where the client got a priming event id to resume from (2025-11-25 and later);
+        for older clients closing the connection would lose the result, so it stays open."""
+        if self._resumable:
+            self._stream.end_connections()
 
     async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
@@ -213,6 +221,13 @@ class LegacyEra:
             if not isinstance(uri, str) or ":" not in uri or len(uri) > 2048:
                 raise InvalidParams("params.uri must be a URI")
             if method == "resources/subscribe":
+                if (
+                    uri not in session.subscriptions
+                    and len(session.subscriptions) >= MAX_SUBSCRIPTIONS
+                ):
+                    raise InvalidParams(
+                        f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                    )
                 session.subscriptions.add(uri)
             else:
                 session.subscriptions.discard(uri)

@@ -70,6 +70,8 @@ class Call:
         self.stream = stream
         self.status = 200
         self.error: tuple[int, str] | None = None
+        # The response itself; None while running, and forever if the call was cancelled.
+        self.final: bytes | None = None
 
 
 class LegacyHttp:
@@ -102,6 +104,7 @@ class LegacyHttp:
             )
         session = await self.era.store.get(session_id.strip())
         if session is None:
+            self.runtimes.end(session_id.strip())  # found expired just now: release it too
             raise InvalidRequest(
                 "Session not found: it ended or expired; send initialize again", http_status=404
             )
@@ -148,15 +151,27 @@ class LegacyHttp:
 
     def start(self, session: Session, runtime: SessionRuntime, request: Request) -> Call:
         call = Call(runtime.open_stream())
-        runtime.inflight[request.id] = asyncio.create_task(
-            self._run(session, runtime, request, call)
-        )
+        task = asyncio.create_task(self._run(session, runtime, request, call))
+        runtime.inflight[request.id] = task
+
+        def settle(done: asyncio.Task[None]) -> None:
+            # A task cancelled before its first step never runs _run's cleanup: do it here.
+            call.stream.finish()
+            if runtime.inflight.get(request.id) is done:
+                del runtime.inflight[request.id]
+
+        task.add_done_callback(settle)
         return call
 
     async def _run(
         self, session: Session, runtime: SessionRuntime, request: Request, call: Call
     ) -> None:
-        exchange = LegacyExchange(runtime, call.stream, self.era.client_request_timeout_s)
+        exchange = LegacyExchange(
+            runtime,
+            call.stream,
+            self.era.client_request_timeout_s,
+            resumable=session.protocol_version >= PRIMING_SINCE,
+        )
         context = self.era.context(session, request, exchange)
         try:
             result = await self.era.handle(session, runtime, request, context)
@@ -176,6 +191,7 @@ class LegacyHttp:
             context.finish()
             if runtime.inflight.get(request.id) is asyncio.current_task():
                 del runtime.inflight[request.id]
+        call.final = payload
         call.stream.finish(payload)
 
     async def respond(
@@ -222,8 +238,8 @@ class LegacyHttp:
                 uncancel()
                 return  # the call goes on; its messages stay resumable
         events = stream.events_after(0)
-        if stream.finished and not events:
-            # Cancelled before it said anything: the spec wants no response, so none is sent.
+        if stream.finished and (not events or (call.final is None and not sse_ok)):
+            # Cancelled: the spec wants no response, so none is sent.
             runtime.drop_stream(stream)
             if sse_ok:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -233,7 +249,8 @@ class LegacyHttp:
             return
         if stream.finished and (len(events) == 1 or not sse_ok) and (json_ok or not sse_ok):
             runtime.drop_stream(stream)
-            await send_json(send, call.status, events[-1][1].payload)
+            assert call.final is not None
+            await send_json(send, call.status, call.final)
             return
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if session.protocol_version >= PRIMING_SINCE:
@@ -284,19 +301,19 @@ class LegacyHttp:
                 elif message.method == "notifications/cancelled":
                     self.era.cancel(runtime, message.params)
             elif message.method == "initialize":
-                stream = runtime.open_stream()
+                refused = Call(runtime.open_stream())
                 error = InvalidRequest("initialize must not be part of a batch")
-                stream.finish(encode_error(message.id, error.to_wire("legacy")))
-                calls.append(Call(stream))
+                refused.final = encode_error(message.id, error.to_wire("legacy"))
+                refused.stream.finish(refused.final)
+                calls.append(refused)
             else:
                 calls.append(self.start(session, runtime, message))
         answers = []
         for call in calls:
             await _finished(call.stream)
-            events = call.stream.events_after(0)
             runtime.drop_stream(call.stream)
-            if events:
-                answers.append(events[-1][1].payload)
+            if call.final is not None:  # a cancelled call has no answer
+                answers.append(call.final)
         if not answers:
             await send_empty(send, 202)
             return

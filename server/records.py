@@ -15,6 +15,7 @@ May import: errors, orjson, the standard library.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import secrets
 import time
@@ -41,6 +42,12 @@ class Privacy:
     max_params_bytes: int
     keep_params: bool = True
 
+    def apply(self, record: dict[str, Any]) -> None:
+        """Make a record's params fit to keep (the record writer calls this, off the request
+        path)."""
+        if "params" in record:
+            record["params"] = self.clean(record["params"])
+
     def clean(self, params: Any) -> Any:
         if not self.keep_params:
             return None
@@ -63,8 +70,14 @@ class Privacy:
         return value
 
     def sensitive(self, key: Any) -> bool:
-        normal = str(key).lower().replace("-", "").replace("_", "")
-        return any(word in normal for word in self.redact)
+        return _sensitive(str(key), self.redact)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive(key: str, redact: tuple[str, ...]) -> bool:
+    # Params repeat the same few keys, so the verdict per key is computed once.
+    normal = key.lower().replace("-", "").replace("_", "")
+    return any(word in normal for word in redact)
 
 
 def parse_networks(entries: Iterable[str]) -> tuple[Network, ...]:

@@ -323,7 +323,14 @@ class Aggregator:
             advertised=sorted(advertised),
             advertised_source=source,
             never_requested=sorted(advertised - methods.keys()),
-            not_advertised=sorted(methods.keys() - advertised) if advertised else [],
+            # Notifications are not offered, so only requests can be unadvertised.
+            not_advertised=sorted(
+                method
+                for method, use in methods.items()
+                if use.requests and method not in advertised
+            )
+            if advertised
+            else [],
             jsonrpc_errors=by_count(stats.jsonrpc_errors),
             http_statuses=by_count(stats.http_statuses),
             sessions=len(stats.sessions),

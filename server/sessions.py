@@ -62,26 +62,48 @@ class SessionStore(Protocol):
     async def delete(self, session_id: str) -> bool:
         """End a session; False if it did not exist."""
 
-    async def expire(self, keep: Callable[[str], bool] = lambda session_id: False) -> list[str]:
-        """End every session idle longer than the timeout (unless ``keep`` says it is still
-        busy in this process, which counts as use); the ids that ended."""
+    async def expire(self) -> list[str]:
+        """End every session idle longer than the timeout, unless it is busy in this process
+        (which counts as use); the ids that ended."""
 
     def count(self) -> int: ...
 
 
-class MemorySessionStore:
-    """Sessions in this process, least recently used first."""
+def _never(session_id: str) -> bool:
+    return False
 
-    def __init__(self, *, max_sessions: int, idle_timeout_s: float) -> None:
+
+def _ignore(session_id: str) -> None:
+    return None
+
+
+class MemorySessionStore:
+    """Sessions in this process, least recently used first.
+
+    ``busy`` says whether a session still has work or a stream open here (then it is not
+    idle, whatever its clock says); ``ended`` hears of every session that ends by expiry, so
+    what the process holds for it is released too.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_sessions: int,
+        idle_timeout_s: float,
+        busy: Callable[[str], bool] = _never,
+        ended: Callable[[str], None] = _ignore,
+    ) -> None:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
+        self._busy = busy
+        self._ended = ended
         self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     async def create(
         self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
     ) -> Session:
         if len(self._sessions) >= self.max_sessions:
-            await self.expire()  # idle ones go first; busy ones are not known here, so kept
+            await self.expire()  # idle ones make room first; busy ones are kept
         if len(self._sessions) >= self.max_sessions:
             raise SessionLimit(
                 f"Too many sessions ({self.max_sessions}); end unused sessions or retry later"
@@ -95,8 +117,9 @@ class MemorySessionStore:
         if session is None:
             return None
         now = time.monotonic()
-        if now - session.last_seen > self.idle_timeout_s:
+        if now - session.last_seen > self.idle_timeout_s and not self._busy(session_id):
             del self._sessions[session_id]
+            self._ended(session_id)
             return None
         session.last_seen = now
         self._sessions.move_to_end(session_id)
@@ -109,7 +132,7 @@ class MemorySessionStore:
     async def delete(self, session_id: str) -> bool:
         return self._sessions.pop(session_id, None) is not None
 
-    async def expire(self, keep: Callable[[str], bool] = lambda session_id: False) -> list[str]:
+    async def expire(self) -> list[str]:
         now = time.monotonic()
         cutoff = now - self.idle_timeout_s
         ended = []
@@ -117,12 +140,13 @@ class MemorySessionStore:
         for session_id, session in list(self._sessions.items()):
             if session.last_seen > cutoff:
                 break
-            if keep(session_id):
+            if self._busy(session_id):
                 session.last_seen = now
                 self._sessions.move_to_end(session_id)
                 continue
             del self._sessions[session_id]
             ended.append(session_id)
+            self._ended(session_id)
         return ended
 
     def count(self) -> int:

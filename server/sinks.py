@@ -20,6 +20,7 @@ import shutil
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -107,8 +108,18 @@ class JsonlFileSink:
 class Recorder:
     """Bounded queue in, writer thread out; counts what it wrote, dropped and failed."""
 
-    def __init__(self, sinks: list[Sink], *, capacity: int, batch: int = 512) -> None:
+    def __init__(
+        self,
+        sinks: list[Sink],
+        *,
+        capacity: int,
+        batch: int = 512,
+        prepare: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.sinks = sinks
+        # Work a record needs before it is written (privacy rules), done here in the writer
+        # thread so the request path only hands the record over.
+        self._prepare = prepare
         self.capacity = capacity
         self.batch = batch
         self._queue: deque[dict[str, Any]] = deque()
@@ -176,8 +187,21 @@ class Recorder:
         while self._queue:
             lines: list[bytes] = []
             while self._queue and len(lines) < self.batch:
-                lines.append(orjson.dumps(self._queue.popleft(), option=orjson.OPT_APPEND_NEWLINE))
+                lines.append(self._encode(self._queue.popleft()))
             self._write(lines)
+
+    def _encode(self, record: dict[str, Any]) -> bytes:
+        if self._prepare is not None:
+            try:
+                self._prepare(record)
+            except Exception:
+                log.exception("preparing a request record failed; writing it without params")
+                record["params"] = None
+        try:
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:
+            record["params"] = None  # params that are not JSON (cannot happen from a body)
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
     def _write(self, lines: list[bytes]) -> None:
         wrote = False

@@ -1,0 +1,258 @@
+"""server.liveness: a legacy session's live part (streams, questions, calls, hub feed)."""
+
+import asyncio
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from server.catalog import Change
+from server.eventstream import EventStream, parse_event_id
+from server.liveness import MAX_STREAMS_PER_SESSION, Runtimes, SessionRuntime
+from server.subscriptions import Hub
+
+pytestmark = pytest.mark.anyio
+
+ALL_CAPS = {"tools": {}, "prompts": {}, "resources": {"subscribe": True}}
+
+
+def messages(stream: EventStream) -> list[dict[str, Any]]:
+    return [orjson.loads(event.payload) for _, event in stream.events_after(0)]
+
+
+async def sleeper() -> asyncio.Task[None]:
+    task = asyncio.ensure_future(asyncio.sleep(30))
+    await asyncio.sleep(0)
+    return task
+
+
+# -- streams ------------------------------------------------------------------------------------
+
+
+def test_streams_get_distinct_ids_that_event_ids_can_carry() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    streams = [runtime.open_stream() for _ in range(5)]
+    ids = [stream.id for stream in streams]
+    assert len(set(ids)) == 5
+    assert list(runtime.streams) == ids
+    for stream in streams:
+        assert "_" not in stream.id
+        assert stream.id.isascii()
+        assert parse_event_id(stream.publish(b"{}").id) == (stream.id, 1)
+    # The per-runtime buffer size reaches every stream.
+    for _ in range(6):
+        streams[0].publish(b"{}")
+    assert len(streams[0].events_after(0)) == 4
+
+
+def test_stream_ids_differ_between_sessions() -> None:
+    first = {SessionRuntime("a", 4).open_stream().id for _ in range(20)}
+    second = {SessionRuntime("b", 4).open_stream().id for _ in range(20)}
+    assert first.isdisjoint(second)
+
+
+def test_running_streams_are_never_evicted() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    streams = [runtime.open_stream() for _ in range(MAX_STREAMS_PER_SESSION + 5)]
+    assert len(runtime.streams) == MAX_STREAMS_PER_SESSION + 5
+    assert all(stream.id in runtime.streams for stream in streams)
+
+
+def test_the_oldest_finished_streams_make_room() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    streams = [runtime.open_stream() for _ in range(MAX_STREAMS_PER_SESSION + 1)]
+    for stream in (streams[0], streams[1], streams[2], streams[10]):
+        stream.finish(b"{}")
+    newest = runtime.open_stream()
+    # 34 streams, 2 too many: the two oldest finished ones go; the other finished ones and
+    # every running one stay.
+    assert len(runtime.streams) == MAX_STREAMS_PER_SESSION
+    assert streams[0].id not in runtime.streams
+    assert streams[1].id not in runtime.streams
+    assert streams[2].id in runtime.streams
+    assert streams[10].id in runtime.streams
+    assert newest.id in runtime.streams
+
+
+def test_drop_stream_forgets_it() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    stream = runtime.open_stream()
+    runtime.drop_stream(stream)
+    runtime.drop_stream(stream)
+    assert runtime.streams == {}
+
+
+def test_outgoing_request_ids_are_fresh() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    assert [runtime.next_request_id() for _ in range(3)] == ["srv-1", "srv-2", "srv-3"]
+
+
+# -- the standalone stream and the hub ----------------------------------------------------------
+
+
+def test_standalone_stream_is_created_once_and_fed_by_the_hub() -> None:
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    stream = runtime.standalone_stream(hub, lambda: ALL_CAPS)
+    assert runtime.standalone is stream
+    assert runtime.streams[stream.id] is stream
+    assert runtime.standalone_stream(hub, lambda: ALL_CAPS) is stream
+    assert len(hub) == 1
+    hub.publish(Change("tools"))
+    hub.publish(Change("prompts"))
+    hub.publish(Change("resources"))
+    assert messages(stream) == [
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+        {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"},
+        {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"},
+    ]
+
+
+def test_list_changed_only_for_capabilities_the_server_has() -> None:
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+    stream = runtime.standalone_stream(hub, lambda: capabilities)
+    hub.publish(Change("prompts"))
+    hub.publish(Change("resources"))
+    hub.publish(Change("tools"))
+    assert [message["method"] for message in messages(stream)] == [
+        "notifications/tools/list_changed"
+    ]
+    # Capabilities are read per change, so a primitive declared later counts from then on.
+    capabilities["prompts"] = {"listChanged": True}
+    hub.publish(Change("prompts"))
+    assert messages(stream)[-1]["method"] == "notifications/prompts/list_changed"
+
+
+def test_resource_updates_only_for_subscribed_uris_and_below() -> None:
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    runtime.subscriptions = {"test://docs", "test://dir/"}
+    stream = runtime.standalone_stream(hub, lambda: ALL_CAPS)
+    for uri in (
+        "test://other",
+        "test://docsextra",
+        "test://docs/page/1",
+        "test://dir",
+        "test://dir/a",
+        "test://docs",
+    ):
+        hub.publish(Change("resource_updated", uri))
+    assert messages(stream) == [
+        {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+        for uri in ("test://docs/page/1", "test://dir/a", "test://docs")
+    ]
+    # Unsubscribing (the runtime's set follows the session's) stops them.
+    runtime.subscriptions = set()
+    hub.publish(Change("resource_updated", "test://docs"))
+    assert len(messages(stream)) == 3
+
+
+def test_a_finished_standalone_stream_ignores_changes() -> None:
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    stream = runtime.standalone_stream(hub, lambda: ALL_CAPS)
+    stream.finish()
+    hub.publish(Change("tools"))  # must not raise "stream is finished"
+    assert messages(stream) == []
+
+
+# -- closing ------------------------------------------------------------------------------------
+
+
+async def test_close_ends_everything_the_session_holds() -> None:
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    standalone = runtime.standalone_stream(hub, lambda: ALL_CAPS)
+    call_stream = runtime.open_stream()
+    running = await sleeper()
+    runtime.inflight["call-1"] = running
+    waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    answered.set_result({"result": {}})
+    runtime.pending = {"srv-1": waiting, "srv-2": answered}
+    follower = asyncio.ensure_future(call_stream.wait_beyond(0, call_stream.generation))
+    await asyncio.sleep(0)
+    assert runtime.busy()
+
+    runtime.close()
+
+    assert len(hub) == 0  # no longer fed
+    with anyio.fail_after(1):
+        await follower
+    await asyncio.sleep(0)
+    assert running.cancelled()
+    assert waiting.cancelled()
+    assert answered.result() == {"result": {}}
+    assert runtime.pending == {}
+    assert runtime.streams == {}
+    assert runtime.standalone is None
+    assert standalone.finished
+    assert call_stream.finished
+    hub.publish(Change("tools"))
+    assert standalone.events_after(0) == []
+
+
+async def test_busy_while_calls_run_or_a_get_stream_is_followed() -> None:
+    runtime = SessionRuntime("session", events_per_stream=16)
+    assert not runtime.busy()
+    runtime.standalone_followers = 1
+    assert runtime.busy()
+    runtime.standalone_followers = 0
+    task = await sleeper()
+    runtime.inflight[1] = task
+    assert runtime.busy()
+    del runtime.inflight[1]
+    task.cancel()
+    assert not runtime.busy()
+
+
+# -- Runtimes -----------------------------------------------------------------------------------
+
+
+async def test_runtimes_create_on_get_and_tear_down_on_end() -> None:
+    hub = Hub()
+    runtimes = Runtimes(events_per_stream=8)
+    assert runtimes.peek("a") is None
+    assert len(runtimes) == 0
+    first = runtimes.get("a")
+    assert runtimes.get("a") is first
+    assert runtimes.peek("a") is first
+    assert first.session_id == "a"
+    other = runtimes.get("b")
+    assert len(runtimes) == 2
+    first.standalone_stream(hub, lambda: ALL_CAPS)
+    task = await sleeper()
+    first.inflight[1] = task
+
+    runtimes.end("a")
+    runtimes.end("a")
+    runtimes.end("never-existed")
+
+    await asyncio.sleep(0)
+    assert task.cancelled()
+    assert len(hub) == 0
+    assert runtimes.peek("a") is None
+    assert runtimes.peek("b") is other
+    assert len(runtimes) == 1
+    assert runtimes.get("a") is not first  # a new session by that id starts fresh
+
+
+def test_runtimes_end_connections_keeps_sessions_and_streams() -> None:
+    runtimes = Runtimes(events_per_stream=8)
+    streams = [runtimes.get(name).open_stream() for name in ("a", "a", "b")]
+    runtimes.end_connections()
+    assert [stream.generation for stream in streams] == [1, 1, 1]
+    assert not any(stream.finished for stream in streams)
+    assert len(runtimes) == 2
+    assert len(runtimes.get("a").streams) == 2
+
+
+def test_runtimes_end_all() -> None:
+    runtimes = Runtimes(events_per_stream=8)
+    streams = [runtimes.get(name).open_stream() for name in ("a", "b", "c")]
+    runtimes.end_all()
+    assert len(runtimes) == 0
+    assert all(stream.finished for stream in streams)
