@@ -13,7 +13,6 @@ May import: report_model, orjson, the standard library.
 from __future__ import annotations
 
 import textwrap
-import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,9 +25,9 @@ WIDTH = 100
 LABEL_WIDTH = 17
 MAX_VALUE_CHARS = 120
 SOURCE_NOTE = {
-    "client": "what its own initialize/discover records list",
-    "input": "it sent no initialize/discover: every advertised list in the input",
-    "none": "the input has no initialize/discover record, so nothing is known",
+    "client": "advertised list: from its own initialize/discover records",
+    "input": "advertised list: it sent no initialize/discover, so every list in the input",
+    "none": "advertised list: the input has none, so nothing to compare",
 }
 
 
@@ -103,16 +102,15 @@ def render_json(report: Report) -> str:
 
 
 def plain(value: object, limit: int = MAX_VALUE_CHARS) -> str:
-    """``value`` safe to print: control, format and unassigned characters escaped, cut to
-    ``limit`` characters."""
+    """``value`` safe to print, cut to ``limit`` characters: control and format characters
+    (terminal escapes, bidi overrides) and separators other than the space (line breaks) are
+    shown as Python escapes."""
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     if text.isprintable():
         return text
-    return "".join(
-        char if unicodedata.category(char)[0] != "C" else ascii(char)[1:-1] for char in text
-    )
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
 
 
 def counts(mapping: Mapping[Any, int], times: str = " ") -> str:
@@ -220,7 +218,7 @@ def table_block(client: ClientReport) -> list[str]:
         "never requested",
         ", ".join(map(plain, client.never_requested)) or "-",
     )
-    out += field("", f"(advertised to it: {SOURCE_NOTE[client.advertised_source]})")
+    out += field("", f"({SOURCE_NOTE[client.advertised_source]})")
     if client.not_advertised:
         out += field("not advertised", ", ".join(map(plain, client.not_advertised)))
     out += field("errors", error_text(client))
