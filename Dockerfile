@@ -1,28 +1,41 @@
 # syntax=docker/dockerfile:1
 # The MCP server as a container: a wheel built in one stage, installed into a slim runtime.
-# Configure it only with MCP_* environment variables (see .env.example).
+# Configure it only with MCP_* environment variables (see .env.example); nothing else is read.
+# Forwarded headers are believed only from MCP_TRUSTED_PROXIES, which the image leaves empty:
+# set it where the proxy's address is known (deploy/compose.yaml, deploy/k8s/).
+#
+# BASE is any Debian-like image with python3 (3.11+) and its venv module on PATH; every step
+# calls python3 and pip from PATH, never /usr/local/bin/..., so a stand-in base works too
+# (deploy/image-smoke.sh builds on one made with debootstrap).
 ARG BASE=python:3.11-slim
 
 FROM ${BASE} AS build
 WORKDIR /src
-RUN python3 -m venv /opt/build && /opt/build/bin/pip install --no-cache-dir build==1.2.2.post1
 COPY pyproject.toml README.md ./
 COPY server ./server
-RUN /opt/build/bin/python -m build --wheel --outdir /dist
+RUN python3 -m venv /opt/build \
+    && /opt/build/bin/python -m pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
-FROM ${BASE}
+FROM ${BASE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/venv/bin:$PATH \
     MCP_HOST=0.0.0.0 \
     MCP_PORT=8000
+# /app is the working directory; records/ (MCP_RECORDS_FILE's default folder) is the only
+# place the server writes, so the root filesystem can be mounted read-only around it.
+WORKDIR /app
 COPY --from=build /dist /tmp/dist
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir /tmp/dist/*.whl \
+    && pip install --no-cache-dir /tmp/dist/*.whl \
     && rm -rf /tmp/dist \
-    && useradd --system --uid 10001 --no-create-home mcp
-USER 10001
+    && groupadd --system --gid 10001 mcp \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home \
+        --shell /usr/sbin/nologin mcp \
+    && mkdir -p /app/records \
+    && chown 10001:10001 /app/records
+USER 10001:10001
 EXPOSE 8000
-HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
-    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('MCP_PORT', '8000')}/healthz\", timeout=2)"]
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('MCP_PORT', '8000') + '/healthz', timeout=2)"]
 CMD ["python3", "-m", "server"]

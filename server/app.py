@@ -144,6 +144,7 @@ class Application:
         )
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
         self.ready = False
+        self.started = False
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
@@ -171,7 +172,7 @@ class Application:
         unsubscribe = self.catalog.subscribe(publish)
         self.recorder.start()
         expiry = asyncio.create_task(self.expire_sessions())
-        self.ready = True
+        self.ready = self.started = True
         try:
             yield
         finally:
@@ -181,6 +182,7 @@ class Application:
             unsubscribe()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
+            self.started = False
 
     async def expire_sessions(self) -> None:
         """End idle legacy sessions, and everything they hold in this process."""
@@ -203,10 +205,11 @@ class Application:
         self.legacy.end_connections()
 
     async def healthz(self, request: Request) -> JSONResponse:
-        """Alive and serving (the process works; see /readyz for whether to send traffic)."""
-        if not self.ready:
+        """Alive (the process serves; it stays alive while draining). /readyz says whether to
+        send it traffic."""
+        if not self.started:
             return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "ok", "draining": not self.ready})
 
     async def readyz(self, request: Request) -> JSONResponse:
         """Ready for traffic: started, not draining, and the record sinks writing."""

@@ -44,6 +44,7 @@ class EventStream:
         self.finished = False
         # Bumped to end the current connections without ending the stream (SSE polling).
         self._generation = 0
+        self.end_reason = "complete"
 
     @property
     def priming_id(self) -> str:
@@ -72,8 +73,11 @@ class EventStream:
         self.finished = True
         self._wake()
 
-    def end_connections(self) -> None:
-        """Make every current follower stop; the stream itself goes on (the client resumes)."""
+    def end_connections(self, reason: str = "server_closed") -> None:
+        """Make every current follower stop; the stream itself goes on (the client resumes).
+
+        ``reason`` says why, for the record of the connection that ends."""
+        self.end_reason = reason
         self._generation += 1
         self._wake()
 

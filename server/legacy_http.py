@@ -207,9 +207,11 @@ class LegacyHttp:
         sse_ok: bool,
     ) -> None:
         try:
-            await self._respond(
+            ended = await self._respond(
                 receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok
             )
+            if ended is not None:
+                draft.stream_end = ended
         finally:
             if call.error is not None:
                 draft.error(*call.error)
@@ -224,7 +226,8 @@ class LegacyHttp:
         *,
         json_ok: bool,
         sse_ok: bool,
-    ) -> None:
+    ) -> str | None:
+        """Answer one call; for a stream, why its connection ended."""
         stream = call.stream
         generation = stream.generation
         async with cancel_on_disconnect(receive) as disconnect:
@@ -236,7 +239,7 @@ class LegacyHttp:
                 if not disconnect.happened:
                     raise
                 uncancel()
-                return  # the call goes on; its messages stay resumable
+                return "client_closed"  # the call goes on; its messages stay resumable
         events = stream.events_after(0)
         if stream.finished and (not events or (call.final is None and not sse_ok)):
             # Cancelled: the spec wants no response, so none is sent.
@@ -246,18 +249,18 @@ class LegacyHttp:
                 await send({"type": "http.response.body", "body": b""})
             else:
                 await send_empty(send, 204)
-            return
+            return None
         if stream.finished and (len(events) == 1 or not sse_ok) and (json_ok or not sse_ok):
             runtime.drop_stream(stream)
             assert call.final is not None
             await send_json(send, call.status, call.final)
-            return
+            return None
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if session.protocol_version >= PRIMING_SINCE:
             await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
-        await pump(
+        return await pump(
             receive, send, stream, 0, keepalive_s=self.options.keepalive_s, generation=generation
         )
 
@@ -361,7 +364,9 @@ class LegacyHttp:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
                 await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
-            await pump(receive, send, stream, after, keepalive_s=self.options.keepalive_s)
+            draft.stream_end = await pump(
+                receive, send, stream, after, keepalive_s=self.options.keepalive_s
+            )
         finally:
             if standalone:
                 runtime.standalone_followers -= 1
@@ -373,8 +378,8 @@ class LegacyHttp:
         await send_empty(send, 200)
 
     def end_connections(self) -> None:
-        """Shutdown: end every open legacy stream connection (clients resume elsewhere)."""
-        self.runtimes.end_connections()
+        """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""
+        self.runtimes.end_standalone_connections("shutdown")
 
 
 async def _finished(stream: EventStream) -> None:

@@ -100,7 +100,7 @@ class SessionRuntime:
                 future.cancel()
         self.pending.clear()
         for stream in self.streams.values():
-            stream.end_connections()
+            stream.end_connections("session_ended")
             stream.finish()
         self.streams.clear()
         self.standalone = None
@@ -130,11 +130,13 @@ class Runtimes:
         if runtime is not None:
             runtime.close()
 
-    def end_connections(self) -> None:
-        """End every connection following a stream, leaving sessions and streams intact."""
+    def end_standalone_connections(self, reason: str) -> None:
+        """End every session's GET stream connection (clients reconnect, maybe elsewhere).
+
+        Calls in flight keep their streams: they finish within the drain deadline."""
         for runtime in self._runtimes.values():
-            for stream in runtime.streams.values():
-                stream.end_connections()
+            if runtime.standalone is not None:
+                runtime.standalone.end_connections(reason)
 
     def end_all(self) -> None:
         for session_id in list(self._runtimes):

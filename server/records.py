@@ -47,6 +47,13 @@ class Privacy:
         path)."""
         if "params" in record:
             record["params"] = self.clean(record["params"])
+        # Declared capabilities are client-sent too: same redaction and size cap (keeping them
+        # even when params are dropped, since the report needs them).
+        client = record.get("client")
+        if isinstance(client, dict) and client.get("capabilities") is not None:
+            client["capabilities"] = Privacy(self.redact, self.max_params_bytes).clean(
+                client["capabilities"]
+            )
 
     def clean(self, params: Any) -> Any:
         if not self.keep_params:

@@ -62,6 +62,11 @@ class JsonlFileSink:
         self._file: Any = None
         self._size = 0
 
+    def open(self) -> None:
+        """Open (create) the file now if it is not open yet; OSError if it cannot be."""
+        if self._file is None:
+            self._open()
+
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "ab")  # noqa: SIM115 - kept open across batches
@@ -147,6 +152,8 @@ class Recorder:
         }
 
     def start(self) -> None:
+        # Open every sink now, so an unwritable path shows in readiness before any traffic.
+        self._probe()
         if self.sinks and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="records-writer", daemon=True)
             self._thread.start()
@@ -182,6 +189,8 @@ class Recorder:
             self._wakeup.wait(0.2)
             self._wakeup.clear()
             self._drain()
+            if self._failing and not self._queue:
+                self._probe()  # retry a failed sink even without traffic, so it can recover
 
     def _drain(self) -> None:
         while self._queue:
@@ -191,6 +200,7 @@ class Recorder:
             self._write(lines)
 
     def _encode(self, record: dict[str, Any]) -> bytes:
+        """One line for the record; whatever the client sent, the writer never dies of it."""
         if self._prepare is not None:
             try:
                 self._prepare(record)
@@ -199,9 +209,41 @@ class Recorder:
                 record["params"] = None
         try:
             return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-        except TypeError:
-            record["params"] = None  # params that are not JSON (cannot happen from a body)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+        # Client-sent values orjson cannot encode (nesting past its limit): keep the rest.
+        record["params"] = None
+        client = record.get("client")
+        if isinstance(client, dict):
+            client["capabilities"] = {"_unencodable": True}
+        try:
             return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            log.exception("a request record could not be encoded")
+            stub = {key: record.get(key) for key in ("v", "kind", "time", "request_id", "status")}
+            stub["unencodable"] = True
+            return orjson.dumps(stub, option=orjson.OPT_APPEND_NEWLINE)
+
+    def _probe(self) -> None:
+        """Open each sink that can be opened ahead of writing; note failures and recoveries."""
+        for sink in self.sinks:
+            opener = getattr(sink, "open", None)
+            if opener is None:
+                continue
+            try:
+                opener()
+            except (OSError, ValueError) as failure:
+                if sink.name not in self._failing:
+                    self._failing.add(sink.name)
+                    log.error(
+                        "request records: the %s sink failed (%s); still serving",
+                        sink.name,
+                        failure,
+                    )
+                continue
+            if sink.name in self._failing:
+                self._failing.discard(sink.name)
+                log.warning("request records: the %s sink works again", sink.name)
 
     def _write(self, lines: list[bytes]) -> None:
         wrote = False

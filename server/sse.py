@@ -180,10 +180,11 @@ async def pump(
     *,
     keepalive_s: float,
     generation: int | None = None,
-) -> None:
+) -> str:
     """Write a resumable stream's events after ``after`` until it finishes, the client leaves,
     or the server ends the connection on purpose (``generation`` moves on); then end the
-    response. Keep-alive comments fill the silences."""
+    response. Keep-alive comments fill the silences. Returns why it ended: ``complete``,
+    ``client_closed``, or the reason the server gave for ending the connection."""
     generation = stream.generation if generation is None else generation
     cursor = after
     keepalive = comment_frame()
@@ -203,5 +204,6 @@ async def pump(
             if not disconnect.happened:
                 raise
             uncancel()
-            return
+            return "client_closed"
     await send({"type": "http.response.body", "body": b""})
+    return "complete" if stream.generation == generation else stream.end_reason

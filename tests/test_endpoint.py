@@ -1039,7 +1039,7 @@ async def test_healthz_is_503_until_the_lifespan_has_started_and_after_it_ends()
         async with app.starlette.router.lifespan_context(app.starlette):
             ready = await client.get("/healthz")
             assert ready.status_code == 200
-            assert ready.json() == {"status": "ok"}
+            assert ready.json() == {"status": "ok", "draining": False}
             assert (await client.get("/readyz")).status_code == 200
         assert (await client.get("/healthz")).status_code == 503
         assert (await client.get("/readyz")).status_code == 503

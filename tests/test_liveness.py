@@ -240,14 +240,18 @@ async def test_runtimes_create_on_get_and_tear_down_on_end() -> None:
     assert runtimes.get("a") is not first  # a new session by that id starts fresh
 
 
-def test_runtimes_end_connections_keeps_sessions_and_streams() -> None:
+def test_shutdown_ends_only_get_stream_connections_and_keeps_calls_running() -> None:
     runtimes = Runtimes(events_per_stream=8)
-    streams = [runtimes.get(name).open_stream() for name in ("a", "a", "b")]
-    runtimes.end_connections()
-    assert [stream.generation for stream in streams] == [1, 1, 1]
-    assert not any(stream.finished for stream in streams)
+    hub = Hub()
+    calls = [runtimes.get(name).open_stream() for name in ("a", "a", "b")]
+    standalone = runtimes.get("a").standalone_stream(hub, lambda: {})
+    runtimes.end_standalone_connections("shutdown")
+    assert standalone.generation == 1
+    assert standalone.end_reason == "shutdown"
+    # Calls in flight keep their connections: they finish within the drain deadline.
+    assert [stream.generation for stream in calls] == [0, 0, 0]
+    assert not any(stream.finished for stream in [*calls, standalone])
     assert len(runtimes) == 2
-    assert len(runtimes.get("a").streams) == 2
 
 
 def test_runtimes_end_all() -> None:
