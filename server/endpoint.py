@@ -232,14 +232,14 @@ class McpEndpoint:
         # Raw here; the record writer applies the privacy rules off the request path.
         draft.params = message.params
         meta = message.params.get("_meta")
-        if isinstance(meta, dict):
-            version = meta.get(META_PROTOCOL_VERSION)
-            draft.body_version = version if isinstance(version, str) else None
-            draft.client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
-        elif message.method == "initialize":
+        if message.method == "initialize":
             version = message.params.get("protocolVersion")
             draft.body_version = version if isinstance(version, str) else None
             draft.client(message.params.get("clientInfo"), message.params.get("capabilities"))
+        elif isinstance(meta, dict):
+            version = meta.get(META_PROTOCOL_VERSION)
+            draft.body_version = version if isinstance(version, str) else None
+            draft.client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
 
     async def _send_error(
         self,

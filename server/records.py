@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -46,7 +47,9 @@ class Privacy:
         """Make a record's params fit to keep (the record writer calls this, off the request
         path)."""
         if "params" in record:
-            record["params"] = self.clean(record["params"])
+            # Params are part of the body: a body within the cap needs no measuring.
+            small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
+            record["params"] = self.clean(record["params"], measured=small)
         # Declared capabilities are client-sent too: same redaction and size cap (keeping them
         # even when params are dropped, since the report needs them).
         client = record.get("client")
@@ -55,10 +58,13 @@ class Privacy:
                 client["capabilities"]
             )
 
-    def clean(self, params: Any) -> Any:
+    def clean(self, params: Any, *, measured: bool = False) -> Any:
+        """``measured``: the caller knows the params fit the cap, so they are not encoded."""
         if not self.keep_params:
             return None
         cleaned = self._redact(params, depth=0)
+        if measured:
+            return cleaned
         encoded = orjson.dumps(cleaned)
         if len(encoded) <= self.max_params_bytes:
             return cleaned
@@ -120,8 +126,13 @@ def _in(address: str, networks: tuple[Network, ...]) -> bool:
     return any(ip in network for network in networks)
 
 
+_ID_PREFIX = secrets.token_hex(4)
+_ID_COUNTER = itertools.count(1)
+
+
 def new_request_id() -> str:
-    return secrets.token_hex(8)
+    """16 hex digits: a random per-process prefix and a counter (unique, and cheap per request)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
 
 
 @dataclass(slots=True)
@@ -162,6 +173,7 @@ class Draft:
     request_written: bool = False
     completed: bool = False
     client_left: bool = False
+    ended_clock: float | None = None
 
     def client(self, info: Any, capabilities: Any) -> None:
         if isinstance(info, dict):
@@ -201,7 +213,9 @@ class Draft:
             "error": None
             if self.error_code is None
             else {"code": self.error_code, "message": self.error_message},
-            "duration_ms": round((time.perf_counter() - self.clock) * 1000, 3),
+            "duration_ms": round(
+                ((self.ended_clock or time.perf_counter()) - self.clock) * 1000, 3
+            ),
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "streaming": self.streaming,
@@ -245,11 +259,20 @@ class Draft:
 
         return observed
 
-    def finish(self, emit: Callable[[dict[str, Any]], None]) -> None:
-        """Emit what is still owed: the request record, and the stream record if it streamed."""
+    def build(self) -> dict[str, Any]:
+        """The request record; the writer thread calls this (see :meth:`finish`)."""
+        return self.request_record()
+
+    def finish(self, emit: Callable[[Any], None]) -> None:
+        """Emit what is still owed: the request record, and the stream record if it streamed.
+
+        A finished request's draft no longer changes, so the draft itself is handed over and
+        the writer thread builds its record: the request path pays for nothing but a queue
+        append."""
         if not self.request_written:
             self.request_written = True
-            emit(self.request_record())
+            self.ended_clock = time.perf_counter()
+            emit(self if not self.streaming else self.request_record())
         if self.streaming:
             if self.stream_end is None:
                 self.stream_end = (
@@ -261,7 +284,7 @@ class Draft:
                 )
             emit(self.stream_record())
 
-    def observe(self, send: Send, emit: Callable[[dict[str, Any]], None]) -> Send:
+    def observe(self, send: Send, emit: Callable[[Any], None]) -> Send:
         """Wrap ``send`` to learn status, bytes and events; a stream's request record is
         emitted as soon as the stream opens, so a long stream does not hide its request."""
 

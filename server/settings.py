@@ -8,6 +8,7 @@ May import: pydantic, pydantic-settings.
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Annotated, Literal
 
@@ -15,6 +16,22 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
+
+# JWT algorithms a JWKS of public keys can verify. "none" and HS* never: an HMAC "verified"
+# with a public key is the classic algorithm-confusion forgery.
+ASYMMETRIC_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+_TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class Settings(BaseSettings):
@@ -74,12 +91,43 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(2.0, ge=0)
     drain_timeout_s: float = Field(25.0, ge=0)
 
+    auth: Literal["none", "tokens", "jwt"] = "none"
+    auth_allow_none_non_loopback: bool = False
+    auth_tokens: CommaList = []
+    auth_token_scopes: CommaList = []
+    auth_required_scopes: CommaList = []
+    auth_issuer: str = ""
+    auth_audience: str = ""
+    auth_resource: str = ""
+    auth_servers: CommaList = []
+    auth_jwks_file: str = ""
+    auth_jwks_url: str = ""
+    auth_jwks_refresh_s: float = Field(3600.0, gt=0)
+    auth_jwks_min_refresh_s: float = Field(30.0, ge=0)
+    auth_leeway_s: float = Field(30.0, ge=0, le=300)
+    auth_algorithms: CommaList = ["RS256", "ES256"]
+
+    rate_limit_rps: float = Field(50.0, ge=0)
+    rate_limit_burst: int = Field(100, ge=1)
+    max_streams_per_client: int = Field(16, ge=0)
+    max_sessions_per_client: int = Field(64, ge=0)
+    handler_timeout_s: float = Field(300.0, ge=0)
+
+    cors_origins: CommaList = []
+    cors_max_age_s: int = Field(600, ge=0)
+
     @field_validator(
         "allowed_hosts",
         "allowed_origins",
         "records",
         "records_redact",
         "trusted_proxies",
+        "auth_tokens",
+        "auth_token_scopes",
+        "auth_required_scopes",
+        "auth_servers",
+        "auth_algorithms",
+        "cors_origins",
         mode="before",
     )
     @classmethod
@@ -93,6 +141,28 @@ class Settings(BaseSettings):
     def _secret_length(cls, value: SecretStr) -> SecretStr:
         if value.get_secret_value() and len(value.get_secret_value().encode()) < 16:
             raise ValueError("MCP_STATE_SECRET must be at least 16 bytes (or empty)")
+        return value
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _token_digests(cls, value: list[str]) -> list[str]:
+        digests = [item.lower() for item in value]
+        for digest in digests:
+            if not _TOKEN_DIGEST.fullmatch(digest):
+                raise ValueError(
+                    "MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests (python -m server token)"
+                )
+        return digests
+
+    @field_validator("auth_algorithms")
+    @classmethod
+    def _asymmetric_algorithms(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in ASYMMETRIC_ALGORITHMS]
+        if unknown or not value:
+            raise ValueError(
+                f"MCP_AUTH_ALGORITHMS: {', '.join(unknown) or '(empty)'} not accepted; use "
+                f"asymmetric algorithms only: {', '.join(ASYMMETRIC_ALGORITHMS)}"
+            )
         return value
 
     @field_validator("root_path")

@@ -29,6 +29,12 @@ import orjson
 log = logging.getLogger("server.records")
 
 
+class Deferred(Protocol):
+    """A record the writer builds itself (the request path only hands it over)."""
+
+    def build(self) -> dict[str, Any]: ...
+
+
 class Sink(Protocol):
     name: str
 
@@ -83,8 +89,8 @@ class JsonlFileSink:
         self._size += len(data)
 
     def _rotate(self) -> None:
-        self._file.close()
-        self._file = None
+        file, self._file = self._file, None
+        file.close()
         suffix = ".gz" if self.compress else ""
         for number in range(self.backups, 0, -1):
             older = self.path.with_name(f"{self.path.name}.{number}{suffix}")
@@ -105,9 +111,11 @@ class JsonlFileSink:
         self._open()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        # Forget the file first: if closing fails (a full disk fails the flush), the next
+        # write must reopen, not write to a closed file forever.
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
 
 class Recorder:
@@ -127,14 +135,16 @@ class Recorder:
         self._prepare = prepare
         self.capacity = capacity
         self.batch = batch
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[dict[str, Any] | Deferred] = deque()
         self._wakeup = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.written = 0  # records at least one sink wrote
         self.dropped = 0  # records refused because the queue was full
         self.failed = 0  # (record, sink) pairs a failing sink could not write
-        self._failing: set[str] = set()
+        # Failing sinks, and how: "open" failures clear when the sink opens again; "write"
+        # failures (a full disk opens fine) only when a write succeeds.
+        self._failing: dict[str, str] = {}
 
     @property
     def healthy(self) -> bool:
@@ -158,7 +168,7 @@ class Recorder:
             self._thread = threading.Thread(target=self._run, name="records-writer", daemon=True)
             self._thread.start()
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: dict[str, Any] | Deferred) -> None:
         """Never blocks: the request path hands the record over and moves on."""
         if not self.sinks:
             return
@@ -199,8 +209,9 @@ class Recorder:
                 lines.append(self._encode(self._queue.popleft()))
             self._write(lines)
 
-    def _encode(self, record: dict[str, Any]) -> bytes:
+    def _encode(self, item: dict[str, Any] | Deferred) -> bytes:
         """One line for the record; whatever the client sent, the writer never dies of it."""
+        record = item if isinstance(item, dict) else item.build()
         if self._prepare is not None:
             try:
                 self._prepare(record)
@@ -233,17 +244,19 @@ class Recorder:
             try:
                 opener()
             except (OSError, ValueError) as failure:
-                if sink.name not in self._failing:
-                    self._failing.add(sink.name)
-                    log.error(
-                        "request records: the %s sink failed (%s); still serving",
-                        sink.name,
-                        failure,
-                    )
+                self._failed(sink, failure, "open")
                 continue
-            if sink.name in self._failing:
-                self._failing.discard(sink.name)
-                log.warning("request records: the %s sink works again", sink.name)
+            if self._failing.get(sink.name) == "open":
+                self._recovered(sink)
+
+    def _failed(self, sink: Sink, failure: Exception, how: str) -> None:
+        if sink.name not in self._failing:
+            self._failing[sink.name] = how
+            log.error("request records: the %s sink failed (%s); still serving", sink.name, failure)
+
+    def _recovered(self, sink: Sink) -> None:
+        del self._failing[sink.name]
+        log.warning("request records: the %s sink works again", sink.name)
 
     def _write(self, lines: list[bytes]) -> None:
         wrote = False
@@ -252,19 +265,12 @@ class Recorder:
                 sink.write(lines)
             except (OSError, ValueError) as failure:
                 self.failed += len(lines)  # records this sink could not write
-                if sink.name not in self._failing:
-                    self._failing.add(sink.name)
-                    log.error(
-                        "request records: the %s sink failed (%s); still serving",
-                        sink.name,
-                        failure,
-                    )
+                self._failed(sink, failure, "write")
                 self._reset(sink)
                 continue
             wrote = True
             if sink.name in self._failing:
-                self._failing.discard(sink.name)
-                log.warning("request records: the %s sink works again", sink.name)
+                self._recovered(sink)
         if wrote:
             self.written += len(lines)
 
@@ -277,6 +283,8 @@ class Recorder:
 def build_sinks(
     names: list[str], *, path: str, max_bytes: int, backups: int, compress: bool
 ) -> list[Sink]:
+    if len(set(names)) != len(names):
+        raise ValueError(f"MCP_RECORDS names a sink twice: {','.join(names)}")
     sinks: list[Sink] = []
     for name in names:
         if name == "file":

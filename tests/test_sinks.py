@@ -1,0 +1,646 @@
+"""server.sinks: the rotating JSON Lines file, stdout, and the Recorder's queue and writer thread.
+
+No sockets. Failures are real where the filesystem can make them (a path below a regular file,
+``/dev/full`` for a full disk) and scripted otherwise (a sink whose ``write`` raises).
+"""
+
+import gzip
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from server.records import Privacy
+from server.sinks import JsonlFileSink, Recorder, StdoutSink, build_sinks
+
+
+def line(number: int, width: int = 24) -> bytes:
+    """One record line; every line has the same length, so sizes can be counted in lines."""
+    return orjson.dumps({"n": number, "pad": "x" * (width - len(str(number)))}) + b"\n"
+
+
+def numbers(data: bytes) -> list[int]:
+    return [json.loads(text)["n"] for text in data.decode().splitlines()]
+
+
+def wait_until(predicate: Any, limit: float = 3.0) -> None:
+    """Poll a condition the writer thread makes true."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+# -- JsonlFileSink ------------------------------------------------------------------------------
+
+
+def test_file_sink_appends_lines_and_creates_parent_directories(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=0, backups=3, compress=False)
+    sink.write([line(1), line(2)])
+    sink.write([line(3)])
+    # Flushed per batch: readable while the sink is open.
+    assert numbers(path.read_bytes()) == [1, 2, 3]
+    sink.close()
+    sink.close()  # idempotent
+    assert numbers(path.read_bytes()) == [1, 2, 3]
+
+
+def test_file_sink_appends_to_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(line(0))
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False)
+    sink.write([line(1)])
+    sink.close()
+    assert numbers(path.read_bytes()) == [0, 1]
+
+
+def test_max_bytes_zero_never_rotates(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=0, backups=2, compress=True)
+    for number in range(300):
+        sink.write([line(number)])
+    sink.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]
+    assert numbers(path.read_bytes()) == list(range(300))
+
+
+def _rotated_names(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_rotation_by_size_keeps_the_configured_backups(tmp_path: Path, compress: bool) -> None:
+    path = tmp_path / "records.jsonl"
+    size = len(line(0))
+    per_file = 4
+    sink = JsonlFileSink(path, max_bytes=size * per_file, backups=2, compress=compress)
+    total = 30
+    for number in range(total):
+        sink.write([line(number)])
+        # Never past the cap (a single line is smaller than the cap).
+        assert path.stat().st_size <= size * per_file
+    sink.close()
+    suffix = ".gz" if compress else ""
+    assert _rotated_names(path) == [
+        "records.jsonl",
+        f"records.jsonl.1{suffix}",
+        f"records.jsonl.2{suffix}",
+    ]
+
+    def read(name: str) -> bytes:
+        target = tmp_path / name
+        if compress:
+            with gzip.open(target, "rb") as handle:  # a real gzip file
+                return handle.read()
+        return target.read_bytes()
+
+    oldest = numbers(read(f"records.jsonl.2{suffix}"))
+    older = numbers(read(f"records.jsonl.1{suffix}"))
+    current = numbers(path.read_bytes())
+    # Oldest to newest, contiguous, every file full but the current one, nothing duplicated.
+    assert oldest + older + current == list(range(total - len(current) - 2 * per_file, total))
+    assert len(oldest) == len(older) == per_file
+    assert 1 <= len(current) <= per_file
+
+
+def test_rotation_with_no_backups_just_starts_over(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    size = len(line(0))
+    sink = JsonlFileSink(path, max_bytes=size * 3, backups=0, compress=True)
+    for number in range(10):
+        sink.write([line(number)])
+    sink.close()
+    assert _rotated_names(path) == ["records.jsonl"]
+    assert numbers(path.read_bytes()) == [9]
+
+
+def test_a_batch_larger_than_the_cap_is_written_whole(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=50, backups=2, compress=False)
+    sink.write([line(0)])
+    sink.write([line(n) for n in range(1, 6)])
+    sink.close()
+    assert numbers((tmp_path / "records.jsonl.1").read_bytes()) == [0]
+    assert numbers(path.read_bytes()) == [1, 2, 3, 4, 5]
+
+
+def test_rotation_counts_what_the_file_held_before_it_was_opened(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    size = len(line(0))
+    path.write_bytes(line(100) + line(101) + line(102))
+    sink = JsonlFileSink(path, max_bytes=size * 4, backups=1, compress=True)
+    sink.write([line(1)])  # 4 lines: at the cap, not past it
+    sink.write([line(2)])  # would pass it: rotate first
+    sink.close()
+    with gzip.open(tmp_path / "records.jsonl.1.gz", "rb") as handle:
+        assert numbers(handle.read()) == [100, 101, 102, 1]
+    assert numbers(path.read_bytes()) == [2]
+
+
+def test_a_new_process_rotates_into_the_existing_backups(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    size = len(line(0))
+    for run in range(3):
+        sink = JsonlFileSink(path, max_bytes=size * 2, backups=5, compress=True)
+        sink.write([line(run * 10)])
+        sink.write([line(run * 10 + 1)])
+        sink.write([line(run * 10 + 2)])
+        sink.close()
+    contents = []
+    for number in (5, 4, 3, 2, 1):
+        target = tmp_path / f"records.jsonl.{number}.gz"
+        if target.exists():
+            with gzip.open(target, "rb") as handle:
+                contents += numbers(handle.read())
+    contents += numbers(path.read_bytes())
+    assert contents == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+
+
+def test_the_file_sink_reopens_after_a_failure(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a regular file")
+    path = blocker / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False)
+    with pytest.raises(OSError):  # noqa: PT011 - NotADirectoryError or FileExistsError
+        sink.write([line(1)])
+    sink.close()
+    blocker.unlink()
+    sink.write([line(2)])
+    sink.close()
+    assert numbers(path.read_bytes()) == [2]
+
+
+def test_the_file_sink_reopens_after_its_file_object_broke(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False)
+    sink.write([line(1)])
+    sink._file.close()  # e.g. closed under it; the Recorder closes the sink after a failure
+    with pytest.raises(ValueError, match="closed file"):
+        sink.write([line(2)])
+    sink.close()
+    sink.write([line(3)])
+    sink.close()
+    assert numbers(path.read_bytes()) == [1, 3]
+
+
+# -- StdoutSink ---------------------------------------------------------------------------------
+
+
+def test_stdout_sink_writes_the_lines_as_they_are(
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    sink = StdoutSink()
+    sink.write([line(1), line(2)])
+    sink.close()
+    assert capsysbinary.readouterr().out == line(1) + line(2)
+    assert sink.name == "stdout"
+
+
+# -- build_sinks --------------------------------------------------------------------------------
+
+
+def build(names: list[str], tmp_path: Path) -> list[Any]:
+    return build_sinks(
+        names, path=str(tmp_path / "r.jsonl"), max_bytes=1000, backups=3, compress=False
+    )
+
+
+def test_build_sinks_makes_what_is_named(tmp_path: Path) -> None:
+    assert build([], tmp_path) == []
+    assert build(["none"], tmp_path) == []
+    (file_sink,) = build(["file"], tmp_path)
+    assert isinstance(file_sink, JsonlFileSink)
+    assert (file_sink.path, file_sink.max_bytes, file_sink.backups, file_sink.compress) == (
+        tmp_path / "r.jsonl",
+        1000,
+        3,
+        False,
+    )
+    both = build(["file", "stdout"], tmp_path)
+    assert [type(sink) for sink in both] == [JsonlFileSink, StdoutSink]
+    assert [sink.name for sink in build(["stdout", "none", "file"], tmp_path)] == [
+        "stdout",
+        "file",
+    ]
+    assert not (tmp_path / "r.jsonl").exists()  # nothing is opened before the first write
+
+
+@pytest.mark.parametrize("name", ["bogus", "File", "files", "syslog", ""])
+def test_build_sinks_refuses_unknown_names(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match="unknown record sink"):
+        build(["file", name], tmp_path)
+
+
+def test_build_sinks_refuses_or_merges_a_repeated_sink(tmp_path: Path) -> None:
+    try:
+        sinks = build(["file", "file"], tmp_path)
+    except ValueError:
+        return
+    recorder = Recorder(sinks, capacity=10)
+    recorder.record({"n": 1})
+    recorder.close()
+    assert numbers((tmp_path / "r.jsonl").read_bytes()) == [1]
+
+
+# -- Recorder -----------------------------------------------------------------------------------
+
+
+class MemorySink:
+    """A sink that keeps what it was given; fails while ``failing`` is set; can be held."""
+
+    def __init__(self, name: str = "memory") -> None:
+        self.name = name
+        self.lines: list[bytes] = []
+        self.batches = 0
+        self.failing = False
+        self.closed = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+
+    def write(self, lines: list[bytes]) -> None:
+        self.entered.set()
+        self.release.wait(10)
+        if self.failing:
+            raise OSError(28, "No space left on device")
+        self.batches += 1
+        self.lines.extend(lines)
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(text) for text in self.lines]
+
+
+def test_recorder_writes_records_as_json_lines_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False)
+    recorder = Recorder([sink], capacity=10_000, batch=64)
+    recorder.start()
+    records = [{"n": n, "text": 'é\n"quoted"', "nested": {"list": [n, None]}} for n in range(1000)]
+    for record in records:
+        recorder.record(record)
+    wait_until(lambda: recorder.written == 1000)
+    recorder.close()
+    assert [json.loads(text) for text in path.read_text().splitlines()] == records
+    assert recorder.status()["written"] == 1000
+
+
+def test_records_reach_the_file_without_close(tmp_path: Path) -> None:
+    """A single record (far below a batch) still reaches the file promptly."""
+    path = tmp_path / "records.jsonl"
+    recorder = Recorder([JsonlFileSink(path, max_bytes=0, backups=1, compress=False)], capacity=10)
+    recorder.start()
+    try:
+        recorder.record({"n": 1})
+        wait_until(lambda: path.exists() and path.read_bytes() == line_of({"n": 1}), limit=1.0)
+    finally:
+        recorder.close()
+
+
+def line_of(record: dict[str, Any]) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def test_close_writes_everything_still_queued() -> None:
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100_000, batch=100)
+    recorder.start()
+    sink.release.clear()  # hold the writer inside its first write
+    recorder.record({"n": 0})
+    assert sink.entered.wait(2)
+    for number in range(1, 5000):
+        recorder.record({"n": number})
+    assert recorder.status()["queued"] == 4999
+    sink.release.set()
+    recorder.close()
+    assert [record["n"] for record in sink.records()] == list(range(5000))
+    assert recorder.status()["queued"] == 0
+    assert recorder.written == 5000
+    assert sink.closed == 1
+
+
+def test_close_without_start_still_writes(tmp_path: Path) -> None:
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100, batch=7)
+    for number in range(20):
+        recorder.record({"n": number})
+    recorder.close()
+    assert [record["n"] for record in sink.records()] == list(range(20))
+    assert sink.batches == 3  # 7 + 7 + 6
+
+
+def test_record_never_blocks_and_drops_past_capacity() -> None:
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100, batch=10)
+    recorder.start()
+    sink.release.clear()  # a sink that hangs (a stuck disk)
+    recorder.record({"n": -1})
+    assert sink.entered.wait(2)
+    started = time.perf_counter()
+    for number in range(20_000):
+        recorder.record({"n": number})
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0  # handed over, never waited for the sink
+    status = recorder.status()
+    assert status["queued"] == 100
+    assert status["dropped"] == 19_900
+    assert recorder.dropped == 19_900
+    sink.release.set()
+    recorder.close()
+    # What was kept is the oldest: the newest records are the ones dropped.
+    assert [record["n"] for record in sink.records()] == [-1, *range(100)]
+    assert recorder.status()["written"] == 101
+    assert recorder.status()["dropped"] == 19_900
+
+
+def test_a_recorder_without_sinks_takes_records_and_does_nothing() -> None:
+    recorder = Recorder([], capacity=1)
+    recorder.start()
+    for number in range(10):
+        recorder.record({"n": number})
+    assert recorder.status() == {
+        "sinks": [],
+        "healthy": True,
+        "failing": [],
+        "written": 0,
+        "dropped": 0,
+        "failed": 0,
+        "queued": 0,
+    }
+    recorder.close()
+
+
+def test_status_reports_every_field() -> None:
+    sink = MemorySink("file")
+    other = MemorySink("stdout")
+    recorder = Recorder([sink, other], capacity=5, batch=2)
+    for number in range(7):
+        recorder.record({"n": number})
+    assert recorder.status() == {
+        "sinks": ["file", "stdout"],
+        "healthy": True,
+        "failing": [],
+        "written": 0,
+        "dropped": 2,
+        "failed": 0,
+        "queued": 5,
+    }
+    other.failing = True
+    recorder.close()
+    assert recorder.status() == {
+        "sinks": ["file", "stdout"],
+        "healthy": False,
+        "failing": ["stdout"],
+        "written": 5,  # at least one sink wrote them
+        "dropped": 2,
+        "failed": 5,  # (record, sink) pairs lost
+        "queued": 0,
+    }
+    assert len(sink.lines) == 5
+    assert other.lines == []
+
+
+def test_a_failing_sink_is_counted_logged_once_and_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="server.records")
+    sink = MemorySink("file")
+    sink.failing = True
+    recorder = Recorder([sink], capacity=1000, batch=4)
+    for number in range(10):  # three failing batches: 4 + 4 + 2
+        recorder.record({"n": number})
+    recorder._drain()
+    assert recorder.healthy is False
+    assert recorder.status()["failing"] == ["file"]
+    assert recorder.failed == 10
+    assert recorder.written == 0
+    assert sink.closed == 3  # reset after every failure, so the next batch reopens
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1  # once per streak, not per batch
+    assert "file sink failed" in errors[0].getMessage()
+    assert "No space left" in errors[0].getMessage()
+
+    sink.failing = False
+    recorder.record({"n": 10})
+    recorder._drain()
+    assert recorder.healthy is True
+    assert recorder.status()["failing"] == []
+    assert recorder.written == 1
+    assert recorder.failed == 10
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "request records: the file sink works again"
+    ]
+    # A new streak is logged again.
+    sink.failing = True
+    recorder.record({"n": 11})
+    recorder._drain()
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 2
+    recorder.close()
+
+
+def test_one_failing_sink_does_not_stop_the_others() -> None:
+    good, bad = MemorySink("stdout"), MemorySink("file")
+    bad.failing = True
+    recorder = Recorder([bad, good], capacity=100)
+    recorder.start()
+    for number in range(5):
+        recorder.record({"n": number})
+    recorder.close()
+    assert [record["n"] for record in good.records()] == list(range(5))
+    assert recorder.written == 5
+    assert recorder.failed == 5
+    assert recorder.healthy is False
+
+
+def test_a_file_sink_below_a_regular_file_fails_then_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="server.records")
+    blocker = tmp_path / "records"
+    blocker.write_text("in the way")
+    path = blocker / "mcp-requests.jsonl"
+    recorder = Recorder(
+        [JsonlFileSink(path, max_bytes=0, backups=1, compress=False)], capacity=1000, batch=1
+    )
+    recorder.start()
+    try:
+        recorder.record({"n": 1})
+        wait_until(lambda: recorder.failed == 1)
+        assert recorder.healthy is False
+        assert recorder.status()["failing"] == ["file"]
+        assert any("file sink failed" in r.getMessage() for r in caplog.records)
+        blocker.unlink()  # the operator fixes the path
+        recorder.record({"n": 2})
+        wait_until(lambda: recorder.written == 1)
+        assert recorder.healthy is True
+        assert recorder.failed == 1
+    finally:
+        recorder.close()
+    assert numbers(path.read_bytes()) == [2]
+
+
+def test_sinks_are_opened_at_start_and_a_bad_path_recovers_without_traffic(
+    tmp_path: Path,
+) -> None:
+    good = tmp_path / "ok" / "records.jsonl"
+    recorder = Recorder([JsonlFileSink(good, max_bytes=0, backups=1, compress=False)], capacity=5)
+    recorder.start()
+    try:
+        assert good.exists()  # created before any record
+        assert recorder.healthy
+    finally:
+        recorder.close()
+
+    blocker = tmp_path / "blocked"
+    blocker.write_text("in the way")
+    path = blocker / "records.jsonl"
+    recorder = Recorder([JsonlFileSink(path, max_bytes=0, backups=1, compress=False)], capacity=5)
+    recorder.start()
+    try:
+        # Unhealthy before any traffic, without counting any record as failed.
+        assert recorder.status()["healthy"] is False
+        assert recorder.status()["failing"] == ["file"]
+        assert recorder.failed == 0
+        blocker.unlink()
+        wait_until(lambda: recorder.healthy, limit=2.0)
+        assert path.exists()
+    finally:
+        recorder.close()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_a_failure_not_a_crash() -> None:
+    sink = JsonlFileSink("/dev/full", max_bytes=0, backups=0, compress=False)
+    recorder = Recorder([sink], capacity=100, batch=10)
+    for number in range(3):
+        recorder.record({"n": number})
+    recorder.close()
+    assert recorder.failed == 3
+    assert recorder.written == 0
+    assert recorder.healthy is False
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_the_file_sink_recovers_after_a_full_disk(tmp_path: Path) -> None:
+    sink = JsonlFileSink("/dev/full", max_bytes=0, backups=0, compress=False)
+    recorder = Recorder([sink], capacity=100, batch=10)
+    recorder.record({"n": 1})
+    recorder._drain()
+    assert recorder.healthy is False
+    # Space is back (modelled by pointing the sink at a writable file): the next batch must
+    # reopen the file and write.
+    sink.path = tmp_path / "records.jsonl"
+    recorder.record({"n": 2})
+    recorder.close()
+    assert recorder.healthy is True
+    assert numbers(sink.path.read_bytes()) == [2]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_disk_is_not_reported_healthy_between_batches() -> None:
+    sink = JsonlFileSink("/dev/full", max_bytes=0, backups=0, compress=False)
+    recorder = Recorder([sink], capacity=100, batch=10)
+    recorder.record({"n": 1})
+    recorder._drain()
+    assert recorder.healthy is False
+    recorder._probe()  # what the writer thread does next while the queue is empty
+    try:
+        assert recorder.healthy is False
+        assert recorder.status()["failing"] == ["file"]
+    finally:
+        recorder.close()
+
+
+def test_a_sink_whose_close_fails_does_not_stop_close(caplog: pytest.LogCaptureFixture) -> None:
+    class BadClose(MemorySink):
+        def close(self) -> None:
+            raise OSError("cannot close")
+
+    first, second = BadClose("file"), MemorySink("stdout")
+    recorder = Recorder([first, second], capacity=10)
+    recorder.record({"n": 1})
+    with caplog.at_level(logging.ERROR, logger="server.records"):
+        recorder.close()
+    assert second.closed == 1
+    assert len(first.lines) == len(second.lines) == 1
+    assert any("closing the file record sink failed" in r.getMessage() for r in caplog.records)
+
+
+def test_the_writer_applies_the_privacy_rules_before_writing() -> None:
+    sink = MemorySink()
+    privacy = Privacy(redact=("password", "apikey"), max_params_bytes=90)
+    recorder = Recorder([sink], capacity=10, prepare=privacy.apply)
+    raw = {"name": "login", "arguments": {"password": "hunter2", "API-Key": "k"}}
+    record = {"kind": "request", "params": raw}
+    recorder.record(record)
+    recorder.record({"kind": "request", "params": {"text": "z" * 100}})
+    recorder.record({"kind": "stream"})  # no params: nothing to do
+    recorder.close()
+    first, second, third = sink.records()
+    assert first["params"] == {
+        "name": "login",
+        "arguments": {"password": "[redacted]", "API-Key": "[redacted]"},
+    }
+    assert second["params"] == {"_truncated": True, "bytes": len(orjson.dumps({"text": "z" * 100}))}
+    assert third == {"kind": "stream"}
+    assert b"hunter2" not in b"".join(sink.lines)
+
+
+def test_a_record_whose_preparation_fails_is_written_without_params(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def explode(record: dict[str, Any]) -> None:
+        raise RuntimeError("broken rule")
+
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=10, prepare=explode)
+    recorder.record({"n": 1, "params": {"password": "hunter2"}})
+    with caplog.at_level(logging.ERROR, logger="server.records"):
+        recorder.close()
+    assert sink.records() == [{"n": 1, "params": None}]
+    assert any("preparing a request record failed" in r.getMessage() for r in caplog.records)
+
+
+def test_params_that_are_not_json_are_dropped_not_fatal() -> None:
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=10)
+    recorder.record({"n": 1, "params": {"odd": {1, 2}}})
+    recorder.record({"n": 2, "params": {"fine": True}})
+    recorder.close()
+    assert sink.records() == [{"n": 1, "params": None}, {"n": 2, "params": {"fine": True}}]
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_a_record_that_cannot_be_serialised_does_not_kill_the_writer() -> None:
+    """Client-sent values nested past orjson's limit: the record is kept, the writer lives."""
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100, batch=1)
+    recorder.start()
+    try:
+        recorder.record({"n": 0, "params": nested(300), "client": {"capabilities": nested(300)}})
+        recorder.record({"n": 1})
+        wait_until(lambda: [r["n"] for r in sink.records()] == [0, 1], limit=1.0)
+        thread = recorder._thread
+        assert thread is not None
+        assert thread.is_alive()
+    finally:
+        recorder.close()
+    first = sink.records()[0]
+    assert first["params"] is None
+    assert first["client"] == {"capabilities": {"_unencodable": True}}
+    assert recorder.written == 2
+    assert recorder.healthy
