@@ -183,7 +183,9 @@ DISTRIBUTION_TO_MODULE = {"pydantic-settings": "pydantic_settings"}
 
 def may_import(docstring: str) -> list[str] | None:
     # The list may wrap onto following lines; it ends at a blank line or the docstring's end.
-    match = re.search(r"^May import: (.+?)\.?\s*(?:\n\s*\n|\Z)", docstring, re.MULTILINE | re.DOTALL)
+    match = re.search(
+        r"^May import: (.+?)\.?\s*(?:\n\s*\n|\Z)", docstring, re.MULTILINE | re.DOTALL
+    )
     if match is None:
         return None
     return [" ".join(item.split()) for item in match.group(1).split(",")]

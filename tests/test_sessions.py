@@ -151,9 +151,7 @@ async def test_busy_sessions_are_spared_and_that_counts_as_use() -> None:
         asked.append(session_id)
         return session_id in busy_ids
 
-    store = MemorySessionStore(
-        max_sessions=100, idle_timeout_s=10, busy=busy, ended=ended.append
-    )
+    store = MemorySessionStore(max_sessions=100, idle_timeout_s=10, busy=busy, ended=ended.append)
     busy_one, idle, fresh = await create(store), await create(store), await create(store)
     busy_ids.add(busy_one.id)
     age(busy_one, 11)
