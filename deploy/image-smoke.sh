@@ -161,7 +161,10 @@ check "image trusts no forwarded headers by default" "$env" \
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 URL=http://127.0.0.1:$PORT
 started=$(now)
-if ! podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8000" -e MCP_LOG_LEVEL=warning "$IMAGE" \
+# Authentication off is refused on 0.0.0.0 unless asked for: this smoke test is the private
+# deployment that asks (only this script reaches the loopback-published port).
+NOAUTH=(-e MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true)
+if ! podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8000" -e MCP_LOG_LEVEL=warning "${NOAUTH[@]}" "$IMAGE" \
   >"$LOG/run.log" 2>&1; then
   cat "$LOG/run.log"
   fail "container starts" "see $LOG/run.log"
@@ -260,7 +263,7 @@ echo "TIME: podman stop $stopped s"
 podman rm -f "$NAME" >/dev/null 2>&1
 
 # -- the Kubernetes security context: read-only root, records on a scratch mount -----------
-if podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8000" -e MCP_LOG_LEVEL=warning \
+if podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8000" -e MCP_LOG_LEVEL=warning "${NOAUTH[@]}" \
   --read-only --tmpfs /app/records:rw,mode=0750,U --cap-drop ALL \
   --security-opt no-new-privileges --user 10001:10001 "$IMAGE" >"$LOG/run-restricted.log" 2>&1; then
   for _ in $(seq 1 150); do

@@ -17,13 +17,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from server.auth_metadata import metadata_paths
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
 from server.endpoint import EndpointOptions, McpEndpoint, Receive, Scope, Send
+from server.gate import Gate
 from server.legacy import LegacyEra
 from server.legacy_http import LegacyHttp, LegacyOptions
 from server.liveness import Runtimes
@@ -76,14 +79,21 @@ class Application:
                 "MCP_STATE_SECRET is unset: cursors and requestState are signed with a per-process"
                 " key (set one shared secret when running several replicas)"
             )
+        # Refuses to start with authentication off on a non-loopback address (unless asked).
+        self.gate = Gate(
+            settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
+        )
         self.hub = Hub(settings.listen_queue_size)
-        dispatcher = Dispatcher(catalog, Pager(sealer, settings.page_size))
+        dispatcher = Dispatcher(
+            catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
+        )
         self.runtimes = Runtimes(settings.events_per_stream)
         self.sessions = MemorySessionStore(
             max_sessions=settings.max_sessions,
             idle_timeout_s=settings.session_idle_timeout_s,
             busy=self._busy,
-            ended=self.runtimes.end,
+            # Late-bound: self.legacy is built below, and needs the store.
+            ended=lambda session_id: self.legacy.session_ended(session_id),  # noqa: PLW0108
         )
         self.legacy = LegacyHttp(
             LegacyEra(
@@ -94,6 +104,7 @@ class Application:
             ),
             self.runtimes,
             self.hub,
+            self.gate,
             LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
         )
         self.modern = ModernEra(
@@ -134,21 +145,39 @@ class Application:
                 ),
             ),
             self.legacy,
+            self.gate,
             self.recorder,
             EndpointOptions(
                 allowed_hosts=tuple(settings.allowed_hosts),
-                allowed_origins=tuple(settings.allowed_origins),
+                # A browser origin allowed by CORS is an allowed origin.
+                allowed_origins=tuple(settings.allowed_origins) + tuple(settings.cors_origins),
                 max_body_bytes=settings.max_body_bytes,
                 trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
+        self._entry: Any = self._route
+        if settings.cors_origins:
+            # Browser clients: preflights answered, the MCP headers allowed, the session id
+            # and the auth challenge readable by the page.
+            self._entry = CORSMiddleware(
+                self._route,
+                allow_origins=settings.cors_origins,
+                allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+                allow_headers=["*"],
+                expose_headers=["Mcp-Session-Id", "WWW-Authenticate", "Retry-After"],
+                max_age=int(settings.cors_max_age_s),
+            )
         self.ready = False
         self.started = False
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
                 Route("/readyz", self.readyz, methods=["GET"]),
+                *(
+                    Route(path, self.resource_metadata, methods=["GET"])
+                    for path in metadata_paths(settings.path)
+                ),
             ],
             lifespan=self.lifespan,
         )
@@ -211,6 +240,13 @@ class Application:
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ok", "draining": not self.ready})
 
+    async def resource_metadata(self, request: Request) -> JSONResponse:
+        """OAuth 2.0 protected-resource metadata (RFC 9728), outside authentication."""
+        document = self.gate.metadata_document()
+        if document is None:
+            return JSONResponse({"error": "no authorization is configured"}, status_code=404)
+        return JSONResponse(document)
+
     async def readyz(self, request: Request) -> JSONResponse:
         """Ready for traffic: started, not draining, and the record sinks writing."""
         records = self.recorder.status()
@@ -223,6 +259,9 @@ class Application:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._entry(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
         root = scope.get("root_path") or ""

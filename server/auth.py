@@ -287,7 +287,10 @@ class StaticTokens(BearerAuthenticator):
     mode = "tokens"
 
     def __init__(
-        self, digests: Iterable[str], scopes: Iterable[str] = (), required_scopes: Iterable[str] = ()
+        self,
+        digests: Iterable[str],
+        scopes: Iterable[str] = (),
+        required_scopes: Iterable[str] = (),
     ) -> None:
         super().__init__(required_scopes)
         self.digests: tuple[bytes, ...] = tuple(_parse_digest(line) for line in digests)

@@ -11,8 +11,9 @@ string). PyJWT does the cryptography.
 
 :class:`JwksCache` keeps the key set: loaded on first use, reloaded every
 ``MCP_AUTH_JWKS_REFRESH_S``, and early when a token names an unknown ``kid`` (key rotation),
-but at most once per ``MCP_AUTH_JWKS_MIN_REFRESH_S``, so made-up kids cannot hammer the
-issuer. A failed reload keeps the old keys; with no keys at all requests get 503.
+but never sooner than ``MCP_AUTH_JWKS_MIN_REFRESH_S`` after the last load attempt, so made-up
+kids cannot hammer the issuer. A failed reload keeps the old keys (and is retried after that
+same interval); with no keys at all requests get 503.
 
 May import: auth, errors, settings, httpx, jwt.
 """
@@ -166,16 +167,19 @@ class JwksCache:
             try:
                 keys = parse_jwks(await self._load())
             except (OSError, ValueError, httpx.HTTPError) as failure:
-                log.warning("loading the JWKS failed (keeping %d keys): %s", len(self._keys), failure)
+                log.warning(
+                    "loading the JWKS failed (keeping %d keys): %s", len(self._keys), failure
+                )
                 return
             self._keys, self._built, self._loaded_at = keys, {}, self._clock()
 
     async def key(self, kid: str | None, alg: str) -> jwt.PyJWK | None:
         """The key to verify a token with header ``kid``/``alg``; None when there is none."""
         now = self._clock()
-        if self._stale(now) and self._may_load(now):
-            if not (self._keys and self._lock.locked()):  # others use the old keys meanwhile
-                await self._reload(lambda t: self._stale(t) and self._may_load(t))
+        # While one request reloads stale keys, the others go on with the old ones.
+        busy = bool(self._keys) and self._lock.locked()
+        if self._stale(now) and self._may_load(now) and not busy:
+            await self._reload(lambda t: self._stale(t) and self._may_load(t))
         if not self._keys:
             raise JwksUnavailable("The token signing keys are unavailable")
         index = self._find(kid, alg)

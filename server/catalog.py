@@ -106,6 +106,7 @@ class Catalog:
         annotations: Mapping[str, Any] | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -121,8 +122,13 @@ class Catalog:
         annotations: Mapping[str, Any] | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Any:
-        """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``."""
+        """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``.
+
+        ``scopes``: OAuth scopes a caller must hold to call it (403 ``insufficient_scope``
+        otherwise), on top of the endpoint's required scopes.
+        """
 
         def register(handler: F) -> F:
             self.add_tool(
@@ -137,6 +143,7 @@ class Catalog:
                     annotations=annotations,
                     icons=icons,
                     meta=meta,
+                    scopes=scopes,
                 )
             )
             return handler

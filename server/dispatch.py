@@ -7,20 +7,22 @@ follows from the catalog's derived capabilities, so a method is routed exactly w
 advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error.
 
-May import: errors, catalog, completion, context, pagination, resources.
+May import: errors, catalog, completion, context, pagination, resources, tools.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from server.catalog import Catalog
 from server.completion import run_completer
 from server.context import Context
-from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from server.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager
 from server.resources import ResourceTemplate
+from server.tools import error_result
 
 Handler = Callable[[Mapping[str, Any], Context], Awaitable[dict[str, Any]]]
 
@@ -62,9 +64,10 @@ def optional_object(params: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 
 class Dispatcher:
-    def __init__(self, catalog: Catalog, pager: Pager) -> None:
+    def __init__(self, catalog: Catalog, pager: Pager, *, handler_timeout_s: float = 0) -> None:
         self.catalog = catalog
         self.pager = pager
+        self.handler_timeout_s = handler_timeout_s
         self._handlers: dict[str, Handler] = {
             "tools/call": self.call_tool,
             "prompts/get": self.get_prompt,
@@ -83,7 +86,17 @@ class Dispatcher:
             raise MethodNotFound(method)
         if method in LIST_METHODS:
             return self.list_page(method, params.get("cursor"))
-        return await self._handlers[method](params, context)
+        if not self.handler_timeout_s:
+            return await self._handlers[method](params, context)
+        try:
+            async with asyncio.timeout(self.handler_timeout_s):
+                return await self._handlers[method](params, context)
+        except TimeoutError:
+            # The handler was cancelled; a tool fails as a result the model can read.
+            message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
+            if method == "tools/call":
+                return error_result(message)
+            raise InternalError(message) from None
 
     def page_offset(self, method: str, cursor: Any) -> int:
         """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""

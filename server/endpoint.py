@@ -6,7 +6,8 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 :mod:`server.legacy_http`); every exception raised before a response starts is turned into a
 wire error here, with the status from :func:`server.errors.http_status`.
 
-May import: everything in the core, guards, legacy_http, modern_http, records, sinks, sse.
+May import: everything in the core, auth, gate, guards, legacy_http, modern_http, records, sinks,
+sse.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from server.auth import Principal
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
+from server.gate import Gate
 from server.guards import check_content_type, check_host, check_origin, negotiate
 from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
 from server.legacy_http import LegacyHttp
@@ -100,12 +103,14 @@ class McpEndpoint:
         modern: ModernEra,
         modern_http: ModernHttp,
         legacy: LegacyHttp,
+        gate: Gate,
         recorder: Recorder,
         options: EndpointOptions,
     ) -> None:
         self.modern = modern
         self.modern_http = modern_http
         self.legacy = legacy
+        self.gate = gate
         self.recorder = recorder
         self.options = options
 
@@ -125,33 +130,39 @@ class McpEndpoint:
         observed_send = draft.observe(send, self.recorder.record)
         observed_receive = draft.observe_receive(receive)
         try:
+            try:
+                self.admit(headers)
+                principal = await self.gate.enter(scope, draft)
+            except McpError as error:
+                await self._send_error(observed_send, error, "modern", None, draft, scope)
+                return
             if scope["method"] == "POST":
-                await self.post(scope, observed_receive, observed_send, headers, draft)
+                await self.post(scope, observed_receive, observed_send, headers, draft, principal)
             else:
-                await self.other(observed_receive, observed_send, headers, draft)
+                await self.other(scope, observed_receive, observed_send, headers, draft)
         finally:
             draft.finish(self.recorder.record)
 
     async def other(
-        self, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
     ) -> None:
         method = draft.verb
         draft.era = "legacy"
         try:
-            self.admit(headers)
             if method == "GET":
                 _, sse_ok = negotiate(headers.get("accept"))
-                await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)
+                slot = self.gate.stream_slot(draft)
+                try:
+                    await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)
+                finally:
+                    slot.release()
             elif method == "DELETE":
                 await self.legacy.delete(send, headers, draft)
             else:
                 draft.era = None
                 raise InvalidRequest(f"Method {method} not allowed", http_status=405)
         except McpError as error:
-            extra = [(b"allow", b"GET, POST, DELETE")] if error.http_status == 405 else None
-            draft.error(error.wire_code("legacy"), error.message)
-            status = http_status(error, "legacy")
-            await send_json(send, status, encode_error(None, error.to_wire("legacy")), extra)
+            await self._send_error(send, error, "legacy", None, draft, scope)
 
     def admit(self, headers: dict[str, str]) -> None:
         """DNS-rebinding protection, for every method."""
@@ -161,12 +172,17 @@ class McpEndpoint:
         )
 
     async def post(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        draft: Draft,
+        principal: Principal,
     ) -> None:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            self.admit(headers)
             check_content_type(headers.get("content-type"))
             json_ok, sse_ok = negotiate(headers.get("accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes)
@@ -191,6 +207,8 @@ class McpEndpoint:
                     await self.legacy.notification(send, headers, message, draft)
                 return
             request_id = message.id
+            if message.method == "tools/call":
+                self.require_tool_scopes(principal, message)
             if era == "legacy":
                 await self.legacy.request(
                     receive, send, headers, message, draft, json_ok=json_ok, sse_ok=sse_ok
@@ -202,14 +220,23 @@ class McpEndpoint:
         except ConnectionAbortedError:
             return
         except McpError as error:
-            await self._send_error(send, error, era, request_id, draft)
+            await self._send_error(send, error, era, request_id, draft, scope)
             return
         except Exception:
             log.exception("rejecting a request failed")
-            await self._send_error(send, InternalError("Internal error"), era, request_id, draft)
+            internal = InternalError("Internal error")
+            await self._send_error(send, internal, era, request_id, draft, scope)
             return
         if call.request.method == "subscriptions/listen":
-            await self.modern_http.listen(scope, receive, send, call, draft, sse_ok=sse_ok)
+            try:
+                slot = self.gate.stream_slot(draft)
+            except McpError as error:
+                await self._send_error(send, error, era, request_id, draft, scope)
+                return
+            try:
+                await self.modern_http.listen(scope, receive, send, call, draft, sse_ok=sse_ok)
+            finally:
+                slot.release()
         else:
             await self.modern_http.answer(
                 receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok
@@ -241,6 +268,13 @@ class McpEndpoint:
             draft.body_version = version if isinstance(version, str) else None
             draft.client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
 
+    def require_tool_scopes(self, principal: Principal, message: Request) -> None:
+        """Per-tool scopes are checked before the call runs, while a 403 can still be sent."""
+        name = message.params.get("name")
+        tool = self.modern.catalog.tools.get(name) if isinstance(name, str) else None
+        if tool is not None:
+            self.gate.require_tool(principal, tool.scopes)
+
     async def _send_error(
         self,
         send: Send,
@@ -248,9 +282,24 @@ class McpEndpoint:
         era: Era,
         request_id: RequestId | None,
         draft: Draft,
+        scope: Scope,
     ) -> None:
+        """The one way a refusal leaves the endpoint: status by era, JSON-RPC body with the id
+        when it was read, and the headers the refusal needs (Allow, WWW-Authenticate,
+        Retry-After)."""
         echo = request_id if request_id is not None else error.request_id
         draft.error(error.wire_code(era), error.message)
         if draft.jsonrpc_id is None:
             draft.jsonrpc_id = echo
-        await send_json(send, http_status(error, era), encode_error(echo, error.to_wire(era)))
+        headers = self.gate.headers(error, scope, _host(scope))
+        if http_status(error, era) == 405:
+            headers.append((b"allow", b"GET, POST, DELETE"))
+        body = encode_error(echo, error.to_wire(era))
+        await send_json(send, http_status(error, era), body, headers)
+
+
+def _host(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return str(value.decode("latin-1"))
+    return None

@@ -8,8 +8,8 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: errors, protocol, jsonrpc, legacy, liveness, eventstream, records, sessions, sse,
-subscriptions.
+May import: errors, gate, protocol, jsonrpc, legacy, liveness, eventstream, records, sessions,
+sse, subscriptions.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.eventstream import EventStream, parse_event_id
+from server.gate import Gate
 from server.jsonrpc import (
     Message,
     Notification,
@@ -76,9 +77,10 @@ class Call:
 
 class LegacyHttp:
     def __init__(
-        self, era: LegacyEra, runtimes: Runtimes, hub: Hub, options: LegacyOptions
+        self, era: LegacyEra, runtimes: Runtimes, hub: Hub, gate: Gate, options: LegacyOptions
     ) -> None:
         self.era = era
+        self.gate = gate
         self.runtimes = runtimes
         self.hub = hub
         self.options = options
@@ -104,7 +106,7 @@ class LegacyHttp:
             )
         session = await self.era.store.get(session_id.strip())
         if session is None:
-            self.runtimes.end(session_id.strip())  # found expired just now: release it too
+            self.session_ended(session_id.strip())  # found expired just now: release it too
             raise InvalidRequest(
                 "Session not found: it ended or expired; send initialize again", http_status=404
             )
@@ -132,7 +134,13 @@ class LegacyHttp:
     ) -> None:
         self.check_version_header(headers)
         if request.method == "initialize":
-            session, result = await self.era.initialize(request)
+            slot = self.gate.session_slot(draft)  # 429 past this client's session cap
+            try:
+                session, result = await self.era.initialize(request)
+            except BaseException:
+                slot.release()
+                raise
+            self.gate.session_started(session.id, slot)
             draft.session_id = session.id
             draft.advertised = self.era.advertised(session.protocol_version)
             session_header = [(b"mcp-session-id", session.id.encode())]
@@ -374,8 +382,13 @@ class LegacyHttp:
     async def delete(self, send: Send, headers: dict[str, str], draft: Draft) -> None:
         session, _ = await self.session(headers, draft)
         await self.era.store.delete(session.id)
-        self.runtimes.end(session.id)
+        self.session_ended(session.id)
         await send_empty(send, 200)
+
+    def session_ended(self, session_id: str) -> None:
+        """Release what a session held here: its runtime and its client's session slot."""
+        self.runtimes.end(session_id)
+        self.gate.session_ended(session_id)
 
     def end_connections(self) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""

@@ -76,7 +76,9 @@ class Prompt:
         if self.is_async:
             value = await self.handler(**kwargs)
         else:
-            value = await anyio.to_thread.run_sync(lambda: self.handler(**kwargs))
+            value = await anyio.to_thread.run_sync(
+                lambda: self.handler(**kwargs), abandon_on_cancel=True
+            )
         result: dict[str, Any] = {"messages": [message.to_wire() for message in to_messages(value)]}
         description = self.definition.get("description")
         if description:

@@ -68,7 +68,9 @@ class _Readable:
         if inspect.iscoroutinefunction(self.handler):
             value = await self.handler(**kwargs)
         else:
-            value = await anyio.to_thread.run_sync(lambda: self.handler(**kwargs))
+            value = await anyio.to_thread.run_sync(
+                lambda: self.handler(**kwargs), abandon_on_cancel=True
+            )
         return [contents.to_wire() for contents in to_contents(uri, value, self.mime_type)]
 
 

@@ -109,6 +109,7 @@ class Settings(BaseSettings):
 
     rate_limit_rps: float = Field(50.0, ge=0)
     rate_limit_burst: int = Field(100, ge=1)
+    rate_limit_exempt: CommaList = ["127.0.0.1", "::1"]
     max_streams_per_client: int = Field(16, ge=0)
     max_sessions_per_client: int = Field(64, ge=0)
     handler_timeout_s: float = Field(300.0, ge=0)
@@ -122,6 +123,7 @@ class Settings(BaseSettings):
         "records",
         "records_redact",
         "trusted_proxies",
+        "rate_limit_exempt",
         "auth_tokens",
         "auth_token_scopes",
         "auth_required_scopes",

@@ -79,6 +79,7 @@ class Tool:
         annotations: Mapping[str, Any] | None,
         icons: Sequence[Icon] | None,
         meta: Mapping[str, Any] | None,
+        scopes: Sequence[str] = (),
     ) -> None:
         if not TOOL_NAME.match(name):
             raise ValueError(f"tool name {name!r} must be 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -86,6 +87,7 @@ class Tool:
             raise ValueError(f"{name}: inputSchema must have type 'object' at the root")
         self.name = name
         self.handler = handler
+        self.scopes = tuple(scopes)
         self.parameters = parameters
         self.output = output
         self.is_async = inspect.iscoroutinefunction(handler)
@@ -120,6 +122,7 @@ class Tool:
         annotations: Mapping[str, Any] | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Tool:
         tool_name = name or func.__name__
         parameters = read_parameters(func, name=tool_name, strict=input_schema is None)
@@ -140,6 +143,7 @@ class Tool:
             annotations=annotations,
             icons=icons,
             meta=meta,
+            scopes=scopes,
         )
 
     async def call(self, arguments: Mapping[str, Any], context: Context) -> dict[str, Any]:
@@ -154,7 +158,9 @@ class Tool:
             if self.is_async:
                 value = await self.handler(**kwargs)
             else:
-                value = await anyio.to_thread.run_sync(lambda: self.handler(**kwargs))
+                value = await anyio.to_thread.run_sync(
+                    lambda: self.handler(**kwargs), abandon_on_cancel=True
+                )
         except ToolError as failure:
             return error_result(str(failure) or f"Tool {self.name} failed")
         except McpError:

@@ -1,0 +1,130 @@
+"""Who may use the endpoint, and how much: authentication, per-client limits, and the headers
+their refusals need.
+
+Every request on the MCP endpoint passes :meth:`Gate.enter` after the Host/Origin checks and
+before anything else: the bearer token is verified (both eras: sessions are never trusted for
+identity), the caller's subject goes into its request record (never the token), and the
+caller's request rate is charged, keyed by subject or, without one, by address. Long-lived
+streams and legacy sessions take a per-client slot that is given back when they end.
+:meth:`Gate.headers` is the one place that adds ``WWW-Authenticate`` and ``Retry-After`` to
+refusals.
+
+May import: auth, auth_metadata, errors, limits, records, settings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from typing import Any
+
+from server.auth import (
+    ANONYMOUS,
+    Authenticator,
+    AuthError,
+    Principal,
+    build_authenticator,
+    check_auth_mode,
+    single_authorization,
+)
+from server.auth_metadata import metadata_url, protected_resource_document
+from server.errors import McpError
+from server.limits import (
+    RateLimited,
+    RateLimiter,
+    SessionCounter,
+    Slot,
+    StreamCounter,
+    client_key,
+    retry_after_header,
+)
+from server.records import Draft, parse_networks
+from server.settings import Settings
+
+log = logging.getLogger("server.gate")
+
+Scope = MutableMapping[str, Any]
+
+
+class Gate:
+    def __init__(self, settings: Settings, tool_scopes: Callable[[], Iterable[str]]) -> None:
+        for warning in check_auth_mode(settings):
+            log.warning(warning)
+        self.settings = settings
+        self.auth: Authenticator = build_authenticator(settings)
+        self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
+        self._exempt_networks = parse_networks(settings.rate_limit_exempt)
+        self.streams = StreamCounter(settings.max_streams_per_client)
+        self.sessions = SessionCounter(settings.max_sessions_per_client)
+        self._session_slots: dict[str, Slot] = {}
+        self._tool_scopes = tool_scopes
+
+    async def enter(self, scope: Scope, draft: Draft) -> Principal:
+        """The caller, or an McpError (400/401/403/429/503) to answer with."""
+        try:
+            principal = await self.auth.authenticate(
+                single_authorization(scope["headers"]), scope.get("query_string", b"")
+            )
+        except AuthError:
+            # Failed attempts count against the address too: guessing tokens is rate-limited.
+            self.limiter.check(client_key(None, draft.client_address))
+            raise
+        draft.subject = None if principal is ANONYMOUS else principal.subject
+        if draft.subject is not None or not self._exempt(draft.client_address):
+            self.limiter.check(self.key(draft))
+        return principal
+
+    def _exempt(self, address: str | None) -> bool:
+        """Anonymous callers from MCP_RATE_LIMIT_EXEMPT (loopback by default) are not rate
+        limited: local tools and benchmarks; behind a proxy, trusted proxies make the real
+        client address visible, so remote clients are still limited."""
+        if address is None:
+            return False
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self._exempt_networks)
+
+    @staticmethod
+    def key(draft: Draft) -> str:
+        return client_key(draft.subject, draft.client_address)
+
+    def require_tool(self, principal: Principal, scopes: Sequence[str]) -> None:
+        """403 ``insufficient_scope`` unless the caller holds what the tool needs."""
+        if scopes:
+            self.auth.require(principal, scopes)
+
+    def stream_slot(self, draft: Draft) -> Slot:
+        """A slot for one long-lived stream of this client (429 past the cap)."""
+        return self.streams.acquire(self.key(draft))
+
+    def session_slot(self, draft: Draft) -> Slot:
+        """A slot for one more legacy session of this client (429 past the cap)."""
+        return self.sessions.acquire(self.key(draft))
+
+    def session_started(self, session_id: str, slot: Slot) -> None:
+        self._session_slots[session_id] = slot
+
+    def session_ended(self, session_id: str) -> None:
+        slot = self._session_slots.pop(session_id, None)
+        if slot is not None:
+            slot.release()
+
+    def metadata_document(self) -> dict[str, Any] | None:
+        scopes = sorted(set(self._tool_scopes()))
+        return protected_resource_document(self.settings, scopes)
+
+    def headers(self, error: McpError, scope: Scope, host: str | None) -> list[tuple[bytes, bytes]]:
+        """The response headers a refusal needs besides its JSON-RPC body."""
+        if isinstance(error, AuthError):
+            url = None
+            if host and protected_resource_document(self.settings) is not None:
+                url = metadata_url(
+                    scope.get("scheme", "http"), host, self.settings.root_path, self.settings.path
+                )
+            return [(b"www-authenticate", error.www_authenticate(url).encode("latin-1"))]
+        if isinstance(error, RateLimited):
+            return [(b"retry-after", retry_after_header(error.retry_after).encode())]
+        return []
