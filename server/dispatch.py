@@ -88,15 +88,31 @@ class Dispatcher:
             return self.list_page(method, params.get("cursor"))
         if not self.handler_timeout_s:
             return await self._handlers[method](params, context)
+        # A bare timer rather than asyncio.timeout(): the same cancellation at a fraction of
+        # the cost, and this runs on every call.
+        task = asyncio.current_task()
+        assert task is not None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self.handler_timeout_s, expire)
         try:
-            async with asyncio.timeout(self.handler_timeout_s):
-                return await self._handlers[method](params, context)
-        except TimeoutError:
+            return await self._handlers[method](params, context)
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            task.uncancel()
             # The handler was cancelled; a tool fails as a result the model can read.
             message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
             if method == "tools/call":
                 return error_result(message)
             raise InternalError(message) from None
+        finally:
+            timer.cancel()
 
     def page_offset(self, method: str, cursor: Any) -> int:
         """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""

@@ -14,6 +14,7 @@ May import: auth, auth_metadata, errors, limits, records, settings.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
@@ -75,6 +76,7 @@ class Gate:
             self.limiter.check(self.key(draft))
         return principal
 
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Gate per app; addresses repeat
     def _exempt(self, address: str | None) -> bool:
         """Anonymous callers from MCP_RATE_LIMIT_EXEMPT (loopback by default) are not rate
         limited: local tools and benchmarks; behind a proxy, trusted proxies make the real

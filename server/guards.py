@@ -10,6 +10,7 @@ May import: errors.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -27,6 +28,11 @@ def split_host(value: str) -> tuple[str, str | None] | None:
 
 def host_allowed(value: str, allowed: Sequence[str]) -> bool:
     """``allowed`` holds "host" (any port), "host:port", or "*" (anything)."""
+    return _host_allowed(value, tuple(allowed))
+
+
+@functools.lru_cache(maxsize=1024)  # hosts repeat: parse each (value, allow-list) once
+def _host_allowed(value: str, allowed: tuple[str, ...]) -> bool:
     if "*" in allowed:
         return True
     parsed = split_host(value)
@@ -94,6 +100,7 @@ def _acceptable(ranges: dict[str, float], media: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=256)
 def negotiate(accept: str | None) -> tuple[bool, bool]:
     """(JSON acceptable, SSE acceptable); 406 when neither is."""
     if accept is None or not accept.strip():

@@ -38,7 +38,7 @@ from server.records import Draft
 from server.sessions import Session
 from server.sse import (
     SSE_HEADERS,
-    cancel_on_disconnect,
+    DisconnectWatch,
     priming_frame,
     pump,
     send_body,
@@ -238,7 +238,7 @@ class LegacyHttp:
         """Answer one call; for a stream, why its connection ended."""
         stream = call.stream
         generation = stream.generation
-        async with cancel_on_disconnect(receive) as disconnect:
+        async with DisconnectWatch(receive) as disconnect:
             try:
                 # JSON or SSE: decided by whether anything comes before the result.
                 wait_for = stream.wait_beyond(0, generation) if sse_ok else _finished(stream)

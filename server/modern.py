@@ -76,7 +76,7 @@ class ModernCall:
 def decode_header_value(name: str, raw: str) -> str:
     """A header value as the body would hold it: trimmed, base64 sentinel decoded."""
     value = raw.strip(" \t")
-    if not all(" " <= char <= "~" or char == "\t" for char in value):
+    if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
         raise HeaderMismatch(f"Header {name} contains characters outside visible ASCII")
     if value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX):
         encoded = value[len(_BASE64_PREFIX) : -len(_BASE64_SUFFIX)]

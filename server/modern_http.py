@@ -23,7 +23,7 @@ from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
 from server.modern import ModernCall, ModernEra
 from server.records import Draft
-from server.sse import ResponseWriter, cancel_on_disconnect, message_frame, send_json, uncancel
+from server.sse import DisconnectWatch, ResponseWriter, message_frame, send_json, uncancel
 from server.subscriptions import Closed, Hub
 
 log = logging.getLogger("server.modern_http")
@@ -62,7 +62,7 @@ class ModernHttp:
         )
         request_id = call.request.id
         try:
-            async with cancel_on_disconnect(receive) as disconnect:
+            async with DisconnectWatch(receive) as disconnect:
                 try:
                     payload = encode_result(request_id, await self.modern.handle(call, writer.emit))
                     status = 200

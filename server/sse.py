@@ -14,7 +14,6 @@ May import: eventstream, sse_starlette, asyncio.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -131,34 +130,53 @@ class ResponseWriter:
             self._keepalive = None
 
 
-@contextlib.asynccontextmanager
-async def cancel_on_disconnect(receive: Callable[[], Awaitable[Message]]) -> Any:
-    """Cancel the current task if the client goes away; yields a flag object.
+class DisconnectWatch:
+    """Cancel the current task if the client goes away; ``async with`` gives the flag object.
 
-    The request's own task runs the handler (no extra task on the fast path but this watcher),
-    so a closed connection cancels the handler itself, as the 2026-07-28 spec requires.
+    The request's own task runs the handler, so a closed connection cancels the handler itself,
+    as the 2026-07-28 spec requires. Watching costs a task, so it starts only once the request
+    has run for ``WATCH_AFTER_S``: a call that answers sooner (most do) never pays for it, and
+    one that takes longer is watched for the rest of its life.
     """
-    task = asyncio.current_task()
-    assert task is not None
-    flag = Disconnect()
 
-    async def watch() -> None:
+    WATCH_AFTER_S = 0.02
+    __slots__ = ("_flag", "_receive", "_task", "_timer", "_watcher")
+
+    def __init__(self, receive: Callable[[], Awaitable[Message]]) -> None:
+        self._receive = receive
+        self._flag = Disconnect()
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Disconnect:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self.WATCH_AFTER_S, self._start)
+        return self._flag
+
+    def _start(self) -> None:
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
         while True:
-            message = await receive()
+            message = await self._receive()
             if message["type"] == "http.disconnect":
-                flag.happened = True
-                task.cancel()
+                self._flag.happened = True
+                self._task.cancel()
                 return
 
-    watcher = asyncio.create_task(watch())
-    try:
-        yield flag
-    finally:
-        watcher.cancel()
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
 
 
 class Disconnect:
-    happened = False
+    __slots__ = ("happened",)
+
+    def __init__(self) -> None:
+        self.happened = False
 
 
 def uncancel() -> None:
@@ -188,7 +206,7 @@ async def pump(
     generation = stream.generation if generation is None else generation
     cursor = after
     keepalive = comment_frame()
-    async with cancel_on_disconnect(receive) as disconnect:
+    async with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):
