@@ -126,7 +126,7 @@ class Recorder:
         sinks: list[Sink],
         *,
         capacity: int,
-        batch: int = 512,
+        batch: int = 64,
         prepare: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.sinks = sinks

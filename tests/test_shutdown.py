@@ -60,7 +60,7 @@ class Scenario:
     log: str
 
 
-async def _stream(  # noqa: PLR0917
+async def _stream(
     client: httpx.AsyncClient,
     body: dict[str, Any],
     headers: dict[str, str],

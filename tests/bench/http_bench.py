@@ -42,6 +42,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -49,7 +50,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -107,7 +107,12 @@ WORKLOADS = {
         "call",
         "modern tools/call echo",
         compact(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**CALL_PARAMS, "_meta": META}}
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {**CALL_PARAMS, "_meta": META},
+            }
         ),
         modern_headers("tools/call", "echo"),
         "probe",
@@ -140,22 +145,29 @@ WORKLOADS = {
 # ----------------------------------------------------------------------------- generated files
 
 VERBS = [
-    ("search", "Search {p} by free text and filters; returns matching {p} newest first as a compact list with ids, titles and status."),
-    ("get", "Fetch one {s} by id with every field, its history and linked records; use search_{p} first when you only know a name."),
-    ("create", "Create a new {s} from the given fields and return its id; fails when a {s} with the same external reference exists."),
-    ("update", "Change fields of an existing {s}; only the fields given are written, the rest stay as they are. Returns the new version."),
-    ("delete", "Delete a {s} by id. Deleted {p} stay recoverable for 30 days; pass hard=true to remove the {s} at once for good."),
-    ("list", "List {p} page by page in a stable order; pass the cursor from the previous page to continue, until none is returned."),
-    ("export", "Export {p} matching the filters to a CSV or JSON file and return a download link that stays valid for one hour."),
-    ("summarize", "Summarize recent activity on {p}: counts by status, the largest changes and anything overdue, as short text."),
-    ("validate", "Check a {s} against the business rules and return every problem found with the field it concerns and a fix."),
-    ("archive", "Move {p} older than the given date to the archive, where they are read-only and excluded from search results."),
+    ("search", "Search {p} by text and filters, newest first."),
+    ("get", "Fetch one {s} by id with its linked records."),
+    ("create", "Create a {s} and return its new id."),
+    ("update", "Change the given fields of a {s}; others stay."),
+    ("delete", "Delete a {s}; it stays recoverable for 30 days."),
+    ("list", "List {p} page by page, with a cursor."),
+    ("export", "Export matching {p} to CSV; returns a link."),
+    ("summarize", "Summarize recent activity on {p} by status."),
+    ("validate", "Check a {s} against the rules; lists problems."),
+    ("archive", "Move {p} older than a date to the archive."),
 ]
 NOUNS = [
-    ("order", "orders"), ("invoice", "invoices"), ("customer", "customers"), ("ticket", "tickets"),
-    ("shipment", "shipments"), ("product", "products"), ("contract", "contracts"),
-    ("payment", "payments"), ("report", "reports"), ("user", "users"),
-]  # fmt: skip
+    ("order", "orders"),
+    ("invoice", "invoices"),
+    ("customer", "customers"),
+    ("ticket", "tickets"),
+    ("shipment", "shipments"),
+    ("product", "products"),
+    ("contract", "contracts"),
+    ("payment", "payments"),
+    ("report", "reports"),
+    ("user", "users"),
+]
 
 
 def bench_tools_source() -> str:
@@ -175,9 +187,11 @@ def bench_tools_source() -> str:
             doc = description.format(s=singular, p=plural)
             lines += [
                 f"async def {name}(",
-                f'    query: Annotated[str, Field(description="Text or id of the {singular} to work on")],',
-                '    status: Annotated[Literal["open", "closed", "pending"], Field(description="Only in this state")] = "open",',
-                '    limit: Annotated[int, Field(ge=1, le=100, description="Largest number of results")] = 20,',
+                f'    query: Annotated[str, Field(description="{singular.title()} id or text")],',
+                "    status: Annotated[",
+                '        Literal["open", "closed", "pending"], Field(description="State filter")',
+                '    ] = "open",',
+                '    limit: Annotated[int, Field(ge=1, le=100, description="Max results")] = 20,',
                 ") -> str:",
                 f"    {doc!r}",
                 f'    return "{name} ok"',
@@ -187,7 +201,7 @@ def bench_tools_source() -> str:
     return "\n".join(lines) + "\n"
 
 
-BENCH_CATALOG = '''"""Catalogs of 1 and 100 generated tools for this server (written by http_bench.py)."""
+BENCH_CATALOG = '''"""Catalogs of 1 and 100 generated tools for this server (by http_bench.py)."""
 from server.catalog import Catalog
 import bench_tools
 
@@ -207,14 +221,16 @@ def catalog_100():
     return _catalog(100)
 '''
 
-LIMIT_APP = '''"""The limit: a bare ASGI callable, orjson, a fixed result per path, no validation."""
+LIMIT_APP = '''"""The limit: bare ASGI, orjson, a fixed result per path, no validation."""
 import sys
 
 import orjson
 import uvicorn
 
-RESULTS = {path: orjson.dumps(result) for path, result in orjson.loads(open(sys.argv[2], "rb").read()).items()}
+with open(sys.argv[2], "rb") as source:
+    RESULTS = {path: orjson.dumps(result) for path, result in orjson.loads(source.read()).items()}
 HEAD = b'{"jsonrpc":"2.0","id":'
+JSON = (b"content-type", b"application/json")
 
 
 async def app(scope, receive, send):
@@ -226,18 +242,22 @@ async def app(scope, receive, send):
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
-    payload = HEAD + orjson.dumps(orjson.loads(body)["id"]) + b',"result":' + RESULTS[scope["path"]] + b"}"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-        }
-    )
+    request_id = orjson.dumps(orjson.loads(body)["id"])
+    payload = HEAD + request_id + b',"result":' + RESULTS[scope["path"]] + b"}"
+    length = (b"content-length", str(len(payload)).encode())
+    await send({"type": "http.response.start", "status": 200, "headers": [JSON, length]})
     await send({"type": "http.response.body", "body": payload})
 
 
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", loop="uvloop", http="httptools", lifespan="off")
+uvicorn.run(
+    app,
+    host="127.0.0.1",
+    port=int(sys.argv[1]),
+    log_level="warning",
+    loop="uvloop",
+    http="httptools",
+    lifespan="off",
+)
 '''
 
 SDK_APP = '''"""The official SDK in its fastest mode: MCPServer, stateless HTTP, JSON responses."""
@@ -258,34 +278,63 @@ if kind == "probe":
         """Return the given text unchanged."""
         return text
 
+    # unstructured, as the probe's echo: both servers answer the same content
     mcp.add_tool(echo, structured_output=False)
 else:
     for function in bench_tools.TOOLS[: {"list1": 1, "list100": 100}[kind]]:
         mcp.add_tool(function)
 app = mcp.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
-config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", loop="uvloop", http="httptools")
+config = uvicorn.Config(
+    app, host="127.0.0.1", port=port, log_level="warning", loop="uvloop", http="httptools"
+)
 uvicorn.Server(config).run()
 '''
 
 
-def lua_script(workload: Workload, extra_headers: dict[str, str]) -> str:
+def lua_script(workload: Workload, extra_headers: dict[str, str], check_bodies: bool) -> str:
+    """The wrk script: the POST body and headers. wrk itself counts non-2xx answers; the
+    answer bodies are checked by size after the run (see ``run_wrk``), or here in Lua with
+    ``check_bodies`` (which makes wrk buffer and copy every body: on 56 KB answers that costs
+    the client more than the bare limit costs the server)."""
     headers = {**workload.headers, **extra_headers}
     lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(workload.body)}"]
     lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
-    # Count what is not a success, so an error path can never pass for a fast server.
-    lines += [
-        "local bad, failed = 0, 0",
-        "function response(status, headers, body)",
-        "  if status ~= 200 then bad = bad + 1",
-        "  elseif string.find(body, '\"error\"', 1, true) or string.find(body, '\"isError\":true', 1, true) then",
-        "    failed = failed + 1",
-        "  end",
-        "end",
-        "function done(summary, latency, requests)",
-        '  io.write(string.format("bad-status: %d\\nerror-bodies: %d\\n", bad, failed))',
-        "end",
-    ]
+    if check_bodies:
+        lines += [
+            "local bad, failed = 0, 0",
+            "function response(status, headers, body)",
+            "  if status ~= 200 then bad = bad + 1",
+            "  elseif string.find(body, '\"error\"', 1, true)",
+            "      or string.find(body, '\"isError\":true', 1, true) then",
+            "    failed = failed + 1",
+            "  end",
+            "end",
+            "function done(summary, latency, requests)",
+            '  io.write(string.format("bad-status: %d\\nerror-bodies: %d\\n", bad, failed))',
+            "end",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def describe_checkout(root: Path) -> str:
+    """The commit measured, and whether server/ had uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%h %cs"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "server"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return f"{root} (not a git checkout)"
+    state = f", {len(changed)} uncommitted changes in server/" if changed else ", server/ clean"
+    return f"{root} at {head}{state}"
 
 
 # ----------------------------------------------------------------------------- processes
@@ -305,12 +354,26 @@ def pinning() -> tuple[list[str], list[str]]:
     return [], []
 
 
-def post(port: int, path: str, body: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+def post(
+    port: int, path: str, body: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    status, answer_headers, raw, _ = post_sized(port, path, body, headers)
+    return status, answer_headers, raw
+
+
+def post_sized(
+    port: int, path: str, body: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes, int]:
+    """(status, headers, body, the answer's size on the wire with its status line and headers)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.request("POST", path, body=body.encode(), headers=headers)
         response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        raw = response.read()
+        pairs = response.getheaders()
+        wire = len(f"HTTP/1.1 {response.status} {response.reason}\r\n") + 2 + len(raw)
+        wire += sum(len(k) + len(v) + 4 for k, v in pairs)
+        return response.status, {k.lower(): v for k, v in pairs}, raw, wire
     finally:
         connection.close()
 
@@ -418,7 +481,10 @@ def ensure_sdk_venv() -> Path:
     shutil.rmtree(SDK_VENV, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(SDK_VENV)], check=True)
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", *pins], capture_output=True, text=True
+        [str(python), "-m", "pip", "install", "-q", *pins],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode:
         raise RuntimeError(f"pip install failed:\n{done.stdout}\n{done.stderr}")
@@ -448,37 +514,70 @@ def parse_latency(text: str, percentile: str) -> float:
     return float(found.group(1)) * UNITS[found.group(2)]
 
 
+BINARY = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+
+
 def run_wrk(
-    proc: Proc, script: Path, connections: int, seconds: int, pin: list[str]
-) -> tuple[int, float, float, float]:
-    """(requests, requests/s, p50 ms, p99 ms); raises on any failed request."""
+    proc: Proc,
+    script: Path,
+    *,
+    connections: int,
+    seconds: int,
+    pin: list[str],
+    answer_bytes: int,
+    check_bodies: bool,
+) -> tuple[int, float, float, float, float]:
+    """(requests, requests/s, p50 ms, p99 ms, wrk CPU %); raises on any failed request.
+
+    Every answer must be a 200 (wrk counts the others) of the verified answer's size on the
+    wire (``answer_bytes``, headers included, within 1% + 16 bytes): wrk's bytes read divided
+    by its requests. An error answer differs in size from the result it replaces."""
     command = [
-        *pin, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
-        "--latency", "-s", str(script), f"http://127.0.0.1:{proc.port}{proc.path}",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+        *pin,
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--timeout",
+        "10s",
+        "--latency",
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{proc.port}{proc.path}",
+    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=seconds + 60, check=False
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wrk_cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / seconds * 100
     out = done.stdout
-    bad = re.search(r"bad-status: (\d+)", out)
-    failed = re.search(r"error-bodies: (\d+)", out)
-    if (
-        done.returncode
-        or bad is None
-        or failed is None
-        or int(bad.group(1))
-        or int(failed.group(1))
-        or "Non-2xx" in out
-        or "Socket errors" in out
-    ):
-        raise RuntimeError(f"wrk against {proc.name} saw failures:\n{out}\n{done.stderr}")
-    requests = re.search(r"(\d+) requests in ", out)
+    requests = re.search(r"(\d+) requests in [\d.]+\w+, ([\d.]+)(B|KB|MB|GB|TB) read", out)
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if requests is None or rate is None:
-        raise RuntimeError(f"unexpected wrk output:\n{out}")
+    problems = []
+    if done.returncode or requests is None or rate is None:
+        problems.append("unexpected output")
+    if "Non-2xx" in out or "Socket errors" in out:
+        problems.append("failed requests")
+    if check_bodies:
+        bad = re.search(r"bad-status: (\d+)", out)
+        failed = re.search(r"error-bodies: (\d+)", out)
+        if bad is None or failed is None or int(bad.group(1)) or int(failed.group(1)):
+            problems.append("error answers")
+    if requests is not None:
+        per_answer = float(requests.group(2)) * BINARY[requests.group(3)] / int(requests.group(1))
+        if abs(per_answer - answer_bytes) > answer_bytes * 0.01 + 16:
+            problems.append(f"{per_answer:.0f} bytes per answer, expected {answer_bytes}")
+    if problems:
+        raise RuntimeError(f"wrk against {proc.name}: {'; '.join(problems)}:\n{out}\n{done.stderr}")
+    assert requests is not None
+    assert rate is not None
     return (
         int(requests.group(1)),
         float(rate.group(1)),
         parse_latency(out, "50"),
         parse_latency(out, "99"),
+        wrk_cpu,
     )
 
 
@@ -486,8 +585,9 @@ def run_wrk(
 
 
 class Bench:
-    def __init__(self, directory: Path, sdk_python: Path | None) -> None:
+    def __init__(self, directory: Path, sdk_python: Path | None, server_root: Path = ROOT) -> None:
         self.directory = directory
+        self.server_root = server_root  # the checkout whose server/ is measured
         self.server_pin, self.load_pin = pinning()
         (directory / "bench_tools.py").write_text(bench_tools_source())
         (directory / "bench_catalog.py").write_text(BENCH_CATALOG)
@@ -503,7 +603,11 @@ class Bench:
         slug = name.replace("/", "-").replace("+", "p")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
         port = free_port()
-        spec = {"probe": "probe", "list1": "bench_catalog:catalog_1", "list100": "bench_catalog:catalog_100"}
+        spec = {
+            "probe": "probe",
+            "list1": "bench_catalog:catalog_1",
+            "list100": "bench_catalog:catalog_100",
+        }
         records_file = self.directory / f"{slug}.jsonl"
         env.update(
             {
@@ -516,14 +620,23 @@ class Bench:
                 "MCP_RECORDS_COMPRESS": "false",
                 "MCP_RECORDS_BACKUPS": "1",
                 "MCP_DRAIN_TIMEOUT_S": "2",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), str(self.directory)]),
+                # one client (wrk) sends everything: the per-client rate limit stays on (its
+                # cost is measured) but so high it never refuses
+                "MCP_RATE_LIMIT_RPS": "1000000000",
+                "MCP_RATE_LIMIT_BURST": "1000000000",
+                "PYTHONPATH": os.pathsep.join([str(self.server_root), str(self.directory)]),
             }
         )
         return Proc(
-            name, "this", [*self.server_pin, sys.executable, "-m", "server"], env, "/mcp",
-            self.directory / f"{slug}.log", port=port,
+            name,
+            "this",
+            [*self.server_pin, sys.executable, "-m", "server"],
+            env,
+            "/mcp",
+            self.directory / f"{slug}.log",
+            port=port,
             records_file=records_file if records else None,
-        )  # fmt: skip
+        )
 
     def start_all(self, catalogs: list[str], with_sdk: bool) -> None:
         for catalog in catalogs:
@@ -538,12 +651,15 @@ class Bench:
                     f"{SDK_NAME}/{catalog}",
                     SDK_NAME,
                     [*self.server_pin, str(self.sdk_python), "sdk_app.py", catalog, str(port)],
-                    env, "/mcp", self.directory / f"sdk-{catalog}.log", port=port,
-                )  # fmt: skip
+                    env,
+                    "/mcp",
+                    self.directory / f"sdk-{catalog}.log",
+                    port=port,
+                )
         for proc in self.procs.values():
             proc.start()
         deadline = time.monotonic() + 60
-        for (variant, catalog), proc in self.procs.items():
+        for (_, catalog), proc in self.procs.items():
             workload = next(w for w in WORKLOADS.values() if w.catalog == catalog)
             proc.wait_ready(workload, deadline)
 
@@ -553,10 +669,14 @@ class Bench:
         results.write_text(json.dumps(self.limit_results))
         port = free_port()
         proc = Proc(
-            f"{LIMIT_NAME}", LIMIT_NAME,
+            f"{LIMIT_NAME}",
+            LIMIT_NAME,
             [*self.server_pin, sys.executable, "limit_app.py", str(port), str(results)],
-            dict(os.environ), "/call", self.directory / "limit.log", port=port,
-        )  # fmt: skip
+            dict(os.environ),
+            "/call",
+            self.directory / "limit.log",
+            port=port,
+        )
         proc.start()
         proc.wait_ready(WORKLOADS["call"], time.monotonic() + 30)
         for catalog in ("probe", "list1", "list100"):
@@ -568,8 +688,16 @@ class Bench:
             if limit is None or workload.legacy:
                 return None  # the legacy row's limit is the tools/call limit
             path = {"call": "/call", "list1": "/list1", "list100": "/list100"}[workload.name]
-            return Proc(limit.name, LIMIT_NAME, limit.command, limit.env, path, limit.log,
-                        port=limit.port, process=limit.process)  # fmt: skip
+            return Proc(
+                limit.name,
+                LIMIT_NAME,
+                limit.command,
+                limit.env,
+                path,
+                limit.log,
+                port=limit.port,
+                process=limit.process,
+            )
         return self.procs.get((variant, workload.catalog))
 
     def open_legacy_session(self, proc: Proc) -> None:
@@ -597,9 +725,12 @@ class Bench:
         proc.extra_headers = {"Mcp-Session-Id": session}
 
     def verify(self, variant: str, workload: Workload, proc: Proc) -> int:
-        """One real request: the answer must be the right JSON-RPC result. Returns its size."""
+        """One real request: the answer must be the right JSON-RPC result. Returns its size
+        on the wire."""
         extra = dict(proc.extra_headers) if workload.legacy and variant != SDK_NAME else {}
-        status, headers, raw = post(proc.port, proc.path, workload.body, {**workload.headers, **extra})
+        status, headers, raw, wire = post_sized(
+            proc.port, proc.path, workload.body, {**workload.headers, **extra}
+        )
         message = jsonrpc_of(headers, raw)
         result = message.get("result")
         problem = None
@@ -619,10 +750,13 @@ class Bench:
         if variant == THIS_REC and workload.name != "legacy":
             key = {"call": "/call", "list1": "/list1", "list100": "/list100"}[workload.name]
             self.limit_results[key] = result
-        return len(raw)
+        return wire
+
+    def distinct(self) -> list[Proc]:
+        return list({id(p): p for p in self.procs.values()}.values())
 
     def stop_all(self) -> None:
-        for proc in {id(p): p for p in self.procs.values()}.values():
+        for proc in self.distinct():
             proc.stop()
 
 
@@ -630,7 +764,8 @@ class Bench:
 
 
 def fmt_range(values: list[float], digits: int) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def report(
@@ -670,33 +805,50 @@ def report(
                     f"{x_limit:>7} {x_sdk:>6} {p99_ratio:>11}"
                 )
             lines.append("")
-    lines.append("idle RSS after start-up and one request (MiB): " + ", ".join(
-        f"{name} {value:.1f}" for name, value in idle.items()
-    ))  # fmt: skip
+    lines.append(
+        "idle RSS after start-up and one request (MiB): "
+        + ", ".join(f"{name} {value:.1f}" for name, value in idle.items())
+    )
 
     def check(label: str, value: float | None, target: float, above: bool = True) -> None:
         if value is None:
             lines.append(f"  {label}: not measured in this run")
             return
         ok = value >= target if above else value < target
-        lines.append(f"  {label}: {value:.2f} (target {'>=' if above else '<'} {target:g}) "
-                     f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
+        lines.append(
+            f"  {label}: {value:.2f} (target {'>=' if above else '<'} {target:g}) "
+            f"{'PASS' if ok else 'FAIL'}"
+        )
 
-    def ratio(a: tuple[str, str, int], b: tuple[str, str, int], table: dict[Any, float]) -> float | None:
+    def ratio(
+        a: tuple[str, str, int], b: tuple[str, str, int], table: dict[Any, float]
+    ) -> float | None:
         return table[a] / table[b] if a in table and b in table else None
 
     lines.append("targets (issue 8):")
-    check("tools/call, 16 conns, records on: x limit",
-          ratio(("call", THIS_REC, 16), ("call", LIMIT_NAME, 16), med), 0.5)  # fmt: skip
-    check("tools/call, 16 conns, records on: x SDK",
-          ratio(("call", THIS_REC, 16), ("call", SDK_NAME, 16), med), 5)  # fmt: skip
+    check(
+        "tools/call, 16 conns, records on: x limit",
+        ratio(("call", THIS_REC, 16), ("call", LIMIT_NAME, 16), med),
+        0.5,
+    )
+    check(
+        "tools/call, 16 conns, records on: x SDK",
+        ratio(("call", THIS_REC, 16), ("call", SDK_NAME, 16), med),
+        5,
+    )
     for variant in (THIS_REC, THIS_NOREC):
         for conns in connections:
-            check(f"tools/list 100 tools, {conns} conns, {variant}: x limit",
-                  ratio(("list100", variant, conns), ("list100", LIMIT_NAME, conns), med), 0.7)  # fmt: skip
+            check(
+                f"tools/list 100 tools, {conns} conns, {variant}: x limit",
+                ratio(("list100", variant, conns), ("list100", LIMIT_NAME, conns), med),
+                0.7,
+            )
     for name in ("call", "list100", "legacy"):
-        check(f"{name}, 64 conns, records on: SDK p99 / this p99",
-              ratio((name, SDK_NAME, 64), (name, THIS_REC, 64), p99), 5)  # fmt: skip
+        check(
+            f"{name}, 64 conns, records on: SDK p99 / this p99",
+            ratio((name, SDK_NAME, 64), (name, THIS_REC, 64), p99),
+            5,
+        )
     idle_this = idle.get(f"{THIS_REC}/probe")
     check("idle RSS MiB, this+rec/probe", idle_this, 60, above=False)
     return lines
@@ -705,132 +857,226 @@ def report(
 # ----------------------------------------------------------------------------- main
 
 
-def measure(args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    connections = [16] if args.quick else [1, 16, 64]
-    seconds = args.seconds or (1 if args.quick else 2)
-    seconds_16 = args.seconds or (1 if args.quick else 3)
-    budget = args.budget or (170 if args.quick else 570)
-    workloads = [WORKLOADS[name] for name in args.workloads]
-    catalogs = sorted({w.catalog for w in workloads})
-    sdk_python = None if args.no_sdk else ensure_sdk_venv()
-    results: dict[tuple[str, str, int], list[Run]] = {}
-    with tempfile.TemporaryDirectory(prefix="http-bench-") as temp:
-        bench = Bench(Path(temp), sdk_python)
-        try:
-            bench.start_all(catalogs, with_sdk=sdk_python is not None)
-            for (variant, catalog), proc in list(bench.procs.items()):
-                if variant != SDK_NAME and catalog == "probe" and "legacy" in args.workloads:
-                    bench.open_legacy_session(proc)
-            sizes: dict[str, int] = {}
-            for workload in workloads:
-                for variant in (THIS_REC, THIS_NOREC, SDK_NAME):
-                    proc = bench.proc_for(variant, workload)
-                    if proc is not None:
-                        sizes[f"{variant}/{workload.name}"] = bench.verify(variant, workload, proc)
-            bench.start_limit()
-            for workload in workloads:
-                proc = bench.proc_for(LIMIT_NAME, workload)
-                if proc is not None:
-                    sizes[f"{LIMIT_NAME}/{workload.name}"] = bench.verify(LIMIT_NAME, workload, proc)
-            distinct = {id(p): p for p in bench.procs.values()}.values()
-            idle = {p.name: p.rss_kib() / 1024 for p in distinct}
-            pins = f"servers {' '.join(bench.server_pin) or 'unpinned'}, wrk {' '.join(bench.load_pin) or 'unpinned'}"
-            print(f"verified every server; answer sizes (bytes): {sizes}")
-            print("loaded in each server: " + ", ".join(f"{p.name} [{p.loaded_libraries()}]" for p in distinct))
-            print(f"{pins}; connections {connections}; {args.repeats} repeats; "
-                  f"{seconds}s per run ({seconds_16}s at 16 conns); budget {budget}s", flush=True)  # fmt: skip
+@dataclass
+class Cell:
+    workload: Workload
+    variant: str
+    proc: Proc
+    script: Path
+    answer_bytes: int
 
-            scripts: dict[tuple[str, str], Path] = {}
-            cells: list[tuple[Workload, str, Proc]] = []
-            for workload in workloads:
-                for variant in VARIANTS:
+
+class Measurement:
+    """One benchmark run: start and check every server, warm up, then the interleaved repeats."""
+
+    def __init__(self, args: argparse.Namespace, directory: Path) -> None:
+        self.args = args
+        self.started = time.monotonic()
+        self.connections = [16] if args.quick else [1, 16, 64]
+        self.seconds = args.seconds or (1 if args.quick else 2)
+        self.seconds_16 = args.seconds or (1 if args.quick else 3)
+        self.budget = args.budget or (170 if args.quick else 570)
+        self.workloads = [WORKLOADS[name] for name in args.workloads]
+        sdk_python = None if args.no_sdk else ensure_sdk_venv()
+        self.bench = Bench(directory, sdk_python, Path(args.server_root).resolve())
+        self.cells: list[Cell] = []
+        self.results: dict[tuple[str, str, int], list[Run]] = {}
+        self.client_bound: Counter[tuple[str, str, int]] = Counter()
+        self.idle: dict[str, float] = {}
+        self.repeats_done = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def prepare(self) -> None:
+        bench = self.bench
+        catalogs = sorted({w.catalog for w in self.workloads})
+        bench.start_all(catalogs, with_sdk=bench.sdk_python is not None)
+        if "legacy" in self.args.workloads:
+            for variant in (THIS_REC, THIS_NOREC):
+                bench.open_legacy_session(bench.procs[(variant, "probe")])
+        sizes: dict[str, int] = {}
+        # this server and the SDK first: the limit then serves this server's result bytes
+        for variants in ((THIS_REC, THIS_NOREC, SDK_NAME), (LIMIT_NAME,)):
+            if LIMIT_NAME in variants:
+                bench.start_limit()
+            for workload in self.workloads:
+                for variant in variants:
                     proc = bench.proc_for(variant, workload)
                     if proc is None:
                         continue
+                    size = bench.verify(variant, workload, proc)
+                    sizes[f"{variant}/{workload.name}"] = size
                     extra = proc.extra_headers if workload.legacy and variant != SDK_NAME else {}
-                    script = Path(temp) / f"{workload.name}-{variant.replace('+', 'p')}.lua"
-                    script.write_text(lua_script(workload, extra))
-                    scripts[(workload.name, variant)] = script
-                    cells.append((workload, variant, proc))
-            # Warm-up: one second per server and workload, at 16 connections.
-            for workload, variant, proc in cells:
-                run_wrk(proc, scripts[(workload.name, variant)], 16, 1, bench.load_pin)
-            # one repeat: every cell at every connection count, plus ~0.3 s of overhead a run
-            per_repeat = sum((seconds_16 if c == 16 else seconds) + 0.3 for c in connections) * len(cells)
-            stopped_early = False
-            for repeat in range(args.repeats):
-                if repeat and time.monotonic() - started + per_repeat > budget:
-                    stopped_early = True
-                    print(f"budget: stopping after {repeat} repeats", flush=True)
-                    break
-                for conns in connections:
-                    duration = seconds_16 if conns == 16 else seconds
-                    # per workload, every server in turn; the order rotates with the repeat
-                    for workload in workloads:
-                        group = [c for c in cells if c[0] is workload]
-                        shift = repeat % len(group)
-                        for _, variant, proc in group[shift:] + group[:shift]:
-                            cpu_before = proc.cpu_seconds()
-                            requests, rps, p50, p99 = run_wrk(
-                                proc, scripts[(workload.name, variant)], conns, duration, bench.load_pin
-                            )
-                            cpu_us = (proc.cpu_seconds() - cpu_before) / max(1, requests) * 1e6
-                            run = Run(rps, p50, p99, proc.rss_kib() / 1024, cpu_us)
-                            results.setdefault((workload.name, variant, conns), []).append(run)
-                            if proc.records_file is not None:
-                                # let the writer catch up, so it does not run in the next run
-                                deadline = time.monotonic() + 10
-                                while proc.records_queued()[0] and time.monotonic() < deadline:
-                                    time.sleep(0.05)
-                            if args.verbose:
-                                print(f"  r{repeat + 1} {workload.name:<8} {variant:<9} c{conns:<3} "
-                                      f"{rps:9.0f} rps p50 {p50:.2f} p99 {p99:.2f} ms", flush=True)  # fmt: skip
-                print(f"repeat {repeat + 1} done at {time.monotonic() - started:.0f}s", flush=True)
-            dropped = {
-                p.name: p.records_queued()[1] for p in distinct if p.records_file is not None
-            }
-            print(f"records dropped (must be 0): {dropped}")
+                    script = bench.directory / f"{workload.name}-{variant.replace('+', 'p')}.lua"
+                    script.write_text(lua_script(workload, extra, self.args.lua_check))
+                    self.cells.append(Cell(workload, variant, proc, script, size))
+        distinct = bench.distinct()
+        self.idle = {p.name: p.rss_kib() / 1024 for p in distinct}
+        print(f"measuring {describe_checkout(bench.server_root)}")
+        print(f"verified every server; answers on the wire (bytes): {sizes}")
+        libraries = ", ".join(f"{p.name} [{p.loaded_libraries()}]" for p in distinct)
+        print(f"loaded in each server: {libraries}")
+        print(
+            f"servers {' '.join(bench.server_pin) or 'unpinned'}, "
+            f"wrk {' '.join(bench.load_pin) or 'unpinned'}; connections {self.connections}; "
+            f"{self.args.repeats} repeats; {self.seconds}s per run ({self.seconds_16}s at 16 "
+            f"conns); budget {self.budget}s",
+            flush=True,
+        )
+
+    def one(self, cell: Cell, connections: int, seconds: int) -> Run:
+        proc = cell.proc
+        cpu_before = proc.cpu_seconds()
+        requests, rps, p50, p99, wrk_cpu = run_wrk(
+            proc,
+            cell.script,
+            connections=connections,
+            seconds=seconds,
+            pin=self.bench.load_pin,
+            answer_bytes=cell.answer_bytes,
+            check_bodies=self.args.lua_check,
+        )
+        run = Run(
+            rps, p50, p99, proc.rss_kib() / 1024, (proc.cpu_seconds() - cpu_before) / requests * 1e6
+        )
+        if wrk_cpu > 90:
+            self.client_bound[(cell.workload.name, cell.variant, connections)] += 1
+        if proc.records_file is not None:
+            # let the records writer catch up, so that it does not run during the next run
+            deadline = time.monotonic() + 10
+            while proc.records_queued()[0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if self.args.verbose:
+            print(
+                f"  {cell.workload.name:<8} {cell.variant:<9} c{connections:<3} {rps:9.0f} rps "
+                f"p50 {p50:.2f} p99 {p99:.2f} ms, wrk CPU {wrk_cpu:.0f}%",
+                flush=True,
+            )
+        return run
+
+    def run(self) -> None:
+        for cell in self.cells:  # warm-up: one second each, at 16 connections
+            self.one(cell, 16, 1)
+        per_run = {
+            c: (self.seconds_16 if c == 16 else self.seconds) + 0.3 for c in self.connections
+        }
+        per_repeat = sum(per_run.values()) * len(self.cells)
+        for repeat in range(self.args.repeats):
+            if repeat and self.elapsed() + per_repeat > self.budget:
+                print(f"budget: stopping after {repeat} repeats", flush=True)
+                break
+            for connections in self.connections:
+                seconds = self.seconds_16 if connections == 16 else self.seconds
+                for workload in self.workloads:
+                    # every server in turn (A B C D), the order rotated with the repeat
+                    group = [c for c in self.cells if c.workload is workload]
+                    shift = repeat % len(group)
+                    for cell in group[shift:] + group[:shift]:
+                        key = (workload.name, cell.variant, connections)
+                        self.results.setdefault(key, []).append(
+                            self.one(cell, connections, seconds)
+                        )
+            self.repeats_done = repeat + 1
+            print(f"repeat {repeat + 1} done at {self.elapsed():.0f}s", flush=True)
+        dropped = {p.name: p.records_queued()[1] for p in self.bench.distinct() if p.records_file}
+        print(f"records dropped (must be 0): {dropped}")
+
+    def print_report(self) -> None:
+        print()
+        print("\n".join(report(self.results, self.workloads, self.connections, self.idle)))
+        for (name, variant, conns), count in sorted(self.client_bound.items()):
+            print(
+                f"note: {name} {variant} at {conns} conns: wrk used over 90% of its CPU in "
+                f"{count} runs, so that row measures the client as much as the server"
+            )
+        if self.repeats_done < self.args.repeats:
+            print(f"note: {self.repeats_done} repeats, not {self.args.repeats}: time budget")
+        print(f"elapsed: {self.elapsed():.0f}s")
+
+
+def measure(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="http-bench-") as temp:
+        measurement = Measurement(args, Path(temp))
+        try:
+            measurement.prepare()
+            measurement.run()
         finally:
-            bench.stop_all()
-    print()
-    print("\n".join(report(results, workloads, connections, idle)))
-    if stopped_early:
-        print("note: stopped early to stay in the time budget; fewer repeats than asked")
-    print(f"elapsed: {time.monotonic() - started:.0f}s")
+            measurement.bench.stop_all()
+    measurement.print_report()
     return 0
 
 
 def profile(args: argparse.Namespace) -> int:
-    """py-spy on this server (probe catalog, records on) under modern tools/call at 16 conns."""
+    """py-spy on this server (probe catalog, records on unless --profile-records none) under
+    modern tools/call at 16 connections."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     out_dir = Path(args.profile_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw_file = out_dir / "http-bench-call.txt"
+    raw_file = out_dir / f"http-bench-call-records-{args.profile_records}.txt"
     with tempfile.TemporaryDirectory(prefix="http-bench-") as temp:
-        bench = Bench(Path(temp), None)
+        bench = Bench(Path(temp), None, Path(args.server_root).resolve())
         try:
             bench.start_all(["probe"], with_sdk=False)
             workload = WORKLOADS["call"]
-            proc = bench.procs[(THIS_REC, "probe")]
-            bench.verify(THIS_REC, workload, proc)
+            variant = THIS_REC if args.profile_records == "file" else THIS_NOREC
+            proc = bench.procs[(variant, "probe")]
             script = Path(temp) / "call.lua"
-            script.write_text(lua_script(workload, {}))
-            run_wrk(proc, script, 16, 1, bench.load_pin)
+            script.write_text(lua_script(workload, {}, False))
+            wire = bench.verify(variant, workload, proc)
+            print(f"profiling {describe_checkout(bench.server_root)}", flush=True)
+            run_wrk(
+                proc,
+                script,
+                connections=16,
+                seconds=1,
+                pin=bench.load_pin,
+                answer_bytes=wire,
+                check_bodies=False,
+            )
             load = subprocess.Popen(
-                [*bench.load_pin, "wrk", "-t1", "-c16", f"-d{args.profile_seconds + 3}s", "-s",
-                 str(script), f"http://127.0.0.1:{proc.port}/mcp"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            )  # fmt: skip
+                [
+                    *bench.load_pin,
+                    "wrk",
+                    "-t1",
+                    "-c16",
+                    f"-d{args.profile_seconds + 3}s",
+                    "-s",
+                    str(script),
+                    f"http://127.0.0.1:{proc.port}/mcp",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             time.sleep(1)
             subprocess.run(
-                [py_spy, "record", "--pid", str(proc.pid), "--duration", str(args.profile_seconds),
-                 "--rate", "500", "--format", "raw", "-o", str(raw_file)],
-                check=True, capture_output=True,
-            )  # fmt: skip
+                [
+                    py_spy,
+                    "record",
+                    "--pid",
+                    str(proc.pid),
+                    "--duration",
+                    str(args.profile_seconds),
+                    "--rate",
+                    "500",
+                    # blocking mode (stopping the process for every sample) piles samples onto
+                    # frames next to syscalls, e.g. asyncio.current_task (getpid) at ~20%
+                    *([] if args.profile_blocking else ["--nonblocking"]),
+                    "--format",
+                    "raw",
+                    "-o",
+                    str(raw_file),
+                ],
+                check=True,
+                capture_output=True,
+            )
             out, _ = load.communicate(timeout=30)
             rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-            print(f"load during the profile: {rate.group(1) if rate else '?'} requests/s (slowed by sampling)")
+            print(
+                f"load during the profile: {rate.group(1) if rate else '?'} requests/s "
+                "(while sampled)"
+            )
         finally:
             bench.stop_all()
     print(f"raw stacks (collapsed, flamegraph input): {raw_file}")
@@ -856,12 +1102,19 @@ def is_server_code(location: str) -> bool:
     return location.startswith("server/") or "/main/server/" in location
 
 
+IDLE_LEAVES = {"Condition.wait", "Event.wait", "Thread._wait_for_tstate_lock", "select", "poll"}
+
+
 def profile_summary(raw: str, top: int) -> list[str]:
+    """Tables from py-spy's collapsed stacks. Samples of a thread waiting (a lock, a condition,
+    select) are left out; the event loop's thread and the other threads (the records writer)
+    are counted apart, both share the server's one CPU."""
     leaf: Counter[str] = Counter()
     server_self: Counter[str] = Counter()
     server_attributed: Counter[str] = Counter()
     server_inclusive: Counter[str] = Counter()
-    total = 0
+    threads: Counter[str] = Counter()
+    idle = 0
     for line in raw.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -871,28 +1124,37 @@ def profile_summary(raw: str, top: int) -> list[str]:
         frames = [(fn, loc) for fn, loc in frames if loc]  # drop the thread/process label
         if not frames:
             continue
-        total += count
         fn, loc = frames[-1]
+        if fn in IDLE_LEAVES:
+            idle += count
+            continue
+        worker = any(name == "Thread._bootstrap" for name, _ in frames)
+        threads["other threads (records writer)" if worker else "event loop thread"] += count
         leaf[f"{fn} ({short_file(loc)})"] += count
         if is_server_code(loc):
             server_self[f"{fn} ({short_file(loc)})"] += count
-        ours = [(f, l) for f, l in frames if is_server_code(l)]
+        ours = [(name, where) for name, where in frames if is_server_code(where)]
         if ours:
-            f, l = ours[-1]
-            server_attributed[f"{f} ({short_file(l)})"] += count
-        for f, l in {(f, short_file(l)) for f, l in ours}:
-            server_inclusive[f"{f} ({l})"] += count
+            name, where = ours[-1]
+            server_attributed[f"{name} ({short_file(where)})"] += count
+        for name, where in {(name, short_file(where)) for name, where in ours}:
+            server_inclusive[f"{name} ({where})"] += count
+    total = sum(threads.values()) or 1
 
     def table(title: str, counter: Counter[str]) -> list[str]:
-        rows = [f"{title} (% of {total} samples)"]
+        rows = [f"{title} (% of {total} busy samples)"]
         rows += [f"  {100 * n / total:5.1f}%  {name}" for name, n in counter.most_common(top)]
         return rows
 
+    split = ", ".join(f"{name} {100 * n / total:.1f}%" for name, n in threads.most_common())
     return [
+        f"busy samples: {total} ({split}); {idle} waiting samples left out",
         *table("self time, any code (leaf frames)", leaf),
         *table("self time in server/ code (leaf frame in server/)", server_self),
-        *table("time by innermost server/ frame (its own code + the library calls it makes)",
-               server_attributed),  # fmt: skip
+        *table(
+            "time by innermost server/ frame (its own code + the library calls it makes)",
+            server_attributed,
+        ),
         *table("inclusive time of server/ functions", server_inclusive),
     ]
 
@@ -906,8 +1168,18 @@ def main() -> int:
     parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--no-sdk", action="store_true", help="skip the official SDK")
     parser.add_argument("--verbose", action="store_true", help="print every run")
+    parser.add_argument(
+        "--lua-check",
+        action="store_true",
+        help="also look into every answer body in Lua (costs the client)",
+    )
+    parser.add_argument(
+        "--server-root", default=str(ROOT), help="the checkout whose server/ to measure"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy this server under load")
     parser.add_argument("--profile-seconds", type=int, default=10)
+    parser.add_argument("--profile-records", choices=["file", "none"], default="file")
+    parser.add_argument("--profile-blocking", action="store_true", help="py-spy stops the server")
     parser.add_argument("--profile-dir", default=str(ROOT / ".cache" / "bench-profile"))
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
