@@ -59,9 +59,14 @@ class Privacy:
             )
 
     def clean(self, params: Any, *, measured: bool = False) -> Any:
-        """``measured``: the caller knows the params fit the cap, so they are not encoded."""
+        """``measured``: the caller knows the params fit the cap, so they are not encoded.
+
+        ``_meta`` is left out: what it says (version, client, capabilities) has its own fields
+        in the record, and the rest of it (progress tokens) is noise."""
         if not self.keep_params:
             return None
+        if isinstance(params, dict) and "_meta" in params:
+            params = {key: value for key, value in params.items() if key != "_meta"}
         cleaned = self._redact(params, depth=0)
         if measured:
             return cleaned
@@ -311,8 +316,12 @@ class Draft:
         return observed
 
 
+_SECOND: list[Any] = [None, ""]
+
+
 def _iso(timestamp: float) -> str:
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(timestamp))
-        + f".{int(timestamp % 1 * 1000):03d}Z"
-    )
+    # Formatting the date dominates; records of the same second share it.
+    second = int(timestamp)
+    if _SECOND[0] != second:
+        _SECOND[0], _SECOND[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return f"{_SECOND[1]}.{int(timestamp % 1 * 1000):03d}Z"
