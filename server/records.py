@@ -46,13 +46,24 @@ class Privacy:
     def apply(self, record: dict[str, Any]) -> None:
         """Make a record's params fit to keep (the record writer calls this, off the request
         path)."""
+        raw = record.pop("_body", None)
+        # Params and capabilities are parts of the body: a body within the cap needs no
+        # measuring, and one that mentions no sensitive word anywhere needs no redaction walk.
+        small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
+        harmless = small and isinstance(raw, bytes) and not self.mentions_sensitive(raw)
         if "params" in record:
-            # Params are part of the body: a body within the cap needs no measuring.
-            small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
-            record["params"] = self.clean(record["params"], measured=small)
+            if harmless and self.keep_params:
+                params = record["params"]
+                if isinstance(params, dict) and "_meta" in params:
+                    params = {key: value for key, value in params.items() if key != "_meta"}
+                record["params"] = params
+            else:
+                record["params"] = self.clean(record["params"], measured=small)
         # Declared capabilities are client-sent too: same redaction and size cap (keeping them
         # even when params are dropped, since the report needs them).
         client = record.get("client")
+        if harmless:
+            return
         if isinstance(client, dict) and client.get("capabilities") is not None:
             client["capabilities"] = Privacy(self.redact, self.max_params_bytes).clean(
                 client["capabilities"]
@@ -86,6 +97,11 @@ class Privacy:
         if isinstance(value, list):
             return [self._redact(item, depth + 1) for item in value]
         return value
+
+    def mentions_sensitive(self, raw: bytes) -> bool:
+        """Whether a redaction word appears anywhere in ``raw`` (the same normalisation)."""
+        normal = raw.lower().replace(b"-", b"").replace(b"_", b"")
+        return any(word.encode() in normal for word in self.redact)
 
     def sensitive(self, key: Any) -> bool:
         return _sensitive(str(key), self.redact)
@@ -179,6 +195,7 @@ class Draft:
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
+    body: bytes | None = None
 
     def client(self, info: Any, capabilities: Any) -> None:
         if isinstance(info, dict):
@@ -265,8 +282,12 @@ class Draft:
         return observed
 
     def build(self) -> dict[str, Any]:
-        """The request record; the writer thread calls this (see :meth:`finish`)."""
-        return self.request_record()
+        """The request record; the writer thread calls this (see :meth:`finish`). The raw body
+        rides along for the privacy pass (which removes it) to check cheaply."""
+        record = self.request_record()
+        if self.body is not None:
+            record["_body"] = self.body
+        return record
 
     def finish(self, emit: Callable[[Any], None]) -> None:
         """Emit what is still owed: the request record, and the stream record if it streamed.
