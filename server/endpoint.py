@@ -80,7 +80,12 @@ def _too_large(limit: int) -> InvalidRequest:
 
 async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 18 or int(declared) > limit)
+    ):
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0

@@ -8,8 +8,8 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: errors, gate, protocol, jsonrpc, legacy, liveness, eventstream, records, sessions,
-sse, subscriptions.
+May import: errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness, eventstream, records,
+sessions, sse, subscriptions.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from server.errors import InternalError, InvalidRequest, McpError, http_status
-from server.eventstream import EventStream, parse_event_id
+from server.errors import InvalidRequest
+from server.eventstream import parse_event_id
 from server.gate import Gate
 from server.jsonrpc import (
     Message,
@@ -31,7 +31,8 @@ from server.jsonrpc import (
     encode_error,
     encode_result,
 )
-from server.legacy import LegacyEra, LegacyExchange
+from server.legacy import LegacyEra
+from server.legacy_calls import PRIMING_SINCE, Call, finished, start_call
 from server.liveness import Runtimes, SessionRuntime
 from server.protocol import LEGACY_VERSIONS
 from server.records import Draft
@@ -54,25 +55,11 @@ ASGIMessage = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[ASGIMessage]]
 Send = Callable[[ASGIMessage], Awaitable[None]]
 
-# Priming events (an id with empty data) confuse clients older than 2025-11-25.
-PRIMING_SINCE = "2025-11-25"
-
 
 @dataclass(frozen=True, slots=True)
 class LegacyOptions:
     keepalive_s: float
     retry_ms: int
-
-
-class Call:
-    """One request running in a session: its task, its stream, and its HTTP status."""
-
-    def __init__(self, stream: EventStream) -> None:
-        self.stream = stream
-        self.status = 200
-        self.error: tuple[int, str] | None = None
-        # The response itself; None while running, and forever if the call was cancelled.
-        self.final: bytes | None = None
 
 
 class LegacyHttp:
@@ -105,8 +92,12 @@ class LegacyHttp:
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first"
             )
         session = await self.era.store.get(session_id.strip())
-        if session is None:
+        if session is not None and session.owner != draft.subject:
+            # Another subject's session is, for this caller, a session that does not exist.
+            session = None
+        elif session is None:
             self.session_ended(session_id.strip())  # found expired just now: release it too
+        if session is None:
             raise InvalidRequest(
                 "Session not found: it ended or expired; send initialize again", http_status=404
             )
@@ -141,6 +132,8 @@ class LegacyHttp:
                 slot.release()
                 raise
             self.gate.session_started(session.id, slot)
+            session.owner = draft.subject
+            await self.era.store.save(session)
             draft.session_id = session.id
             draft.advertised = self.era.advertised(session.protocol_version)
             session_header = [(b"mcp-session-id", session.id.encode())]
@@ -158,49 +151,7 @@ class LegacyHttp:
         )
 
     def start(self, session: Session, runtime: SessionRuntime, request: Request) -> Call:
-        call = Call(runtime.open_stream())
-        task = asyncio.create_task(self._run(session, runtime, request, call))
-        runtime.inflight[request.id] = task
-
-        def settle(done: asyncio.Task[None]) -> None:
-            # A task cancelled before its first step never runs _run's cleanup: do it here.
-            call.stream.finish()
-            if runtime.inflight.get(request.id) is done:
-                del runtime.inflight[request.id]
-
-        task.add_done_callback(settle)
-        return call
-
-    async def _run(
-        self, session: Session, runtime: SessionRuntime, request: Request, call: Call
-    ) -> None:
-        exchange = LegacyExchange(
-            runtime,
-            call.stream,
-            self.era.client_request_timeout_s,
-            resumable=session.protocol_version >= PRIMING_SINCE,
-        )
-        context = self.era.context(session, request, exchange)
-        try:
-            result = await self.era.handle(session, runtime, request, context)
-            payload = encode_result(request.id, result)
-        except McpError as error:
-            payload = encode_error(request.id, error.to_wire("legacy"))
-            call.status = http_status(error, "legacy")
-            call.error = (error.wire_code("legacy"), error.message)
-        except asyncio.CancelledError:
-            call.stream.finish()  # cancelled: the spec wants no response at all
-            raise
-        except Exception:
-            log.exception("%s failed", request.method)
-            payload = encode_error(request.id, InternalError("Internal error").to_wire("legacy"))
-            call.error = (InternalError.code, "Internal error")
-        finally:
-            context.finish()
-            if runtime.inflight.get(request.id) is asyncio.current_task():
-                del runtime.inflight[request.id]
-        call.final = payload
-        call.stream.finish(payload)
+        return start_call(self.era, session, runtime, request)
 
     async def respond(
         self,
@@ -241,7 +192,7 @@ class LegacyHttp:
         async with DisconnectWatch(receive) as disconnect:
             try:
                 # JSON or SSE: decided by whether anything comes before the result.
-                wait_for = stream.wait_beyond(0, generation) if sse_ok else _finished(stream)
+                wait_for = stream.wait_beyond(0, generation) if sse_ok else finished(stream)
                 await wait_for
             except asyncio.CancelledError:
                 if not disconnect.happened:
@@ -321,7 +272,7 @@ class LegacyHttp:
                 calls.append(self.start(session, runtime, message))
         answers = []
         for call in calls:
-            await _finished(call.stream)
+            await finished(call.stream)
             runtime.drop_stream(call.stream)
             if call.final is not None:  # a cancelled call has no answer
                 answers.append(call.final)
@@ -393,8 +344,3 @@ class LegacyHttp:
     def end_connections(self) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""
         self.runtimes.end_standalone_connections("shutdown")
-
-
-async def _finished(stream: EventStream) -> None:
-    while not stream.finished:
-        await stream.wait_beyond(stream.last_seq, stream.generation)

@@ -50,7 +50,13 @@ class Privacy:
         # Params and capabilities are parts of the body: a body within the cap needs no
         # measuring, and one that mentions no sensitive word anywhere needs no redaction walk.
         small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
-        harmless = small and isinstance(raw, bytes) and not self.mentions_sensitive(raw)
+        # A backslash may hide a key behind a JSON escape ("pass\u0077ord"): walk those.
+        harmless = (
+            small
+            and isinstance(raw, bytes)
+            and b"\\" not in raw
+            and not self.mentions_sensitive(raw)
+        )
         if "params" in record:
             if harmless and self.keep_params:
                 params = record["params"]

@@ -45,6 +45,8 @@ class Session:
     initialized: bool = False
     log_level: str | None = None
     subscriptions: set[str] = field(default_factory=set)
+    # The authenticated subject that opened it: nobody else may use it (None: no auth).
+    owner: str | None = None
 
 
 class SessionStore(Protocol):
