@@ -599,7 +599,9 @@ async def test_static_tokens_from_the_token_command() -> None:
     settings = {"auth": "tokens", "auth_tokens": digest, "auth_token_scopes": "mcp"}
     async with serve(**settings) as (client, _):
         good = await post_modern(client, call("echo", {"text": "static"}), token)
-        wrong = await post_modern(client, call("echo", {"text": "x"}), token[:-1] + "A")
+        wrong = await post_modern(
+            client, call("echo", {"text": "x"}), token[:-1] + ("B" if token.endswith("A") else "A")
+        )
         missing = await post_modern(client, call("echo", {"text": "x"}))
         metadata = await client.get("/.well-known/oauth-protected-resource")
     assert text_of(result_of(good)) == "static"
