@@ -23,9 +23,9 @@ Bounded: 200 examples per property, no deadline, a few seconds in all.
 
 import asyncio
 import hashlib
-import os
 import json
 import logging
+import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
