@@ -2,29 +2,38 @@
 
 A call runs inline in the request's task (the fast path costs no extra task but the disconnect
 watcher); its response is JSON unless it sends something before its result. A closed response
-stream cancels the handler, as the spec requires. ``subscriptions/listen`` streams use
-sse-starlette's ``EventSourceResponse`` (keep-alives, send timeouts, server-exit detection) fed
-by the :class:`~server.subscriptions.Hub`, and end with the graceful result at shutdown.
+stream cancels the handler, as the spec requires. ``subscriptions/listen`` streams are fed by
+the :class:`~server.subscriptions.Hub` and written here, in the request's own task, with
+keep-alive comments, a send timeout for clients that stop reading, and the graceful result when
+the server shuts down (``Application.begin_shutdown`` closes every stream through the hub).
+They used sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a
+stream) cost ~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
 
-May import: errors, jsonrpc, modern, records, sse, subscriptions, sse_starlette.
+May import: errors, jsonrpc, modern, records, sse, subscriptions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from typing import Any
 
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
 from server.modern import ModernCall, ModernEra
 from server.records import Draft
-from server.sse import DisconnectWatch, ResponseWriter, message_frame, send_json, uncancel
-from server.subscriptions import Closed, Hub
+from server.sse import (
+    SSE_HEADERS,
+    DisconnectWatch,
+    ResponseWriter,
+    comment_frame,
+    message_frame,
+    send_json,
+    uncancel,
+)
+from server.subscriptions import Closed, Hub, Stream
 
 log = logging.getLogger("server.modern_http")
 
@@ -113,40 +122,52 @@ class ModernHttp:
             )
             return
         stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
-        closing = self.modern.listen_closing(request_id)
+        try:
+            await self._stream_listen(receive, send, stream, ack, request_id, draft)
+        finally:
+            self.hub.detach(stream)
 
-        async def events() -> AsyncIterator[bytes]:
+    async def _stream_listen(
+        self,
+        receive: Receive,
+        send: Send,
+        stream: Stream,
+        ack: bytes,
+        request_id: Any,
+        draft: Draft,
+    ) -> None:
+        """The listen stream itself: the request's own task plus a disconnect watcher, so an
+        idle stream costs two tasks and a queue."""
+        keepalive = comment_frame()
+        async with DisconnectWatch(receive) as disconnect:
             try:
-                yield message_frame(ack)
+                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+                await self._send_frame(send, message_frame(ack))
                 while True:
-                    item = await stream.queue.get()
+                    try:
+                        async with asyncio.timeout(self.options.keepalive_s):
+                            item = await stream.queue.get()
+                    except TimeoutError:
+                        await self._send_frame(send, keepalive)
+                        continue
                     if isinstance(item, Closed):
                         draft.stream_end = item.reason
                         if item.reason == "shutdown":
-                            yield message_frame(closing)
-                        return
-                    yield message_frame(item)
-            finally:
-                self.hub.detach(stream)
+                            closing = self.modern.listen_closing(request_id)
+                            await self._send_frame(send, message_frame(closing))
+                        break
+                    await self._send_frame(send, message_frame(item))
+            except asyncio.CancelledError:
+                if not disconnect.happened:
+                    raise
+                uncancel()
+                return
+            except TimeoutError:
+                # The client stopped reading: a stuck stream is closed, not kept.
+                draft.stream_end = "send_timeout"
+                return
+        await send({"type": "http.response.body", "body": b""})
 
-        response = EventSourceResponse(
-            events(),
-            ping=self.options.keepalive_s,
-            ping_message_factory=lambda: ServerSentEvent(comment=""),
-            send_timeout=self.options.send_timeout_s,
-            # sse-starlette calls .set() when the server begins to exit: closing the stream
-            # with reason "shutdown" makes the generator send the graceful result and end.
-            shutdown_event=cast(Any, _ShutdownSignal(stream)),
-            shutdown_grace_period=self.options.shutdown_grace_s,
-        )
-        await response(scope, receive, send)
-
-
-class _ShutdownSignal:
-    """Duck-typed stand-in for the ``anyio.Event`` sse-starlette sets on server exit."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def set(self) -> None:
-        self._stream.close("shutdown")
+    async def _send_frame(self, send: Send, frame: bytes) -> None:
+        async with asyncio.timeout(self.options.send_timeout_s):
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
