@@ -22,10 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from server.asgi import Receive, Scope, Send
 from server.auth_metadata import metadata_paths
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
-from server.endpoint import EndpointOptions, McpEndpoint, Receive, Scope, Send
+from server.endpoint import EndpointOptions, McpEndpoint
 from server.gate import Gate
 from server.legacy import LegacyEra
 from server.legacy_http import LegacyHttp, LegacyOptions

@@ -6,17 +6,16 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 :mod:`server.legacy_http`); every exception raised before a response starts is turned into a
 wire error here, with the status from :func:`server.errors.http_status`.
 
-May import: everything in the core, auth, gate, guards, legacy_http, modern_http, records, sinks,
-sse.
+May import: asgi, everything in the core, auth, gate, guards, legacy_http, modern_http, records,
+sinks, sse.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
 
+from server.asgi import Receive, Scope, Send
 from server.auth import Principal
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.gate import Gate
@@ -36,11 +35,6 @@ from server.sinks import Recorder
 from server.sse import send_empty, send_json
 
 log = logging.getLogger("server.endpoint")
-
-Scope = MutableMapping[str, Any]
-ASGIMessage = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[ASGIMessage]]
-Send = Callable[[ASGIMessage], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ streams and legacy sessions take a per-client slot that is given back when they 
 :meth:`Gate.headers` is the one place that adds ``WWW-Authenticate`` and ``Retry-After`` to
 refusals.
 
-May import: auth, auth_metadata, errors, limits, records, settings.
+May import: asgi, auth, auth_metadata, errors, limits, records, settings.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from server.asgi import Scope
 from server.auth import (
     ANONYMOUS,
     Authenticator,
@@ -44,8 +45,6 @@ from server.records import Draft, parse_networks
 from server.settings import Settings
 
 log = logging.getLogger("server.gate")
-
-Scope = MutableMapping[str, Any]
 
 
 class Gate:

@@ -35,9 +35,6 @@ from server.sessions import Session, SessionStore
 log = logging.getLogger("server.legacy")
 
 MAX_SUBSCRIPTIONS = 1000
-SESSION_METHODS = frozenset(
-    {"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-)
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
 

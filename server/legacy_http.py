@@ -8,18 +8,17 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness, eventstream, records,
-sessions, sse, subscriptions.
+May import: asgi, errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness, eventstream,
+records, sessions, sse, subscriptions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
 
+from server.asgi import Receive, Send
 from server.errors import InvalidRequest
 from server.eventstream import parse_event_id
 from server.gate import Gate
@@ -50,10 +49,6 @@ from server.sse import (
 from server.subscriptions import Hub
 
 log = logging.getLogger("server.legacy_http")
-
-ASGIMessage = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[ASGIMessage]]
-Send = Callable[[ASGIMessage], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,17 +9,17 @@ the server shuts down (``Application.begin_shutdown`` closes every stream throug
 They used sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a
 stream) cost ~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
 
-May import: errors, jsonrpc, modern, records, sse, subscriptions.
+May import: asgi, errors, jsonrpc, modern, records, sse, subscriptions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from server.asgi import Receive, Scope, Send
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
 from server.modern import ModernCall, ModernEra
@@ -36,11 +36,6 @@ from server.sse import (
 from server.subscriptions import Closed, Hub, Stream
 
 log = logging.getLogger("server.modern_http")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

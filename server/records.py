@@ -10,7 +10,7 @@ Privacy is applied here, once: parameters are redacted at any depth (keys matchi
 redaction list), capped in size, or dropped; the ``Authorization`` header and tokens are never
 read into a record at all.
 
-May import: errors, orjson, the standard library.
+May import: asgi, errors, orjson, the standard library.
 """
 
 from __future__ import annotations
@@ -20,18 +20,17 @@ import ipaddress
 import itertools
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from server.asgi import ASGIMessage, Receive, Send
+
 SCHEMA_VERSION = 1
 REDACTED = "[redacted]"
 
-ASGIMessage = MutableMapping[str, Any]
-Send = Callable[[ASGIMessage], Awaitable[None]]
-Receive = Callable[[], Awaitable[ASGIMessage]]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

@@ -8,21 +8,17 @@ then carries the rest and the result. Long-lived listen streams use sse-starlett
 request streams are short and live inline in the request's task, so they cost no extra tasks
 except a keep-alive while one is open.
 
-May import: eventstream, sse_starlette, asyncio.
+May import: asgi, eventstream, sse_starlette, asyncio.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 from sse_starlette import ServerSentEvent
 
+from server.asgi import ASGIMessage, Receive, Send
 from server.eventstream import EventStream
-
-Message = MutableMapping[str, Any]
-ASGISend = Callable[[Message], Awaitable[None]]
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -52,7 +48,7 @@ def comment_frame() -> bytes:
 
 def json_response_start(
     status: int, length: int, extra: list[tuple[bytes, bytes]] | None = None
-) -> Message:
+) -> ASGIMessage:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode())]
     if extra:
         headers.extend(extra)
@@ -60,14 +56,14 @@ def json_response_start(
 
 
 async def send_json(
-    send: ASGISend, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
     await send(json_response_start(status, len(body), extra))
     await send({"type": "http.response.body", "body": body})
 
 
 async def send_empty(
-    send: ASGISend, status: int, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send, status: int, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
     await send({"type": "http.response.start", "status": status, "headers": extra or []})
     await send({"type": "http.response.body", "body": b""})
@@ -76,14 +72,13 @@ async def send_empty(
 class ResponseWriter:
     """JSON unless the request sends something before its result; then SSE."""
 
-    def __init__(self, send: ASGISend, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
+    def __init__(self, send: Send, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
         self._send = send
         self._json_ok = json_ok
         self._sse_ok = sse_ok
         self._keepalive_s = keepalive_s
         self._keepalive: asyncio.Task[None] | None = None
         self.streaming = False
-        self.events_sent = 0
 
     async def emit(self, payload: bytes) -> None:
         """Send a message that precedes the result (dropped if the client takes no SSE)."""
@@ -94,7 +89,6 @@ class ResponseWriter:
         await self._send(
             {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
         )
-        self.events_sent += 1
 
     async def finish(self, payload: bytes, status: int = 200) -> None:
         """Send the final message (result or error) and end the response."""
@@ -107,7 +101,6 @@ class ResponseWriter:
         await self._send(
             {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
         )
-        self.events_sent += 1
         await self._send({"type": "http.response.body", "body": b""})
 
     def close(self) -> None:
@@ -142,7 +135,7 @@ class DisconnectWatch:
     WATCH_AFTER_S = 0.02
     __slots__ = ("_flag", "_receive", "_task", "_timer", "_watcher")
 
-    def __init__(self, receive: Callable[[], Awaitable[Message]]) -> None:
+    def __init__(self, receive: Receive) -> None:
         self._receive = receive
         self._flag = Disconnect()
         self._watcher: asyncio.Task[None] | None = None
@@ -186,13 +179,13 @@ def uncancel() -> None:
         task.uncancel()
 
 
-async def send_body(send: ASGISend, body: bytes) -> None:
+async def send_body(send: Send, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
 async def pump(
-    receive: Callable[[], Awaitable[Message]],
-    send: ASGISend,
+    receive: Receive,
+    send: Send,
     stream: EventStream,
     after: int,
     *,

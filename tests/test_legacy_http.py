@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from live_server import ServerThread as Live
 
 from server import Catalog, Context
 from server.app import Application, create_app
 from server.eventstream import parse_event_id
-from server.serving import Server, server_for
 from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -386,41 +386,9 @@ async def http(app: Application) -> AsyncIterator[httpx.AsyncClient]:
 # -- a real uvicorn in a thread -----------------------------------------------------------------
 
 
-class Live:
-    def __init__(self, app: Application, **overrides: Any) -> None:
-        self.app = app
-        options: dict[str, Any] = {
-            "host": "127.0.0.1",
-            "port": 0,
-            "log_config": None,
-            "log_level": "warning",
-            "timeout_graceful_shutdown": 1,
-        }
-        options.update(overrides)
-        self.server: Server = server_for(app, **options)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def start(self) -> "Live":
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive(), "uvicorn exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.005)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-
-
 @contextlib.contextmanager
 def running(app: Application, **overrides: Any) -> Iterator[Live]:
-    live = Live(app, **overrides).start()
+    live = Live(app, graceful_timeout=1, **overrides).start()
     try:
         yield live
     finally:

@@ -10,8 +10,6 @@ shutdown, so those tests run uvicorn in a thread.
 import asyncio
 import contextlib
 import json
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +17,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from live_server import ServerThread
 from sse_starlette.sse import AppStatus
 
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
-from server.serving import server_for
 from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -819,40 +817,12 @@ async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) ->
 # -- listen streams over a real socket ----------------------------------------------------------
 
 
-class ServerThread:
-    def __init__(self, app: Application) -> None:
-        self.app = app
-        self.server = server_for(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            timeout_graceful_shutdown=2,
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive(), "uvicorn exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-
-
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[tuple[ServerThread, Path]]:
     path = tmp_path / "records.jsonl"
-    running = ServerThread(create_app(settings_for(path, shutdown_grace_s=1), make_catalog()))
+    running = ServerThread(
+        create_app(settings_for(path, shutdown_grace_s=1), make_catalog()), graceful_timeout=2
+    )
     running.start()
     try:
         yield running, path

@@ -18,7 +18,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -31,10 +30,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+from live_server import ServerThread
 
 from server import Catalog
 from server.app import Application, create_app
-from server.serving import server_for
 from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -931,31 +930,6 @@ def test_authenticated_modes_may_bind_a_public_address(jwks_file: Path) -> None:
 
 
 # -- open streams per client (a real server) ----------------------------------------------------
-
-
-class ServerThread:
-    def __init__(self, app: Application) -> None:
-        self.app = app
-        self.server = server_for(
-            app, host="127.0.0.1", port=0, log_config=None, log_level="warning"
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive(), "uvicorn exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
 
 
 @pytest.fixture

@@ -24,11 +24,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from live_server import ServerThread
 from sse_starlette.sse import AppStatus
 
 from server import Catalog, Context
-from server.app import Application, create_app
-from server.serving import server_for
+from server.app import create_app
 from server.settings import Settings
 
 VERSION = "2026-07-28"
@@ -121,41 +121,13 @@ def make_catalog() -> Catalog:
 # -- a uvicorn in a thread ------------------------------------------------------------------
 
 
-class ServerThread:
-    def __init__(self, app: Application, *, graceful_timeout: int = 2) -> None:
-        self.app = app
-        # server.serving.Server: uvicorn that tells the app it is shutting down first.
-        self.server = server_for(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_config=None,
-            log_level="warning",
-            timeout_graceful_shutdown=graceful_timeout,
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive(), "uvicorn exited during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        assert httpx.get(f"{self.url}/healthz").status_code == 200
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[ServerThread]:
-    running = ServerThread(create_app(Settings(_env_file=None, keepalive_s=0.2), make_catalog()))
+    running = ServerThread(
+        create_app(Settings(_env_file=None, keepalive_s=0.2), make_catalog()),
+        graceful_timeout=2,
+        check_health=True,
+    )
     running.start()
     yield running
     running.stop()
@@ -523,6 +495,7 @@ def fresh_server() -> Iterator[ServerThread]:
     running = ServerThread(
         create_app(Settings(_env_file=None, shutdown_grace_s=1), make_catalog()),
         graceful_timeout=3,
+        check_health=True,
     )
     running.start()
     try:

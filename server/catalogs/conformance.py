@@ -5,11 +5,10 @@ Names, texts and shapes follow what ``@modelcontextprotocol/conformance`` checks
 arguments, so ``test_simple_text`` comes first). Every fixture goes through the same public
 declaration API a server author uses: nothing here reaches into the server's internals.
 
-The module is one flat list of ~40 fixtures whose names and texts the suite fixes; it runs
-past 400 lines because splitting it would only scatter what is read side by side with the
-suite's scenario list.
+The elicitation-form and input-required fixtures live in its sibling
+:mod:`server.catalogs.conformance_asking`, declared at their place in the list.
 
-May import: catalog, content, context, errors, pydantic.
+May import: catalog, catalogs, content, context, errors, pydantic.
 """
 
 from __future__ import annotations
@@ -21,6 +20,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from server.catalog import Catalog
+from server.catalogs.conformance_asking import (
+    NAME_SCHEMA,
+    add_elicitation_form_fixtures,
+    add_input_required_fixtures,
+)
 from server.content import (
     Audio,
     BlobContents,
@@ -33,7 +37,7 @@ from server.content import (
     ToolResult,
     user,
 )
-from server.context import Context, Elicitation, InputRequest, Roots, Sampling
+from server.context import Context
 from server.errors import MissingClientCapability
 
 PNG = (
@@ -48,13 +52,6 @@ catalog = Catalog(
     title="Conformance fixtures",
     instructions="Fixtures for the official MCP conformance suite.",
 )
-
-NAME_SCHEMA = {
-    "type": "object",
-    "properties": {"name": {"type": "string", "description": "Your name"}},
-    "required": ["name"],
-}
-CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
 # -- content --------------------------------------------------------------------------------
@@ -168,53 +165,7 @@ async def test_elicitation(ctx: Context, message: str = "Please provide your inf
     return f"User response: action={answer.action}, content={answer.content}"
 
 
-@catalog.tool
-async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
-    """Elicitation whose fields all carry default values (SEP-1034)."""
-    answer = await ctx.elicit(
-        "Please review and update the form fields with defaults",
-        {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                "age": {"type": "integer", "description": "User age", "default": 30},
-                "score": {"type": "number", "description": "User score", "default": 95.5},
-                "status": {
-                    "type": "string",
-                    "description": "User status",
-                    "enum": ["active", "inactive", "pending"],
-                    "default": "active",
-                },
-                "verified": {"type": "boolean", "description": "Verified", "default": True},
-            },
-        },
-    )
-    return f"Elicitation completed: action={answer.action}, content={answer.content}"
-
-
-@catalog.tool
-async def test_elicitation_sep1330_enums(ctx: Context) -> str:
-    """Elicitation with every enum form (SEP-1330)."""
-    colors = ["red", "green", "blue"]
-    titled = [{"const": c, "title": c.title()} for c in colors]
-    answer = await ctx.elicit(
-        "Please choose from the enum options",
-        {
-            "type": "object",
-            "properties": {
-                "untitledSingle": {"type": "string", "enum": colors},
-                "titledSingle": {"type": "string", "oneOf": titled},
-                "legacyEnum": {
-                    "type": "string",
-                    "enum": colors,
-                    "enumNames": ["Red", "Green", "Blue"],
-                },
-                "untitledMulti": {"type": "array", "items": {"type": "string", "enum": colors}},
-                "titledMulti": {"type": "array", "items": {"anyOf": titled}},
-            },
-        },
-    )
-    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+add_elicitation_form_fixtures(catalog)
 
 
 @catalog.tool
@@ -233,87 +184,8 @@ async def test_streaming_elicitation(ctx: Context) -> str:
     return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
 
 
-@catalog.tool
-async def test_input_required_result_elicitation(ctx: Context) -> str:
-    """Asks for the user's name with an input-required result (key user_name)."""
-    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
-    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
-
-
-@catalog.tool
-async def test_input_required_result_sampling(ctx: Context) -> str:
-    """Asks the client's model a question with an input-required result."""
-    reply = await ctx.sample("What is the capital of France?", 100, key="capital_question")
-    content = reply.get("content")
-    return f"The model said: {content.get('text') if isinstance(content, dict) else content}"
-
-
-@catalog.tool
-async def test_input_required_result_list_roots(ctx: Context) -> str:
-    """Asks for the client's roots with an input-required result."""
-    roots = await ctx.list_roots(key="client_roots")
-    return f"Client exposed {len(roots)} root(s)."
-
-
-@catalog.tool
-async def test_input_required_result_request_state(ctx: Context) -> str:
-    """Keeps state across rounds in the sealed requestState; says state-ok when it survived."""
-    first_round = "issued" not in ctx.state
-    ctx.state.setdefault("issued", "round-1")
-    answer = await ctx.elicit("Please confirm", CONFIRM_SCHEMA, key="confirm")
-    if first_round or ctx.state.get("issued") != "round-1":
-        return "state-missing: the request state did not come back"
-    return f"state-ok: confirmation received ({answer.action})"
-
-
-@catalog.tool
-async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
-    """Asks three things at once: a name, a model greeting and the roots."""
-    name, greeting, roots = await ctx.ask(
-        Elicitation("What is your name?", NAME_SCHEMA, key="user_name"),
-        Sampling("Generate a greeting", 50, key="greeting"),
-        Roots(key="client_roots"),
-    )
-    content = greeting.get("content", {})
-    return (
-        f"name={(name.content or {}).get('name')}, greeting={content.get('text')}, "
-        f"roots={len(roots)}"
-    )
-
-
-@catalog.tool
-async def test_input_required_result_multi_round(ctx: Context) -> str:
-    """Two rounds of questions: a name, then a favourite color."""
-    name = await ctx.elicit("Step 1: What is your name?", NAME_SCHEMA, key="step1")
-    color = await ctx.elicit(
-        "Step 2: What is your favorite color?",
-        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
-        key="step2",
-    )
-    return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}."
-
-
-@catalog.tool
-async def test_input_required_result_tampered_state(ctx: Context) -> str:
-    """Asks for a confirmation; a modified requestState must be refused."""
-    answer = await ctx.elicit("Please confirm", CONFIRM_SCHEMA, key="confirm")
-    return f"Confirmed: {answer.action}"
-
-
-@catalog.tool
-async def test_input_required_result_capabilities(ctx: Context) -> str:
-    """Asks only for what the client declared: sampling, elicitation or roots."""
-    wanted: list[InputRequest] = []
-    if ctx.client_supports("sampling"):
-        wanted.append(Sampling("Say hello", 50, key="sample"))
-    if ctx.client_supports("elicitation"):
-        wanted.append(Elicitation("What is your name?", NAME_SCHEMA, key="user_name"))
-    if ctx.client_supports("roots"):
-        wanted.append(Roots(key="client_roots"))
-    if not wanted:
-        return "The client declared no capability to ask through."
-    answers = await ctx.ask(*wanted)
-    return f"Received {len(answers)} answer(s)."
+# The input-required (multi-round) fixtures, declared here so the list order stays the same.
+add_input_required_fixtures(catalog)
 
 
 @catalog.tool
