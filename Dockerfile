@@ -9,12 +9,16 @@
 # (deploy/image-smoke.sh builds on one made with debootstrap).
 ARG BASE=python:3.11-slim
 
+# The redis extra (shared state for replicas, MCP_REDIS_URL) is built beside the wheel, at the
+# version pyproject.toml asks for, and installed with it.
 FROM ${BASE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY server ./server
 RUN python3 -m venv /opt/build \
-    && /opt/build/bin/python -m pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+    && /opt/build/bin/python -m pip wheel --no-cache-dir --no-deps --wheel-dir /dist . \
+    && /opt/build/bin/python -m pip wheel --no-cache-dir --no-deps --wheel-dir /dist/extras \
+        "$(/opt/build/bin/python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["redis"][0])')"
 
 FROM ${BASE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -27,7 +31,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY --from=build /dist /tmp/dist
 RUN python3 -m venv /opt/venv \
-    && pip install --no-cache-dir /tmp/dist/*.whl \
+    && pip install --no-cache-dir /tmp/dist/*.whl /tmp/dist/extras/*.whl \
     && rm -rf /tmp/dist \
     && groupadd --system --gid 10001 mcp \
     && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home \

@@ -27,6 +27,7 @@ from server.auth_metadata import metadata_paths
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
 from server.endpoint import EndpointOptions, McpEndpoint
+from server.errors import ServiceUnavailable
 from server.gate import Gate
 from server.legacy import LegacyEra
 from server.legacy_http import LegacyHttp, LegacyOptions
@@ -36,8 +37,9 @@ from server.modern_http import ModernHttp, StreamOptions
 from server.mrtr import RequestStates
 from server.pagination import Pager
 from server.records import Privacy, parse_networks
+from server.replication import Replica, shared_state
 from server.sealing import Sealer
-from server.sessions import MemorySessionStore
+from server.sessions import Session
 from server.settings import Settings
 from server.sinks import Recorder, build_sinks
 from server.subscriptions import Hub
@@ -88,26 +90,33 @@ class Application:
         dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
-        self.runtimes = Runtimes(settings.events_per_stream)
-        self.sessions = MemorySessionStore(
-            max_sessions=settings.max_sessions,
-            idle_timeout_s=settings.session_idle_timeout_s,
+        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
+        self.shared = shared_state(
+            settings,
+            # Late-bound: the runtimes and the legacy shell are built below, with the store.
+            local_sessions=lambda: self.runtimes.ids(),  # noqa: PLW0108
             busy=self._busy,
-            # Late-bound: self.legacy is built below, and needs the store.
             ended=lambda session_id: self.legacy.session_ended(session_id),  # noqa: PLW0108
         )
+        self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
+        self.sessions = self.shared.store
+        legacy_era = LegacyEra(
+            catalog,
+            dispatcher,
+            self.sessions,
+            client_request_timeout_s=settings.client_request_timeout_s,
+        )
+        legacy_era.on_subscriptions = self._announce_subscriptions
         self.legacy = LegacyHttp(
-            LegacyEra(
-                catalog,
-                dispatcher,
-                self.sessions,
-                client_request_timeout_s=settings.client_request_timeout_s,
-            ),
+            legacy_era,
             self.runtimes,
             self.hub,
             self.gate,
             LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
+            bus=self.shared.bus,
+            mirror=self.shared.mirror,
         )
+        self.replica = Replica(self.hub, self.legacy)
         self.modern = ModernEra(
             catalog,
             dispatcher,
@@ -123,6 +132,10 @@ class Application:
                 max_bytes=settings.records_max_bytes,
                 backups=settings.records_backups,
                 compress=settings.records_compress,
+                redis_url=settings.redis_url.get_secret_value(),
+                redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                redis_maxlen=settings.records_redis_maxlen,
+                redis_timeout_s=settings.redis_timeout_s,
             ),
             capacity=settings.records_queue,
             prepare=Privacy(
@@ -195,12 +208,16 @@ class Application:
             except RuntimeError:
                 on_loop = False
             if on_loop:
-                self.hub.publish(change)
+                self._changed(change)
             else:
-                loop.call_soon_threadsafe(self.hub.publish, change)
+                loop.call_soon_threadsafe(self._changed, change)
 
         unsubscribe = self.catalog.subscribe(publish)
         self.recorder.start()
+        if self.shared.link is not None:
+            self.shared.link.start()
+        self.shared.bus.start(self.replica.deliver)
+        self.shared.mirror.start()
         expiry = asyncio.create_task(self.expire_sessions())
         self.ready = self.started = True
         try:
@@ -210,6 +227,10 @@ class Application:
             expiry.cancel()
             self.runtimes.end_all()
             unsubscribe()
+            await self.shared.bus.close()
+            await self.shared.mirror.close()
+            if self.shared.link is not None:
+                await self.shared.link.close()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
             self.started = False
@@ -221,8 +242,18 @@ class Application:
             await asyncio.sleep(interval)
             try:
                 await self.sessions.expire()  # ended ones release their runtime
+            except ServiceUnavailable:
+                pass  # Redis is away: the link logs it once; the next sweep retries
             except Exception:
                 log.exception("expiring sessions failed")
+
+    def _changed(self, change: Change) -> None:
+        """A change of this process's catalog: its own streams, then the other replicas."""
+        self.hub.publish(change)
+        self.replica.announce_change(change)
+
+    def _announce_subscriptions(self, session: Session) -> None:
+        self.shared.bus.publish("subs", {"sid": session.id, "uris": sorted(session.subscriptions)})
 
     def _busy(self, session_id: str) -> bool:
         runtime = self.runtimes.peek(session_id)
@@ -249,14 +280,18 @@ class Application:
         return JSONResponse(document)
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """Ready for traffic: started, not draining, and the record sinks writing."""
+        """Ready for traffic: started, not draining, the record sinks writing, and Redis
+        answering when state is shared through it."""
         records = self.recorder.status()
-        ready = self.ready and records["healthy"]
-        body = {
+        ready = self.ready and records["healthy"] and self.shared.healthy
+        body: dict[str, Any] = {
             "status": "ready" if ready else "not ready",
             "serving": self.ready,
             "records": records,
         }
+        shared = self.shared.status()
+        if shared is not None:
+            body["redis"] = shared
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -17,7 +17,9 @@ Hierarchy::
     ├── InternalError               -32603  200  anything unexpected; details only in the log
     ├── HeaderMismatch              -32020  400  MCP-* headers missing, invalid or != body
     ├── MissingClientCapability     -32021  400  ``data.requiredCapabilities``
-    └── UnsupportedProtocolVersion  -32022  400  ``data.supported`` / ``data.requested``
+    ├── UnsupportedProtocolVersion  -32022  400  ``data.supported`` / ``data.requested``
+    └── ServiceUnavailable          -32000  503  shared state (Redis) down, or a cap reached;
+                                                 ``Retry-After`` says when to try again
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with
 ``isError: true``, which is what the spec wants for failures the model should see.
@@ -42,6 +44,7 @@ LEGACY_RESOURCE_NOT_FOUND = -32002
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+SERVER_UNAVAILABLE = -32000
 
 
 class McpError(Exception):
@@ -141,6 +144,18 @@ class UnsupportedProtocolVersion(McpError):
             f"Unsupported protocol version: {requested!r}",
             {"supported": supported, "requested": requested},
         )
+
+
+class ServiceUnavailable(McpError):
+    """The request cannot be served right now (a dependency is down, or a cap is reached);
+    the same request may succeed later. 503 on both wires, with ``Retry-After``."""
+
+    code = SERVER_UNAVAILABLE
+    status = 503
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ToolError(Exception):

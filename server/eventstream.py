@@ -7,6 +7,10 @@ is kept in a bounded buffer, and is handed to whichever connection follows the s
 connection drops, or the server ends it on purpose (SSE polling), the client resumes with
 ``Last-Event-ID`` and gets what it missed on that same stream, never another's.
 
+Another replica can carry on a stream: an ``observer`` hears every event and the end (the
+Redis mirror copies them), and a stream built with ``start_seq`` continues a stream whose
+events come from elsewhere (see :mod:`server.stream_mirror`).
+
 Memory is bounded twice: each stream keeps its last ``capacity`` events, and each session keeps
 a bounded number of streams (see :mod:`server.liveness`).
 
@@ -17,7 +21,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+
+# Hears (seq, payload) for every event, and (seq, None) once when the stream finishes.
+Observer = Callable[[int, bytes | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +44,11 @@ def parse_event_id(event_id: str) -> tuple[str, int] | None:
 class EventStream:
     """One logical stream; ``finish`` publishes the last message and closes it."""
 
-    def __init__(self, stream_id: str, capacity: int) -> None:
+    def __init__(self, stream_id: str, capacity: int, *, start_seq: int = 0) -> None:
         self.id = stream_id
         self._events: deque[tuple[int, Event]] = deque(maxlen=capacity)
-        self._seq = 0
+        self._seq = start_seq
+        self.observer: Observer | None = None
         self._wakeup = asyncio.Event()
         self.finished = False
         # Bumped to end the current connections without ending the stream (SSE polling).
@@ -62,7 +71,13 @@ class EventStream:
         event = Event(f"{self.id}_{self._seq}", payload)
         self._events.append((self._seq, event))
         self._wake()
+        if self.observer is not None:
+            self.observer(self._seq, payload)
         return event
+
+    def skip_to(self, seq: int) -> None:
+        """Continue numbering after ``seq`` (events before it were lost elsewhere)."""
+        self._seq = max(self._seq, seq)
 
     def finish(self, payload: bytes | None = None) -> None:
         """Publish the final message (if any) and close the stream."""
@@ -72,6 +87,8 @@ class EventStream:
             self.publish(payload)
         self.finished = True
         self._wake()
+        if self.observer is not None:
+            self.observer(self._seq, None)
 
     def end_connections(self, reason: str = "server_closed") -> None:
         """Make every current follower stop; the stream itself goes on (the client resumes).

@@ -31,7 +31,7 @@ from server.auth import (
     single_authorization,
 )
 from server.auth_metadata import metadata_url, protected_resource_document
-from server.errors import McpError
+from server.errors import McpError, ServiceUnavailable
 from server.limits import (
     RateLimited,
     RateLimiter,
@@ -126,6 +126,6 @@ class Gate:
                     scope.get("scheme", "http"), host, self.settings.root_path, self.settings.path
                 )
             return [(b"www-authenticate", error.www_authenticate(url).encode("latin-1"))]
-        if isinstance(error, RateLimited):
+        if isinstance(error, RateLimited | ServiceUnavailable):
             return [(b"retry-after", retry_after_header(error.retry_after).encode())]
         return []

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from server.catalog import Catalog
@@ -115,6 +115,9 @@ class LegacyEra:
         client_request_timeout_s: float,
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
     ) -> None:
+        # Told when a session's resource subscriptions change, so a GET stream held by
+        # another replica can follow them.
+        self.on_subscriptions: Callable[[Session], None] | None = None
         self.catalog = catalog
         self.dispatcher = dispatcher
         self.store = store
@@ -230,6 +233,8 @@ class LegacyEra:
                 session.subscriptions.discard(uri)
             runtime.subscriptions = set(session.subscriptions)
             await self.store.save(session)
+            if self.on_subscriptions is not None:
+                self.on_subscriptions(session)
             return {}
         return await self.dispatcher.call(method, params, context)
 

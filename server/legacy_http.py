@@ -8,8 +8,13 @@ message carries an id so a dropped connection can be resumed with ``GET`` + ``La
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
-May import: asgi, errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness, eventstream,
-records, sessions, sse, subscriptions.
+Behind a load balancer the session's other requests may reach other replicas: answers to the
+server's questions and cancellations that find nothing here go on the :mod:`~server.bus` to
+the replica that waits, and a resume of a stream another replica holds is served from its
+:mod:`~server.stream_mirror` copy.
+
+May import: asgi, bus, errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness,
+eventstream, records, sessions, sse, stream_mirror, subscriptions.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from server.asgi import Receive, Send
+from server.bus import Bus, LocalBus
 from server.errors import InvalidRequest
 from server.eventstream import parse_event_id
 from server.gate import Gate
@@ -32,13 +38,14 @@ from server.jsonrpc import (
 )
 from server.legacy import LegacyEra
 from server.legacy_calls import PRIMING_SINCE, Call, finished, start_call
-from server.liveness import Runtimes, SessionRuntime
+from server.liveness import Runtimes, SessionRuntime, is_standalone_id
 from server.protocol import LEGACY_VERSIONS
 from server.records import Draft
 from server.sessions import Session
 from server.sse import (
     SSE_HEADERS,
     DisconnectWatch,
+    event_frame,
     priming_frame,
     pump,
     send_body,
@@ -46,6 +53,7 @@ from server.sse import (
     send_json,
     uncancel,
 )
+from server.stream_mirror import LocalMirror, StreamMirror
 from server.subscriptions import Hub
 
 log = logging.getLogger("server.legacy_http")
@@ -59,13 +67,23 @@ class LegacyOptions:
 
 class LegacyHttp:
     def __init__(
-        self, era: LegacyEra, runtimes: Runtimes, hub: Hub, gate: Gate, options: LegacyOptions
+        self,
+        era: LegacyEra,
+        runtimes: Runtimes,
+        hub: Hub,
+        gate: Gate,
+        options: LegacyOptions,
+        *,
+        bus: Bus | None = None,
+        mirror: StreamMirror | None = None,
     ) -> None:
         self.era = era
         self.gate = gate
         self.runtimes = runtimes
         self.hub = hub
         self.options = options
+        self.bus: Bus = bus or LocalBus()
+        self.mirror: StreamMirror = mirror or LocalMirror()
 
     # -- sessions and headers --------------------------------------------------------------
 
@@ -226,16 +244,26 @@ class LegacyHttp:
         if message.method == "notifications/initialized":
             await self.era.initialized(session)
         elif message.method == "notifications/cancelled":
-            self.era.cancel(runtime, message.params)
+            self.cancel(session, runtime, message)
         await send_empty(send, 202)
+
+    def cancel(self, session: Session, runtime: SessionRuntime, message: Notification) -> None:
+        if not self.era.cancel(runtime, message.params):
+            # The call may run on another replica.
+            self.bus.publish("cancel", {"sid": session.id, "params": dict(message.params)})
+
+    def answer(self, session: Session, runtime: SessionRuntime, message: Response) -> None:
+        if not self.era.accept_response(runtime, message):
+            # The question may wait on another replica; a stray answer is dropped there.
+            answer = {"id": message.id, "result": message.result, "error": message.error}
+            self.bus.publish("answer", {"sid": session.id, **answer})
 
     async def response(
         self, send: Send, headers: dict[str, str], message: Response, draft: Draft
     ) -> None:
         self.check_version_header(headers)
-        _, runtime = await self.session(headers, draft)
-        if not self.era.accept_response(runtime, message):
-            log.info("a client answer to %r found no waiting request", message.id)
+        session, runtime = await self.session(headers, draft)
+        self.answer(session, runtime, message)
         await send_empty(send, 202)
 
     async def batch(
@@ -251,12 +279,12 @@ class LegacyHttp:
         calls: list[Call] = []
         for message in messages:
             if isinstance(message, Response):
-                self.era.accept_response(runtime, message)
+                self.answer(session, runtime, message)
             elif isinstance(message, Notification):
                 if message.method == "notifications/initialized":
                     await self.era.initialized(session)
                 elif message.method == "notifications/cancelled":
-                    self.era.cancel(runtime, message.params)
+                    self.cancel(session, runtime, message)
             elif message.method == "initialize":
                 refused = Call(runtime.open_stream())
                 error = InvalidRequest("initialize must not be part of a batch")
@@ -292,8 +320,22 @@ class LegacyHttp:
         resume = parse_event_id(last_event_id) if last_event_id else None
         stream = runtime.streams.get(resume[0]) if resume else None
         after = resume[1] if resume and stream is not None else 0
-        if last_event_id and (
-            stream is None or (stream.finished and not stream.events_after(after))
+        missed: list[bytes] = []  # frames of another replica's GET stream, replayed first
+        follow = False
+        if resume and stream is None:
+            copy = await self.mirror.open(session.id, *resume)
+            if copy is not None and is_standalone_id(resume[0]):
+                # The GET stream was on another replica: replay what it kept, then carry on
+                # with this replica's own (it hears every change too).
+                missed = [event_frame(f"{resume[0]}_{seq}", data) for seq, data in copy.events]
+            elif copy is not None:
+                # A call running (or done) on another replica: follow its copy from here.
+                stream = copy.stream(resume[0], resume[1], self.runtimes.events_per_stream)
+                after, follow = resume[1], not copy.finished
+        if (
+            last_event_id
+            and not missed
+            and (stream is None or (stream.finished and not stream.events_after(after)))
         ):
             # Nothing left to resume (delivered, or forgotten): say so with a status that ends
             # a client's reconnect loop; a 200 that closes at once would invite another retry.
@@ -314,21 +356,30 @@ class LegacyHttp:
             )
         if standalone:
             runtime.standalone_followers += 1
+        if follow:
+            runtime.remote_followers += 1
+        feeder = asyncio.create_task(self.mirror.tail(session.id, stream)) if follow else None
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
                 await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
+            for frame in missed:
+                await send_body(send, frame)
             draft.stream_end = await pump(
                 receive, send, stream, after, keepalive_s=self.options.keepalive_s
             )
         finally:
             if standalone:
                 runtime.standalone_followers -= 1
+            if feeder is not None:
+                runtime.remote_followers -= 1
+                feeder.cancel()
 
     async def delete(self, send: Send, headers: dict[str, str], draft: Draft) -> None:
         session, _ = await self.session(headers, draft)
         await self.era.store.delete(session.id)
         self.session_ended(session.id)
+        self.bus.publish("ended", {"sid": session.id})
         await send_empty(send, 200)
 
     def session_ended(self, session_id: str) -> None:

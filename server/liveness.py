@@ -32,24 +32,42 @@ LIST_CHANGED = {
 }
 
 
+# Called with (session id, stream) for every stream a runtime opens: the Redis mirror copies
+# them so another replica can resume them.
+StreamHook = Callable[[str, EventStream], None]
+
+
+def is_standalone_id(stream_id: str) -> bool:
+    """Whether a stream id names a session's GET stream (their ids end in ``g``)."""
+    return stream_id.endswith("g")
+
+
 class SessionRuntime:
-    def __init__(self, session_id: str, events_per_stream: int) -> None:
+    def __init__(
+        self, session_id: str, events_per_stream: int, on_stream: StreamHook | None = None
+    ) -> None:
         self.session_id = session_id
         self._events_per_stream = events_per_stream
+        self._on_stream = on_stream
         self._stream_numbers = itertools.count(1)
         self._stream_prefix = secrets.token_hex(3)
         self.streams: OrderedDict[str, EventStream] = OrderedDict()
         self.standalone: EventStream | None = None
         self.standalone_followers = 0
+        # GET connections here following a stream that runs on another replica.
+        self.remote_followers = 0
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.inflight: dict[str | int, asyncio.Task[None]] = {}
         self._outgoing_ids = itertools.count(1)
         self.subscriptions: set[str] = set()
         self._feed: Callable[[], None] | None = None
 
-    def open_stream(self) -> EventStream:
-        stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}"
+    def open_stream(self, *, standalone: bool = False) -> EventStream:
+        # The random prefix keeps ids unique across replicas (and restarts) of one session.
+        stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
         stream = EventStream(stream_id, self._events_per_stream)
+        if self._on_stream is not None:
+            self._on_stream(self.session_id, stream)
         self.streams[stream_id] = stream
         if len(self.streams) > MAX_STREAMS_PER_SESSION:
             # Forget the oldest finished streams (their replay window is over); running ones
@@ -68,7 +86,7 @@ class SessionRuntime:
     ) -> EventStream:
         """The session's GET stream, created (and fed by the hub) on first use."""
         if self.standalone is None:
-            self.standalone = self.open_stream()
+            self.standalone = self.open_stream(standalone=True)
             self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
         return self.standalone
 
@@ -86,7 +104,8 @@ class SessionRuntime:
             stream.publish(encode_notification(LIST_CHANGED[change.kind]))
 
     def next_request_id(self) -> str:
-        return f"srv-{next(self._outgoing_ids)}"
+        # Unique across replicas: the answer may reach another replica, which relays it.
+        return f"srv-{self._stream_prefix}-{next(self._outgoing_ids)}"
 
     def close(self) -> None:
         """End everything: running calls are cancelled, waiting questions fail, streams end."""
@@ -107,18 +126,19 @@ class SessionRuntime:
 
     def busy(self) -> bool:
         """True while something still runs or streams, so idle expiry must wait."""
-        return bool(self.inflight) or self.standalone_followers > 0
+        return bool(self.inflight) or self.standalone_followers > 0 or self.remote_followers > 0
 
 
 class Runtimes:
-    def __init__(self, events_per_stream: int) -> None:
+    def __init__(self, events_per_stream: int, on_stream: StreamHook | None = None) -> None:
         self._runtimes: dict[str, SessionRuntime] = {}
-        self._events_per_stream = events_per_stream
+        self.events_per_stream = events_per_stream
+        self._on_stream = on_stream
 
     def get(self, session_id: str) -> SessionRuntime:
         runtime = self._runtimes.get(session_id)
         if runtime is None:
-            runtime = SessionRuntime(session_id, self._events_per_stream)
+            runtime = SessionRuntime(session_id, self.events_per_stream, self._on_stream)
             self._runtimes[session_id] = runtime
         return runtime
 
@@ -137,6 +157,9 @@ class Runtimes:
         for runtime in self._runtimes.values():
             if runtime.standalone is not None:
                 runtime.standalone.end_connections(reason)
+
+    def ids(self) -> list[str]:
+        return list(self._runtimes)
 
     def end_all(self) -> None:
         for session_id in list(self._runtimes):

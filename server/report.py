@@ -109,9 +109,14 @@ class Aggregator:
 
     def read(self, stream: BinaryIO, name: str) -> None:
         """Every line of ``stream`` (plain or gzipped); read errors are noted, not raised."""
+        self.read_batches(line_batches(stream), name)
+
+    def read_batches(self, batches: Iterable[Sequence[bytes]], name: str) -> None:
+        """Every batch of lines from one source (a file, a Redis stream); a read error (one of
+        :data:`~server.report_read.READ_ERRORS`) ends the source with a note, not a raise."""
         self.files.append(name)
         try:
-            for lines in line_batches(stream):
+            for lines in batches:
                 self.feed(lines)
         except READ_ERRORS as failure:
             self.errors.append(f"{name}: {str(failure) or type(failure).__name__}")

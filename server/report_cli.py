@@ -1,11 +1,13 @@
-"""``python -m server report FILE...``: its arguments, reading the files, writing the report.
+"""``python -m server report SOURCE...``: its arguments, reading the sources, writing the report.
 
-Files are read in the order given; ``-`` is stdin. A file that cannot be opened is a usage
-error (exit 2, nothing written), since a report silently missing a file would mislead; bad
-content inside a file is counted in the report and summed up on stderr, and the exit status
-stays 0.
+Sources are read in the order given: files, ``-`` for stdin, or a Redis stream
+(``redis://host:port/db#key``, see :mod:`server.report_redis`, imported only then, so the
+``redis`` package stays optional). A source that cannot be opened is a usage error (exit 2,
+nothing written), since a report silently missing a file would mislead; bad content inside a
+source is counted in the report and summed up on stderr, and the exit status stays 0.
 
-May import: report, report_model, report_render, report_html, the standard library.
+May import: report, report_model, report_render, report_html, report_redis, the standard
+library.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from server.report_html import render_html
 from server.report_model import Report
 from server.report_render import render_json, render_markdown, render_table
 
+REDIS_SCHEMES = ("redis://", "rediss://")
+DEFAULT_REDIS_KEY = "mcp:records"
 RENDERERS: dict[str, Callable[[Report], str]] = {
     "table": render_table,
     "json": render_json,
@@ -33,10 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "files",
         nargs="+",
-        metavar="FILE",
-        help="record files: .jsonl, rotated .jsonl.N, gzipped .gz; - for stdin",
+        metavar="SOURCE",
+        help="record files: .jsonl, rotated .jsonl.N, gzipped .gz; - for stdin; a Redis "
+        "stream: redis://[:password@]host:port/db[#key] (rediss:// for TLS)",
     )
     parser.add_argument("--format", choices=list(RENDERERS), default="table")
+    parser.add_argument(
+        "--redis-key",
+        default=DEFAULT_REDIS_KEY,
+        metavar="KEY",
+        help=f"stream key of redis:// sources without #key (default {DEFAULT_REDIS_KEY})",
+    )
     parser.add_argument("--output", metavar="PATH", help="write here instead of stdout")
 
 
@@ -45,6 +56,11 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     for name in args.files:
         if name == "-":
             aggregator.read(stdin if stdin is not None else sys.stdin.buffer, "(stdin)")
+            continue
+        if name.startswith(REDIS_SCHEMES):
+            problem = read_redis(aggregator, name, args.redis_key)
+            if problem:
+                return complain(problem)
             continue
         try:
             with open(name, "rb") as stream:
@@ -63,6 +79,26 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
         write_stdout(data)
     warn_about_input(report)
     return 0
+
+
+def read_redis(aggregator: Aggregator, source: str, default_key: str) -> str | None:
+    """Add a Redis stream to the report; what went wrong if it could not be read at all."""
+    try:
+        from server import report_redis
+    except ImportError:
+        return (
+            "reading a Redis stream needs the redis package: pip install 'mcp-http-server[redis]'"
+        )
+    try:
+        url, key, name = report_redis.parse_source(source, default_key)
+    except ValueError as failure:
+        return f"cannot read a Redis source: {failure}"
+    try:
+        batches = report_redis.open_stream(url, key)
+    except (OSError, ValueError) as failure:  # ValueError: a URL redis cannot parse
+        return f"cannot read {name}: {failure}"
+    aggregator.read_batches(batches, name)
+    return None
 
 
 def complain(message: str) -> int:

@@ -19,14 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from server.errors import McpError
+from server.errors import ServiceUnavailable
 
 
-class SessionLimit(McpError):
+class SessionLimit(ServiceUnavailable):
     """The session cap is reached; answered with 503 so clients back off and retry."""
-
-    code = -32000
-    status = 503
 
 
 def new_session_id() -> str:

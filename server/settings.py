@@ -12,7 +12,7 @@ import re
 import secrets
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     cors_origins: CommaList = []
     cors_max_age_s: int = Field(600, ge=0)
 
+    redis_url: SecretStr = SecretStr("")
+    redis_prefix: str = Field("mcp", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    redis_timeout_s: float = Field(2.0, gt=0, le=60)
+    records_redis_stream: str = Field("records", min_length=1, max_length=128)
+    records_redis_maxlen: int = Field(1_000_000, ge=1000)
+
     @field_validator(
         "allowed_hosts",
         "allowed_origins",
@@ -180,6 +186,17 @@ class Settings(BaseSettings):
         if value == "/":
             raise ValueError("MCP_PATH must name a path below /, such as /mcp")
         return value
+
+    @model_validator(mode="after")
+    def _replicas_share_a_secret(self) -> Settings:
+        # Replicas must verify each other's cursors and requestState; a per-process key would
+        # make every page or retry that lands on another replica fail.
+        if self.redis_url.get_secret_value() and not self.state_secret.get_secret_value():
+            raise ValueError(
+                "MCP_REDIS_URL is set (several replicas): set MCP_STATE_SECRET too, the same on "
+                "every replica (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return self
 
     def sealing_key(self) -> bytes:
         """The HMAC key for cursors and request state; random per process when unset."""

@@ -3,12 +3,15 @@
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
 queue drops the record and counts it; memory stays bounded) and a writer thread serialises and
 writes them in batches to one or several sinks: a JSON Lines file with size-based rotation
-(rotated files optionally gzipped), stdout (for container log collectors), or nothing. A
-failing sink (unwritable path, full disk) never stops the server: the failure is logged once
-per streak, counted, and reported through :attr:`Recorder.healthy`; the next batch retries.
-``close`` drains the queue, so a graceful shutdown writes every record.
+(rotated files optionally gzipped), stdout (for container log collectors), a Redis stream
+(:mod:`server.sinks_redis`, imported only when named, so the ``redis`` package stays optional),
+or nothing. A failing sink (unwritable path, full disk, Redis away) never stops the server: the
+failure is logged once per streak, counted, and reported through :attr:`Recorder.healthy`; the
+next batch retries. A sink that can keep what it could not write (see :class:`SinkBacklogged`)
+loses nothing while it fits in memory. ``close`` drains the queue, so a graceful shutdown writes
+every record.
 
-May import: orjson, the standard library.
+May import: sinks_redis, orjson, the standard library.
 """
 
 from __future__ import annotations
@@ -39,9 +42,25 @@ class Sink(Protocol):
     name: str
 
     def write(self, lines: list[bytes]) -> None:
-        """Write newline-terminated JSON lines; raise OSError on failure."""
+        """Write newline-terminated JSON lines; raise OSError (or ValueError) on failure."""
 
     def close(self) -> None: ...
+
+
+class SinkBacklogged(OSError):
+    """Raised by a sink that could not write now but kept the lines to write later.
+
+    From ``write``: the batch joined the sink's backlog. From ``open`` (the readiness probe,
+    which for such a sink delivers the backlog): some of the backlog is still there. The
+    :class:`Recorder` marks the sink failing, as for any failure, but counts nothing as
+    ``failed`` and does not reset (close) the sink, whose backlog must survive.
+
+    A sink that raises it keeps two numbers the Recorder reads after every call: ``backlog``,
+    the lines it holds, and ``shed``, the lines it ever gave up on (its backlog was full, or
+    they were still undelivered at ``close``). Lines leave the backlog oldest first, within a
+    call delivered ones before shed ones; a ``write`` or ``open`` that returns normally has
+    delivered the whole backlog.
+    """
 
 
 class StdoutSink:
@@ -142,9 +161,15 @@ class Recorder:
         self.written = 0  # records at least one sink wrote
         self.dropped = 0  # records refused because the queue was full
         self.failed = 0  # (record, sink) pairs a failing sink could not write
+        self.backlog = 0  # lines sinks kept to write later (see SinkBacklogged)
         # Failing sinks, and how: "open" failures clear when the sink opens again; "write"
         # failures (a full disk opens fine) only when a write succeeds.
         self._failing: dict[str, str] = {}
+        # Per sink with a backlog: what it holds, oldest first, as [lines, 1 if another sink
+        # wrote those records already (they are in ``written``) else 0]; and how many lines it
+        # had shed when last asked.
+        self._held: dict[str, deque[list[int]]] = {}
+        self._shed: dict[str, int] = {}
 
     @property
     def healthy(self) -> bool:
@@ -159,6 +184,7 @@ class Recorder:
             "dropped": self.dropped,
             "failed": self.failed,
             "queued": len(self._queue),
+            "backlog": self.backlog,
         }
 
     def start(self) -> None:
@@ -189,9 +215,10 @@ class Recorder:
         self._drain()
         for sink in self.sinks:
             try:
-                sink.close()
+                sink.close()  # a sink with a backlog tries to deliver it one last time
             except OSError:
                 log.exception("closing the %s record sink failed", sink.name)
+            self._settle(sink)
 
     def _run(self) -> None:
         while not self._stopping:
@@ -246,6 +273,8 @@ class Recorder:
             except (OSError, ValueError) as failure:
                 self._failed(sink, failure, "open")
                 continue
+            finally:
+                self._settle(sink)
             if self._failing.get(sink.name) == "open":
                 self._recovered(sink)
 
@@ -260,9 +289,15 @@ class Recorder:
 
     def _write(self, lines: list[bytes]) -> None:
         wrote = False
+        kept: list[Sink] = []
         for sink in self.sinks:
             try:
                 sink.write(lines)
+            except SinkBacklogged as failure:
+                # Kept, not lost; its open() delivers the backlog, so the probe sees it recover.
+                kept.append(sink)
+                self._failed(sink, failure, "open")
+                continue
             except (OSError, ValueError) as failure:
                 self.failed += len(lines)  # records this sink could not write
                 self._failed(sink, failure, "write")
@@ -273,6 +308,46 @@ class Recorder:
                 self._recovered(sink)
         if wrote:
             self.written += len(lines)
+        for sink in self.sinks:
+            self._settle(sink, len(lines) if sink in kept else 0, wrote)
+
+    def _settle(self, sink: Sink, added: int = 0, written: bool = False) -> None:
+        """Count what left a backlogging sink's backlog in the call just made, where ``added``
+        lines (``written`` by another sink or not) joined it: oldest first, delivered ones
+        (now written, if no other sink had) before shed ones (failed)."""
+        backlog = getattr(sink, "backlog", None)
+        if backlog is None:
+            return
+        held = self._held.setdefault(sink.name, deque())
+        total_shed: int = getattr(sink, "shed", 0)
+        shed = total_shed - self._shed.get(sink.name, 0)
+        self._shed[sink.name] = total_shed
+        before = sum(part[0] for part in held)
+        delivered = before + added - backlog - shed
+        self.written += self._take(held, delivered)
+        if added:
+            if held and held[-1][1] == written:
+                held[-1][0] += added
+            else:
+                held.append([added, int(written)])
+        self._take(held, shed)
+        self.failed += shed
+        self.backlog += backlog - before
+
+    @staticmethod
+    def _take(held: deque[list[int]], count: int) -> int:
+        """Remove ``count`` lines from the front; how many of them no other sink wrote."""
+        unwritten = 0
+        while count > 0 and held:
+            part = held[0]
+            taken = min(count, part[0])
+            part[0] -= taken
+            count -= taken
+            if not part[1]:
+                unwritten += taken
+            if not part[0]:
+                held.popleft()
+        return unwritten
 
     @staticmethod
     def _reset(sink: Sink) -> None:
@@ -281,7 +356,16 @@ class Recorder:
 
 
 def build_sinks(
-    names: list[str], *, path: str, max_bytes: int, backups: int, compress: bool
+    names: list[str],
+    *,
+    path: str,
+    max_bytes: int,
+    backups: int,
+    compress: bool,
+    redis_url: str = "",
+    redis_key: str = "mcp:records",
+    redis_maxlen: int = 1_000_000,
+    redis_timeout_s: float = 2.0,
 ) -> list[Sink]:
     if len(set(names)) != len(names):
         raise ValueError(f"MCP_RECORDS names a sink twice: {','.join(names)}")
@@ -293,6 +377,20 @@ def build_sinks(
             )
         elif name == "stdout":
             sinks.append(StdoutSink())
+        elif name == "redis":
+            sinks.append(_redis_sink(redis_url, redis_key, redis_maxlen, redis_timeout_s))
         elif name != "none":
-            raise ValueError(f"unknown record sink {name!r}: use file, stdout or none")
+            raise ValueError(f"unknown record sink {name!r}: use file, stdout, redis or none")
     return sinks
+
+
+def _redis_sink(url: str, key: str, maxlen: int, timeout_s: float) -> Sink:
+    if not url:
+        raise ValueError("MCP_RECORDS=redis needs MCP_REDIS_URL (redis://host:port/db)")
+    try:
+        from server.sinks_redis import RedisStreamSink
+    except ImportError as missing:
+        raise ValueError(
+            "MCP_RECORDS=redis needs the redis package: pip install 'mcp-http-server[redis]'"
+        ) from missing
+    return RedisStreamSink(url, key=key, maxlen=maxlen, timeout_s=timeout_s)

@@ -11,3 +11,13 @@ os.environ.setdefault("MCP_RECORDS", "none")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_server():  # type: ignore[no-untyped-def]
+    """One real redis-server for the session's shared-state tests (see tests/redis_server.py)."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer().start()
+    yield server
+    server.close()

@@ -370,14 +370,18 @@ async def test_a_question_is_a_request_on_the_stream_resolved_by_the_answer() ->
     h = await harness()
     asking = asyncio.ensure_future(h.exchange.ask({"name": Elicitation("Your name?", NAME_SCHEMA)}))
     question = await next_message(h.stream, 0)
+    first = question["id"]  # srv-<runtime>-<n>: unique across replicas of the session
+    assert isinstance(first, str)
+    assert first.startswith("srv-")
+    assert first.endswith("-1")
     assert question == {
         "jsonrpc": "2.0",
-        "id": "srv-1",
+        "id": first,
         "method": "elicitation/create",
         "params": {"message": "Your name?", "requestedSchema": NAME_SCHEMA},
     }
-    assert set(h.runtime.pending) == {"srv-1"}
-    answer = Response("srv-1", {"action": "accept", "content": {"name": "Ada"}})
+    assert set(h.runtime.pending) == {first}
+    answer = Response(first, {"action": "accept", "content": {"name": "Ada"}})
     assert h.era.accept_response(h.runtime, answer) is True
     with anyio.fail_after(2):
         assert await asking == {"name": ElicitResult("accept", {"name": "Ada"})}
@@ -388,9 +392,9 @@ async def test_a_question_is_a_request_on_the_stream_resolved_by_the_answer() ->
     # The next question gets a fresh id.
     again = asyncio.ensure_future(h.exchange.ask({"roots": Roots(None)}))
     second = await next_message(h.stream, 1)
-    assert second["id"] == "srv-2"
+    assert second["id"] == first.removesuffix("1") + "2"
     assert second["method"] == "roots/list"
-    h.era.accept_response(h.runtime, Response("srv-2", {"roots": [{"uri": "file:///tmp"}]}))
+    h.era.accept_response(h.runtime, Response(second["id"], {"roots": [{"uri": "file:///tmp"}]}))
     with anyio.fail_after(2):
         assert await again == {"roots": [{"uri": "file:///tmp"}]}
 
@@ -404,16 +408,15 @@ async def test_several_questions_at_once_each_get_their_own_id() -> None:
     )
     await next_message(h.stream, 1)
     questions = published(h.stream)
-    assert [(q["id"], q["method"]) for q in questions] == [
-        ("srv-1", "sampling/createMessage"),
-        ("srv-2", "elicitation/create"),
-    ]
+    sample_id, name_id = (q["id"] for q in questions)
+    assert [q["method"] for q in questions] == ["sampling/createMessage", "elicitation/create"]
+    assert sample_id != name_id
     assert not asking.done()
-    h.era.accept_response(h.runtime, Response("srv-2", {"action": "decline"}))
+    h.era.accept_response(h.runtime, Response(name_id, {"action": "decline"}))
     await asyncio.sleep(0)
     assert not asking.done()
     sampled = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
-    h.era.accept_response(h.runtime, Response("srv-1", sampled))
+    h.era.accept_response(h.runtime, Response(sample_id, sampled))
     with anyio.fail_after(2):
         assert await asking == {"sample": sampled, "name": ElicitResult("decline", None)}
     assert h.runtime.pending == {}

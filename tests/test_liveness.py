@@ -9,7 +9,7 @@ import pytest
 
 from server.catalog import Change
 from server.eventstream import EventStream, parse_event_id
-from server.liveness import MAX_STREAMS_PER_SESSION, Runtimes, SessionRuntime
+from server.liveness import MAX_STREAMS_PER_SESSION, Runtimes, SessionRuntime, is_standalone_id
 from server.subscriptions import Hub
 
 pytestmark = pytest.mark.anyio
@@ -83,9 +83,24 @@ def test_drop_stream_forgets_it() -> None:
     assert runtime.streams == {}
 
 
-def test_outgoing_request_ids_are_fresh() -> None:
+def test_outgoing_request_ids_are_fresh_and_unique_across_runtimes() -> None:
+    # Two replicas may each hold a runtime of one session; an answer relayed between them
+    # must find exactly one waiter, so their ids never collide.
     runtime = SessionRuntime("session", events_per_stream=4)
-    assert [runtime.next_request_id() for _ in range(3)] == ["srv-1", "srv-2", "srv-3"]
+    other = SessionRuntime("session", events_per_stream=4)
+    ids = [runtime.next_request_id() for _ in range(3)]
+    assert len(set(ids)) == 3
+    assert all(id_.startswith("srv-") for id_ in ids)
+    assert [int(id_.rpartition("-")[2]) for id_ in ids] == [1, 2, 3]
+    assert not set(ids) & {other.next_request_id() for _ in range(3)}
+
+
+def test_standalone_streams_are_named_as_such() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    call = runtime.open_stream()
+    standalone = runtime.standalone_stream(Hub(), dict)
+    assert is_standalone_id(standalone.id)
+    assert not is_standalone_id(call.id)
 
 
 # -- the standalone stream and the hub ----------------------------------------------------------

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from server.records import Privacy
-from server.sinks import JsonlFileSink, Recorder, StdoutSink, build_sinks
+from server.sinks import JsonlFileSink, Recorder, SinkBacklogged, StdoutSink, build_sinks
 
 
 def line(number: int, width: int = 24) -> bytes:
@@ -374,6 +374,7 @@ def test_a_recorder_without_sinks_takes_records_and_does_nothing() -> None:
         "dropped": 0,
         "failed": 0,
         "queued": 0,
+        "backlog": 0,
     }
     recorder.close()
 
@@ -392,6 +393,7 @@ def test_status_reports_every_field() -> None:
         "dropped": 2,
         "failed": 0,
         "queued": 5,
+        "backlog": 0,
     }
     other.failing = True
     recorder.close()
@@ -403,6 +405,7 @@ def test_status_reports_every_field() -> None:
         "dropped": 2,
         "failed": 5,  # (record, sink) pairs lost
         "queued": 0,
+        "backlog": 0,
     }
     assert len(sink.lines) == 5
     assert other.lines == []
@@ -644,3 +647,140 @@ def test_a_record_that_cannot_be_serialised_does_not_kill_the_writer() -> None:
     assert first["client"] == {"capabilities": {"_unencodable": True}}
     assert recorder.written == 2
     assert recorder.healthy
+
+
+# -- sinks that keep what they could not write (SinkBacklogged) ---------------------------------
+
+
+class BacklogSink:
+    """A scripted backlogging sink: while ``down`` it keeps lines (up to ``bound``, shedding the
+    oldest past it) and raises SinkBacklogged; once up, it delivers the backlog first."""
+
+    name = "redis"
+
+    def __init__(self, bound: int = 1000) -> None:
+        self.bound = bound
+        self.down = False
+        self.kept: list[bytes] = []
+        self.lines: list[bytes] = []
+        self.shed = 0
+        self.resets = 0
+
+    @property
+    def backlog(self) -> int:
+        return len(self.kept)
+
+    def _deliver(self) -> bool:
+        if self.down:
+            return False
+        self.lines += self.kept
+        self.kept = []
+        return True
+
+    def write(self, lines: list[bytes]) -> None:
+        if self._deliver():
+            self.lines += lines
+            return
+        self.kept += lines
+        if len(self.kept) > self.bound:
+            self.shed += len(self.kept) - self.bound
+            del self.kept[: len(self.kept) - self.bound]
+        raise SinkBacklogged(f"down; {len(self.kept)} kept")
+
+    def open(self) -> None:
+        if not self._deliver():
+            raise SinkBacklogged("still down")
+
+    def close(self) -> None:
+        if not self._deliver():
+            self.shed += len(self.kept)
+            self.kept = []
+        self.resets += 1
+
+    def numbers(self) -> list[int]:
+        return [json.loads(text)["n"] for text in self.lines]
+
+
+def feed(recorder: Recorder, numbers: range) -> None:
+    for number in numbers:
+        recorder.record({"n": number})
+    recorder._drain()
+
+
+def test_backlogged_records_are_neither_failed_nor_written_until_delivered() -> None:
+    sink = BacklogSink()
+    recorder = Recorder([sink], capacity=1000, batch=4)
+    sink.down = True
+    feed(recorder, range(10))
+    status = recorder.status()
+    assert (status["healthy"], status["failing"]) == (False, ["redis"])
+    assert (status["written"], status["failed"], status["backlog"]) == (0, 0, 10)
+    assert sink.resets == 0  # a backlogging sink is not reset: its backlog must survive
+
+    sink.down = False
+    recorder._probe()  # no traffic: the probe delivers the backlog
+    status = recorder.status()
+    assert (status["healthy"], status["written"], status["failed"], status["backlog"]) == (
+        True,
+        10,
+        0,
+        0,
+    )
+    feed(recorder, range(10, 15))
+    recorder.close()
+    assert sink.numbers() == list(range(15))
+    assert (recorder.written, recorder.failed, recorder.backlog) == (15, 0, 0)
+
+
+def test_the_next_write_delivers_the_backlog_first() -> None:
+    sink = BacklogSink()
+    recorder = Recorder([sink], capacity=1000, batch=3)
+    sink.down = True
+    feed(recorder, range(6))
+    sink.down = False
+    feed(recorder, range(6, 8))
+    assert recorder.healthy
+    assert sink.numbers() == list(range(8))
+    assert (recorder.written, recorder.failed, recorder.backlog) == (8, 0, 0)
+
+
+def test_shed_lines_count_as_failed_and_the_rest_as_written() -> None:
+    sink = BacklogSink(bound=5)
+    recorder = Recorder([sink], capacity=1000, batch=4)
+    sink.down = True
+    feed(recorder, range(12))  # 12 kept, 7 of them shed: the oldest
+    assert (recorder.written, recorder.failed, recorder.backlog) == (0, 7, 5)
+    sink.down = False
+    recorder._probe()
+    assert sink.numbers() == list(range(7, 12))
+    assert (recorder.written, recorder.failed, recorder.backlog) == (5, 7, 0)
+    recorder.close()
+
+
+def test_what_close_cannot_deliver_is_failed() -> None:
+    sink = BacklogSink()
+    recorder = Recorder([sink], capacity=1000, batch=4)
+    sink.down = True
+    for number in range(6):
+        recorder.record({"n": number})
+    recorder.close()  # drains into the backlog, then close gives up on it
+    assert (recorder.written, recorder.failed, recorder.backlog) == (0, 6, 0)
+    assert recorder.healthy is False
+
+
+def test_records_another_sink_wrote_are_written_once() -> None:
+    kept, plain = BacklogSink(), MemorySink("file")
+    recorder = Recorder([kept, plain], capacity=1000, batch=4)
+    kept.down = True
+    feed(recorder, range(8))
+    # The file wrote them: written now, and not again when the backlog is delivered.
+    assert (recorder.written, recorder.failed, recorder.backlog) == (8, 0, 8)
+    plain.failing = True
+    feed(recorder, range(8, 12))  # nobody wrote these yet: written when delivered
+    assert (recorder.written, recorder.failed, recorder.backlog) == (8, 4, 12)
+    kept.down = False
+    plain.failing = False
+    recorder._probe()
+    assert (recorder.written, recorder.failed, recorder.backlog) == (12, 4, 0)
+    assert kept.numbers() == list(range(12))
+    recorder.close()

@@ -1,0 +1,140 @@
+"""Shared state for several replicas: which flavour to build, and what to do with bus events.
+
+:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror) when
+``MCP_REDIS_URL`` is set, else the in-process one; the rest of the server sees only the
+interfaces (:class:`~server.sessions.SessionStore`, :class:`~server.bus.Bus`,
+:class:`~server.stream_mirror.StreamMirror`). :class:`Replica` applies what the other replicas
+announce on the bus to this process: catalog changes to the hub, and a session's ending,
+answers, cancellations and subscription changes to what this process holds for the session.
+
+May import: bus, catalog, jsonrpc, legacy_http, liveness, redis_link, sessions,
+sessions_redis, settings, stream_mirror, subscriptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast, get_args
+
+from server.bus import Bus, LocalBus
+from server.catalog import Change, ChangeKind
+from server.jsonrpc import Response, is_valid_id
+from server.legacy_http import LegacyHttp
+from server.sessions import MemorySessionStore, SessionStore
+from server.settings import Settings
+from server.stream_mirror import LocalMirror, StreamMirror
+from server.subscriptions import Hub
+
+log = logging.getLogger("server.replication")
+
+_KINDS: frozenset[str] = frozenset(get_args(ChangeKind))
+_LIST_KINDS = ("tools", "prompts", "resources")
+
+
+@dataclass
+class SharedState:
+    store: SessionStore
+    bus: Bus
+    mirror: StreamMirror
+    link: Any = None  # the RedisLink, when there is one
+
+    def status(self) -> dict[str, Any] | None:
+        """Readiness detail: None in one process; Redis's state and the bus's otherwise."""
+        if self.link is None:
+            return None
+        return {**self.link.status(), "bus": self.bus.status()}
+
+    @property
+    def healthy(self) -> bool:
+        return self.link is None or bool(self.link.connected)
+
+
+def shared_state(
+    settings: Settings,
+    *,
+    local_sessions: Callable[[], list[str]],
+    busy: Callable[[str], bool],
+    ended: Callable[[str], None],
+) -> SharedState:
+    url = settings.redis_url.get_secret_value()
+    if not url:
+        store = MemorySessionStore(
+            max_sessions=settings.max_sessions,
+            idle_timeout_s=settings.session_idle_timeout_s,
+            busy=busy,
+            ended=ended,
+        )
+        return SharedState(store, LocalBus(), LocalMirror())
+    try:
+        from server.bus import RedisBus
+        from server.redis_link import RedisLink
+        from server.sessions_redis import RedisSessionStore
+        from server.stream_mirror import RedisMirror
+    except ImportError as missing:
+        raise RuntimeError(
+            "MCP_REDIS_URL is set but the redis package is missing: "
+            "pip install 'mcp-http-server[redis]'"
+        ) from missing
+    link = RedisLink(url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
+    redis_store = RedisSessionStore(
+        link,
+        max_sessions=settings.max_sessions,
+        idle_timeout_s=settings.session_idle_timeout_s,
+        local=local_sessions,
+        busy=busy,
+        ended=ended,
+    )
+    mirror = RedisMirror(
+        link, capacity=settings.events_per_stream, ttl_s=settings.session_idle_timeout_s
+    )
+    return SharedState(redis_store, RedisBus(link), mirror, link)
+
+
+class Replica:
+    """Applies other replicas' bus events here."""
+
+    def __init__(self, hub: Hub, legacy: LegacyHttp) -> None:
+        self.hub = hub
+        self.legacy = legacy
+
+    def deliver(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "change":
+            change_kind, uri = data.get("kind"), data.get("uri")
+            # A list change has no uri; a resource update must name one (streams rely on it).
+            uri_ok = isinstance(uri, str) if change_kind == "resource_updated" else uri is None
+            if isinstance(change_kind, str) and change_kind in _KINDS and uri_ok:
+                self.hub.publish(Change(cast(ChangeKind, change_kind), uri))
+            return
+        if kind == "resync":
+            # Changes may have been missed while Redis was away: clients re-read the lists.
+            for list_kind in _LIST_KINDS:
+                self.hub.publish(Change(list_kind))  # type: ignore[arg-type]
+            return
+        session_id = data.get("sid")
+        if not isinstance(session_id, str):
+            return
+        if kind == "ended":
+            self.legacy.session_ended(session_id)
+            return
+        runtime = self.legacy.runtimes.peek(session_id)
+        if runtime is None:
+            return
+        if kind == "answer":
+            request_id = data.get("id")
+            error = data.get("error")
+            if (
+                isinstance(request_id, str | int)
+                and is_valid_id(request_id)
+                and (error is None or isinstance(error, dict))
+            ):
+                response = Response(request_id, data.get("result"), error)
+                self.legacy.era.accept_response(runtime, response)
+        elif kind == "cancel" and isinstance(data.get("params"), dict):
+            self.legacy.era.cancel(runtime, data["params"])
+        elif kind == "subs" and isinstance(data.get("uris"), list):
+            runtime.subscriptions = {uri for uri in data["uris"] if isinstance(uri, str)}
+
+    def announce_change(self, change: Change) -> None:
+        self.legacy.bus.publish("change", {"kind": change.kind, "uri": change.uri})

@@ -1,0 +1,271 @@
+"""server.redis_link: bounded Redis operations, 503 on failure, connection state, stop_task.
+
+Uses the session's ``redis_server`` (a real redis-server); a test that stops it starts it again
+in a ``finally``. Every test has its own key prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from server.errors import ServiceUnavailable, http_status
+from server.redis_link import PING_LOST_S, RedisLink, redis_failure, stop_task
+from tests.redis_server import RedisServer, free_port
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT_S = 0.5
+
+
+def fresh_prefix() -> str:
+    return f"t{time.monotonic_ns()}"
+
+
+@pytest.fixture
+async def link(redis_server: RedisServer) -> AsyncIterator[RedisLink]:
+    redis_link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
+    yield redis_link
+    await redis_link.close()
+
+
+@contextlib.contextmanager
+def redis_stopped(redis_server: RedisServer) -> Iterator[None]:
+    redis_server.stop()
+    try:
+        yield
+    finally:
+        redis_server.start()
+
+
+async def expect_unavailable(link: RedisLink, operation: Any) -> float:
+    """Run ``operation`` through the link; it must fail with 503 in bounded time."""
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable) as caught:
+        await link.run(operation)
+    elapsed = time.monotonic() - started
+    assert elapsed < link.timeout_s * 2 + 1
+    assert caught.value.retry_after == PING_LOST_S
+    assert http_status(caught.value, "legacy") == 503
+    assert http_status(caught.value, "modern") == 503
+    return elapsed
+
+
+# -- success ------------------------------------------------------------------------------------
+
+
+async def test_a_new_link_is_not_connected_yet(link: RedisLink) -> None:
+    assert link.connected is False
+    assert link.status() == {"connected": False, "error": "not connected yet"}
+
+
+async def test_run_returns_the_result_and_marks_connected(link: RedisLink) -> None:
+    assert await link.run(link.client.ping()) is True
+    assert link.connected is True
+    assert link.last_error is None
+    assert link.lost_at is None
+    assert link.status() == {"connected": True}
+    await link.run(link.client.set(link.key("k"), b"v"))
+    assert await link.run(link.client.get(link.key("k"))) == b"v"
+
+
+async def test_key_joins_the_prefix_and_parts(link: RedisLink) -> None:
+    assert link.key("session", "abc") == f"{link.prefix}:session:abc"
+    assert link.key() == link.prefix
+
+
+async def test_errors_that_are_not_redis_failures_pass_through(link: RedisLink) -> None:
+    async def broken() -> None:
+        raise ValueError("a bug of ours")
+
+    with pytest.raises(ValueError, match="a bug of ours"):
+        await link.run(broken())
+    assert link.status()["error"] == "not connected yet"  # not taken for an outage
+
+
+def test_redis_failure_classifies_errors() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    assert redis_failure(RedisConnectionError("gone"))
+    assert redis_failure(ConnectionRefusedError())
+    assert redis_failure(TimeoutError())
+    assert not redis_failure(ValueError())
+    assert not redis_failure(KeyError("x"))
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+async def test_a_closed_port_is_a_prompt_503() -> None:
+    link = RedisLink(
+        f"redis://127.0.0.1:{free_port()}/0", prefix=fresh_prefix(), timeout_s=TIMEOUT_S
+    )
+    try:
+        await expect_unavailable(link, link.client.ping())
+        assert link.connected is False
+        assert link.lost_at is not None
+        status = link.status()
+        assert status["connected"] is False
+        assert "Connect" in status["error"] or "refused" in status["error"].lower()
+    finally:
+        await link.close()
+
+
+async def test_a_redis_that_never_answers_is_a_bounded_503() -> None:
+    # Accepts connections (the kernel completes the handshake) but never says a word.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        link = RedisLink(f"redis://127.0.0.1:{port}/0", prefix=fresh_prefix(), timeout_s=0.2)
+        try:
+            elapsed = await expect_unavailable(link, link.client.ping())
+            assert elapsed >= 0.2  # it did wait for the timeout, then gave up
+            assert link.connected is False
+            assert link.status()["error"]
+        finally:
+            await link.close()
+
+
+async def test_redis_stopped_is_a_503_and_the_link_says_so(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    await link.run(link.client.ping())
+    assert link.connected
+    with redis_stopped(redis_server):
+        await expect_unavailable(link, link.client.ping())
+        assert link.connected is False
+        assert link.status()["error"]
+        lost_at = link.lost_at
+        assert lost_at is not None
+        # Still away: the outage keeps its start time.
+        await expect_unavailable(link, link.client.get(link.key("k")))
+        assert link.lost_at == lost_at
+    # Redis is back: the next operation (a stale pooled connection, retried once) works.
+    assert await link.run(link.client.ping()) is True
+    assert link.status() == {"connected": True}
+    assert link.lost_at is None
+
+
+async def test_reconnect_listeners_hear_once_that_redis_is_back(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    await link.run(link.client.ping())
+    heard: list[str] = []
+
+    def failing_listener() -> None:
+        raise RuntimeError("a listener's bug must not stop the others")
+
+    link.on_reconnect(failing_listener)
+    link.on_reconnect(lambda: heard.append("back"))
+    await link.run(link.client.ping())
+    assert heard == []  # no outage yet
+    with redis_stopped(redis_server):
+        for _ in range(2):
+            with pytest.raises(ServiceUnavailable):
+                await link.run(link.client.ping())
+        assert heard == []
+    await link.run(link.client.ping())
+    assert heard == ["back"]
+    await link.run(link.client.ping())
+    await link.run(link.client.set(link.key("k"), b"v"))
+    assert heard == ["back"]  # once per outage, not per operation
+
+
+async def test_the_monitor_notices_redis_going_and_coming_back(
+    link: RedisLink, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import server.redis_link as redis_link_module
+
+    monkeypatch.setattr(redis_link_module, "PING_CONNECTED_S", 0.05)
+    monkeypatch.setattr(redis_link_module, "PING_LOST_S", 0.05)
+    heard: list[str] = []
+    link.on_reconnect(lambda: heard.append("back"))
+    link.start()
+
+    async def until(predicate: Any) -> None:
+        async with asyncio.timeout(5):
+            while not predicate():  # noqa: ASYNC110 - the monitor sets no event
+                await asyncio.sleep(0.01)
+
+    await until(lambda: link.connected)
+    heard.clear()  # the first connection is not what this test is about
+    with redis_stopped(redis_server):
+        await until(lambda: not link.connected)
+        assert link.status()["error"]
+    await until(lambda: link.connected)
+    assert heard == ["back"]
+    started = time.monotonic()
+    await link.close()
+    assert time.monotonic() - started < 1
+
+
+# -- stop_task ----------------------------------------------------------------------------------
+
+
+async def test_stop_task_stops_a_task_that_swallows_one_cancellation() -> None:
+    swallowed = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            swallowed.append(True)  # as redis-py may do inside a pipeline's execute
+        await asyncio.sleep(30)
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await stop_task(task, patience_s=0.1)
+    assert time.monotonic() - started < 1
+    assert swallowed == [True]
+    assert task.cancelled()
+
+
+async def test_stop_task_retrieves_a_failure_and_accepts_a_finished_task() -> None:
+    async def failing() -> None:
+        raise RuntimeError("failed before it was stopped")
+
+    task = asyncio.create_task(failing())
+    await asyncio.sleep(0)
+    assert task.done()
+    await stop_task(task, patience_s=0.1)  # no exception, and none left unretrieved
+
+    async def quick() -> None:
+        return None
+
+    done = asyncio.create_task(quick())
+    await done
+    await stop_task(done, patience_s=0.1)
+    assert done.done()
+    assert not done.cancelled()
+
+
+async def test_stop_task_gives_up_on_a_task_that_never_stops() -> None:
+    release = asyncio.Event()
+    refusals = []
+
+    async def immortal() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                refusals.append(True)
+
+    task = asyncio.create_task(immortal())
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await stop_task(task, patience_s=0.02)
+    assert time.monotonic() - started < 1  # bounded: five tries, then it logs and returns
+    assert len(refusals) == 5
+    assert not task.done()
+    release.set()
+    task.cancel()
+    await asyncio.wait({task}, timeout=1)
+    assert task.done()
