@@ -156,6 +156,11 @@ check "image keeps its HEALTHCHECK (docker format)" "$healthcheck" \
   grep -q '/healthz' <<<"$healthcheck"
 check "image trusts no forwarded headers by default" "$env" \
   test "${env/MCP_TRUSTED_PROXIES/}" = "$env"
+# (podman's own warnings go to stderr; only the version is on stdout)
+redis_client=$(podman run --rm "$IMAGE" python3 -c 'import redis; print(redis.__version__)' \
+  2>"$LOG/redis-import.log" || true)
+check "image can share state through Redis (redis package $redis_client)" "$redis_client" \
+  grep -Eq '^[0-9]+\.[0-9]+' <<<"$redis_client"
 
 # -- run --------------------------------------------------------------------------------------
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -186,7 +186,7 @@ class McpEndpoint:
             json_ok, sse_ok = negotiate(headers.get("accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes)
             message = decode(body)
-            self.describe(draft, message, body)
+            self.describe(draft, message)
             if isinstance(message, list):
                 era = draft.era = "legacy"
                 await self.legacy.batch(send, headers, message, draft)
@@ -241,9 +241,8 @@ class McpEndpoint:
                 receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok
             )
 
-    def describe(self, draft: Draft, message: Message | list[Message], body: bytes) -> None:
+    def describe(self, draft: Draft, message: Message | list[Message]) -> None:
         """What the request is, as far as the body says, before anything can reject it."""
-        draft.body = body
         if isinstance(message, list):
             draft.batch_size = len(message)
             draft.method = "(batch)"

@@ -41,20 +41,23 @@ class Privacy:
     redact: tuple[str, ...]
     max_params_bytes: int
     keep_params: bool = True
+    # Verdicts per key already seen (params repeat the same few keys); bounded.
+    _verdicts: dict[Any, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def apply(self, record: dict[str, Any]) -> None:
         """Make a record's params fit to keep (the record writer calls this, off the request
         path)."""
-        raw = record.pop("_body", None)
         # Params and capabilities are parts of the body: a body within the cap needs no
-        # measuring, and one that mentions no sensitive word anywhere needs no redaction walk.
+        # measuring, and values with no sensitive key anywhere need no redacted copy.
         small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
-        # A backslash may hide a key behind a JSON escape ("pass\u0077ord"): walk those.
+        client = record.get("client")
+        capabilities = client.get("capabilities") if isinstance(client, dict) else None
         harmless = (
             small
-            and isinstance(raw, bytes)
-            and b"\\" not in raw
-            and not self.mentions_sensitive(raw)
+            and not self.has_sensitive_key(record.get("params"))
+            # Legacy records carry the capabilities of the session's initialize, not of this
+            # body: they are checked on their own.
+            and not self.has_sensitive_key(capabilities)
         )
         if "params" in record:
             if harmless and self.keep_params:
@@ -66,13 +69,37 @@ class Privacy:
                 record["params"] = self.clean(record["params"], measured=small)
         # Declared capabilities are client-sent too: same redaction and size cap (keeping them
         # even when params are dropped, since the report needs them).
-        client = record.get("client")
-        if harmless:
-            return
-        if isinstance(client, dict) and client.get("capabilities") is not None:
-            client["capabilities"] = Privacy(self.redact, self.max_params_bytes).clean(
-                client["capabilities"]
-            )
+        if not harmless and capabilities is not None:
+            assert isinstance(client, dict)
+            client["capabilities"] = Privacy(self.redact, self.max_params_bytes).clean(capabilities)
+
+    def has_sensitive_key(self, value: Any, depth: int = 0) -> bool:
+        """Whether a key matching the redaction list appears at any depth (past 32 levels:
+        assumed so, and the careful path takes over)."""
+        if depth > 32:
+            return True
+        kind = type(value)
+        if kind is dict:
+            verdicts = self._verdicts
+            for key, item in value.items():
+                verdict = verdicts.get(key)
+                if verdict is None:
+                    verdict = _sensitive(str(key), self.redact)
+                    if len(verdicts) < 4096:
+                        verdicts[key] = verdict
+                if verdict:
+                    return True
+                if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
+                    item, depth + 1
+                ):
+                    return True
+        elif kind is list:
+            for item in value:
+                if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
+                    item, depth + 1
+                ):
+                    return True
+        return False
 
     def clean(self, params: Any, *, measured: bool = False) -> Any:
         """``measured``: the caller knows the params fit the cap, so they are not encoded.
@@ -102,11 +129,6 @@ class Privacy:
         if isinstance(value, list):
             return [self._redact(item, depth + 1) for item in value]
         return value
-
-    def mentions_sensitive(self, raw: bytes) -> bool:
-        """Whether a redaction word appears anywhere in ``raw`` (the same normalisation)."""
-        normal = raw.lower().replace(b"-", b"").replace(b"_", b"")
-        return any(word.encode() in normal for word in self.redact)
 
     def sensitive(self, key: Any) -> bool:
         return _sensitive(str(key), self.redact)
@@ -200,7 +222,6 @@ class Draft:
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
-    body: bytes | None = None
 
     def client(self, info: Any, capabilities: Any) -> None:
         if isinstance(info, dict):
@@ -287,12 +308,8 @@ class Draft:
         return observed
 
     def build(self) -> dict[str, Any]:
-        """The request record; the writer thread calls this (see :meth:`finish`). The raw body
-        rides along for the privacy pass (which removes it) to check cheaply."""
-        record = self.request_record()
-        if self.body is not None:
-            record["_body"] = self.body
-        return record
+        """The request record; the writer thread calls this (see :meth:`finish`)."""
+        return self.request_record()
 
     def finish(self, emit: Callable[[Any], None]) -> None:
         """Emit what is still owed: the request record, and the stream record if it streamed.

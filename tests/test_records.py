@@ -79,6 +79,46 @@ def make_draft(**overrides: Any) -> Draft:
 # -- Privacy ------------------------------------------------------------------------------------
 
 
+def test_a_small_harmless_record_keeps_its_params_without_meta() -> None:
+    record = {
+        "bytes_in": 100,
+        "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": 1}},
+        "client": {"name": "c", "capabilities": {"roots": {}}},
+    }
+    privacy().apply(record)
+    assert record["params"] == {"name": "echo", "arguments": {"text": "hi"}}
+    assert record["client"]["capabilities"] == {"roots": {}}
+
+
+def test_session_capabilities_are_redacted_even_when_the_body_is_harmless() -> None:
+    # Legacy records carry the capabilities of the session's initialize, not of this body.
+    record = {
+        "bytes_in": 100,
+        "params": {"name": "echo"},
+        "client": {"capabilities": {"experimental": {"apiKey": "k-123"}}},
+    }
+    privacy().apply(record)
+    assert record["client"]["capabilities"] == {"experimental": {"apiKey": REDACTED}}
+    assert record["params"] == {"name": "echo"}
+
+
+def test_a_key_written_with_json_escapes_is_still_redacted() -> None:
+    params = orjson.loads(rb'{"arguments": {"pass\u0077ord": "hunter2"}}')
+    assert "password" in params["arguments"]
+    record = {"bytes_in": 60, "params": params}
+    privacy().apply(record)
+    assert record["params"] == {"arguments": {"password": REDACTED}}
+
+
+def test_sensitive_key_verdicts_are_remembered_and_bounded() -> None:
+    shield = privacy()
+    assert shield.has_sensitive_key({"a": [{"b": {"Client_Secret": 1}}]})
+    assert not shield.has_sensitive_key({"a": [{"b": {"c": 1}}]})
+    for number in range(5000):
+        shield.has_sensitive_key({f"key{number}": 1})
+    assert shield.has_sensitive_key({"x": {"TOKEN": 1}})
+
+
 def test_redaction_reaches_every_depth_including_lists() -> None:
     params = {
         "name": "login",

@@ -299,3 +299,53 @@ async def test_redis_away_gives_503_for_shared_state_and_keeps_modern_calls_work
         sid = await open_session(client, f"{b}/mcp")
         pong = await post(client, a, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, sid)
         assert pong.status_code == 200
+
+
+async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_recovers(
+    redis_server: Any,
+) -> None:
+    redis_server.stop()
+    thread = None
+    try:
+        settings = Settings(
+            redis_url=redis_server.url,
+            redis_prefix=f"t{time.monotonic_ns()}",
+            redis_timeout_s=0.5,
+            state_secret="a shared secret for both replicas",
+            records=["none"],
+        )
+        thread = ServerThread(Application(settings, make_catalog()), check_health=True).start()
+        url = thread.url
+        async with httpx.AsyncClient(timeout=5) as client:
+            ready = await client.get(f"{url}/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["redis"]["connected"] is False
+            message = modern_call("toggle", {}, 1)
+            served = await client.post(f"{url}/mcp", json=message, headers=modern_headers(message))
+            assert served.status_code == 200
+            refused = await client.post(
+                f"{url}/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "early", "version": "1"},
+                    },
+                },
+                headers=legacy_headers(),
+            )
+            assert refused.status_code == 503
+            assert refused.json()["error"]["code"] == -32000
+            redis_server.start()
+            await asyncio.to_thread(wait_ready, [url])
+            sid = await open_session(client, f"{url}/mcp")
+            pong = await post(client, url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, sid)
+            assert pong.status_code == 200
+    finally:
+        if redis_server.process is None:
+            redis_server.start()
+        if thread is not None:
+            thread.stop()
