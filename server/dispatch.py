@@ -7,7 +7,7 @@ follows from the catalog's derived capabilities, so a method is routed exactly w
 advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error.
 
-May import: errors, catalog, completion, context, pagination, resources, tools.
+May import: aio, errors, catalog, completion, context, pagination, resources, tools.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from server.aio import running_loop
 from server.catalog import Catalog
 from server.completion import run_completer
 from server.context import Context
@@ -90,7 +91,8 @@ class Dispatcher:
             return await self._handlers[method](params, context)
         # A bare timer rather than asyncio.timeout(): the same cancellation at a fraction of
         # the cost, and this runs on every call.
-        task = asyncio.current_task()
+        loop = running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
         expired = False
 
@@ -99,7 +101,7 @@ class Dispatcher:
             expired = True
             task.cancel()
 
-        timer = asyncio.get_running_loop().call_later(self.handler_timeout_s, expire)
+        timer = loop.call_later(self.handler_timeout_s, expire)
         try:
             return await self._handlers[method](params, context)
         except asyncio.CancelledError:

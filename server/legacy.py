@@ -12,7 +12,8 @@ answer and the session ending all release the waiter.
 
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 
-May import: errors, protocol, jsonrpc, catalog, context, dispatch, sessions, liveness, eventstream.
+May import: aio, errors, protocol, jsonrpc, catalog, context, dispatch, sessions, liveness,
+eventstream.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from server.aio import Deadline, running_loop
 from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import Dispatcher
@@ -67,7 +69,7 @@ class LegacyExchange:
             self._stream.end_connections()
 
     async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         waiting: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         try:
             for key, request in requests.items():
@@ -77,7 +79,7 @@ class LegacyExchange:
                 waiting[key] = (request_id, future)
                 self._stream.publish(encode_request(request_id, request.method, request.params()))
             try:
-                async with asyncio.timeout(self._timeout_s):
+                async with Deadline(self._timeout_s):
                     await asyncio.gather(*(future for _, future in waiting.values()))
             except TimeoutError:
                 raise ClientRequestFailed(

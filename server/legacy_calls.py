@@ -6,7 +6,7 @@ response last, to its :class:`~server.eventstream.EventStream`; the HTTP side fo
 stream. Whatever happens (a result, an error, a cancellation even before the task's first step),
 the stream is finished and the call leaves the session's in-flight table.
 
-May import: errors, jsonrpc, legacy, liveness, eventstream, sessions.
+May import: aio, errors, jsonrpc, legacy, liveness, eventstream, sessions.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from server.aio import create_task, current_task
 from server.errors import InternalError, McpError, http_status
 from server.eventstream import EventStream
 from server.jsonrpc import Request, encode_error, encode_result
@@ -40,7 +41,7 @@ class Call:
 
 def start_call(era: LegacyEra, session: Session, runtime: SessionRuntime, request: Request) -> Call:
     call = Call(runtime.open_stream())
-    task = asyncio.create_task(_run(era, session, runtime, request, call))
+    task = create_task(_run(era, session, runtime, request, call))
     runtime.inflight[request.id] = task
 
     def settle(done: asyncio.Task[None]) -> None:
@@ -79,7 +80,7 @@ async def _run(
         call.error = (InternalError.code, "Internal error")
     finally:
         context.finish()
-        if runtime.inflight.get(request.id) is asyncio.current_task():
+        if runtime.inflight.get(request.id) is current_task():
             del runtime.inflight[request.id]
     call.final = payload
     call.stream.finish(payload)

@@ -9,7 +9,7 @@ the server shuts down (``Application.begin_shutdown`` closes every stream throug
 They used sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a
 stream) cost ~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
 
-May import: asgi, errors, jsonrpc, modern, records, sse, subscriptions.
+May import: aio, asgi, errors, jsonrpc, modern, records, sse, subscriptions.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from server.aio import Deadline
 from server.asgi import Receive, Scope, Send
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
@@ -140,7 +141,7 @@ class ModernHttp:
                 await self._send_frame(send, message_frame(ack))
                 while True:
                     try:
-                        async with asyncio.timeout(self.options.keepalive_s):
+                        async with Deadline(self.options.keepalive_s):
                             item = await stream.queue.get()
                     except TimeoutError:
                         await self._send_frame(send, keepalive)
@@ -164,5 +165,5 @@ class ModernHttp:
         await send({"type": "http.response.body", "body": b""})
 
     async def _send_frame(self, send: Send, frame: bytes) -> None:
-        async with asyncio.timeout(self.options.send_timeout_s):
+        async with Deadline(self.options.send_timeout_s):
             await send({"type": "http.response.body", "body": frame, "more_body": True})

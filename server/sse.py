@@ -8,7 +8,7 @@ then carries the rest and the result. Long-lived listen streams use sse-starlett
 request streams are short and live inline in the request's task, so they cost no extra tasks
 except a keep-alive while one is open.
 
-May import: asgi, eventstream, sse_starlette, asyncio.
+May import: aio, asgi, eventstream, sse_starlette, asyncio.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 
 from sse_starlette import ServerSentEvent
 
+from server.aio import Deadline, running_loop
 from server.asgi import ASGIMessage, Receive, Send
 from server.eventstream import EventStream
 
@@ -141,15 +142,15 @@ class DisconnectWatch:
         self._watcher: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Disconnect:
-        task = asyncio.current_task()
+        loop = running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
         self._task = task
-        loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self.WATCH_AFTER_S, self._start)
         return self._flag
 
     def _start(self) -> None:
-        self._watcher = asyncio.ensure_future(self._watch())
+        self._watcher = running_loop().create_task(self._watch())
 
     async def _watch(self) -> None:
         while True:
@@ -174,7 +175,7 @@ class Disconnect:
 
 def uncancel() -> None:
     """Swallow the cancellation the disconnect watcher caused (the request simply ends)."""
-    task = asyncio.current_task()
+    task = asyncio.current_task(running_loop())
     if task is not None:
         task.uncancel()
 
@@ -208,7 +209,8 @@ async def pump(
                 if stream.finished or stream.generation != generation:
                     break
                 try:
-                    await asyncio.wait_for(stream.wait_beyond(cursor, generation), keepalive_s)
+                    async with Deadline(keepalive_s):
+                        await stream.wait_beyond(cursor, generation)
                 except TimeoutError:
                     await send_body(send, keepalive)
         except asyncio.CancelledError:

@@ -1,0 +1,105 @@
+"""server.aio: the cached running loop, and Deadline behaving like asyncio.timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from server.aio import Deadline, create_task, current_task, running_loop
+
+
+def test_the_loop_is_remembered_per_thread_and_renewed_with_a_new_loop() -> None:
+    async def which() -> asyncio.AbstractEventLoop:
+        assert running_loop() is asyncio.get_running_loop()
+        assert running_loop() is running_loop()
+        return running_loop()
+
+    first = asyncio.run(which())
+    second = asyncio.run(which())  # a new loop in the same thread: not the stale one
+    assert first is not second
+
+    seen: list[asyncio.AbstractEventLoop] = []
+    thread = threading.Thread(target=lambda: seen.append(asyncio.run(which())))
+    thread.start()
+    thread.join()
+    assert seen[0] is not second
+
+
+def test_outside_a_loop_it_fails_like_asyncio() -> None:
+    with pytest.raises(RuntimeError):
+        running_loop()
+
+
+def test_current_task_and_create_task() -> None:
+    async def main() -> None:
+        me = current_task()
+        assert me is asyncio.current_task()
+
+        async def child() -> asyncio.Task[object] | None:
+            return current_task()
+
+        task = create_task(child(), name="child")
+        assert task.get_name() == "child"
+        assert await task is task
+
+    asyncio.run(main())
+
+
+def test_a_deadline_that_passes_raises_timeout_and_leaves_the_task_uncancelled() -> None:
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            async with Deadline(0.01) as deadline:
+                await asyncio.sleep(1)
+        assert deadline.expired
+        task = asyncio.current_task()
+        assert task is not None
+        assert task.cancelling() == 0
+        await asyncio.sleep(0)  # still runs: nothing left pending
+
+    asyncio.run(main())
+
+
+def test_a_block_done_in_time_is_untouched() -> None:
+    async def main() -> int:
+        async with Deadline(1.0) as deadline:
+            await asyncio.sleep(0)
+        assert not deadline.expired
+        return 7
+
+    assert asyncio.run(main()) == 7
+
+
+def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
+    async def main() -> None:
+        async def guarded() -> None:
+            async with Deadline(5.0):
+                await asyncio.sleep(5)
+
+        task = asyncio.ensure_future(guarded())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def test_both_expired_and_cancelled_elsewhere_stays_a_cancellation() -> None:
+    async def main() -> None:
+        async def guarded() -> None:
+            async with Deadline(0.01):
+                try:
+                    await asyncio.sleep(5)
+                finally:
+                    # Someone else cancels too, before the block ends.
+                    task = asyncio.current_task()
+                    assert task is not None
+                    task.cancel()
+                    await asyncio.sleep(0)
+
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.ensure_future(guarded())
+
+    asyncio.run(main())
