@@ -6,8 +6,8 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 :mod:`server.legacy_http`); every exception raised before a response starts is turned into a
 wire error here, with the status from :func:`server.errors.http_status`.
 
-May import: asgi, everything in the core, auth, gate, guards, legacy_http, modern_http, records,
-sinks, sse.
+May import: asgi, everything in the core, auth, gate, guards, legacy_http, limits, modern_http,
+records, sinks, sse.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from server.gate import Gate
 from server.guards import check_content_type, check_host, check_origin, negotiate
 from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
 from server.legacy_http import LegacyHttp
-from server.modern import ModernEra
-from server.modern_http import ModernHttp
+from server.limits import Slot
+from server.modern import ModernCall, ModernEra
+from server.modern_http import ModernHttp, OpenListen
 from server.protocol import (
     LEGACY_VERSIONS,
     META_CLIENT_CAPABILITIES,
@@ -226,20 +227,33 @@ class McpEndpoint:
             internal = InternalError("Internal error")
             await self._send_error(send, internal, era, request_id, draft, scope)
             return
-        if call.request.method == "subscriptions/listen":
-            try:
-                slot = self.gate.stream_slot(draft)
-            except McpError as error:
-                await self._send_error(send, error, era, request_id, draft, scope)
-                return
-            try:
-                await self.modern_http.listen(scope, receive, send, call, draft, sse_ok=sse_ok)
-            finally:
-                slot.release()
-        else:
+        if call.request.method != "subscriptions/listen":
             await self.modern_http.answer(
                 receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok
             )
+            return
+        try:
+            opened, slot = self.open_listen(call, draft, sse_ok=sse_ok)
+        except McpError as error:
+            await self._send_error(send, error, era, request_id, draft, scope)
+            return
+        # A listen stream may stay open for hours: keep nothing of the request itself.
+        del call, message, body
+        try:
+            await self.modern_http.listen(receive, send, opened, draft)
+        finally:
+            slot.release()
+
+    def open_listen(
+        self, call: ModernCall, draft: Draft, *, sse_ok: bool
+    ) -> tuple[OpenListen, Slot]:
+        """The client's stream slot (429 past its cap) and the stream, attached to the hub."""
+        slot = self.gate.stream_slot(draft)
+        try:
+            return self.modern_http.open_listen(call, sse_ok=sse_ok), slot
+        except BaseException:
+            slot.release()
+            raise
 
     def describe(self, draft: Draft, message: Message | list[Message]) -> None:
         """What the request is, as far as the body says, before anything can reject it."""

@@ -68,6 +68,9 @@ class EventStream:
         if self.finished:
             raise RuntimeError(f"stream {self.id} is finished")
         self._seq += 1
+        # Kept for replay: an exact-size copy, as orjson's output holds a 4 KiB buffer (a
+        # stream of small messages would otherwise keep 4 KiB per event).
+        payload = bytes(memoryview(payload))
         event = Event(f"{self.id}_{self._seq}", payload)
         self._events.append((self._seq, event))
         self._wake()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.aio import Deadline
-from server.asgi import Receive, Scope, Send
+from server.asgi import Receive, Send
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
 from server.modern import ModernCall, ModernEra
@@ -31,12 +31,20 @@ from server.sse import (
     ResponseWriter,
     comment_frame,
     message_frame,
-    send_json,
     uncancel,
 )
 from server.subscriptions import Closed, Hub, Stream
 
 log = logging.getLogger("server.modern_http")
+
+
+@dataclass(frozen=True, slots=True)
+class OpenListen:
+    """A listen stream attached to the hub, not yet answered."""
+
+    stream: Stream
+    ack_frame: bytes
+    request_id: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,53 +100,44 @@ class ModernHttp:
         finally:
             writer.close()
 
-    async def listen(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        call: ModernCall,
-        draft: Draft,
-        *,
-        sse_ok: bool,
-    ) -> None:
-        request_id = call.request.id
-        try:
-            if not sse_ok:
-                raise InvalidRequest(
-                    "subscriptions/listen needs Accept: text/event-stream", http_status=406
-                )
-            granted, ack = self.modern.listen(call)
-        except McpError as error:
-            draft.error(error.wire_code("modern"), error.message)
-            await send_json(
-                send,
-                http_status(error, "modern"),
-                encode_error(request_id, error.to_wire("modern")),
+    def open_listen(self, call: ModernCall, *, sse_ok: bool) -> OpenListen:
+        """Check a ``subscriptions/listen`` request and attach its stream to the hub; raises
+        McpError (answered by the endpoint) when it cannot be served. What it returns is all
+        the stream needs, so the caller can let go of the request itself."""
+        if not sse_ok:
+            raise InvalidRequest(
+                "subscriptions/listen needs Accept: text/event-stream", http_status=406
             )
-            return
+        granted, ack = self.modern.listen(call)
+        request_id = call.request.id
         stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
+        # orjson's output keeps a 4 KiB buffer: only the exact-size frame is kept.
+        return OpenListen(stream, message_frame(ack), request_id)
+
+    async def listen(self, receive: Receive, send: Send, opened: OpenListen, draft: Draft) -> None:
         try:
-            await self._stream_listen(receive, send, stream, ack, request_id, draft)
+            await self._stream_listen(
+                receive, send, opened.stream, opened.ack_frame, opened.request_id, draft
+            )
         finally:
-            self.hub.detach(stream)
+            self.hub.detach(opened.stream)
 
     async def _stream_listen(
         self,
         receive: Receive,
         send: Send,
         stream: Stream,
-        ack: bytes,
+        ack_frame: bytes,
         request_id: Any,
         draft: Draft,
     ) -> None:
         """The listen stream itself: the request's own task plus a disconnect watcher, so an
-        idle stream costs two tasks and a queue."""
+        idle stream costs two tasks and an empty queue."""
         keepalive = comment_frame()
         async with DisconnectWatch(receive) as disconnect:
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                await self._send_frame(send, message_frame(ack))
+                await self._send_frame(send, ack_frame)
                 while True:
                     try:
                         async with Deadline(self.options.keepalive_s):

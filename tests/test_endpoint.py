@@ -989,13 +989,13 @@ async def test_catalog_change_from_a_sync_tool_reaches_streams_on_the_loop_threa
 
         def recording_attach(frame: Any) -> Any:
             stream = attach(frame)
-            put = stream.queue.put_nowait
+            offer = stream.offer
 
-            def put_nowait(item: Any) -> None:
+            def offered(change: Any) -> None:
                 put_from.append(threading.get_ident())
-                put(item)
+                offer(change)
 
-            stream.queue.put_nowait = put_nowait  # type: ignore[method-assign]
+            stream.offer = offered  # type: ignore[method-assign]
             return stream
 
         app.hub.attach = recording_attach  # type: ignore[method-assign]

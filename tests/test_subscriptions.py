@@ -1,5 +1,7 @@
 """server.subscriptions: the Hub's fan-out with bounded queues, and the listen filter."""
 
+import asyncio
+
 import pytest
 
 from server.catalog import Catalog, Change
@@ -8,6 +10,7 @@ from server.subscriptions import (
     MAX_RESOURCE_SUBSCRIPTIONS,
     MAX_URI_LENGTH,
     Closed,
+    FrameQueue,
     Hub,
     ListenFilter,
     covers,
@@ -227,3 +230,36 @@ def test_resource_updates_cover_the_uri_and_below_it():
 )
 def test_covers(subscribed, updated, expected):
     assert covers(subscribed, updated) is expected
+
+
+# -- FrameQueue -----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_frame_queue_hands_items_over_in_order_and_wakes_its_consumer() -> None:
+    queue = FrameQueue()
+    assert queue.empty()
+    assert queue.qsize() == 0
+    getting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    assert not getting.done()
+    queue.put_nowait(b"one")
+    queue.put_nowait(b"two")
+    assert await getting == b"one"
+    assert queue.qsize() == 1
+    assert queue.get_nowait() == b"two"
+    assert queue.empty()
+    with pytest.raises(asyncio.QueueEmpty):
+        queue.get_nowait()
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_get_loses_nothing() -> None:
+    queue = FrameQueue()
+    getting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    getting.cancel()
+    queue.put_nowait(b"kept")  # lands while the cancellation is on its way
+    with pytest.raises(asyncio.CancelledError):
+        await getting
+    assert await queue.get() == b"kept"
