@@ -14,11 +14,15 @@ May import: the standard library only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("server.aio")
 
 
 class _Cache(threading.local):
@@ -81,3 +85,18 @@ class Deadline:
         ):
             raise TimeoutError
         return None
+
+
+async def stop_task(task: asyncio.Task[Any], patience_s: float = 1.0) -> None:
+    """Cancel a background task and wait for it, cancelling again if the first cancellation
+    was swallowed (redis-py can absorb one that lands inside a pipeline's execute)."""
+    for _ in range(5):
+        if task.done():
+            break
+        task.cancel()
+        await asyncio.wait({task}, timeout=patience_s)
+    if task.done() and not task.cancelled():
+        with contextlib.suppress(Exception):
+            task.result()  # retrieved, so asyncio does not log it as never retrieved
+    elif not task.done():
+        log.error("background task %s did not stop", task.get_name())

@@ -12,7 +12,7 @@ missed).
 The ``redis`` package is imported only here and in the other Redis modules, so it stays an
 optional extra.
 
-May import: errors, redis, the standard library.
+May import: aio, errors, redis, the standard library.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
 from redis.exceptions import RedisError
 
+from server.aio import stop_task
 from server.errors import ServiceUnavailable
 
 log = logging.getLogger("server.redis")
@@ -42,21 +43,6 @@ PING_LOST_S = 1.0
 def redis_failure(failure: BaseException) -> bool:
     """Whether ``failure`` means Redis is unreachable or misbehaving (not a bug of ours)."""
     return isinstance(failure, RedisError | OSError | TimeoutError)
-
-
-async def stop_task(task: asyncio.Task[Any], patience_s: float = 1.0) -> None:
-    """Cancel a background task and wait for it, cancelling again if the first cancellation
-    was swallowed (redis-py can absorb one that lands inside a pipeline's execute)."""
-    for _ in range(5):
-        if task.done():
-            break
-        task.cancel()
-        await asyncio.wait({task}, timeout=patience_s)
-    if task.done() and not task.cancelled():
-        with contextlib.suppress(Exception):
-            task.result()  # retrieved, so asyncio does not log it as never retrieved
-    elif not task.done():
-        log.error("background task %s did not stop", task.get_name())
 
 
 class RedisLink:

@@ -7,8 +7,8 @@ interfaces (:class:`~server.sessions.SessionStore`, :class:`~server.bus.Bus`,
 announce on the bus to this process: catalog changes to the hub, and a session's ending,
 answers, cancellations and subscription changes to what this process holds for the session.
 
-May import: bus, catalog, jsonrpc, legacy_http, liveness, redis_link, sessions,
-sessions_redis, settings, stream_mirror, subscriptions.
+May import: bus, bus_redis, catalog, jsonrpc, legacy_http, liveness, redis_link, sessions,
+sessions_redis, settings, stream_mirror, stream_mirror_redis, subscriptions.
 """
 
 from __future__ import annotations
@@ -68,10 +68,10 @@ def shared_state(
         )
         return SharedState(store, LocalBus(), LocalMirror())
     try:
-        from server.bus import RedisBus
+        from server.bus_redis import RedisBus
         from server.redis_link import RedisLink
         from server.sessions_redis import RedisSessionStore
-        from server.stream_mirror import RedisMirror
+        from server.stream_mirror_redis import RedisMirror
     except ImportError as missing:
         raise RuntimeError(
             "MCP_REDIS_URL is set but the redis package is missing: "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
-from server.aio import Deadline, create_task, current_task, running_loop
+from server.aio import Deadline, create_task, current_task, running_loop, stop_task
 
 
 def test_the_loop_is_remembered_per_thread_and_renewed_with_a_new_loop() -> None:
@@ -103,3 +104,71 @@ def test_both_expired_and_cancelled_elsewhere_stays_a_cancellation() -> None:
             await asyncio.ensure_future(guarded())
 
     asyncio.run(main())
+
+
+# -- stop_task ----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_stop_task_stops_a_task_that_swallows_one_cancellation() -> None:
+    swallowed = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            swallowed.append(True)  # as redis-py may do inside a pipeline's execute
+        await asyncio.sleep(30)
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await stop_task(task, patience_s=0.1)
+    assert time.monotonic() - started < 1
+    assert swallowed == [True]
+    assert task.cancelled()
+
+
+@pytest.mark.anyio
+async def test_stop_task_retrieves_a_failure_and_accepts_a_finished_task() -> None:
+    async def failing() -> None:
+        raise RuntimeError("failed before it was stopped")
+
+    task = asyncio.create_task(failing())
+    await asyncio.sleep(0)
+    assert task.done()
+    await stop_task(task, patience_s=0.1)  # no exception, and none left unretrieved
+
+    async def quick() -> None:
+        return None
+
+    done = asyncio.create_task(quick())
+    await done
+    await stop_task(done, patience_s=0.1)
+    assert done.done()
+    assert not done.cancelled()
+
+
+@pytest.mark.anyio
+async def test_stop_task_gives_up_on_a_task_that_never_stops() -> None:
+    release = asyncio.Event()
+    refusals = []
+
+    async def immortal() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                refusals.append(True)
+
+    task = asyncio.create_task(immortal())
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    await stop_task(task, patience_s=0.02)
+    assert time.monotonic() - started < 1  # bounded: five tries, then it logs and returns
+    assert len(refusals) == 5
+    assert not task.done()
+    release.set()
+    task.cancel()
+    await asyncio.wait({task}, timeout=1)
+    assert task.done()

@@ -17,7 +17,8 @@ import orjson
 import pytest
 import redis.asyncio
 
-from server.bus import LocalBus, RedisBus
+from server.bus import LocalBus
+from server.bus_redis import RedisBus
 from server.redis_link import RedisLink
 from tests.redis_server import RedisServer
 

@@ -1,4 +1,4 @@
-"""server.redis_link: bounded Redis operations, 503 on failure, connection state, stop_task.
+"""server.redis_link: bounded Redis operations, 503 on failure, connection state.
 
 Uses the session's ``redis_server`` (a real redis-server); a test that stops it starts it again
 in a ``finally``. Every test has its own key prefix.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.redis_link import PING_LOST_S, RedisLink, redis_failure, stop_task
+from server.redis_link import PING_LOST_S, RedisLink, redis_failure
 from tests.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.anyio
@@ -204,68 +204,3 @@ async def test_the_monitor_notices_redis_going_and_coming_back(
     started = time.monotonic()
     await link.close()
     assert time.monotonic() - started < 1
-
-
-# -- stop_task ----------------------------------------------------------------------------------
-
-
-async def test_stop_task_stops_a_task_that_swallows_one_cancellation() -> None:
-    swallowed = []
-
-    async def stubborn() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            swallowed.append(True)  # as redis-py may do inside a pipeline's execute
-        await asyncio.sleep(30)
-
-    task = asyncio.create_task(stubborn())
-    await asyncio.sleep(0)
-    started = time.monotonic()
-    await stop_task(task, patience_s=0.1)
-    assert time.monotonic() - started < 1
-    assert swallowed == [True]
-    assert task.cancelled()
-
-
-async def test_stop_task_retrieves_a_failure_and_accepts_a_finished_task() -> None:
-    async def failing() -> None:
-        raise RuntimeError("failed before it was stopped")
-
-    task = asyncio.create_task(failing())
-    await asyncio.sleep(0)
-    assert task.done()
-    await stop_task(task, patience_s=0.1)  # no exception, and none left unretrieved
-
-    async def quick() -> None:
-        return None
-
-    done = asyncio.create_task(quick())
-    await done
-    await stop_task(done, patience_s=0.1)
-    assert done.done()
-    assert not done.cancelled()
-
-
-async def test_stop_task_gives_up_on_a_task_that_never_stops() -> None:
-    release = asyncio.Event()
-    refusals = []
-
-    async def immortal() -> None:
-        while not release.is_set():
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                refusals.append(True)
-
-    task = asyncio.create_task(immortal())
-    await asyncio.sleep(0)
-    started = time.monotonic()
-    await stop_task(task, patience_s=0.02)
-    assert time.monotonic() - started < 1  # bounded: five tries, then it logs and returns
-    assert len(refusals) == 5
-    assert not task.done()
-    release.set()
-    task.cancel()
-    await asyncio.wait({task}, timeout=1)
-    assert task.done()

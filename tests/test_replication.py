@@ -8,13 +8,16 @@ checks what this process did. The Redis flavour uses the session's ``redis_serve
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from typing import Any
 
 import pytest
 
 from server.app import Application
-from server.bus import LocalBus, RedisBus
+from server.bus import LocalBus
+from server.bus_redis import RedisBus
 from server.catalog import Catalog, Change
 from server.liveness import SessionRuntime
 from server.redis_link import RedisLink
@@ -22,7 +25,8 @@ from server.replication import Replica, SharedState, shared_state
 from server.sessions import MemorySessionStore
 from server.sessions_redis import RedisSessionStore
 from server.settings import Settings
-from server.stream_mirror import LocalMirror, RedisMirror
+from server.stream_mirror import LocalMirror
+from server.stream_mirror_redis import RedisMirror
 from server.subscriptions import Closed, Stream
 from tests.redis_server import RedisServer
 
@@ -356,3 +360,43 @@ async def test_events_from_another_replica_arrive_through_the_bus(
             await bus.close()
         for link in links:
             await link.close()
+
+
+NO_REDIS = r"""
+import sys
+sys.modules["redis"] = None  # as if the optional redis extra were not installed
+import asyncio, httpx
+from server.app import create_app
+from server.settings import Settings
+
+async def main():
+    app = create_app(Settings(_env_file=None, records=["none"]))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        answer = await client.post("/mcp", json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "x", "version": "1"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        print(answer.status_code)
+    try:
+        create_app(Settings(_env_file=None, records=["none"], redis_url="redis://127.0.0.1:1/0",
+                            state_secret="0123456789abcdef0123"))
+    except RuntimeError as refused:
+        print("refused:", refused)
+
+asyncio.run(main())
+print("redis imported:", any(name == "redis" or name.startswith("redis.") for name in sys.modules
+                             if sys.modules[name] is not None))
+"""
+
+
+def test_one_process_needs_no_redis_package_and_a_redis_url_without_it_is_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_REDIS], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "200"
+    assert lines[1].startswith("refused: MCP_REDIS_URL is set but the redis package is missing")
+    assert lines[2] == "redis imported: False"

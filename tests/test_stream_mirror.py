@@ -19,7 +19,8 @@ import redis.asyncio
 
 from server.eventstream import EventStream
 from server.redis_link import RedisLink
-from server.stream_mirror import Copy, LocalMirror, RedisMirror
+from server.stream_mirror import Copy, LocalMirror
+from server.stream_mirror_redis import RedisMirror
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.anyio
