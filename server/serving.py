@@ -6,11 +6,15 @@ never close by themselves, so the app has to hear about the shutdown *before* th
 :class:`Server` calls ``Application.begin_shutdown`` first, which ends every listen stream with
 its graceful result, while in-flight calls finish within uvicorn's graceful timeout.
 
+It also tunes the collector once the app has started (:func:`tune_collector`): a process-wide
+choice, so it is made here, where this server owns the process, not in the app.
+
 May import: app, settings, uvicorn.
 """
 
 from __future__ import annotations
 
+import gc
 import signal
 import socket
 from types import FrameType
@@ -25,6 +29,11 @@ class Server(uvicorn.Server):
         super().__init__(config)
         self.application = app
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            tune_collector()
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.application.begin_shutdown()
         await super().shutdown(sockets)
@@ -35,6 +44,18 @@ class Server(uvicorn.Server):
         # signal" (exit 143) even when every call finished: a completed drain exits 0 instead.
         if sig == signal.SIGTERM and sig in self._captured_signals:
             self._captured_signals.remove(sig)
+
+
+def tune_collector() -> None:
+    """Everything built at start-up (modules, the catalog, schemas) lives as long as the process:
+    frozen, it is out of the collector's sight, so a full collection scans only what requests
+    create. Young collections run every 10,000 allocations instead of 700 (a request makes a
+    few hundred), and full ones less often than a frozen heap would trigger them by default.
+    Measured (docs/benchmarks.md): the 40 ms pause that was the p99 of a fan-out to 1,000
+    streams is gone, and a fan-out to 10,000 streams is as fast as before."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def server_for(app: Application, **overrides: object) -> Server:
