@@ -161,6 +161,8 @@ def start_server(args: argparse.Namespace, workdir: str) -> tuple[subprocess.Pop
             "MCP_RECORDS": "none",
             "MCP_SESSION_IDLE_TIMEOUT_S": str(args.idle_timeout),
             "MCP_MAX_SESSIONS": str(max(10_000, 2 * (args.sessions + args.warmup))),
+            # Every session comes from this one client: no per-client cap.
+            "MCP_MAX_SESSIONS_PER_CLIENT": "0",
         }
     )
     for pair in args.env:
