@@ -65,6 +65,17 @@ def make_catalog() -> Catalog:
             await asyncio.sleep(0.05)
         return "done"
 
+    @catalog.resource("test://doc", mime_type="text/plain")
+    def doc() -> str:
+        """A document whose updates clients can subscribe to."""
+        return "text"
+
+    @catalog.tool
+    async def touch(uri: str = "test://doc") -> str:
+        """Announce that the resource at `uri` changed."""
+        catalog.notify_resource_updated(uri)
+        return "touched"
+
     return catalog
 
 
@@ -349,3 +360,63 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
             redis_server.start()
         if thread is not None:
             thread.stop()
+
+
+async def test_a_subscription_made_through_one_replica_feeds_the_get_stream_on_the_other(
+    replicas: list[str],
+) -> None:
+    a, b = replicas
+    async with httpx.AsyncClient(timeout=5) as client:
+        sid = await open_session(client, f"{b}/mcp")
+        headers = {**legacy_headers(sid), "Accept": "text/event-stream"}
+        async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
+            messages = sse_messages(stream)
+            subscribe = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "resources/subscribe",
+                "params": {"uri": "test://doc"},
+            }
+            assert (await post(client, a, subscribe, sid)).status_code == 200
+            await asyncio.sleep(0.1)  # the subscription travels to B on the bus
+            touch = modern_call("touch", {}, 2)
+            await client.post(f"{a}/mcp", json=touch, headers=modern_headers(touch))
+            updated = await next_message(messages)
+            assert updated == {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"uri": "test://doc"},
+            }
+
+
+async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed(
+    replicas: list[str],
+) -> None:
+    a, b = replicas
+    async with httpx.AsyncClient(timeout=5) as client:
+        sid = await open_session(client, f"{a}/mcp")
+        headers = {**legacy_headers(sid), "Accept": "text/event-stream"}
+        toggle = modern_call("toggle", {}, 1)
+        last_id = None
+        async with client.stream("GET", f"{a}/mcp", headers=headers) as stream:
+            await asyncio.sleep(0.1)
+            await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+            async with asyncio.timeout(5):
+                async for line in stream.aiter_lines():
+                    if line.startswith("id:") and not line.endswith("_0"):
+                        last_id = line[3:].strip()
+                        break  # got the first change's event: the connection drops
+        assert last_id is not None
+        # Missed while away: a change that A's GET stream keeps for the resume.
+        await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+        await asyncio.sleep(0.2)  # copied to Redis by then
+        resume = {**headers, "Last-Event-ID": last_id}
+        async with client.stream("GET", f"{b}/mcp", headers=resume) as resumed:
+            assert resumed.status_code == 200
+            messages = sse_messages(resumed)
+            missed = await next_message(messages)
+            assert missed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            # ... and the stream goes on from B: a change made on A arrives here too.
+            await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+            later = await next_message(messages)
+            assert later == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
