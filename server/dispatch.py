@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from server.aio import running_loop
+from server.aio import coarse_timers, running_loop
 from server.catalog import Catalog
 from server.completion import run_completer
 from server.context import Context
@@ -89,10 +89,9 @@ class Dispatcher:
             return self.list_page(method, params.get("cursor"))
         if not self.handler_timeout_s:
             return await self._handlers[method](params, context)
-        # A bare timer rather than asyncio.timeout(): the same cancellation at a fraction of
-        # the cost, and this runs on every call.
-        loop = running_loop()
-        task = asyncio.current_task(loop)
+        # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
+        # the cost (a dict entry, see server.aio), and this runs on every call.
+        task = asyncio.current_task(running_loop())
         assert task is not None
         expired = False
 
@@ -101,7 +100,8 @@ class Dispatcher:
             expired = True
             task.cancel()
 
-        timer = loop.call_later(self.handler_timeout_s, expire)
+        timers = coarse_timers()
+        timer = timers.call_later(self.handler_timeout_s, expire)
         try:
             return await self._handlers[method](params, context)
         except asyncio.CancelledError:
@@ -114,7 +114,7 @@ class Dispatcher:
                 return error_result(message)
             raise InternalError(message) from None
         finally:
-            timer.cancel()
+            timers.cancel(timer)
 
     def page_offset(self, method: str, cursor: Any) -> int:
         """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""

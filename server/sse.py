@@ -17,7 +17,7 @@ import asyncio
 
 from sse_starlette import ServerSentEvent
 
-from server.aio import Deadline, running_loop
+from server.aio import Deadline, coarse_timers, running_loop
 from server.asgi import ASGIMessage, Receive, Send
 from server.eventstream import EventStream
 
@@ -134,7 +134,7 @@ class DisconnectWatch:
     """
 
     WATCH_AFTER_S = 0.02
-    __slots__ = ("_flag", "_receive", "_task", "_timer", "_watcher")
+    __slots__ = ("_flag", "_receive", "_task", "_timer", "_timers", "_watcher")
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
@@ -146,7 +146,8 @@ class DisconnectWatch:
         task = asyncio.current_task(loop)
         assert task is not None
         self._task = task
-        self._timer = loop.call_later(self.WATCH_AFTER_S, self._start)
+        self._timers = coarse_timers()
+        self._timer = self._timers.call_later(self.WATCH_AFTER_S, self._start)
         return self._flag
 
     def _start(self) -> None:
@@ -161,7 +162,7 @@ class DisconnectWatch:
                 return
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
+        self._timers.cancel(self._timer)
         if self._watcher is not None:
             self._watcher.cancel()
 

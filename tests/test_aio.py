@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from server.aio import Deadline, create_task, current_task, running_loop, stop_task
+from server.aio import (
+    Deadline,
+    coarse_timers,
+    create_task,
+    current_task,
+    running_loop,
+    stop_task,
+)
 
 
 def test_the_loop_is_remembered_per_thread_and_renewed_with_a_new_loop() -> None:
@@ -172,3 +180,60 @@ async def test_stop_task_gives_up_on_a_task_that_never_stops() -> None:
     task.cancel()
     await asyncio.wait({task}, timeout=1)
     assert task.done()
+
+
+# -- CoarseTimers -------------------------------------------------------------------------------
+
+
+def test_coarse_timers_fire_in_order_never_early_and_not_when_cancelled() -> None:
+    async def main() -> list[tuple[str, float]]:
+        loop = asyncio.get_running_loop()
+        timers = coarse_timers()
+        assert timers is coarse_timers()  # one per loop
+        fired: list[tuple[str, float]] = []
+        started = loop.time()
+
+        def note(name: str) -> Callable[[], None]:
+            return lambda: fired.append((name, loop.time() - started))
+
+        timers.call_later(0.05, note("late"))
+        timers.call_later(0.02, note("early"))  # earlier than the armed wake-up: re-armed
+        gone = timers.call_later(0.03, note("cancelled"))
+        timers.cancel(gone)
+        timers.cancel(gone)  # twice is harmless
+        assert len(timers) == 2
+        await asyncio.sleep(0.1)
+        assert len(timers) == 0
+        return fired
+
+    fired = asyncio.run(main())
+    assert [name for name, _ in fired] == ["early", "late"]
+    early, late = (at for _, at in fired)
+    assert early >= 0.02 - 0.0011
+    assert late >= 0.05 - 0.0011
+
+
+def test_a_failing_timer_callback_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> list[str]:
+        timers = coarse_timers()
+        ran: list[str] = []
+
+        def fail() -> None:
+            raise RuntimeError("boom")
+
+        timers.call_later(0.01, fail)
+        timers.call_later(0.01, lambda: ran.append("after"))
+        await asyncio.sleep(0.05)
+        return ran
+
+    assert asyncio.run(main()) == ["after"]
+    assert "a timer callback failed" in caplog.text
+
+
+def test_each_loop_gets_its_own_timers() -> None:
+    async def which() -> object:
+        return coarse_timers()
+
+    assert asyncio.run(which()) is not asyncio.run(which())
