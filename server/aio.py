@@ -129,6 +129,15 @@ def current_task() -> asyncio.Task[Any] | None:
     return asyncio.current_task(running_loop())
 
 
+async def next_batch(queue: asyncio.Queue[T], limit: int) -> list[T]:
+    """Wait for one item, then take whatever else is already queued, up to ``limit`` in all:
+    what a background writer sends in one round trip."""
+    batch = [await queue.get()]
+    while not queue.empty() and len(batch) < limit:
+        batch.append(queue.get_nowait())
+    return batch
+
+
 def create_task(coroutine: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
     return running_loop().create_task(coroutine, name=name)
 

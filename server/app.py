@@ -39,7 +39,6 @@ from server.pagination import Pager
 from server.records import Privacy, parse_networks
 from server.replication import Replica, shared_state
 from server.sealing import Sealer
-from server.sessions import Session
 from server.settings import Settings
 from server.sinks import Recorder, build_sinks
 from server.subscriptions import Hub
@@ -106,7 +105,6 @@ class Application:
             self.sessions,
             client_request_timeout_s=settings.client_request_timeout_s,
         )
-        legacy_era.on_subscriptions = self._announce_subscriptions
         self.legacy = LegacyHttp(
             legacy_era,
             self.runtimes,
@@ -116,7 +114,8 @@ class Application:
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = Replica(self.hub, self.legacy)
+        self.replica = Replica(self.hub, self.legacy, self.shared.bus)
+        legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
             dispatcher,
@@ -214,10 +213,7 @@ class Application:
 
         unsubscribe = self.catalog.subscribe(publish)
         self.recorder.start()
-        if self.shared.link is not None:
-            self.shared.link.start()
-        self.shared.bus.start(self.replica.deliver)
-        self.shared.mirror.start()
+        self.shared.start(self.replica.deliver)
         expiry = asyncio.create_task(self.expire_sessions())
         self.ready = self.started = True
         try:
@@ -227,10 +223,7 @@ class Application:
             expiry.cancel()
             self.runtimes.end_all()
             unsubscribe()
-            await self.shared.bus.close()
-            await self.shared.mirror.close()
-            if self.shared.link is not None:
-                await self.shared.link.close()
+            await self.shared.close()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
             self.started = False
@@ -251,9 +244,6 @@ class Application:
         """A change of this process's catalog: its own streams, then the other replicas."""
         self.hub.publish(change)
         self.replica.announce_change(change)
-
-    def _announce_subscriptions(self, session: Session) -> None:
-        self.shared.bus.publish("subs", {"sid": session.id, "uris": sorted(session.subscriptions)})
 
     def _busy(self, session_id: str) -> bool:
         runtime = self.runtimes.peek(session_id)

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from redis.asyncio.client import PubSub
 
-from server.aio import stop_task
+from server.aio import next_batch, stop_task
 from server.bus import Deliver
 from server.redis_link import RedisLink, redis_failure
 
@@ -83,9 +83,7 @@ class RedisBus:
         assert self._queue is not None
         queue = self._queue
         while True:
-            batch = [await queue.get()]
-            while not queue.empty() and len(batch) < PUBLISH_BATCH:
-                batch.append(queue.get_nowait())
+            batch = await next_batch(queue, PUBLISH_BATCH)
             try:
                 await self._publish(batch)
             finally:

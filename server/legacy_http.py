@@ -13,7 +13,7 @@ server's questions and cancellations that find nothing here go on the :mod:`~ser
 the replica that waits, and a resume of a stream another replica holds is served from its
 :mod:`~server.stream_mirror` copy.
 
-May import: asgi, bus, errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness,
+May import: aio, asgi, bus, errors, gate, protocol, jsonrpc, legacy, legacy_calls, liveness,
 eventstream, records, sessions, sse, stream_mirror, subscriptions.
 """
 
@@ -23,6 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from server.aio import create_task
 from server.asgi import Receive, Send
 from server.bus import Bus, LocalBus
 from server.errors import InvalidRequest
@@ -358,7 +359,7 @@ class LegacyHttp:
             runtime.standalone_followers += 1
         if follow:
             runtime.remote_followers += 1
-        feeder = asyncio.create_task(self.mirror.tail(session.id, stream)) if follow else None
+        feeder = create_task(self.mirror.tail(session.id, stream)) if follow else None
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from server.bus import Bus, LocalBus
 from server.catalog import Change, ChangeKind
@@ -27,10 +27,16 @@ from server.settings import Settings
 from server.stream_mirror import LocalMirror, StreamMirror
 from server.subscriptions import Hub
 
+if TYPE_CHECKING:
+    from server.redis_link import RedisLink
+    from server.sessions import Session
+
 log = logging.getLogger("server.replication")
 
 _KINDS: frozenset[str] = frozenset(get_args(ChangeKind))
-_LIST_KINDS = ("tools", "prompts", "resources")
+_LIST_KINDS: tuple[ChangeKind, ...] = tuple(
+    kind for kind in get_args(ChangeKind) if kind != "resource_updated"
+)
 
 
 @dataclass
@@ -38,7 +44,20 @@ class SharedState:
     store: SessionStore
     bus: Bus
     mirror: StreamMirror
-    link: Any = None  # the RedisLink, when there is one
+    link: RedisLink | None = None
+
+    def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
+        """Begin watching Redis, hearing the other replicas, and copying streams."""
+        if self.link is not None:
+            self.link.start()
+        self.bus.start(deliver)
+        self.mirror.start()
+
+    async def close(self) -> None:
+        await self.bus.close()
+        await self.mirror.close()
+        if self.link is not None:
+            await self.link.close()
 
     def status(self) -> dict[str, Any] | None:
         """Readiness detail: None in one process; Redis's state and the bus's otherwise."""
@@ -48,7 +67,7 @@ class SharedState:
 
     @property
     def healthy(self) -> bool:
-        return self.link is None or bool(self.link.connected)
+        return self.link is None or self.link.connected
 
 
 def shared_state(
@@ -93,11 +112,12 @@ def shared_state(
 
 
 class Replica:
-    """Applies other replicas' bus events here."""
+    """This process on the bus: announces its own events, applies the other replicas'."""
 
-    def __init__(self, hub: Hub, legacy: LegacyHttp) -> None:
+    def __init__(self, hub: Hub, legacy: LegacyHttp, bus: Bus) -> None:
         self.hub = hub
         self.legacy = legacy
+        self.bus = bus
 
     def deliver(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "change":
@@ -110,7 +130,7 @@ class Replica:
         if kind == "resync":
             # Changes may have been missed while Redis was away: clients re-read the lists.
             for list_kind in _LIST_KINDS:
-                self.hub.publish(Change(list_kind))  # type: ignore[arg-type]
+                self.hub.publish(Change(list_kind))
             return
         session_id = data.get("sid")
         if not isinstance(session_id, str):
@@ -137,4 +157,8 @@ class Replica:
             runtime.subscriptions = {uri for uri in data["uris"] if isinstance(uri, str)}
 
     def announce_change(self, change: Change) -> None:
-        self.legacy.bus.publish("change", {"kind": change.kind, "uri": change.uri})
+        self.bus.publish("change", {"kind": change.kind, "uri": change.uri})
+
+    def announce_subscriptions(self, session: Session) -> None:
+        """A session's resource subscriptions changed: a GET stream elsewhere follows them."""
+        self.bus.publish("subs", {"sid": session.id, "uris": sorted(session.subscriptions)})

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from server.aio import stop_task
+from server.aio import next_batch, stop_task
 from server.errors import ServiceUnavailable
 from server.eventstream import EventStream
 from server.redis_link import RedisLink
@@ -66,9 +66,7 @@ class RedisMirror:
         assert self._queue is not None
         queue = self._queue
         while True:
-            batch = [await queue.get()]
-            while not queue.empty() and len(batch) < WRITE_BATCH:
-                batch.append(queue.get_nowait())
+            batch = await next_batch(queue, WRITE_BATCH)
             try:
                 async with self.link.client.pipeline(transaction=False) as pipe:
                     for key, seq, payload in batch:

@@ -21,3 +21,13 @@ def redis_server():  # type: ignore[no-untyped-def]
     server = RedisServer().start()
     yield server
     server.close()
+
+
+@pytest.fixture
+async def redis_client(redis_server):  # type: ignore[no-untyped-def]
+    """A plain asyncio Redis client on the test redis-server, to look at what was written."""
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()

@@ -37,6 +37,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def stop_process(
+    process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace_s: float = 10
+) -> None:
+    """Ask a process this test started to stop (``sig``, to its PID only); SIGKILL after
+    ``grace_s`` if it has not."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, sig)
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
 class ServerProcess:
     """``python -m server`` with the given ``MCP_*`` variables (and no others from outside)."""
 
@@ -93,14 +108,8 @@ class ServerProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s; only this process, by its PID."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.pid, signal.SIGTERM)
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(self.pid, signal.SIGKILL)
-            self.process.wait(5)
+        if self.process is not None:
+            stop_process(self.process)
 
 
 @contextlib.contextmanager

@@ -9,21 +9,23 @@ unless ``MCP_TESTS_REQUIRE_REDIS`` is set (CI sets it, so there they fail instea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from tests.deploy_helpers import free_port, stop_process
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+
+def fresh_prefix() -> str:
+    """A key and channel prefix no other test uses (tests share one redis-server)."""
+    return f"t{time.monotonic_ns()}"
 
 
 def redis_binary() -> str:
@@ -80,14 +82,17 @@ class RedisServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None:
-            return
-        process.terminate()
+        if process is not None:
+            stop_process(process)
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        """Redis away for the block, and back (same port, empty) afterwards, whatever happens."""
+        self.stop()
         try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+            yield
+        finally:
+            self.start()
 
     def close(self) -> None:
         self.stop()

@@ -33,7 +33,6 @@ records are complete once :meth:`Replicas.stop_replicas` returns), nginx with SI
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import secrets
 import shutil
@@ -52,7 +51,7 @@ if __package__ in (None, ""):  # run as a script: make `tests` (and `server`) im
 
 import httpx
 
-from tests.deploy_helpers import ServerProcess, free_port, read_records
+from tests.deploy_helpers import ServerProcess, free_port, read_records, stop_process
 from tests.redis_server import RedisServer
 from tests.test_nginx import NGINX, SHIPPED, _wait_for_port, main_config
 
@@ -114,15 +113,9 @@ class Nginx:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        # SIGQUIT: the master (this PID) ends its workers gracefully.
-        os.kill(process.pid, signal.SIGQUIT)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(5)
+        if process is not None:
+            # SIGQUIT: the master (this PID) ends its workers gracefully.
+            stop_process(process, signal.SIGQUIT)
 
 
 class Replicas:

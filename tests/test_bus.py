@@ -8,19 +8,18 @@ again in a ``finally``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
-import redis.asyncio
 
 from server.bus import LocalBus
 from server.bus_redis import RedisBus
 from server.redis_link import RedisLink
-from tests.redis_server import RedisServer
+from tests.polling import wait_until
+from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +48,7 @@ class Node:
 class Cluster:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.prefix = f"t{time.monotonic_ns()}"
+        self.prefix = fresh_prefix()
         self.nodes: list[Node] = []
 
     def node(self) -> Node:
@@ -59,7 +58,7 @@ class Cluster:
 
     async def started(self, count: int) -> list[Node]:
         nodes = [self.node().start() for _ in range(count)]
-        await until(lambda: all(node.bus.subscribed for node in nodes))
+        await wait_until(lambda: all(node.bus.subscribed for node in nodes))
         return nodes
 
     async def close(self) -> None:
@@ -75,40 +74,18 @@ async def cluster(redis_server: RedisServer) -> AsyncIterator[Cluster]:
     await made.close()
 
 
-@pytest.fixture
-async def raw(redis_server: RedisServer) -> AsyncIterator[Any]:
-    client = redis.asyncio.Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
-
-
-@contextlib.contextmanager
-def redis_stopped(redis_server: RedisServer) -> Iterator[None]:
-    redis_server.stop()
-    try:
-        yield
-    finally:
-        redis_server.start()
-
-
-async def until(predicate: Callable[[], Any], limit: float = 5.0) -> None:
-    async with asyncio.timeout(limit):
-        while not predicate():  # noqa: ASYNC110 - the tasks under test set no event
-            await asyncio.sleep(0.005)
-
-
 # -- delivery -----------------------------------------------------------------------------------
 
 
 async def test_a_message_reaches_the_other_replica_and_not_its_sender(cluster: Cluster) -> None:
     one, two = await cluster.started(2)
     one.bus.publish("change", {"kind": "tools", "uri": None})
-    await until(lambda: two.got)
+    await wait_until(lambda: two.got)
     assert two.got == [("change", {"kind": "tools", "uri": None})]
     # Whatever reaches `one` after its own message was on the channel: had it delivered its
     # own message, that would be there first.
     two.bus.publish("ended", {"sid": "abc"})
-    await until(lambda: one.got)
+    await wait_until(lambda: one.got)
     assert one.got == [("ended", {"sid": "abc"})]
     assert two.got == [("change", {"kind": "tools", "uri": None})]
     assert one.bus.status() == {
@@ -123,7 +100,7 @@ async def test_a_message_reaches_the_other_replica_and_not_its_sender(cluster: C
 async def test_every_other_replica_hears_a_message(cluster: Cluster) -> None:
     one, two, three = await cluster.started(3)
     one.bus.publish("subs", {"sid": "s", "uris": ["file:///a"]})
-    await until(lambda: two.got and three.got)
+    await wait_until(lambda: two.got and three.got)
     assert two.got == three.got == [("subs", {"sid": "s", "uris": ["file:///a"]})]
 
 
@@ -131,7 +108,7 @@ async def test_two_hundred_messages_arrive_in_order(cluster: Cluster) -> None:
     one, two = await cluster.started(2)
     for number in range(200):
         one.bus.publish("answer", {"sid": "s", "id": number})
-    await until(lambda: len(two.got) >= 200)
+    await wait_until(lambda: len(two.got) >= 200)
     await asyncio.sleep(0.05)
     assert [data["id"] for _, data in two.got] == list(range(200))
     assert one.bus.published == 200
@@ -140,7 +117,7 @@ async def test_two_hundred_messages_arrive_in_order(cluster: Cluster) -> None:
 
 
 async def test_malformed_messages_are_ignored_and_later_ones_arrive(
-    cluster: Cluster, raw: Any
+    cluster: Cluster, redis_client: Any
 ) -> None:
     (one,) = await cluster.started(1)
     channel = one.bus.channel
@@ -153,9 +130,11 @@ async def test_malformed_messages_are_ignored_and_later_ones_arrive(
         b'{"o": "elsewhere", "k": "change"}',
         b'{"k": "change", "d": {}}',
     ]:
-        await raw.publish(channel, garbage)
-    await raw.publish(channel, orjson.dumps({"o": "elsewhere", "k": "ended", "d": {"sid": "x"}}))
-    await until(lambda: one.got)
+        await redis_client.publish(channel, garbage)
+    await redis_client.publish(
+        channel, orjson.dumps({"o": "elsewhere", "k": "ended", "d": {"sid": "x"}})
+    )
+    await wait_until(lambda: one.got)
     await asyncio.sleep(0.05)
     assert one.got == [("ended", {"sid": "x"})]
     assert one.bus.delivered == 1
@@ -174,10 +153,10 @@ async def test_a_failing_handler_does_not_stop_the_listener(cluster: Cluster) ->
     # Swap the handler: restart `two`'s bus with one that fails on "boom".
     await two.bus.close()
     two.bus.start(deliver)
-    await until(lambda: two.bus.subscribed)
+    await wait_until(lambda: two.bus.subscribed)
     one.bus.publish("boom", {})
     one.bus.publish("after", {})
-    await until(lambda: "after" in seen)
+    await wait_until(lambda: "after" in seen)
     assert seen == ["boom", "after"]
 
 
@@ -188,19 +167,19 @@ async def test_after_an_outage_the_listener_resubscribes_and_resyncs_once(
     cluster: Cluster, redis_server: RedisServer
 ) -> None:
     one, two = await cluster.started(2)
-    with redis_stopped(redis_server):
-        await until(lambda: not one.bus.subscribed and not two.bus.subscribed)
+    with redis_server.stopped():
+        await wait_until(lambda: not one.bus.subscribed and not two.bus.subscribed)
         assert not two.link.connected
         one.bus.publish("change", {"kind": "tools", "uri": None})  # lost: nobody hears it
-        await until(lambda: one.bus.dropped == 1)
-    await until(lambda: "resync" in one.kinds() and "resync" in two.kinds())
-    await until(lambda: one.bus.subscribed and two.bus.subscribed)
+        await wait_until(lambda: one.bus.dropped == 1)
+    await wait_until(lambda: "resync" in one.kinds() and "resync" in two.kinds())
+    await wait_until(lambda: one.bus.subscribed and two.bus.subscribed)
     assert one.link.connected
     assert two.link.connected
     one.bus.publish("change", {"kind": "prompts", "uri": None})
-    await until(lambda: ("change", {"kind": "prompts", "uri": None}) in two.got)
+    await wait_until(lambda: ("change", {"kind": "prompts", "uri": None}) in two.got)
     two.bus.publish("ended", {"sid": "s"})
-    await until(lambda: ("ended", {"sid": "s"}) in one.got)
+    await wait_until(lambda: ("ended", {"sid": "s"}) in one.got)
     assert two.got == [("resync", {}), ("change", {"kind": "prompts", "uri": None})]
     assert one.got == [("resync", {}), ("ended", {"sid": "s"})]
 
@@ -209,16 +188,16 @@ async def test_messages_queued_while_redis_is_away_are_dropped_and_counted(
     cluster: Cluster, redis_server: RedisServer
 ) -> None:
     one, _ = await cluster.started(2)
-    with redis_stopped(redis_server):
-        await until(lambda: not one.link.connected)
+    with redis_server.stopped():
+        await wait_until(lambda: not one.link.connected)
         for number in range(3):
             one.bus.publish("answer", {"sid": "s", "id": number})
-        await until(lambda: one.bus.dropped == 3)
+        await wait_until(lambda: one.bus.dropped == 3)
         assert one.bus.published == 0
 
 
 async def test_publish_before_start_is_dropped_and_counted(redis_server: RedisServer) -> None:
-    link = RedisLink(redis_server.url, prefix=f"t{time.monotonic_ns()}", timeout_s=TIMEOUT_S)
+    link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
     try:
         bus = RedisBus(link)
         bus.publish("change", {"kind": "tools"})
@@ -244,7 +223,7 @@ async def test_close_returns_promptly_and_sends_what_is_queued(cluster: Cluster)
     await one.bus.close()
     assert time.monotonic() - started < 1
     assert one.bus.published == 50
-    await until(lambda: len(two.got) == 50)
+    await wait_until(lambda: len(two.got) == 50)
     started = time.monotonic()
     await two.bus.close()  # idle: its listener waits in get_message
     assert time.monotonic() - started < 1
@@ -255,8 +234,8 @@ async def test_close_returns_promptly_while_redis_is_away(
     cluster: Cluster, redis_server: RedisServer
 ) -> None:
     one, _ = await cluster.started(2)
-    with redis_stopped(redis_server):
-        await until(lambda: not one.bus.subscribed)
+    with redis_server.stopped():
+        await wait_until(lambda: not one.bus.subscribed)
         one.bus.publish("change", {"kind": "tools"})
         started = time.monotonic()
         await one.bus.close()

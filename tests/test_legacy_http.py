@@ -26,6 +26,7 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.eventstream import parse_event_id
 from server.settings import Settings
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -406,13 +407,6 @@ def live() -> Iterator[Live]:
 async def net(live: Live) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=live.url, timeout=5) as client:
         yield client
-
-
-async def wait_until(predicate: Any, limit: float = 3) -> None:
-    """Poll a condition another thread makes true (there is no event to await)."""
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.01)
 
 
 def stream_of(frame: Frame) -> str:

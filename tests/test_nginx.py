@@ -41,6 +41,7 @@ from tests.deploy_helpers import (
     open_session,
     read_records,
     sse_messages,
+    stop_process,
 )
 
 SHIPPED = ROOT / "deploy" / "nginx" / "mcp.conf"
@@ -135,13 +136,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
             yield Proxy(server, f"http://127.0.0.1:{port}", records, workdir)
         finally:
             # The master (this PID) stops its workers on SIGQUIT: a graceful stop.
-            if nginx.poll() is None:
-                os.kill(nginx.pid, signal.SIGQUIT)
-                try:
-                    nginx.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(nginx.pid, signal.SIGKILL)
-                    nginx.wait(5)
+            stop_process(nginx, signal.SIGQUIT)
     finally:
         server.stop()
 

@@ -11,8 +11,6 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.deploy_helpers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -69,12 +69,6 @@ def test_the_readme_curl_examples_are_all_found() -> None:
 # -- a fresh server per example -----------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def server_url(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -100,12 +94,7 @@ def server_url(tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.05)
             yield url
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+            stop_process(process, grace_s=5)
 
 
 def localize(block: str, url: str) -> str:

@@ -23,6 +23,7 @@ from sse_starlette.sse import AppStatus
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -161,13 +162,6 @@ async def post_modern(
 
 def sse_messages(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data: {")]
-
-
-async def wait_until(predicate: Any, limit: float = 3.0) -> None:
-    """Poll a condition another thread (the writer, uvicorn) makes true."""
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110 - there is no event to await
-            await anyio.sleep(0.01)
 
 
 def check_request_record(record: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.deploy_helpers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN = "2026-07-28"
@@ -34,12 +35,6 @@ N = 3000
 IN_FLIGHT = 10  # of N: streaming calls still running when SIGTERM arrives
 WORKERS = 4  # concurrent connections of the burst
 STEPS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def message(method: str, id: int, params: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -6,26 +6,21 @@ in a ``finally``. Every test has its own key prefix.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
 from server.redis_link import PING_LOST_S, RedisLink, redis_failure
-from tests.redis_server import RedisServer, free_port
+from tests.polling import wait_until
+from tests.redis_server import RedisServer, free_port, fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
 TIMEOUT_S = 0.5
-
-
-def fresh_prefix() -> str:
-    return f"t{time.monotonic_ns()}"
 
 
 @pytest.fixture
@@ -33,15 +28,6 @@ async def link(redis_server: RedisServer) -> AsyncIterator[RedisLink]:
     redis_link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
     yield redis_link
     await redis_link.close()
-
-
-@contextlib.contextmanager
-def redis_stopped(redis_server: RedisServer) -> Iterator[None]:
-    redis_server.stop()
-    try:
-        yield
-    finally:
-        redis_server.start()
 
 
 async def expect_unavailable(link: RedisLink, operation: Any) -> float:
@@ -138,7 +124,7 @@ async def test_redis_stopped_is_a_503_and_the_link_says_so(
 ) -> None:
     await link.run(link.client.ping())
     assert link.connected
-    with redis_stopped(redis_server):
+    with redis_server.stopped():
         await expect_unavailable(link, link.client.ping())
         assert link.connected is False
         assert link.status()["error"]
@@ -166,7 +152,7 @@ async def test_reconnect_listeners_hear_once_that_redis_is_back(
     link.on_reconnect(lambda: heard.append("back"))
     await link.run(link.client.ping())
     assert heard == []  # no outage yet
-    with redis_stopped(redis_server):
+    with redis_server.stopped():
         for _ in range(2):
             with pytest.raises(ServiceUnavailable):
                 await link.run(link.client.ping())
@@ -189,17 +175,12 @@ async def test_the_monitor_notices_redis_going_and_coming_back(
     link.on_reconnect(lambda: heard.append("back"))
     link.start()
 
-    async def until(predicate: Any) -> None:
-        async with asyncio.timeout(5):
-            while not predicate():  # noqa: ASYNC110 - the monitor sets no event
-                await asyncio.sleep(0.01)
-
-    await until(lambda: link.connected)
+    await wait_until(lambda: link.connected)
     heard.clear()  # the first connection is not what this test is about
-    with redis_stopped(redis_server):
-        await until(lambda: not link.connected)
+    with redis_server.stopped():
+        await wait_until(lambda: not link.connected)
         assert link.status()["error"]
-    await until(lambda: link.connected)
+    await wait_until(lambda: link.connected)
     assert heard == ["back"]
     started = time.monotonic()
     await link.close()

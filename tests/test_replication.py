@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from server.settings import Settings
 from server.stream_mirror import LocalMirror
 from server.stream_mirror_redis import RedisMirror
 from server.subscriptions import Closed, Stream
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -101,7 +100,7 @@ async def test_without_a_url_the_state_is_this_process() -> None:
 
 
 async def test_with_a_url_the_state_is_in_redis(redis_server: RedisServer) -> None:
-    prefix = f"t{time.monotonic_ns()}"
+    prefix = fresh_prefix()
     calls = Calls(local=["gone-elsewhere"])
     shared = calls.build(
         settings(
@@ -196,7 +195,7 @@ def test_announce_change_publishes_on_the_bus(app: Application) -> None:
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
-    app.legacy.bus = RecordingBus()
+    app.replica.bus = RecordingBus()
     app.replica.announce_change(Change("resource_updated", "file:///a"))
     app.replica.announce_change(Change("tools"))
     assert published == [
@@ -334,11 +333,11 @@ async def test_unknown_sessions_and_malformed_events_are_ignored(app: Applicatio
 async def test_events_from_another_replica_arrive_through_the_bus(
     redis_server: RedisServer,
 ) -> None:
-    prefix = f"t{time.monotonic_ns()}"
+    prefix = fresh_prefix()
     links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
     there, here = RedisBus(links[0]), RedisBus(links[1])
     app = Application(settings(), Catalog("replication-test", "1.0.0"))
-    replica = Replica(app.hub, app.legacy)
+    replica = Replica(app.hub, app.legacy, here)
     try:
         there.start(lambda kind, data: None)
         here.start(replica.deliver)

@@ -35,6 +35,7 @@ from live_server import ServerThread
 from server import Catalog
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -958,12 +959,6 @@ async def first_event(lines: AsyncIterator[str]) -> dict[str, Any]:
             if line.startswith("data:"):
                 return dict(json.loads(line[5:]))
     raise AssertionError("the stream ended before its first event")
-
-
-async def wait_until(predicate: Any, limit: float = 3.0) -> None:
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110 - the server runs in another thread
-            await anyio.sleep(0.02)
 
 
 async def test_open_streams_per_client(live: ServerThread) -> None:

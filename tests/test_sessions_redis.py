@@ -8,19 +8,17 @@ sleep a little. A test that stops Redis starts it again in a ``finally``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import redis.asyncio
 
 from server.errors import ServiceUnavailable, http_status
 from server.redis_link import RedisLink
 from server.sessions import Session, SessionLimit
 from server.sessions_redis import MAX_SESSION_ID_LENGTH, RedisSessionStore
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +54,7 @@ class Replica:
 @pytest.fixture
 async def links(redis_server: RedisServer) -> AsyncIterator[Callable[[], RedisLink]]:
     """Makes links that share one fresh prefix (one per replica); closes them after the test."""
-    prefix = f"t{time.monotonic_ns()}"
+    prefix = fresh_prefix()
     made: list[RedisLink] = []
 
     def make() -> RedisLink:
@@ -67,22 +65,6 @@ async def links(redis_server: RedisServer) -> AsyncIterator[Callable[[], RedisLi
     yield make
     for link in made:
         await link.close()
-
-
-@pytest.fixture
-async def raw(redis_server: RedisServer) -> AsyncIterator[Any]:
-    client = redis.asyncio.Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
-
-
-@contextlib.contextmanager
-def redis_stopped(redis_server: RedisServer) -> Iterator[None]:
-    redis_server.stop()
-    try:
-        yield
-    finally:
-        redis_server.start()
 
 
 def replica(links: Callable[[], RedisLink], **options: Any) -> Replica:
@@ -144,25 +126,27 @@ async def test_ids_are_new_and_visible_ascii(links: Any) -> None:
 
 
 async def test_unknown_empty_and_overlong_ids_are_none_and_leave_no_key(
-    links: Any, raw: Any
+    links: Any, redis_client: Any
 ) -> None:
     link = links()
     store = Replica(link).store
     await create(store)
     for session_id in ["unknown", "", "x" * (MAX_SESSION_ID_LENGTH + 1), "a:b*?[]"]:
         assert await store.get(session_id) is None
-    assert await raw.exists(link.key("session", "unknown")) == 0
+    assert await redis_client.exists(link.key("session", "unknown")) == 0
     # Only the one real session is indexed (the lookups added nothing).
-    assert await raw.zcard(link.key("sessions")) == 1
+    assert await redis_client.zcard(link.key("sessions")) == 1
     assert await store.delete("x" * (MAX_SESSION_ID_LENGTH + 1)) is False
     assert await store.delete("") is False
 
 
-async def test_foreign_data_under_a_session_key_is_no_session(links: Any, raw: Any) -> None:
+async def test_foreign_data_under_a_session_key_is_no_session(
+    links: Any, redis_client: Any
+) -> None:
     link = links()
     store = Replica(link).store
-    await raw.hset(link.key("session", "half"), mapping={"version": "2025-11-25"})
-    await raw.hset(
+    await redis_client.hset(link.key("session", "half"), mapping={"version": "2025-11-25"})
+    await redis_client.hset(
         link.key("session", "garbled"),
         mapping={"version": "v", "client_info": "{not json", "capabilities": "{}"},
     )
@@ -173,38 +157,38 @@ async def test_foreign_data_under_a_session_key_is_no_session(links: Any, raw: A
 # -- idle expiry --------------------------------------------------------------------------------
 
 
-async def test_an_idle_session_expires_by_its_ttl(links: Any, raw: Any) -> None:
+async def test_an_idle_session_expires_by_its_ttl(links: Any, redis_client: Any) -> None:
     link = links()
     store = Replica(link, idle_timeout_s=0.3).store
     session = await create(store)
-    ttl = await raw.pttl(link.key("session", session.id))
+    ttl = await redis_client.pttl(link.key("session", session.id))
     assert 0 < ttl <= 300
     await asyncio.sleep(0.45)
     assert await store.get(session.id) is None
 
 
-async def test_a_saved_session_expires_by_the_same_ttl(links: Any, raw: Any) -> None:
+async def test_a_saved_session_expires_by_the_same_ttl(links: Any, redis_client: Any) -> None:
     link = links()
     store = Replica(link, idle_timeout_s=0.3).store
     session = await create(store)
     session.initialized = True
     await store.save(session)
-    ttl = await raw.pttl(link.key("session", session.id))
+    ttl = await redis_client.pttl(link.key("session", session.id))
     assert 0 < ttl <= 300  # a save restarts the idle clock, it does not stretch it
     await asyncio.sleep(0.45)
     assert await store.get(session.id) is None
 
 
-async def test_get_restarts_the_idle_clock(links: Any, raw: Any) -> None:
+async def test_get_restarts_the_idle_clock(links: Any, redis_client: Any) -> None:
     link = links()
     store = Replica(link, idle_timeout_s=0.6).store
     session = await create(store)
     for _ in range(2):  # 0.7 s in all: longer than the timeout, but never idle that long
         await asyncio.sleep(0.35)
         assert await store.get(session.id) is not None
-    assert await raw.pttl(link.key("session", session.id)) > 400
+    assert await redis_client.pttl(link.key("session", session.id)) > 400
     # The index moved too: the cap does not count it as expired.
-    score = await raw.zscore(link.key("sessions"), session.id)
+    score = await redis_client.zscore(link.key("sessions"), session.id)
     assert score > time.time() + 0.4
 
 
@@ -229,7 +213,7 @@ async def test_delete_ends_the_session_for_every_replica(links: Any) -> None:
     assert await one.store.delete(session.id) is False
 
 
-async def test_save_after_delete_does_not_resurrect(links: Any, raw: Any) -> None:
+async def test_save_after_delete_does_not_resurrect(links: Any, redis_client: Any) -> None:
     link = links()
     one, two = Replica(link), replica(links)
     session = await create(one.store)
@@ -237,7 +221,7 @@ async def test_save_after_delete_does_not_resurrect(links: Any, raw: Any) -> Non
     assert await two.store.delete(session.id) is True  # ... while DELETE lands elsewhere
     session.log_level = "debug"
     await one.store.save(session)  # the request finishes
-    assert await raw.exists(link.key("session", session.id)) == 0
+    assert await redis_client.exists(link.key("session", session.id)) == 0
     assert await two.store.get(session.id) is None
     assert await one.store.get(session.id) is None
 
@@ -323,7 +307,7 @@ async def test_every_method_is_a_prompt_503_while_redis_is_away(
         "delete": lambda: here.store.delete(session.id),
         "expire": here.store.expire,
     }
-    with redis_stopped(redis_server):
+    with redis_server.stopped():
         for name, operation in operations.items():
             started = time.monotonic()
             with pytest.raises(ServiceUnavailable):

@@ -21,6 +21,7 @@ from server.catalog import Catalog
 from server.context import Context
 from server.settings import Settings
 from tests.deploy_helpers import (
+    INITIALIZE,
     legacy_headers,
     listen,
     modern_call,
@@ -29,6 +30,7 @@ from tests.deploy_helpers import (
     sse_messages,
 )
 from tests.live_server import ServerThread
+from tests.redis_server import fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -79,19 +81,27 @@ def make_catalog() -> Catalog:
     return catalog
 
 
+ASKABLE = {"elicitation": {}}
+
+
+def replica_settings(redis_server: Any, prefix: str) -> Settings:
+    """One replica's settings: the shared Redis and secret, short Redis timeouts, no records."""
+    return Settings(
+        redis_url=redis_server.url,
+        redis_prefix=prefix,
+        redis_timeout_s=0.5,
+        state_secret="a shared secret for both replicas",
+        records=["none"],
+    )
+
+
 @pytest.fixture
 def replicas(redis_server: Any, tmp_path: Any) -> Iterator[list[str]]:
-    prefix = f"t{time.monotonic_ns()}"  # each test its own keys and channel
+    prefix = fresh_prefix()  # each test its own keys and channel
     threads = []
     for _ in range(2):
-        settings = Settings(
-            redis_url=redis_server.url,
-            redis_prefix=prefix,
-            redis_timeout_s=0.5,
-            state_secret="a shared secret for both replicas",
-            records=["none"],
-        )
-        threads.append(ServerThread(Application(settings, make_catalog())).start())
+        app = Application(replica_settings(redis_server, prefix), make_catalog())
+        threads.append(ServerThread(app).start())
     try:
         wait_ready([thread.url for thread in threads])
         yield [thread.url for thread in threads]
@@ -110,16 +120,7 @@ def wait_ready(urls: list[str], timeout: float = 10.0) -> None:
 
 async def open_asking_session(client: httpx.AsyncClient, url: str) -> str:
     """A session whose client can be asked (elicitation) and hears every log level."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "asked", "version": "1"},
-        },
-    }
+    initialize = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": ASKABLE}}
     answer = await client.post(f"{url}/mcp", json=initialize, headers=legacy_headers())
     sid: str = answer.headers["mcp-session-id"]
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -283,16 +284,7 @@ async def test_redis_away_gives_503_for_shared_state_and_keeps_modern_calls_work
             assert time.monotonic() - started < 3
             initialize = await client.post(
                 f"{a}/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "x", "version": "1"},
-                    },
-                },
+                json=INITIALIZE,
                 headers=legacy_headers(),
             )
             assert initialize.status_code == 503
@@ -318,13 +310,7 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
     redis_server.stop()
     thread = None
     try:
-        settings = Settings(
-            redis_url=redis_server.url,
-            redis_prefix=f"t{time.monotonic_ns()}",
-            redis_timeout_s=0.5,
-            state_secret="a shared secret for both replicas",
-            records=["none"],
-        )
+        settings = replica_settings(redis_server, fresh_prefix())
         thread = ServerThread(Application(settings, make_catalog()), check_health=True).start()
         url = thread.url
         async with httpx.AsyncClient(timeout=5) as client:
@@ -336,16 +322,7 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
             assert served.status_code == 200
             refused = await client.post(
                 f"{url}/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "early", "version": "1"},
-                    },
-                },
+                json=INITIALIZE,
                 headers=legacy_headers(),
             )
             assert refused.status_code == 503

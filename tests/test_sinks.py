@@ -17,6 +17,7 @@ import pytest
 
 from server.records import Privacy
 from server.sinks import JsonlFileSink, Recorder, SinkBacklogged, StdoutSink, build_sinks
+from tests.polling import wait_until_blocking
 
 
 def line(number: int, width: int = 24) -> bytes:
@@ -26,14 +27,6 @@ def line(number: int, width: int = 24) -> bytes:
 
 def numbers(data: bytes) -> list[int]:
     return [json.loads(text)["n"] for text in data.decode().splitlines()]
-
-
-def wait_until(predicate: Any, limit: float = 3.0) -> None:
-    """Poll a condition the writer thread makes true."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 # -- JsonlFileSink ------------------------------------------------------------------------------
@@ -287,7 +280,7 @@ def test_recorder_writes_records_as_json_lines_in_order(tmp_path: Path) -> None:
     records = [{"n": n, "text": 'é\n"quoted"', "nested": {"list": [n, None]}} for n in range(1000)]
     for record in records:
         recorder.record(record)
-    wait_until(lambda: recorder.written == 1000)
+    wait_until_blocking(lambda: recorder.written == 1000)
     recorder.close()
     assert [json.loads(text) for text in path.read_text().splitlines()] == records
     assert recorder.status()["written"] == 1000
@@ -300,7 +293,9 @@ def test_records_reach_the_file_without_close(tmp_path: Path) -> None:
     recorder.start()
     try:
         recorder.record({"n": 1})
-        wait_until(lambda: path.exists() and path.read_bytes() == line_of({"n": 1}), limit=1.0)
+        wait_until_blocking(
+            lambda: path.exists() and path.read_bytes() == line_of({"n": 1}), limit=1.0
+        )
     finally:
         recorder.close()
 
@@ -476,13 +471,13 @@ def test_a_file_sink_below_a_regular_file_fails_then_recovers(
     recorder.start()
     try:
         recorder.record({"n": 1})
-        wait_until(lambda: recorder.failed == 1)
+        wait_until_blocking(lambda: recorder.failed == 1)
         assert recorder.healthy is False
         assert recorder.status()["failing"] == ["file"]
         assert any("file sink failed" in r.getMessage() for r in caplog.records)
         blocker.unlink()  # the operator fixes the path
         recorder.record({"n": 2})
-        wait_until(lambda: recorder.written == 1)
+        wait_until_blocking(lambda: recorder.written == 1)
         assert recorder.healthy is True
         assert recorder.failed == 1
     finally:
@@ -513,7 +508,7 @@ def test_sinks_are_opened_at_start_and_a_bad_path_recovers_without_traffic(
         assert recorder.status()["failing"] == ["file"]
         assert recorder.failed == 0
         blocker.unlink()
-        wait_until(lambda: recorder.healthy, limit=2.0)
+        wait_until_blocking(lambda: recorder.healthy, limit=2.0)
         assert path.exists()
     finally:
         recorder.close()
@@ -636,7 +631,7 @@ def test_a_record_that_cannot_be_serialised_does_not_kill_the_writer() -> None:
     try:
         recorder.record({"n": 0, "params": nested(300), "client": {"capabilities": nested(300)}})
         recorder.record({"n": 1})
-        wait_until(lambda: [r["n"] for r in sink.records()] == [0, 1], limit=1.0)
+        wait_until_blocking(lambda: [r["n"] for r in sink.records()] == [0, 1], limit=1.0)
         thread = recorder._thread
         assert thread is not None
         assert thread.is_alive()

@@ -23,6 +23,7 @@ import server.__main__ as entry
 from server import report_redis
 from server.sinks import Recorder, build_sinks
 from server.sinks_redis import RedisStreamSink
+from tests.polling import wait_until_blocking
 from tests.redis_server import RedisServer, free_port
 from tests.test_report import MIXED
 
@@ -54,13 +55,6 @@ def stream_numbers(client: Any, key: str) -> list[int]:
     return [orjson.loads(fields[b"r"])["n"] for _, fields in client.xrange(key)]
 
 
-def wait_until(predicate: Any, limit: float = 5.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
 # -- writing -----------------------------------------------------------------------------------
 
 
@@ -73,7 +67,7 @@ def test_records_land_in_the_stream_in_order(
     records = [{"n": n, "text": 'é\n"quoted"'} for n in range(1000)]
     for record in records:
         recorder.record(record)
-    wait_until(lambda: recorder.written == 1000)
+    wait_until_blocking(lambda: recorder.written == 1000)
     recorder.close()
     entries = client.xrange(key)
     assert [orjson.loads(fields[b"r"]) for _, fields in entries] == records
@@ -114,7 +108,7 @@ def test_redis_away_at_start_shows_in_readiness_and_recovers_without_traffic(
     finally:
         redis_server.start()
     try:
-        wait_until(lambda: recorder.healthy)
+        wait_until_blocking(lambda: recorder.healthy)
     finally:
         recorder.close()
 
@@ -127,12 +121,12 @@ def test_no_record_is_lost_while_redis_is_away(
     try:
         for number in range(200):
             recorder.record({"n": number})
-        wait_until(lambda: recorder.written == 200)
+        wait_until_blocking(lambda: recorder.written == 200)
         redis_server.stop()
         try:
             for number in range(200, 700):
                 recorder.record({"n": number})
-            wait_until(lambda: recorder.status()["backlog"] == 500)
+            wait_until_blocking(lambda: recorder.status()["backlog"] == 500)
             status = recorder.status()
             assert (status["healthy"], status["failing"]) == (False, ["redis"])
             assert (status["written"], status["failed"], status["queued"]) == (200, 0, 0)
@@ -140,7 +134,7 @@ def test_no_record_is_lost_while_redis_is_away(
         finally:
             redis_server.start()
         # No traffic: the writer's probe delivers the backlog.
-        wait_until(lambda: recorder.healthy and recorder.written == 700)
+        wait_until_blocking(lambda: recorder.healthy and recorder.written == 700)
         for number in range(700, 750):
             recorder.record({"n": number})
     finally:
@@ -166,7 +160,7 @@ def test_the_backlog_is_bounded_and_sheds_the_oldest(
         assert sink.shed == 70
     finally:
         redis_server.start()
-    wait_until(lambda: (recorder._probe(), recorder.healthy)[1])
+    wait_until_blocking(lambda: (recorder._probe(), recorder.healthy)[1])
     recorder.close()
     assert stream_numbers(client, key) == list(range(70, 120))
     assert (recorder.written, recorder.failed, recorder.backlog) == (50, 70, 0)

@@ -9,19 +9,18 @@ it again in a ``finally``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio
 
 from server.eventstream import EventStream
 from server.redis_link import RedisLink
 from server.stream_mirror import Copy, LocalMirror
 from server.stream_mirror_redis import RedisMirror
-from tests.redis_server import RedisServer
+from tests.polling import wait_until
+from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +34,7 @@ class Pair:
     """The replica that runs a stream (``source``) and the one a client resumes on (``other``)."""
 
     def __init__(self, url: str, capacity: int) -> None:
-        prefix = f"t{time.monotonic_ns()}"
+        prefix = fresh_prefix()
         self.links = [RedisLink(url, prefix=prefix, timeout_s=TIMEOUT_S) for _ in range(2)]
         self.source = RedisMirror(self.links[0], capacity=capacity, ttl_s=TTL_S)
         self.other = RedisMirror(self.links[1], capacity=capacity, ttl_s=TTL_S)
@@ -65,32 +64,10 @@ async def pair(redis_server: RedisServer) -> AsyncIterator[Pair]:
     await made.close()
 
 
-@pytest.fixture
-async def raw(redis_server: RedisServer) -> AsyncIterator[Any]:
-    client = redis.asyncio.Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
-
-
-@contextlib.contextmanager
-def redis_stopped(redis_server: RedisServer) -> Iterator[None]:
-    redis_server.stop()
-    try:
-        yield
-    finally:
-        redis_server.start()
-
-
-async def until(predicate: Callable[[], Any], limit: float = 5.0) -> None:
-    async with asyncio.timeout(limit):
-        while not predicate():  # noqa: ASYNC110 - the mirror's tasks set no event
-            await asyncio.sleep(0.005)
-
-
-async def copied(raw: Any, key: str, entries: int) -> None:
+async def copied(redis_client: Any, key: str, entries: int) -> None:
     """Wait until the mirror's writer has put ``entries`` entries (end marker included)."""
     async with asyncio.timeout(5):
-        while await raw.xlen(key) < entries:  # noqa: ASYNC110 - Redis is polled
+        while await redis_client.xlen(key) < entries:  # noqa: ASYNC110 - Redis is polled
             await asyncio.sleep(0.005)
 
 
@@ -110,19 +87,19 @@ def seqs_and_ids(stream: EventStream) -> list[tuple[int, str]]:
 # -- copying ------------------------------------------------------------------------------------
 
 
-async def test_events_land_in_redis_under_their_seqs(pair: Pair, raw: Any) -> None:
+async def test_events_land_in_redis_under_their_seqs(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked()
     publish(stream, 1, 2, 3)
-    await copied(raw, pair.key(stream.id), 3)
-    entries = await raw.xrange(pair.key(stream.id))
+    await copied(redis_client, pair.key(stream.id), 3)
+    entries = await redis_client.xrange(pair.key(stream.id))
     assert entries == [(f"0-{n}".encode(), {b"d": payload(n)}) for n in (1, 2, 3)]
-    assert 0 < await raw.pttl(pair.key(stream.id)) <= TTL_S * 1000
+    assert 0 < await redis_client.pttl(pair.key(stream.id)) <= TTL_S * 1000
 
 
-async def test_open_returns_exactly_the_events_after_a_seq(pair: Pair, raw: Any) -> None:
+async def test_open_returns_exactly_the_events_after_a_seq(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked()
     publish(stream, 1, 2, 3, 4, 5)
-    await copied(raw, pair.key(stream.id), 5)
+    await copied(redis_client, pair.key(stream.id), 5)
     copy = await pair.other.open(SESSION, stream.id, after=2)
     assert copy == Copy([(3, payload(3)), (4, payload(4)), (5, payload(5))], finished=False)
     everything = await pair.other.open(SESSION, stream.id, after=0)
@@ -132,12 +109,12 @@ async def test_open_returns_exactly_the_events_after_a_seq(pair: Pair, raw: Any)
     assert await pair.other.open(SESSION, stream.id, after=5) == Copy([], finished=False)
 
 
-async def test_finish_writes_the_end_marker(pair: Pair, raw: Any) -> None:
+async def test_finish_writes_the_end_marker(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked()
     publish(stream, 1, 2, 3, 4)
     stream.finish(payload(5))  # the call's result is the last event
-    await copied(raw, pair.key(stream.id), 6)
-    last = await raw.xrevrange(pair.key(stream.id), count=1)
+    await copied(redis_client, pair.key(stream.id), 6)
+    last = await redis_client.xrevrange(pair.key(stream.id), count=1)
     assert last == [(b"0-6", {b"e": b"1"})]
     copy = await pair.other.open(SESSION, stream.id, after=3)
     assert copy == Copy([(4, payload(4)), (5, payload(5))], finished=True)
@@ -147,16 +124,16 @@ async def test_finish_writes_the_end_marker(pair: Pair, raw: Any) -> None:
     assert await pair.other.open(SESSION, stream.id, after=1000) == Copy([], finished=True)
 
 
-async def test_an_unknown_stream_is_none(pair: Pair, raw: Any) -> None:
+async def test_an_unknown_stream_is_none(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked()
     publish(stream, 1)
-    await copied(raw, pair.key(stream.id), 1)
+    await copied(redis_client, pair.key(stream.id), 1)
     assert await pair.other.open(SESSION, "nope", after=0) is None
     assert await pair.other.open("another-session", stream.id, after=0) is None
 
 
 async def test_copies_are_bounded_and_keep_the_newest_events(
-    redis_server: RedisServer, raw: Any
+    redis_server: RedisServer, redis_client: Any
 ) -> None:
     pair = Pair(redis_server.url, capacity=10)
     try:
@@ -164,10 +141,10 @@ async def test_copies_are_bounded_and_keep_the_newest_events(
         publish(stream, *range(1, 500))
         stream.finish(payload(500))
         async with asyncio.timeout(5):  # until the end marker (after event 500) is there
-            while await raw.xrevrange(pair.key(stream.id), count=1) != END_501:  # noqa: ASYNC110
+            while await redis_client.xrevrange(pair.key(stream.id), count=1) != END_501:  # noqa: ASYNC110
                 await asyncio.sleep(0.005)
         # MAXLEN ~ trims whole nodes: about the capacity, never the whole stream.
-        length = await raw.xlen(pair.key(stream.id))
+        length = await redis_client.xlen(pair.key(stream.id))
         assert 10 < length < 250
         copy = await pair.other.open(SESSION, stream.id, after=0)
         assert copy is not None
@@ -185,10 +162,10 @@ async def test_copies_are_bounded_and_keep_the_newest_events(
 # -- standing in for the other replica's stream --------------------------------------------------
 
 
-async def test_copy_stream_keeps_the_original_seqs(pair: Pair, raw: Any) -> None:
+async def test_copy_stream_keeps_the_original_seqs(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked("ab7")
     publish(stream, 1, 2, 3, 4, 5)
-    await copied(raw, pair.key(stream.id), 5)
+    await copied(redis_client, pair.key(stream.id), 5)
     copy = await pair.other.open(SESSION, stream.id, after=2)
     assert copy is not None
     local = copy.stream(stream.id, after=2, capacity=16)
@@ -213,10 +190,10 @@ def test_copy_stream_with_gaps_and_with_nothing() -> None:
 # -- following ----------------------------------------------------------------------------------
 
 
-async def test_tail_follows_the_stream_until_its_end_marker(pair: Pair, raw: Any) -> None:
+async def test_tail_follows_the_stream_until_its_end_marker(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked("cd2")
     publish(stream, 1, 2)
-    await copied(raw, pair.key(stream.id), 2)
+    await copied(redis_client, pair.key(stream.id), 2)
     copy = await pair.other.open(SESSION, stream.id, after=1)
     assert copy is not None
     local = copy.stream(stream.id, after=1, capacity=16)
@@ -240,11 +217,11 @@ async def test_tail_follows_the_stream_until_its_end_marker(pair: Pair, raw: Any
     assert local.generation == generation
 
 
-async def test_tail_of_a_finished_copy_returns_at_once(pair: Pair, raw: Any) -> None:
+async def test_tail_of_a_finished_copy_returns_at_once(pair: Pair, redis_client: Any) -> None:
     stream = pair.tracked()
     publish(stream, 1)
     stream.finish()
-    await copied(raw, pair.key(stream.id), 2)
+    await copied(redis_client, pair.key(stream.id), 2)
     copy = await pair.other.open(SESSION, stream.id, after=0)
     assert copy == Copy([(1, payload(1))], finished=True)
     local = copy.stream(stream.id, after=0, capacity=16)
@@ -253,18 +230,18 @@ async def test_tail_of_a_finished_copy_returns_at_once(pair: Pair, raw: Any) -> 
 
 
 async def test_tail_ends_the_connections_when_redis_goes_away(
-    pair: Pair, raw: Any, redis_server: RedisServer
+    pair: Pair, redis_client: Any, redis_server: RedisServer
 ) -> None:
     stream = pair.tracked()
     publish(stream, 1)
-    await copied(raw, pair.key(stream.id), 1)
+    await copied(redis_client, pair.key(stream.id), 1)
     copy = await pair.other.open(SESSION, stream.id, after=0)
     assert copy is not None
     local = copy.stream(stream.id, after=0, capacity=16)
     follower = asyncio.create_task(local.wait_beyond(local.last_seq, local.generation))
     tail = asyncio.create_task(pair.other.tail(SESSION, local))
     await asyncio.sleep(0.05)  # blocked in XREAD
-    with redis_stopped(redis_server):
+    with redis_server.stopped():
         started = time.monotonic()
         async with asyncio.timeout(TIMEOUT_S * 2 + 2):
             await tail
@@ -275,14 +252,14 @@ async def test_tail_ends_the_connections_when_redis_goes_away(
         assert not local.finished  # the stream goes on; only the connections end
         # Events of the running call cannot be copied meanwhile: dropped and counted.
         publish(stream, 2, 3)
-        await until(lambda: pair.source.dropped == 2)
+        await wait_until(lambda: pair.source.dropped == 2)
 
 
 async def test_tail_with_redis_already_away_ends_at_once(
     pair: Pair, redis_server: RedisServer
 ) -> None:
     local = EventStream("zz1", 16)
-    with redis_stopped(redis_server):
+    with redis_server.stopped():
         async with asyncio.timeout(TIMEOUT_S * 2 + 2):
             await pair.other.tail(SESSION, local)
     assert local.end_reason == "shared_state_lost"
@@ -293,16 +270,16 @@ async def test_tail_with_redis_already_away_ends_at_once(
 
 
 async def test_an_untracked_or_unstarted_mirror_copies_nothing(
-    redis_server: RedisServer, raw: Any
+    redis_server: RedisServer, redis_client: Any
 ) -> None:
-    link = RedisLink(redis_server.url, prefix=f"t{time.monotonic_ns()}", timeout_s=TIMEOUT_S)
+    link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
     mirror = RedisMirror(link, capacity=8, ttl_s=TTL_S)
     try:
         stream = EventStream("ab1", 8)
         mirror.track(SESSION, stream)
         publish(stream, 1)  # not started: the observer has nowhere to queue
         stream.finish()
-        assert await raw.exists(link.key("events", SESSION, "ab1")) == 0
+        assert await redis_client.exists(link.key("events", SESSION, "ab1")) == 0
         started = time.monotonic()
         await mirror.close()
         assert time.monotonic() - started < 1

@@ -30,6 +30,7 @@ from sse_starlette.sse import AppStatus
 from server import Catalog, Context
 from server.app import create_app
 from server.settings import Settings
+from tests.polling import wait_until
 
 VERSION = "2026-07-28"
 META = {
@@ -227,13 +228,6 @@ async def post(client: httpx.AsyncClient, message: dict[str, Any]) -> dict[str, 
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     return response.json()
-
-
-async def wait_until(predicate: Any, limit: float = 2) -> None:
-    """Poll a condition another thread makes true (there is no event to await)."""
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.01)
 
 
 # -- request streams: progress and logs --------------------------------------------------------
