@@ -158,6 +158,11 @@ def legacy_headers(session_id: str | None = None) -> dict[str, str]:
     return headers
 
 
+def sse_get_headers(session_id: str) -> dict[str, str]:
+    """A session's GET (its standalone stream, or a resume with Last-Event-ID added)."""
+    return {**legacy_headers(session_id), "Accept": "text/event-stream"}
+
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": "init",

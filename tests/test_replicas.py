@@ -44,6 +44,7 @@ from tests.deploy_helpers import (
     modern_headers,
     open_session,
     read_records,
+    sse_get_headers,
     sse_messages,
 )
 from tests.redis_server import RedisServer
@@ -103,14 +104,6 @@ def legacy_request(method: str, id: Any, params: dict[str, Any] | None = None) -
 
 def legacy_call(name: str, id: Any, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     return legacy_request("tools/call", id, {"name": name, "arguments": arguments or {}})
-
-
-def get_headers(session_id: str) -> dict[str, str]:
-    return {
-        "Accept": "text/event-stream",
-        "Mcp-Session-Id": session_id,
-        "MCP-Protocol-Version": LEGACY,
-    }
 
 
 async def post_modern(client: httpx.AsyncClient, base: str, message: dict[str, Any]) -> Any:
@@ -342,13 +335,13 @@ async def test_a_tool_list_change_on_a_reaches_a_legacy_get_stream_on_b_within_a
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
         session_id = await open_session(client, mcp(a))
         try:
-            async with sse_feed(client, "GET", mcp(b), get_headers(session_id)) as on_b:
+            async with sse_feed(client, "GET", mcp(b), sse_get_headers(session_id)) as on_b:
                 await asyncio.sleep(0.1)  # (a margin: the 200 came after the stream attached)
                 started = time.perf_counter()
                 await toggle(client, a, "toggle-get")
                 change = await on_b.first(method_is(LIST_CHANGED))
         finally:
-            await client.delete(mcp(a), headers=get_headers(session_id))
+            await client.delete(mcp(a), headers=sse_get_headers(session_id))
     assert change is not None, f"the change on A never reached the GET stream on B ({WAIT_S} s)"
     latency = change[0] - started
     print(f"list change on A -> legacy GET stream on B: {latency * 1000:.1f} ms")
@@ -381,7 +374,7 @@ async def test_a_legacy_session_opened_on_a_is_usable_on_b_and_deleted_everywher
             )
             assert listed.status_code == 200, f"tools/list on {base}: {listed.text}"
             assert any(tool["name"] == "echo" for tool in listed.json()["result"]["tools"])
-        deleted = await client.delete(mcp(b), headers=get_headers(session_id))
+        deleted = await client.delete(mcp(b), headers=sse_get_headers(session_id))
         assert deleted.status_code == 200, f"DELETE on B: {deleted.text}"
         for base, id_ in ((a, "after-a"), (b, "after-b")):
             gone = await client.post(
@@ -408,7 +401,7 @@ async def test_a_legacy_session_works_through_round_robin_nginx(replicas: Replic
             assert listed.json()["result"]["content"][0]["text"] == id_
         served = await records_of(replicas, ids)
         assert all(served), f"round robin left a replica idle: {served}"
-        deleted = await client.delete(mcp(replicas.url), headers=get_headers(session_id))
+        deleted = await client.delete(mcp(replicas.url), headers=sse_get_headers(session_id))
         assert deleted.status_code == 200, deleted.text
         for n in range(2):  # one lands on each replica
             gone = await client.post(
@@ -471,7 +464,7 @@ async def test_a_client_answer_posted_to_b_completes_the_call_waiting_on_a(
             assert final is not None, "the call on A never completed after the answer went to B"
             assert final[1]["result"]["content"][0]["text"] == expected, final[1]
         finally:
-            await client.delete(mcp(a), headers=get_headers(session_id))
+            await client.delete(mcp(a), headers=sse_get_headers(session_id))
 
 
 # -- Redis away mid-run ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from tests.deploy_helpers import (
     modern_call,
     modern_headers,
     open_session,
+    sse_get_headers,
     sse_messages,
 )
 from tests.live_server import ServerThread
@@ -130,6 +131,10 @@ async def open_asking_session(client: httpx.AsyncClient, url: str) -> str:
     return sid
 
 
+async def send_modern(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> Any:
+    return await client.post(f"{url}/mcp", json=message, headers=modern_headers(message))
+
+
 async def post(client: httpx.AsyncClient, url: str, message: dict[str, Any], sid: str) -> Any:
     return await client.post(f"{url}/mcp", json=message, headers=legacy_headers(sid))
 
@@ -197,13 +202,13 @@ async def test_a_legacy_get_stream_hears_changes_made_on_the_other_replica(
     a, b = replicas
     async with httpx.AsyncClient(timeout=5) as client:
         sid = await open_session(client, f"{b}/mcp")
-        headers = {**legacy_headers(sid), "Accept": "text/event-stream"}
+        headers = sse_get_headers(sid)
         async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
             assert stream.status_code == 200
             messages = sse_messages(stream)
             await asyncio.sleep(0.1)  # the GET stream is attached before the change
             message = modern_call("toggle", {}, 1)
-            await client.post(f"{a}/mcp", json=message, headers=modern_headers(message))
+            await send_modern(client, a, message)
             changed = await next_message(messages)
             assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
@@ -289,7 +294,7 @@ async def test_redis_away_gives_503_for_shared_state_and_keeps_modern_calls_work
             )
             assert initialize.status_code == 503
             message = modern_call("slow", {"steps": 1}, 2)
-            served = await client.post(f"{a}/mcp", json=message, headers=modern_headers(message))
+            served = await send_modern(client, a, message)
             assert served.status_code == 200
             assert served.json()["result"]["content"][0]["text"] == "done"
             ready = await client.get(f"{b}/readyz")
@@ -318,7 +323,7 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
             assert ready.status_code == 503
             assert ready.json()["redis"]["connected"] is False
             message = modern_call("toggle", {}, 1)
-            served = await client.post(f"{url}/mcp", json=message, headers=modern_headers(message))
+            served = await send_modern(client, url, message)
             assert served.status_code == 200
             refused = await client.post(
                 f"{url}/mcp",
@@ -345,7 +350,7 @@ async def test_a_subscription_made_through_one_replica_feeds_the_get_stream_on_t
     a, b = replicas
     async with httpx.AsyncClient(timeout=5) as client:
         sid = await open_session(client, f"{b}/mcp")
-        headers = {**legacy_headers(sid), "Accept": "text/event-stream"}
+        headers = sse_get_headers(sid)
         async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
             messages = sse_messages(stream)
             subscribe = {
@@ -357,7 +362,7 @@ async def test_a_subscription_made_through_one_replica_feeds_the_get_stream_on_t
             assert (await post(client, a, subscribe, sid)).status_code == 200
             await asyncio.sleep(0.1)  # the subscription travels to B on the bus
             touch = modern_call("touch", {}, 2)
-            await client.post(f"{a}/mcp", json=touch, headers=modern_headers(touch))
+            await send_modern(client, a, touch)
             updated = await next_message(messages)
             assert updated == {
                 "jsonrpc": "2.0",
@@ -372,12 +377,12 @@ async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed
     a, b = replicas
     async with httpx.AsyncClient(timeout=5) as client:
         sid = await open_session(client, f"{a}/mcp")
-        headers = {**legacy_headers(sid), "Accept": "text/event-stream"}
+        headers = sse_get_headers(sid)
         toggle = modern_call("toggle", {}, 1)
         last_id = None
         async with client.stream("GET", f"{a}/mcp", headers=headers) as stream:
             await asyncio.sleep(0.1)
-            await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+            await send_modern(client, a, toggle)
             async with asyncio.timeout(5):
                 async for line in stream.aiter_lines():
                     if line.startswith("id:") and not line.endswith("_0"):
@@ -385,7 +390,7 @@ async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed
                         break  # got the first change's event: the connection drops
         assert last_id is not None
         # Missed while away: a change that A's GET stream keeps for the resume.
-        await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+        await send_modern(client, a, toggle)
         await asyncio.sleep(0.2)  # copied to Redis by then
         resume = {**headers, "Last-Event-ID": last_id}
         async with client.stream("GET", f"{b}/mcp", headers=resume) as resumed:
@@ -394,6 +399,6 @@ async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed
             missed = await next_message(messages)
             assert missed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
             # ... and the stream goes on from B: a change made on A arrives here too.
-            await client.post(f"{a}/mcp", json=toggle, headers=modern_headers(toggle))
+            await send_modern(client, a, toggle)
             later = await next_message(messages)
             assert later == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
