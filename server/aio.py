@@ -26,10 +26,9 @@ import contextlib
 import heapq
 import itertools
 import logging
-import math
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -47,6 +46,7 @@ class CoarseTimers:
     def __init__(self, loop: asyncio.AbstractEventLoop, resolution_s: float = RESOLUTION_S) -> None:
         self._loop = loop
         self._resolution = resolution_s
+        self._per_second = 1 / resolution_s
         self._slots: dict[int, dict[int, Callable[[], object]]] = {}
         # Slot numbers in time order (a slot emptied by cancels stays here until it is due).
         self._due: list[int] = []
@@ -58,7 +58,9 @@ class CoarseTimers:
         return sum(len(slot) for slot in self._slots.values())
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerKey:
-        slot = math.ceil((self._loop.time() + delay) / self._resolution)
+        # The first slot boundary past the deadline (floor + 1: ceil's answer but for exact
+        # boundaries, a slot later, which the resolution allows anyway).
+        slot = int((self._loop.time() + delay) * self._per_second) + 1
         callbacks = self._slots.get(slot)
         if callbacks is None:
             callbacks = self._slots[slot] = {}
@@ -179,6 +181,54 @@ class Deadline:
         ):
             raise TimeoutError
         return None
+
+
+class Started(Generic[T]):
+    """A coroutine run in the caller's task up to its first real wait, the way ``await`` would.
+
+    ``done`` tells whether it finished without ever waiting (``result`` then holds its value);
+    otherwise awaiting this object runs the rest, in the same task. What that buys: work that
+    only matters while a coroutine waits (a disconnect watcher, a handler timeout) is set up
+    only for coroutines that do wait; most MCP handlers answer without waiting at all.
+    Exceptions from the first step propagate from the constructor, as they would from
+    ``await``; a cancellation while suspended goes into the coroutine, as it would there.
+    """
+
+    __slots__ = ("_coroutine", "_pending", "done", "result")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self.done = False
+        try:
+            # What the coroutine's first wait yielded (a future, or None for a bare yield):
+            # handed to the task when this object is awaited.
+            self._pending: Any = coroutine.send(None)
+        except StopIteration as finished:
+            self.done = True
+            self.result: T = finished.value
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        if self.done:
+            return self.result
+        coroutine, pending = self._coroutine, self._pending
+        # A hand-written ``yield from``: the coroutine already took its first step, so the
+        # pending future is yielded first, and what the task sends or throws is passed on.
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as thrown:  # a cancellation, among others
+                try:
+                    pending = coroutine.throw(thrown)
+                except StopIteration as finished:
+                    return finished.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    pending = coroutine.send(sent)
+                except StopIteration as finished:
+                    return finished.value  # type: ignore[no-any-return]
 
 
 async def stop_task(task: asyncio.Task[Any], patience_s: float = 1.0) -> None:

@@ -13,10 +13,10 @@ May import: aio, errors, catalog, completion, context, pagination, resources, to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from server.aio import coarse_timers, running_loop
+from server.aio import Started, coarse_timers, running_loop
 from server.catalog import Catalog
 from server.completion import run_completer
 from server.context import Context
@@ -25,7 +25,7 @@ from server.pagination import Pager
 from server.resources import ResourceTemplate
 from server.tools import error_result
 
-Handler = Callable[[Mapping[str, Any], Context], Awaitable[dict[str, Any]]]
+Handler = Callable[[Mapping[str, Any], Context], Coroutine[Any, Any, dict[str, Any]]]
 
 # Which capability makes each shared method routable.
 METHOD_CAPABILITY: dict[str, str] = {
@@ -87,10 +87,11 @@ class Dispatcher:
             raise MethodNotFound(method)
         if method in LIST_METHODS:
             return self.list_page(method, params.get("cursor"))
-        if not self.handler_timeout_s:
-            return await self._handlers[method](params, context)
+        started = Started(self._handlers[method](params, context))
+        if started.done or not self.handler_timeout_s:
+            return await started  # answered without waiting: there is nothing to time out
         # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
-        # the cost (a dict entry, see server.aio), and this runs on every call.
+        # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         task = asyncio.current_task(running_loop())
         assert task is not None
         expired = False
@@ -103,7 +104,7 @@ class Dispatcher:
         timers = coarse_timers()
         timer = timers.call_later(self.handler_timeout_s, expire)
         try:
-            return await self._handlers[method](params, context)
+            return await started
         except asyncio.CancelledError:
             if not expired:
                 raise

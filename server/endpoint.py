@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from server.asgi import Receive, Scope, Send
+from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.auth import Principal
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.gate import Gate
@@ -46,14 +46,7 @@ class EndpointOptions:
     trusted_proxies: tuple[Network, ...]
 
 
-def read_headers(scope: Scope) -> dict[str, str]:
-    # Latin-1 keeps every byte; the modern layer rejects anything outside visible ASCII.
-    return {
-        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
-    }
-
-
-def choose_era(message: Request | Notification, headers: dict[str, str]) -> Era:
+def choose_era(message: Request | Notification, headers: Headers) -> Era:
     """Which era a message belongs to (spec-notes 1.8).
 
     ``_meta`` naming a protocol version is modern; a legacy version header, or a session id,
@@ -63,8 +56,8 @@ def choose_era(message: Request | Notification, headers: dict[str, str]) -> Era:
     meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
         return "modern"
-    version = headers.get("mcp-protocol-version")
-    if (version is not None and version.strip() in LEGACY_VERSIONS) or "mcp-session-id" in headers:
+    version = header_text(headers, b"mcp-protocol-version")
+    if (version is not None and version.strip() in LEGACY_VERSIONS) or b"mcp-session-id" in headers:
         return "legacy"
     return "legacy" if version is None else "modern"
 
@@ -73,8 +66,8 @@ def _too_large(limit: int) -> InvalidRequest:
     return InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
 
 
-async def read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
-    declared = headers.get("content-length")
+async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
+    declared = headers.get(b"content-length")
     if (
         declared is not None
         and declared.isascii()
@@ -120,11 +113,13 @@ class McpEndpoint:
         draft = Draft(
             verb=scope["method"],
             path=scope["path"],
-            user_agent=headers.get("user-agent"),
+            user_agent=header_text(headers, b"user-agent"),
             client_address=client_address(
-                peer[0] if peer else None, headers, self.options.trusted_proxies
+                peer[0] if peer else None,
+                header_text(headers, b"x-forwarded-for") if self.options.trusted_proxies else None,
+                self.options.trusted_proxies,
             ),
-            header_version=headers.get("mcp-protocol-version"),
+            header_version=header_text(headers, b"mcp-protocol-version"),
         )
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
@@ -132,7 +127,7 @@ class McpEndpoint:
         try:
             try:
                 self.admit(headers)
-                principal = await self.gate.enter(scope, draft)
+                principal = await self.gate.enter(scope, headers, draft)
             except McpError as error:
                 await self._send_error(observed_send, error, "modern", None, draft, scope)
                 return
@@ -144,13 +139,13 @@ class McpEndpoint:
             draft.finish(self.recorder.record)
 
     async def other(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], draft: Draft
+        self, scope: Scope, receive: Receive, send: Send, headers: Headers, draft: Draft
     ) -> None:
         method = draft.verb
         draft.era = "legacy"
         try:
             if method == "GET":
-                _, sse_ok = negotiate(headers.get("accept"))
+                _, sse_ok = negotiate(header_text(headers, b"accept"))
                 slot = self.gate.stream_slot(draft)
                 try:
                     await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)
@@ -164,27 +159,27 @@ class McpEndpoint:
         except McpError as error:
             await self._send_error(send, error, "legacy", None, draft, scope)
 
-    def admit(self, headers: dict[str, str]) -> None:
+    def admit(self, headers: Headers) -> None:
         """DNS-rebinding protection, for every method."""
-        check_host(headers.get("host"), self.options.allowed_hosts)
-        check_origin(
-            headers.get("origin"), self.options.allowed_hosts, self.options.allowed_origins
-        )
+        check_host(header_text(headers, b"host"), self.options.allowed_hosts)
+        origin = header_text(headers, b"origin")
+        if origin is not None:
+            check_origin(origin, self.options.allowed_hosts, self.options.allowed_origins)
 
     async def post(
         self,
         scope: Scope,
         receive: Receive,
         send: Send,
-        headers: dict[str, str],
+        headers: Headers,
         draft: Draft,
         principal: Principal,
     ) -> None:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            check_content_type(headers.get("content-type"))
-            json_ok, sse_ok = negotiate(headers.get("accept"))
+            check_content_type(header_text(headers, b"content-type"))
+            json_ok, sse_ok = negotiate(header_text(headers, b"accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes)
             message = decode(body)
             self.describe(draft, message)
@@ -193,7 +188,7 @@ class McpEndpoint:
                 await self.legacy.batch(send, headers, message, draft)
                 return
             if isinstance(message, Response):
-                if "mcp-session-id" not in headers:
+                if b"mcp-session-id" not in headers:
                     raise InvalidRequest("Invalid request: this server sent no request to answer")
                 era = draft.era = "legacy"
                 await self.legacy.response(send, headers, message, draft)

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from server.asgi import Scope
+from server.asgi import Headers, Scope
 from server.auth import (
     ANONYMOUS,
     Authenticator,
@@ -60,12 +60,14 @@ class Gate:
         self._session_slots: dict[str, Slot] = {}
         self._tool_scopes = tool_scopes
 
-    async def enter(self, scope: Scope, draft: Draft) -> Principal:
+    async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The caller, or an McpError (400/401/403/429/503) to answer with."""
+        # Only a request that has the header pays for the scan that refuses it twice.
+        authorization = (
+            single_authorization(scope["headers"]) if b"authorization" in headers else None
+        )
         try:
-            principal = await self.auth.authenticate(
-                single_authorization(scope["headers"]), scope.get("query_string", b"")
-            )
+            principal = await self.auth.authenticate(authorization, scope.get("query_string", b""))
         except AuthError:
             # Failed attempts count against the address too: guessing tokens is rate-limited.
             self.limiter.check(client_key(None, draft.client_address))

@@ -115,6 +115,7 @@ def negotiate(accept: str | None) -> tuple[bool, bool]:
     return json_ok, sse_ok
 
 
+@functools.lru_cache(maxsize=256)  # a client sends the same value every time
 def check_content_type(content_type: str | None) -> None:
     media, *params = (part.strip().lower() for part in (content_type or "").split(";"))
     charset_ok = all(

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from server.aio import create_task
-from server.asgi import Receive, Send
+from server.asgi import Headers, Receive, Send, header_text
 from server.bus import Bus, LocalBus
 from server.errors import InvalidRequest
 from server.eventstream import parse_event_id
@@ -89,18 +89,16 @@ class LegacyHttp:
     # -- sessions and headers --------------------------------------------------------------
 
     @staticmethod
-    def check_version_header(headers: dict[str, str]) -> None:
-        version = headers.get("mcp-protocol-version")
+    def check_version_header(headers: Headers) -> None:
+        version = header_text(headers, b"mcp-protocol-version")
         if version is not None and version.strip() not in LEGACY_VERSIONS:
             raise InvalidRequest(
                 f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
                 + ", ".join(LEGACY_VERSIONS)
             )
 
-    async def session(
-        self, headers: dict[str, str], draft: Draft
-    ) -> tuple[Session, SessionRuntime]:
-        session_id = headers.get("mcp-session-id")
+    async def session(self, headers: Headers, draft: Draft) -> tuple[Session, SessionRuntime]:
+        session_id = header_text(headers, b"mcp-session-id")
         if session_id is None or not session_id.strip():
             raise InvalidRequest(
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first"
@@ -130,7 +128,7 @@ class LegacyHttp:
         self,
         receive: Receive,
         send: Send,
-        headers: dict[str, str],
+        headers: Headers,
         request: Request,
         draft: Draft,
         *,
@@ -153,7 +151,7 @@ class LegacyHttp:
             session_header = [(b"mcp-session-id", session.id.encode())]
             await send_json(send, 200, encode_result(request.id, result), session_header)
             return
-        if request.method == "ping" and "mcp-session-id" not in headers:
+        if request.method == "ping" and b"mcp-session-id" not in headers:
             await send_json(
                 send, 200, encode_result(request.id, {})
             )  # ping works before initialize
@@ -203,7 +201,7 @@ class LegacyHttp:
         """Answer one call; for a stream, why its connection ended."""
         stream = call.stream
         generation = stream.generation
-        async with DisconnectWatch(receive) as disconnect:
+        with DisconnectWatch(receive) as disconnect:
             try:
                 # JSON or SSE: decided by whether anything comes before the result.
                 wait_for = stream.wait_beyond(0, generation) if sse_ok else finished(stream)
@@ -238,7 +236,7 @@ class LegacyHttp:
         )
 
     async def notification(
-        self, send: Send, headers: dict[str, str], message: Notification, draft: Draft
+        self, send: Send, headers: Headers, message: Notification, draft: Draft
     ) -> None:
         self.check_version_header(headers)
         session, runtime = await self.session(headers, draft)
@@ -259,16 +257,14 @@ class LegacyHttp:
             answer = {"id": message.id, "result": message.result, "error": message.error}
             self.bus.publish("answer", {"sid": session.id, **answer})
 
-    async def response(
-        self, send: Send, headers: dict[str, str], message: Response, draft: Draft
-    ) -> None:
+    async def response(self, send: Send, headers: Headers, message: Response, draft: Draft) -> None:
         self.check_version_header(headers)
         session, runtime = await self.session(headers, draft)
         self.answer(session, runtime, message)
         await send_empty(send, 202)
 
     async def batch(
-        self, send: Send, headers: dict[str, str], messages: list[Message], draft: Draft
+        self, send: Send, headers: Headers, messages: list[Message], draft: Draft
     ) -> None:
         """JSON-RPC batches, which 2025-03-26 requires servers to receive."""
         self.check_version_header(headers)
@@ -308,7 +304,7 @@ class LegacyHttp:
     # -- GET and DELETE --------------------------------------------------------------------
 
     async def get(
-        self, receive: Receive, send: Send, headers: dict[str, str], draft: Draft, *, sse_ok: bool
+        self, receive: Receive, send: Send, headers: Headers, draft: Draft, *, sse_ok: bool
     ) -> None:
         """The standalone stream (unsolicited notifications), or the resumption of a stream."""
         if not sse_ok:
@@ -317,7 +313,7 @@ class LegacyHttp:
             )
         self.check_version_header(headers)
         session, runtime = await self.session(headers, draft)
-        last_event_id = headers.get("last-event-id")
+        last_event_id = header_text(headers, b"last-event-id")
         resume = parse_event_id(last_event_id) if last_event_id else None
         stream = runtime.streams.get(resume[0]) if resume else None
         after = resume[1] if resume and stream is not None else 0
@@ -376,7 +372,7 @@ class LegacyHttp:
                 runtime.remote_followers -= 1
                 feeder.cancel()
 
-    async def delete(self, send: Send, headers: dict[str, str], draft: Draft) -> None:
+    async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
         session, _ = await self.session(headers, draft)
         await self.era.store.delete(session.id)
         self.session_ended(session.id)

@@ -10,8 +10,10 @@ on cacheable results, and input-required results for handlers that ask the clien
 List pages and the discover result do not change between catalog versions, so they are
 built and serialised once per version and spliced into responses as ``orjson.Fragment``.
 
-Header values arrive as a plain mapping of lower-cased names, which keeps this module free of
-HTTP: the shell passes them in, nothing here reads a socket.
+Header values arrive as a plain mapping of lower-cased names to raw bytes, which keeps this
+module free of HTTP: the shell passes them in, nothing here reads a socket. A header that
+matches its body value is remembered (bounded), so a client repeating the same method, name
+and version pays for decoding and comparing them once.
 
 May import: errors, protocol, jsonrpc, catalog, context, dispatch, mrtr, subscriptions, orjson.
 """
@@ -59,6 +61,7 @@ CacheScope = Literal["public", "private"]
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 _BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+")
+_MATCHES_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +120,13 @@ class ModernEra:
         self._server_meta = {META_SERVER_INFO: catalog.server_info}
         self._cache_version = -1
         self._cache: dict[tuple[str, Any], orjson.Fragment] = {}
+        # (raw header, body value) pairs already found to match; any header name may share
+        # them, since the match does not depend on the name.
+        self._matched: set[tuple[bytes, str]] = set()
 
     # -- validation ------------------------------------------------------------------------
 
-    def validate(self, request: Request, headers: Mapping[str, str]) -> ModernCall:
+    def validate(self, request: Request, headers: Mapping[bytes, bytes]) -> ModernCall:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
             raise MalformedMeta("params._meta is required in protocol version 2026-07-28")
@@ -142,30 +148,38 @@ class ModernEra:
         if progress_token is not None and not is_valid_id(progress_token):
             raise MalformedMeta("params._meta.progressToken must be a string or an integer")
 
-        self._check_header(headers, "mcp-protocol-version", "MCP-Protocol-Version", version)
+        self._check_header(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
         if version not in self.supported_versions:
             raise UnsupportedProtocolVersion(version, self.supported_versions)
-        self._check_header(headers, "mcp-method", "Mcp-Method", request.method)
+        self._check_header(headers, b"mcp-method", "Mcp-Method", request.method)
         name_field = NAME_FIELD_BY_METHOD.get(request.method)
         if name_field is not None:
-            self._check_header(headers, "mcp-name", "Mcp-Name", request.params.get(name_field))
+            self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
         if not self.serves(request.method):
             raise MethodNotFound(request.method)
         if request.method == "tools/call":
             self._check_param_headers(request.params, headers)
         return ModernCall(request, version, capabilities, client_info, log_level, progress_token)
 
-    @staticmethod
-    def _check_header(headers: Mapping[str, str], key: str, name: str, body: Any) -> None:
+    def _check_header(
+        self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any
+    ) -> None:
         raw = headers.get(key)
         if raw is None:
             if body is None:
                 return  # nothing to mirror; the method's own validation reports the gap
             raise HeaderMismatch(f"Header {name} is required")
-        if not header_matches(decode_header_value(name, raw), body):
+        matched = self._matched
+        if type(body) is str and (raw, body) in matched:
+            return
+        if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
             raise HeaderMismatch(f"Header {name} does not match the request body")
+        if type(body) is str and len(matched) < _MATCHES_KEPT:
+            matched.add((raw, body))
 
-    def _check_param_headers(self, params: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    def _check_param_headers(
+        self, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
+    ) -> None:
         name = params.get("name")
         tool = self.catalog.tools.get(name) if isinstance(name, str) else None
         if tool is None or not tool.header_params:
@@ -174,7 +188,10 @@ class ModernEra:
         arguments = arguments if isinstance(arguments, dict) else {}
         for suffix, prop in tool.header_params.items():
             self._check_header(
-                headers, f"mcp-param-{suffix}", f"Mcp-Param-{suffix}", arguments.get(prop)
+                headers,
+                f"mcp-param-{suffix}".encode("latin-1"),
+                f"Mcp-Param-{suffix}",
+                arguments.get(prop),
             )
 
     def serves(self, method: str) -> bool:
@@ -208,12 +225,14 @@ class ModernEra:
         answers: dict[str, Any] = {}
         state: dict[str, Any] = {}
         if call.request.method in INPUT_REQUIRED_METHODS:
-            target, arguments = self._target(call.request)
+            # Most calls are first rounds: no state to open, no answers to read.
             if params.get("requestState") is not None:
+                target, arguments = self._target(call.request)
                 answers, state = self.states.open(
                     params["requestState"], call.request.method, target, arguments
                 )
-            answers.update(read_input_responses(params))
+            if "inputResponses" in params:
+                answers.update(read_input_responses(params))
         return Context(
             exchange=ReplayExchange(answers, notify),
             method=call.request.method,

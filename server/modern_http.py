@@ -1,13 +1,15 @@
 """The 2026-07-28 era over HTTP: a request answered as JSON or SSE, and listen streams.
 
-A call runs inline in the request's task (the fast path costs no extra task but the disconnect
-watcher); its response is JSON unless it sends something before its result. A closed response
-stream cancels the handler, as the spec requires. ``subscriptions/listen`` streams are fed by
-the :class:`~server.subscriptions.Hub` and written here, in the request's own task, with
-keep-alive comments, a send timeout for clients that stop reading, and the graceful result when
-the server shuts down (``Application.begin_shutdown`` closes every stream through the hub).
-They used sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a
-stream) cost ~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
+A call runs inline in the request's task, started eagerly (:class:`~server.aio.Started`): one
+that answers without waiting costs no disconnect watcher at all, one that waits gets it armed
+then (a timer, and a watcher task past 20 ms). Its response is JSON unless it sends something
+before its result. A closed response stream cancels the handler, as the spec requires.
+``subscriptions/listen`` streams are fed by the :class:`~server.subscriptions.Hub` and written
+here, in the request's own task, with keep-alive comments, a send timeout for clients that stop
+reading, and the graceful result when the server shuts down (``Application.begin_shutdown``
+closes every stream through the hub). They used sse-starlette's ``EventSourceResponse`` at
+first: its task group (four tasks a stream) cost ~54 KiB per idle stream; this costs two tasks
+(see docs/benchmarks.md).
 
 May import: aio, asgi, errors, jsonrpc, modern, records, sse, subscriptions.
 """
@@ -19,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from server.aio import Deadline
+from server.aio import Deadline, Started
 from server.asgi import Receive, Send
 from server.errors import InternalError, InvalidRequest, McpError, http_status
 from server.jsonrpc import encode_error, encode_result
@@ -27,6 +29,7 @@ from server.modern import ModernCall, ModernEra
 from server.records import Draft
 from server.sse import (
     SSE_HEADERS,
+    Disconnect,
     DisconnectWatch,
     ResponseWriter,
     comment_frame,
@@ -74,23 +77,29 @@ class ModernHttp:
             send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
         )
         request_id = call.request.id
+        disconnect: Disconnect | None = None
         try:
-            async with DisconnectWatch(receive) as disconnect:
-                try:
-                    payload = encode_result(request_id, await self.modern.handle(call, writer.emit))
-                    status = 200
-                except McpError as error:
-                    payload = encode_error(request_id, error.to_wire("modern"))
-                    status = http_status(error, "modern") if not writer.streaming else 200
-                    draft.error(error.wire_code("modern"), error.message)
-                except Exception:
-                    log.exception("%s failed", call.request.method)
-                    payload = encode_error(request_id, InternalError("Internal error").to_wire())
-                    status = 200
-                    draft.error(InternalError.code, "Internal error")
+            try:
+                started = Started(self.modern.handle(call, writer.emit))
+                if started.done:
+                    result = started.result  # answered without waiting: nothing to watch
+                else:
+                    with DisconnectWatch(receive) as disconnect:
+                        result = await started
+                payload = encode_result(request_id, result)
+                status = 200
+            except McpError as error:
+                payload = encode_error(request_id, error.to_wire("modern"))
+                status = http_status(error, "modern") if not writer.streaming else 200
+                draft.error(error.wire_code("modern"), error.message)
+            except Exception:
+                log.exception("%s failed", call.request.method)
+                payload = encode_error(request_id, InternalError("Internal error").to_wire())
+                status = 200
+                draft.error(InternalError.code, "Internal error")
         except asyncio.CancelledError:
             writer.close()
-            if disconnect.happened:
+            if disconnect is not None and disconnect.happened:
                 # The client closed the stream: that is the cancellation; nothing more is sent.
                 uncancel()
                 return
@@ -134,7 +143,7 @@ class ModernHttp:
         """The listen stream itself: the request's own task plus a disconnect watcher, so an
         idle stream costs two tasks and an empty queue."""
         keepalive = comment_frame()
-        async with DisconnectWatch(receive) as disconnect:
+        with DisconnectWatch(receive) as disconnect:
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
                 await self._send_frame(send, ack_frame)

@@ -20,7 +20,7 @@ import ipaddress
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,7 +148,7 @@ def parse_networks(entries: Iterable[str]) -> tuple[Network, ...]:
 
 
 def client_address(
-    peer: str | None, headers: dict[str, str], trusted: tuple[Network, ...]
+    peer: str | None, forwarded: str | None, trusted: tuple[Network, ...]
 ) -> str | None:
     """The client's address: the peer, or the forwarded one when the peer is a trusted proxy.
 
@@ -157,7 +157,6 @@ def client_address(
     """
     if peer is None or not trusted or not _in(peer, trusted):
         return peer
-    forwarded = headers.get("x-forwarded-for")
     if not forwarded:
         return peer
     for hop in reversed([part.strip() for part in forwarded.split(",") if part.strip()]):
@@ -175,12 +174,13 @@ def _in(address: str, networks: tuple[Network, ...]) -> bool:
 
 
 _ID_PREFIX = secrets.token_hex(4)
-_ID_COUNTER = itertools.count(1)
+# The request path only takes a number; the record writer formats it (see Draft.request_id).
+_next_serial = itertools.count(1).__next__
 
 
-def new_request_id() -> str:
-    """16 hex digits: a random per-process prefix and a counter (unique, and cheap per request)."""
-    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
+def request_id_of(serial: int) -> str:
+    """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
+    return f"{_ID_PREFIX}{serial & 0xFFFFFFFF:08x}"
 
 
 @dataclass(slots=True)
@@ -194,7 +194,7 @@ class Draft:
     header_version: str | None
     started: float = field(default_factory=time.time)
     clock: float = field(default_factory=time.perf_counter)
-    request_id: str = field(default_factory=new_request_id)
+    serial: int = field(default_factory=_next_serial)
     bytes_in: int = 0
     # What the request turned out to be.
     era: str | None = None
@@ -222,6 +222,10 @@ class Draft:
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
+
+    @property
+    def request_id(self) -> str:
+        return request_id_of(self.serial)
 
     def client(self, info: Any, capabilities: Any) -> None:
         if isinstance(info, dict):
@@ -336,7 +340,9 @@ class Draft:
         """Wrap ``send`` to learn status, bytes and events; a stream's request record is
         emitted as soon as the stream opens, so a long stream does not hide its request."""
 
-        async def observed(message: ASGIMessage) -> None:
+        # Not a coroutine function: it returns the wrapped send's own awaitable, so observing
+        # costs no extra coroutine per message.
+        def observed(message: ASGIMessage) -> Awaitable[None]:
             kind = message["type"]
             if kind == "http.response.start":
                 self.status = message["status"]
@@ -354,7 +360,7 @@ class Draft:
                 if self.streaming and not self.request_written:
                     self.request_written = True
                     emit(self.request_record())
-            await send(message)
+            return send(message)
 
         return observed
 

@@ -54,11 +54,15 @@ class Parameters:
     schema: dict[str, Any]
 
     def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The handler's keyword arguments, validated (a fresh dict the caller may extend)."""
         try:
-            validated = self.model.model_validate(arguments)
+            # The validator itself, not model_validate: the same call without its wrapper.
+            validated = self.model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise ArgumentsInvalid(describe_validation_error(exc)) from None
-        return {name: getattr(validated, name) for name in self.names}
+        # The throwaway model's own field dict: exactly the declared parameters, in order.
+        kwargs: dict[str, Any] = validated.__dict__
+        return kwargs
 
 
 def describe_validation_error(exc: ValidationError) -> str:

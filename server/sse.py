@@ -17,7 +17,7 @@ import asyncio
 
 from sse_starlette import ServerSentEvent
 
-from server.aio import Deadline, coarse_timers, running_loop
+from server.aio import Deadline, coarse_timers, current_task, running_loop
 from server.asgi import ASGIMessage, Receive, Send
 from server.eventstream import EventStream
 
@@ -125,12 +125,13 @@ class ResponseWriter:
 
 
 class DisconnectWatch:
-    """Cancel the current task if the client goes away; ``async with`` gives the flag object.
+    """Cancel the current task if the client goes away; ``with`` gives the flag object.
 
     The request's own task runs the handler, so a closed connection cancels the handler itself,
     as the 2026-07-28 spec requires. Watching costs a task, so it starts only once the request
     has run for ``WATCH_AFTER_S``: a call that answers sooner (most do) never pays for it, and
-    one that takes longer is watched for the rest of its life.
+    one that takes longer is watched for the rest of its life. A plain (not async) context
+    manager: arming and disarming never wait, and this runs on every request.
     """
 
     WATCH_AFTER_S = 0.02
@@ -141,9 +142,8 @@ class DisconnectWatch:
         self._flag = Disconnect()
         self._watcher: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Disconnect:
-        loop = running_loop()
-        task = asyncio.current_task(loop)
+    def __enter__(self) -> Disconnect:
+        task = current_task()
         assert task is not None
         self._task = task
         self._timers = coarse_timers()
@@ -161,7 +161,7 @@ class DisconnectWatch:
                 self._task.cancel()
                 return
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._timers.cancel(self._timer)
         if self._watcher is not None:
             self._watcher.cancel()
@@ -201,7 +201,7 @@ async def pump(
     generation = stream.generation if generation is None else generation
     cursor = after
     keepalive = comment_frame()
-    async with DisconnectWatch(receive) as disconnect:
+    with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):

@@ -171,6 +171,8 @@ class Tool:
         return self.shape(value)
 
     def shape(self, value: Any) -> dict[str, Any]:
+        if type(value) is str and self.output is None:
+            return {"content": [{"type": "text", "text": value}]}  # the common case, directly
         if isinstance(value, ToolResult):
             return value.to_wire()
         if self.output is not None:

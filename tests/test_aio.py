@@ -1,4 +1,5 @@
-"""server.aio: the cached running loop, and Deadline behaving like asyncio.timeout."""
+"""server.aio: the cached running loop, Deadline behaving like asyncio.timeout, coarse timers,
+and Started running a coroutine eagerly the way await would."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from server.aio import (
     Deadline,
+    Started,
     coarse_timers,
     create_task,
     current_task,
@@ -237,3 +239,100 @@ def test_each_loop_gets_its_own_timers() -> None:
         return coarse_timers()
 
     assert asyncio.run(which()) is not asyncio.run(which())
+
+
+# -- Started -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_coroutine_that_never_waits_is_done_at_once() -> None:
+    steps: list[str] = []
+
+    async def quick() -> int:
+        steps.append("ran")
+        return 42
+
+    started = Started(quick())
+    assert started.done
+    assert started.result == 42
+    assert steps == ["ran"]  # ran inside the constructor, in this task
+    assert await started == 42  # awaiting a finished one just gives the value
+
+
+@pytest.mark.anyio
+async def test_a_coroutine_that_waits_finishes_when_awaited_in_the_same_task() -> None:
+    task = asyncio.current_task()
+    seen: list[object] = []
+
+    async def slow() -> str:
+        seen.append(asyncio.current_task())
+        await asyncio.sleep(0)  # a bare yield
+        await asyncio.sleep(0.01)  # a future
+        seen.append(asyncio.current_task())
+        return "late"
+
+    started = Started(slow())
+    assert not started.done
+    assert await started == "late"
+    assert seen == [task, task]
+
+
+@pytest.mark.anyio
+async def test_errors_come_out_where_await_would_raise_them() -> None:
+    async def fails_at_once() -> None:
+        raise ValueError("first step")
+
+    async def fails_later() -> None:
+        await asyncio.sleep(0.001)
+        raise KeyError("later")
+
+    with pytest.raises(ValueError, match="first step"):
+        Started(fails_at_once())
+    started = Started(fails_later())
+    with pytest.raises(KeyError):
+        await started
+
+
+@pytest.mark.anyio
+async def test_a_cancellation_while_suspended_reaches_the_coroutine() -> None:
+    cleaned = asyncio.Event()
+    waiting = asyncio.Event()
+
+    async def blocked() -> None:
+        try:
+            waiting.set()
+            await asyncio.Event().wait()
+        finally:
+            cleaned.set()
+
+    async def runner() -> None:
+        started = Started(blocked())
+        assert not started.done
+        await started
+
+    task = asyncio.create_task(runner())
+    await waiting.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_caught_cancellation_lets_the_coroutine_carry_on() -> None:
+    async def stubborn() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            await asyncio.sleep(0)
+            return "recovered"
+        return "slept"
+
+    async def runner() -> str:
+        return await Started(stubborn())
+
+    task = asyncio.create_task(runner())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    assert await task == "recovered"

@@ -81,6 +81,15 @@ def make_request(
     return Request(request_id, method, body), headers
 
 
+def raw_headers(headers: dict[str, str]) -> dict[bytes, bytes]:
+    """Headers as the shell hands them over: raw bytes by lower-case name."""
+    return {name.encode(): value.encode() for name, value in headers.items()}
+
+
+def wired(call: tuple[Request, dict[str, str]]) -> tuple[Request, dict[bytes, bytes]]:
+    return call[0], raw_headers(call[1])
+
+
 def as_json(result: Any) -> Any:
     """Results may be dicts or precomputed orjson fragments; compare them as JSON."""
     return orjson.loads(orjson.dumps(result))
@@ -99,7 +108,7 @@ class Sent:
 async def run(era: ModernEra, method: str, params=None, **kwargs) -> tuple[Any, Sent]:
     request, headers = make_request(method, params, **kwargs)
     sent = Sent()
-    result = await era.handle(era.validate(request, headers), sent)
+    result = await era.handle(era.validate(request, raw_headers(headers)), sent)
     return as_json(result), sent
 
 
@@ -212,7 +221,7 @@ def test_valid_request_becomes_a_modern_call(era):
         capabilities={"roots": {}},
         meta={"io.modelcontextprotocol/logLevel": "info", "progressToken": "p"},
     )
-    call = era.validate(request, headers)
+    call = era.validate(request, raw_headers(headers))
     assert call.request is request
     assert call.version == VERSION
     assert call.client_capabilities == {"roots": {}}
@@ -224,7 +233,7 @@ def test_valid_request_becomes_a_modern_call(era):
 def test_client_info_is_optional(era):
     request, headers = make_request("server/discover")
     del request.params["_meta"]["io.modelcontextprotocol/clientInfo"]
-    assert era.validate(request, headers).client_info is None
+    assert era.validate(request, raw_headers(headers)).client_info is None
 
 
 @pytest.mark.parametrize(
@@ -247,20 +256,20 @@ def test_client_info_is_optional(era):
 def test_malformed_meta_is_invalid_params_with_400(era, mutate):
     request, headers = make_request("tools/list")
     mutate(request.params)
-    error = expect(MalformedMeta, lambda: era.validate(request, headers))
+    error = expect(MalformedMeta, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32602, 400)
 
 
 def test_meta_is_checked_before_headers(era):
     request, _ = make_request("tools/list")
     request.params.pop("_meta")
-    expect(MalformedMeta, lambda: era.validate(request, {}))
+    expect(MalformedMeta, lambda: era.validate(request, raw_headers({})))
 
 
 @pytest.mark.parametrize("level", [["info"], {"level": "info"}])
 def test_unhashable_log_level_is_malformed_meta(era, level):
     request, headers = make_request("tools/list", meta={"io.modelcontextprotocol/logLevel": level})
-    expect(MalformedMeta, lambda: era.validate(request, headers))
+    expect(MalformedMeta, lambda: era.validate(request, raw_headers(headers)))
 
 
 # == validate: MCP-Protocol-Version ==========================================================
@@ -269,7 +278,7 @@ def test_unhashable_log_level_is_malformed_meta(era, level):
 def test_missing_version_header_is_header_mismatch(era):
     request, headers = make_request("tools/list")
     del headers["mcp-protocol-version"]
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32020, 400)
     assert "MCP-Protocol-Version" in error.message
 
@@ -277,7 +286,7 @@ def test_missing_version_header_is_header_mismatch(era):
 def test_version_header_must_match_body(era):
     request, headers = make_request("tools/list")
     headers["mcp-protocol-version"] = "2025-11-25"
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32020, 400)
 
 
@@ -287,7 +296,7 @@ def test_unsupported_version(era, version):
         "tools/list", meta={"io.modelcontextprotocol/protocolVersion": version}
     )
     headers["mcp-protocol-version"] = version
-    error = expect(UnsupportedProtocolVersion, lambda: era.validate(request, headers))
+    error = expect(UnsupportedProtocolVersion, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32022, 400)
     assert error.data == {"supported": ["2026-07-28"], "requested": version}
 
@@ -298,7 +307,7 @@ def test_unsupported_version_wins_over_later_header_checks(era):
     )
     headers["mcp-protocol-version"] = "2099-01-01"
     del headers["mcp-method"]
-    expect(UnsupportedProtocolVersion, lambda: era.validate(request, headers))
+    expect(UnsupportedProtocolVersion, lambda: era.validate(request, raw_headers(headers)))
 
 
 # == validate: Mcp-Method / Mcp-Name =========================================================
@@ -307,7 +316,7 @@ def test_unsupported_version_wins_over_later_header_checks(era):
 def test_missing_method_header(era):
     request, headers = make_request("tools/list")
     del headers["mcp-method"]
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert "Mcp-Method" in error.message
 
 
@@ -315,7 +324,7 @@ def test_missing_method_header(era):
 def test_method_header_must_match_exactly(era, value):
     request, headers = make_request("tools/list")
     headers["mcp-method"] = value
-    expect(HeaderMismatch, lambda: era.validate(request, headers))
+    expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
 
 
 @pytest.mark.parametrize(
@@ -328,39 +337,39 @@ def test_method_header_must_match_exactly(era, value):
 )
 def test_name_header_is_required_and_must_match(era, method, params):
     request, headers = make_request(method, params)
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
     missing = dict(headers)
     del missing["mcp-name"]
-    error = expect(HeaderMismatch, lambda: era.validate(request, missing))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(missing)))
     assert "Mcp-Name" in error.message
     wrong = {**headers, "mcp-name": "other"}
-    expect(HeaderMismatch, lambda: era.validate(request, wrong))
+    expect(HeaderMismatch, lambda: era.validate(request, raw_headers(wrong)))
 
 
 def test_name_header_without_body_field_is_a_mismatch(era):
     request, headers = make_request("tools/call", {"arguments": {}})
     headers["mcp-name"] = "echo"
-    expect(HeaderMismatch, lambda: era.validate(request, headers))
+    expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
 
 
 def test_name_header_is_not_required_on_other_methods(era):
     request, headers = make_request("tools/list")
     assert "mcp-name" not in headers
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 def test_whitespace_around_header_values_is_trimmed(era):
     request, headers = make_request("tools/call", {"name": "echo", "arguments": {"text": "a"}})
     headers = {key: f" \t{value} \t" for key, value in headers.items()}
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 def test_base64_sentinel_is_decoded_before_comparing(era):
     request, headers = make_request("resources/read", {"uri": "x://café"})
     headers["mcp-name"] = b64("x://café")
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
     headers["mcp-method"] = b64("resources/read")  # any value may be sent encoded
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 @pytest.mark.parametrize(
@@ -374,7 +383,7 @@ def test_base64_sentinel_is_decoded_before_comparing(era):
 def test_bad_base64_is_header_mismatch(era, value):
     request, headers = make_request("resources/read", {"uri": "x://café"})
     headers["mcp-name"] = value
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32020, 400)
 
 
@@ -382,7 +391,7 @@ def test_bad_base64_is_header_mismatch(era, value):
 def test_non_ascii_or_control_characters_in_headers_are_rejected(era, value):
     request, headers = make_request("resources/read", {"uri": value})
     headers["mcp-name"] = value
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert "visible ASCII" in error.message
 
 
@@ -418,16 +427,16 @@ def test_param_headers_that_match_pass(era):
         {"region": "eu-west", "count": 7, "dry": True},
         {"mcp-param-region": "eu-west", "mcp-param-count": "007", "mcp-param-dry-run": "true"},
     )
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 def test_param_headers_absent_on_both_sides_pass(era):
-    era.validate(*header_call({}, {}))
+    era.validate(*wired(header_call({}, {})))
 
 
 def test_non_ascii_param_value_travels_base64(era):
     request, headers = header_call({"region": "Zürich"}, {"mcp-param-region": b64("Zürich")})
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 @pytest.mark.parametrize(
@@ -444,14 +453,14 @@ def test_non_ascii_param_value_travels_base64(era):
 )
 def test_param_header_problems_are_header_mismatch(era, arguments, extra):
     request, headers = header_call(arguments, extra)
-    error = expect(HeaderMismatch, lambda: era.validate(request, headers))
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32020, 400)
 
 
 def test_param_headers_of_tools_without_x_mcp_header_are_ignored(era):
     request, headers = make_request("tools/call", {"name": "echo", "arguments": {"text": "a"}})
     headers["mcp-param-region"] = "anything"
-    era.validate(request, headers)
+    era.validate(request, raw_headers(headers))
 
 
 # == validate: methods =======================================================================
@@ -472,7 +481,7 @@ def test_param_headers_of_tools_without_x_mcp_header_are_ignored(era):
 )
 def test_unknown_and_removed_methods_are_method_not_found_404(era, method):
     request, headers = make_request(method)
-    error = expect(MethodNotFound, lambda: era.validate(request, headers))
+    error = expect(MethodNotFound, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32601, 404)
 
 
@@ -482,15 +491,15 @@ def test_methods_of_undeclared_primitives_are_not_found():
     era = make_era(catalog)
     for method in ["prompts/list", "resources/list", "resources/templates/list"]:
         request, headers = make_request(method)
-        expect(MethodNotFound, lambda: era.validate(request, headers))  # noqa: B023
+        expect(MethodNotFound, lambda: era.validate(request, raw_headers(headers)))  # noqa: B023
     request, headers = make_request("completion/complete")
-    expect(MethodNotFound, lambda: era.validate(request, headers))
+    expect(MethodNotFound, lambda: era.validate(request, raw_headers(headers)))
 
 
 def test_discover_and_listen_are_served_even_by_an_empty_catalog():
     era = make_era(Catalog())
     for method in ["server/discover", "subscriptions/listen"]:
-        era.validate(*make_request(method))
+        era.validate(*wired(make_request(method)))
 
 
 # == handle: envelope ========================================================================
@@ -584,7 +593,7 @@ async def test_pagination_through_cursors():
 @pytest.mark.parametrize("cursor", ["garbage", "a.b", 42, {"page": 2}, ["x"]])
 async def test_invalid_cursor_is_invalid_params(era, cursor):
     request, headers = make_request("tools/list", {"cursor": cursor})
-    call = era.validate(request, headers)
+    call = era.validate(request, raw_headers(headers))
     with pytest.raises(InvalidParams, match="Invalid cursor") as caught:
         await era.handle(call, Sent())
     assert wire(caught.value) == (-32602, 200)
@@ -653,7 +662,7 @@ async def test_resource_read_is_cacheable_with_its_own_ttl(era, uri, ttl):
 async def test_missing_resource_is_invalid_params_with_uri(era):
     request, headers = make_request("resources/read", {"uri": "x://missing"})
     with pytest.raises(InvalidParams) as caught:
-        await era.handle(era.validate(request, headers), Sent())
+        await era.handle(era.validate(request, raw_headers(headers)), Sent())
     assert caught.value.to_wire("modern") == {
         "code": -32602,
         "message": "Resource not found: x://missing",
@@ -787,7 +796,7 @@ async def test_tampered_request_state_is_invalid_params(era):
         capabilities=ALL_CAPS,
     )
     with pytest.raises(InvalidParams, match="requestState") as caught:
-        await era.handle(era.validate(request, headers), Sent())
+        await era.handle(era.validate(request, raw_headers(headers)), Sent())
     assert wire(caught.value) == (-32602, 200)
 
 
@@ -813,7 +822,7 @@ async def test_asking_without_the_capability_is_missing_client_capability(era):
         "tools/call", {"name": "ask_name", "arguments": {}}, capabilities={"sampling": {}}
     )
     with pytest.raises(MissingClientCapability) as caught:
-        await era.handle(era.validate(request, headers), Sent())
+        await era.handle(era.validate(request, raw_headers(headers)), Sent())
     assert wire(caught.value) == (-32021, 400)
     assert caught.value.data == {"requiredCapabilities": {"elicitation": {}}}
 
@@ -866,7 +875,7 @@ def test_listen_acknowledges_only_what_is_served(listen_id):
         },
         request_id=listen_id,
     )
-    granted, ack = era.listen(era.validate(request, headers))
+    granted, ack = era.listen(era.validate(request, raw_headers(headers)))
     assert orjson.loads(ack) == {
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
@@ -889,7 +898,7 @@ def test_listen_resource_updates_carry_uri_and_subscription_id(era):
         {"notifications": {"resourceSubscriptions": ["x://items"]}},
         request_id="L",
     )
-    granted, ack = era.listen(era.validate(request, headers))
+    granted, ack = era.listen(era.validate(request, raw_headers(headers)))
     assert orjson.loads(ack)["params"]["notifications"] == {"resourceSubscriptions": ["x://items"]}
     frame = era.listen_frame(granted, "L")
     assert orjson.loads(frame(Change("resource_updated", "x://items/3")))["params"] == {
@@ -905,7 +914,7 @@ def test_listen_resource_updates_carry_uri_and_subscription_id(era):
 )
 def test_listen_with_a_bad_filter_is_invalid_params(era, params):
     request, headers = make_request("subscriptions/listen", params)
-    call = era.validate(request, headers)
+    call = era.validate(request, raw_headers(headers))
     with pytest.raises(InvalidParams):
         era.listen(call)
 
@@ -927,7 +936,7 @@ def test_graceful_closing_frame(era, catalog):
 
 async def test_cached_results_are_reused_until_the_catalog_changes(era, catalog):
     request, headers = make_request("tools/list")
-    call = era.validate(request, headers)
+    call = era.validate(request, raw_headers(headers))
     first = await era.handle(call, Sent())
     assert await era.handle(call, Sent()) is first
     catalog.tool(lambda: "x", name="another")
