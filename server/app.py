@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -287,16 +287,17 @@ class Application:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._entry(scope, receive, send)
 
-    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine function: it hands back the chosen app's own awaitable, so routing
+        # costs no coroutine of its own on every request.
         path = scope.get("path", "")
         # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
         root = scope.get("root_path") or ""
         if root and path.startswith(root):
             path = path[len(root) :]
         if scope["type"] == "http" and path in self.mcp_paths:
-            await self.endpoint(scope, receive, send)
-            return
-        await self.starlette(scope, receive, send)
+            return self.endpoint(scope, receive, send)
+        return self.starlette(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:

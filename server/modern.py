@@ -209,13 +209,19 @@ class ModernEra:
         if method == "server/discover" or method in LIST_METHODS:
             return self._cached(method, call.request.params.get("cursor"))
         context = self._context(call, send)
-        if method in INPUT_REQUIRED_METHODS:
-            return await self._multi_round(call, context)
         try:
             result = await self.dispatcher.call(method, call.request.params, context)
+        except InputRequired as suspended:
+            if method not in INPUT_REQUIRED_METHODS:
+                raise
+            return self._input_required(call, context, suspended)
         finally:
             context.finish()
-        return self._envelope(method, result)
+        ttl = None
+        if method == "resources/read":
+            found = self.catalog.find_resource(str(call.request.params.get("uri")))
+            ttl = found[0].ttl_ms if found else None
+        return self._envelope(method, result, ttl)
 
     def _context(self, call: ModernCall, send: Send) -> Context:
         async def notify(method: str, params: dict[str, Any]) -> None:
@@ -251,29 +257,21 @@ class ModernEra:
         field = NAME_FIELD_BY_METHOD[request.method]
         return str(request.params.get(field)), request.params.get("arguments")
 
-    async def _multi_round(self, call: ModernCall, context: Context) -> dict[str, Any]:
-        method = call.request.method
-        try:
-            result = await self.dispatcher.call(method, call.request.params, context)
-        except InputRequired as suspended:
-            target, arguments = self._target(call.request)
-            exchange = context.exchange
-            assert isinstance(exchange, ReplayExchange)
-            return {
-                "resultType": "input_required",
-                "inputRequests": {key: ask.to_wire() for key, ask in suspended.requests.items()},
-                "requestState": self.states.seal(
-                    method, target, arguments, exchange.used, context.state
-                ),
-                "_meta": self._server_meta,
-            }
-        finally:
-            context.finish()
-        ttl = None
-        if method == "resources/read":
-            found = self.catalog.find_resource(str(call.request.params.get("uri")))
-            ttl = found[0].ttl_ms if found else None
-        return self._envelope(method, result, ttl)
+    def _input_required(
+        self, call: ModernCall, context: Context, suspended: InputRequired
+    ) -> dict[str, Any]:
+        """The input-required result: what to ask, and the sealed state to come back with."""
+        target, arguments = self._target(call.request)
+        exchange = context.exchange
+        assert isinstance(exchange, ReplayExchange)
+        return {
+            "resultType": "input_required",
+            "inputRequests": {key: ask.to_wire() for key, ask in suspended.requests.items()},
+            "requestState": self.states.seal(
+                call.request.method, target, arguments, exchange.used, context.state
+            ),
+            "_meta": self._server_meta,
+        }
 
     def _envelope(
         self, method: str, result: dict[str, Any], ttl_ms: int | None = None

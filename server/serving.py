@@ -7,7 +7,9 @@ never close by themselves, so the app has to hear about the shutdown *before* th
 its graceful result, while in-flight calls finish within uvicorn's graceful timeout.
 
 It also tunes the collector once the app has started (:func:`tune_collector`): a process-wide
-choice, so it is made here, where this server owns the process, not in the app.
+choice, so it is made here, where this server owns the process, not in the app. And it turns
+uvicorn's access log off below the info level, where it would print nothing but still cost
+every response its formatting: the request records are this server's access log.
 
 May import: app, settings, uvicorn.
 """
@@ -67,6 +69,10 @@ def server_for(app: Application, **overrides: object) -> Server:
         "log_level": settings.log_level,
         "lifespan": "on",
         "root_path": settings.root_path,
+        # Below info, uvicorn's access log prints nothing but still formats its arguments for
+        # every response (the client address, the quoted path); the request records are the
+        # access log here. At info or debug it stays, for whoever wants both.
+        "access_log": settings.log_level in ("debug", "info"),
         # Forwarded headers are believed only from the configured proxies; uvicorn applies
         # them to the scope (client address, scheme), which is all the app then reads.
         "proxy_headers": bool(settings.trusted_proxies),

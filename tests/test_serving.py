@@ -1,4 +1,5 @@
-"""server.serving: uvicorn that tells the app about shutdown first, and tunes the collector."""
+"""server.serving: uvicorn that tells the app about shutdown first, tunes the collector, and
+skips an access log that would print nothing."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gc
 import time
 
 from server.app import create_app
+from server.serving import server_for
 from server.settings import Settings
 from tests.live_server import ServerThread
 
@@ -25,3 +27,11 @@ def test_the_collector_is_tuned_once_the_app_has_started() -> None:
         thread.stop()
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_uvicorns_access_log_is_off_below_info_and_on_at_info() -> None:
+    # Below info it would print nothing yet format its arguments for every response.
+    quiet = server_for(create_app(Settings(_env_file=None, records=["none"], log_level="warning")))
+    assert quiet.config.access_log is False
+    chatty = server_for(create_app(Settings(_env_file=None, records=["none"], log_level="info")))
+    assert chatty.config.access_log is True
