@@ -9,9 +9,11 @@ its graceful result, while in-flight calls finish within uvicorn's graceful time
 It also tunes the collector once the app has started (:func:`tune_collector`): a process-wide
 choice, so it is made here, where this server owns the process, not in the app. And it turns
 uvicorn's access log off below the info level, where it would print nothing but still cost
-every response its formatting: the request records are this server's access log.
+every response its formatting: the request records are this server's access log. Responses go
+out through :mod:`server.coalescing` (one write per connection per loop turn) unless
+``MCP_COALESCE_WRITES=false``.
 
-May import: app, settings, uvicorn.
+May import: app, coalescing, settings, uvicorn.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from types import FrameType
 import uvicorn
 
 from server.app import Application
+from server.coalescing import coalescing_protocol
 
 
 class Server(uvicorn.Server):
@@ -73,6 +76,8 @@ def server_for(app: Application, **overrides: object) -> Server:
         # every response (the client address, the quoted path); the request records are the
         # access log here. At info or debug it stays, for whoever wants both.
         "access_log": settings.log_level in ("debug", "info"),
+        # No websockets here: an Upgrade request is answered as plain HTTP.
+        "ws": "none",
         # Forwarded headers are believed only from the configured proxies; uvicorn applies
         # them to the scope (client address, scheme), which is all the app then reads.
         "proxy_headers": bool(settings.trusted_proxies),
@@ -80,5 +85,7 @@ def server_for(app: Application, **overrides: object) -> Server:
         # In-flight calls get this long to finish once the listen streams have been ended.
         "timeout_graceful_shutdown": max(1, round(settings.drain_timeout_s)),
     }
+    if settings.coalesce_writes:
+        options["http"] = coalescing_protocol()
     options.update(overrides)
     return Server(uvicorn.Config(app, **options), app)  # type: ignore[arg-type]

@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     listen_queue_size: int = Field(64, ge=1)
     shutdown_grace_s: float = Field(2.0, ge=0)
     drain_timeout_s: float = Field(25.0, ge=0)
+    coalesce_writes: bool = True
 
     auth: Literal["none", "tokens", "jwt"] = "none"
     auth_allow_none_non_loopback: bool = False
