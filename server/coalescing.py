@@ -56,7 +56,7 @@ class WriteBatch:
         for transport, data in pending:
             joined.setdefault(transport, []).append(data)
         for transport, pieces in joined.items():
-            _write(transport, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            _write(transport, pieces)
 
     def flush_one(self, transport: asyncio.WriteTransport) -> None:
         """Write what ``transport`` has pending now (it is about to close)."""
@@ -64,15 +64,19 @@ class WriteBatch:
         if not mine:
             return
         self._pending = [item for item in self._pending if item[0] is not transport]
-        _write(transport, b"".join(mine))
+        _write(transport, mine)
 
 
-def _write(transport: asyncio.WriteTransport, data: bytes) -> None:
-    """One connection's write; a connection that is gone (or fails) loses only its own bytes."""
+def _write(transport: asyncio.WriteTransport, pieces: list[bytes]) -> None:
+    """One connection's write (a gathering one for several pieces, so a large body is not
+    copied to be joined); a connection that is gone (or fails) loses only its own bytes."""
     if transport.is_closing():
         return
     try:
-        transport.write(data)
+        if len(pieces) == 1:
+            transport.write(pieces[0])
+        else:
+            transport.writelines(pieces)
     except Exception:
         log.exception("writing a response failed")
 
