@@ -124,6 +124,13 @@ class Application:
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope,
         )
+        privacy = Privacy(
+            redact=tuple(
+                word.lower().replace("-", "").replace("_", "") for word in settings.records_redact
+            ),
+            max_params_bytes=settings.records_params_max_bytes,
+            keep_params=settings.records_params,
+        )
         self.recorder = Recorder(
             build_sinks(
                 settings.records,
@@ -137,14 +144,8 @@ class Application:
                 redis_timeout_s=settings.redis_timeout_s,
             ),
             capacity=settings.records_queue,
-            prepare=Privacy(
-                redact=tuple(
-                    word.lower().replace("-", "").replace("_", "")
-                    for word in settings.records_redact
-                ),
-                max_params_bytes=settings.records_params_max_bytes,
-                keep_params=settings.records_params,
-            ).apply,
+            prepare=privacy.apply,
+            line=privacy.line,
         )
         self.endpoint = McpEndpoint(
             self.modern,

@@ -8,9 +8,11 @@ draft exists before anything can fail. The schema is versioned (``v: 1``) and do
 
 Privacy is applied here, once: parameters are redacted at any depth (keys matching the
 redaction list), capped in size, or dropped; the ``Authorization`` header and tokens are never
-read into a record at all.
+read into a record at all. The record writer turns a finished request's draft into its line
+with :mod:`server.record_lines`, the same bytes as :meth:`Draft.build` with
+:meth:`Privacy.apply`, encoded, for less work.
 
-May import: asgi, errors, orjson, the standard library.
+May import: asgi, errors, record_lines, orjson, the standard library.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import functools
 import ipaddress
 import itertools
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,9 +27,12 @@ from typing import Any
 
 import orjson
 
+from server import record_lines
 from server.asgi import ASGIMessage, Receive, Send
+from server.record_lines import LineMemo, iso_time, request_id_of, request_line
 
-SCHEMA_VERSION = 1
+# Defined where request lines are encoded (that module cannot import this one).
+SCHEMA_VERSION = record_lines.SCHEMA_VERSION
 REDACTED = "[redacted]"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -43,6 +47,8 @@ class Privacy:
     keep_params: bool = True
     # Verdicts per key already seen (params repeat the same few keys); bounded.
     _verdicts: dict[Any, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # What the record writer's line encoder remembers between records; bounded.
+    _memo: LineMemo = field(default_factory=LineMemo, init=False, repr=False, compare=False)
 
     def apply(self, record: dict[str, Any]) -> None:
         """Make a record's params fit to keep (the record writer calls this, off the request
@@ -71,7 +77,20 @@ class Privacy:
         # even when params are dropped, since the report needs them).
         if not harmless and capabilities is not None:
             assert isinstance(client, dict)
-            client["capabilities"] = Privacy(self.redact, self.max_params_bytes).clean(capabilities)
+            client["capabilities"] = self.clean_capabilities(capabilities)
+
+    def line(self, draft: Any) -> bytes | None:
+        """A finished request's record as its JSON line, these rules applied: the same bytes as
+        :meth:`Draft.build`, :meth:`apply` and encoding, for less work (the record writer asks
+        this first). None for a record that needs the general way, or that is not a Draft."""
+        if not isinstance(draft, Draft):
+            return None
+        return request_line(draft, self, self._memo)
+
+    def clean_capabilities(self, capabilities: Any) -> Any:
+        """Declared capabilities, redacted and capped like params, but never dropped."""
+        keeping = self if self.keep_params else Privacy(self.redact, self.max_params_bytes)
+        return keeping.clean(capabilities)
 
     def has_sensitive_key(self, value: Any, depth: int = 0) -> bool:
         """Whether a key matching the redaction list appears at any depth (past 32 levels:
@@ -173,14 +192,8 @@ def _in(address: str, networks: tuple[Network, ...]) -> bool:
     return any(ip in network for network in networks)
 
 
-_ID_PREFIX = secrets.token_hex(4)
 # The request path only takes a number; the record writer formats it (see Draft.request_id).
 _next_serial = itertools.count(1).__next__
-
-
-def request_id_of(serial: int) -> str:
-    """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
-    return f"{_ID_PREFIX}{serial & 0xFFFFFFFF:08x}"
 
 
 @dataclass(slots=True)
@@ -243,7 +256,7 @@ class Draft:
         record: dict[str, Any] = {
             "v": SCHEMA_VERSION,
             "kind": "request",
-            "time": _iso(self.started),
+            "time": iso_time(self.started),
             "request_id": self.request_id,
             "verb": self.verb,
             "path": self.path,
@@ -283,7 +296,7 @@ class Draft:
         return {
             "v": SCHEMA_VERSION,
             "kind": "stream",
-            "time": _iso(time.time()),
+            "time": iso_time(time.time()),
             "request_id": self.request_id,
             "verb": self.verb,
             "era": self.era,
@@ -291,7 +304,7 @@ class Draft:
             "session_id": self.session_id,
             "client": {"name": self.client_name, "version": self.client_version},
             "user_agent": self.user_agent,
-            "opened": _iso(self.started),
+            "opened": iso_time(self.started),
             "open_ms": round((time.perf_counter() - self.clock) * 1000, 3),
             "events": self.events,
             "bytes_out": self.bytes_out,
@@ -363,14 +376,3 @@ class Draft:
             return send(message)
 
         return observed
-
-
-_SECOND: list[Any] = [None, ""]
-
-
-def _iso(timestamp: float) -> str:
-    # Formatting the date dominates; records of the same second share it.
-    second = int(timestamp)
-    if _SECOND[0] != second:
-        _SECOND[0], _SECOND[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return f"{_SECOND[1]}.{int(timestamp % 1 * 1000):03d}Z"

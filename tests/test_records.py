@@ -2,17 +2,30 @@
 
 No sockets: the Draft's observed ``send`` and ``receive`` are driven with fake ASGI messages,
 and the record shapes are checked against the field tables of docs/records.md, read from the
-document itself so the two cannot drift apart silently.
+document itself so the two cannot drift apart silently. The lines the writer builds straight
+from drafts (server.record_lines) are checked byte for byte against the record built, prepared
+and encoded.
 """
 
 import ipaddress
+import json
+import math
+import random
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from server.record_lines import (
+    MEMO_MAX_BYTES,
+    MEMO_MAX_ENTRIES,
+    iso_time,
+    request_id_of,
+    rounded_ms,
+)
 from server.records import (
     REDACTED,
     SCHEMA_VERSION,
@@ -21,6 +34,7 @@ from server.records import (
     client_address,
     parse_networks,
 )
+from server.sinks import Recorder
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -675,3 +689,331 @@ async def test_a_client_that_left_before_any_response_has_a_null_status() -> Non
     draft.finish(wire.emit)
     assert [record["kind"] for record in wire.emitted] == ["request"]
     assert wire.emitted[0]["status"] is None
+
+
+# -- request lines (server.record_lines) --------------------------------------------------------
+#
+# The writer builds a finished request's line straight from its draft. Whatever the draft, the
+# line must be byte for byte what building the record, applying the privacy rules and encoding
+# it gives: that reference is built here field by field, with a Privacy of its own.
+
+
+def reference_line(draft: Draft, rules: Privacy) -> bytes:
+    """The record field by field, ``rules`` applied by a fresh Privacy, encoded, with the
+    writer's fallbacks for what fails."""
+    started = draft.started
+    assert draft.ended_clock is not None
+    record: dict[str, Any] = {
+        "v": 1,
+        "kind": "request",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(started)))
+        + f".{int(started % 1 * 1000):03d}Z",
+        "request_id": draft.request_id,
+        "verb": draft.verb,
+        "path": draft.path,
+        "status": draft.status,
+        "era": draft.era,
+        "protocol_version": {"header": draft.header_version, "body": draft.body_version},
+        "method": draft.method,
+        "jsonrpc_id": draft.jsonrpc_id,
+        "notification": draft.notification,
+        "client": {
+            "name": draft.client_name,
+            "version": draft.client_version,
+            "capabilities": draft.client_capabilities,
+        },
+        "session_id": draft.session_id,
+        "subject": draft.subject,
+        "user_agent": draft.user_agent,
+        "client_address": draft.client_address,
+        "error": None
+        if draft.error_code is None
+        else {"code": draft.error_code, "message": draft.error_message},
+        "duration_ms": round((draft.ended_clock - draft.clock) * 1000, 3),
+        "bytes_in": draft.bytes_in,
+        "bytes_out": draft.bytes_out,
+        "streaming": draft.streaming,
+        "params": draft.params,
+    }
+    if draft.batch_size is not None:
+        record["batch_size"] = draft.batch_size
+    if draft.advertised is not None:
+        record["advertised"] = draft.advertised
+    try:
+        Privacy(rules.redact, rules.max_params_bytes, rules.keep_params).apply(record)
+    except Exception:
+        record["params"] = None
+    try:
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        record["params"] = None
+        record["client"]["capabilities"] = {"_unencodable": True}
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def parsed(value: Any) -> Any:
+    """``value`` as the endpoint holds it: freshly parsed JSON (json: deeper than orjson)."""
+    return json.loads(json.dumps(value))
+
+
+def nested_dicts(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+CAPABILITIES = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SESSION_CAPABILITIES = parsed({"roots": {}, "experimental": {"x": [1, 2.5, True, None]}})
+SECRET_SESSION_CAPABILITIES = parsed({"experimental": {"apiKey": "k-123"}})
+
+
+def modern(
+    arguments: Any = None,
+    *,
+    capabilities: Any = CAPABILITIES,
+    meta: dict[str, Any] | None = None,
+    method: str = "tools/call",
+    **overrides: Any,
+) -> Draft:
+    """A modern call as the endpoint describes it: client and version from ``_meta``."""
+    raw_meta = {
+        PROTOCOL_VERSION_KEY: "2026-07-28",
+        CAPABILITIES_KEY: capabilities,
+        CLIENT_INFO_KEY: {"name": "bench", "version": "1.2"},
+        **(meta or {}),
+    }
+    params = parsed(
+        {"name": "echo", "arguments": {"text": "hello"} if arguments is None else arguments}
+        | {"_meta": raw_meta}
+    )
+    draft = make_draft(**overrides)
+    draft.era = "modern"
+    draft.method = method
+    draft.jsonrpc_id = 7
+    draft.notification = False
+    draft.params = params
+    draft.body_version = params["_meta"][PROTOCOL_VERSION_KEY]
+    draft.client(params["_meta"][CLIENT_INFO_KEY], params["_meta"][CAPABILITIES_KEY])
+    draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
+    return draft
+
+
+def legacy(params: Any, capabilities: Any = SESSION_CAPABILITIES, **overrides: Any) -> Draft:
+    """A call in a legacy session: the capabilities are the session's (the same object on
+    every request of the session)."""
+    draft = make_draft(**({"header_version": "2025-11-25"} | overrides))
+    draft.era = "legacy"
+    draft.method = "tools/call"
+    draft.jsonrpc_id = "req-1"
+    draft.notification = False
+    draft.session_id = "3f2a9c1e5b7d4a60"
+    draft.body_version = "2025-11-25"
+    draft.params = parsed(params)
+    draft.client({"name": "old-client", "version": "0.9"}, capabilities)
+    draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
+    return draft
+
+
+def line_drafts() -> list[Draft]:
+    """Fresh drafts of every kind the endpoint records (finished: status, bytes, end time)."""
+    drafts = [
+        modern(),
+        modern(capabilities={}),
+        modern({"query": "hello", "limit": 10, "tags": ["a", {"b": None}], "ratio": 0.5}),
+        modern(meta={"progressToken": 12}),
+        modern({"login": "ann", "password": "hunter2", "deep": [{"API-Key": "k"}]}),
+        modern(capabilities={"experimental": {"apiKey": "k-123"}}),
+        modern(capabilities={"_meta": {"x": 1}, "roots": {}}),
+        modern({"password": "p"}, capabilities={"_meta": {"x": 1}, "roots": {}}),
+        modern({"text": "x" * 5000}),
+        modern({"password": "p" * 5000, "x": 1}),
+        modern({"text": "y" * 3000}, capabilities={"experimental": {"blob": "z" * 3000}}),
+        modern({"a": 1}, capabilities={"a": 1}),
+        modern({"a": 1}, capabilities={"a": True}),
+        modern({"a": 1}, capabilities={"a": 1.0}),
+        modern({"a": 1}, capabilities={"x": 1, "y": 2}),
+        modern({"a": 1}, capabilities={"y": 2, "x": 1}),
+        modern({"note": "the password is not a key"}, method="tools/call"),
+        modern(orjson.loads(rb'{"pass\u0077ord": "hunter2"}')),
+        modern({"text": 'h\u00e9llo \u2603 "quoted" \\ back\nslash'}, user_agent="agent \u00e9"),
+        modern(nested_dicts(31, {"leaf": 1})),
+        modern(nested_dicts(31, {"leaf": {"password": 1}})),
+        modern(nested_dicts(40, {"password": "deep"})),
+        modern(nested_dicts(300, 1)),
+        modern(meta={"progressToken": "abc", "other": [1, {"z": 2}]}),
+        modern(method="server/discover"),
+        legacy({"name": "echo", "arguments": {"text": "hi"}}),
+        legacy({"name": "echo", "arguments": {"text": "hi"}}, subject="user-7"),
+        legacy({"name": "echo", "arguments": {"token": "t"}}),
+        legacy({"name": "echo"}, capabilities=SECRET_SESSION_CAPABILITIES),
+        legacy({"name": "echo", "_meta": {"progressToken": 3}}),
+        legacy({"name": "echo", "_meta": 5}),
+        legacy({"name": "echo", "_meta": [SESSION_CAPABILITIES]}),
+        legacy({"name": "echo", "_meta": {"caps": SESSION_CAPABILITIES}}),
+        legacy({"name": "echo"}, capabilities=None, client_address=None, user_agent=None),
+    ]
+    # Modern whose _meta holds the capabilities under another key than the draft's.
+    drafts.append(modern(meta={"caps": parsed(CAPABILITIES)}))
+    # initialize (legacy): the capabilities are in the params; the server says what it offers.
+    initialize = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"roots": {"listChanged": True}, "experimental": {"secret": "s"}},
+        "clientInfo": {"name": "old-client", "version": "0.9"},
+    }
+    draft = legacy(initialize, capabilities=None, header_version=None)
+    draft.method = "initialize"
+    draft.client(draft.params["clientInfo"], draft.params["capabilities"])
+    draft.advertised = ["initialize", "tools/list", "tools/call"]
+    drafts.append(draft)
+    # A batch, a client's response, a notification, errors, a rejection, a GET stream.
+    draft = make_draft()
+    draft.era, draft.method, draft.batch_size = "legacy", "(batch)", 3
+    draft.error(-32600, "Invalid request: batches are not supported")
+    drafts.append(draft)
+    draft = make_draft()
+    draft.era, draft.method, draft.jsonrpc_id = "legacy", "(response)", 5
+    drafts.append(draft)
+    draft = modern(method="notifications/cancelled", status=202)
+    draft.notification, draft.jsonrpc_id = True, None
+    drafts.append(draft)
+    draft = modern({"text": 1})
+    draft.error(-32602, "Invalid params: " + "x" * 400)
+    drafts.append(draft)
+    draft = make_draft(header_version="1999-01-01")
+    draft.error(-32600, "Unsupported protocol version")
+    drafts.append(draft)
+    draft = make_draft(verb="GET", header_version=None)
+    draft.era, draft.streaming, draft.session_id = "legacy", True, "s-1"
+    drafts.append(draft)
+    draft = modern()
+    draft.streaming, draft.events = True, 2
+    drafts.append(draft)
+    # What request lines leave to the general way: params that are not an object, values
+    # nested past what orjson encodes, values that are not JSON.
+    draft = modern()
+    draft.params = [1, {"password": "x"}]
+    drafts.append(draft)
+    drafts.append(modern(capabilities=nested_dicts(300, 1)))
+    draft = modern()
+    draft.params = {"odd": {1, 2}}
+    drafts.append(draft)
+    draft = modern()
+    draft.client_capabilities = {"odd": {1, 2}}
+    drafts.append(draft)
+    for number, draft in enumerate(drafts):
+        draft.started = 1_750_000_000.0 + number * 0.3337 + (0.9995 if number % 7 == 0 else 0)
+        draft.clock = 1000.0
+        draft.ended_clock = 1000.0 + number * 0.0012345 + (0.0000005 if number % 5 == 0 else 0)
+        draft.status = draft.status or 200
+        draft.bytes_out = 441 + number
+    return drafts
+
+
+RULES = [
+    privacy(),
+    privacy(max_params_bytes=60),
+    privacy(keep_params=False),
+    privacy(redact=("eta", "rootz")),  # "_meta" itself is a sensitive key
+    privacy(redact=()),
+]
+
+
+@pytest.mark.parametrize("rules", RULES, ids=["default", "small-cap", "no-params", "meta", "none"])
+def test_request_lines_are_byte_identical_to_the_record_built_and_prepared(
+    rules: Privacy,
+) -> None:
+    # Twice, in two orders, so that what the rules remember is used as well as filled.
+    for drafts in (line_drafts(), line_drafts()[::-1], line_drafts()):
+        for draft in drafts:
+            written = rules.line(draft)
+            expected = reference_line(draft, rules)
+            assert written in (None, expected), (written, expected)
+            general = Privacy(rules.redact, rules.max_params_bytes, rules.keep_params)
+            # What the writer wrote before: build, prepare, encode.
+            assert Recorder([], capacity=1, prepare=general.apply)._encode(draft) == expected
+            recorder = Recorder([], capacity=1, prepare=rules.apply, line=rules.line)
+            assert recorder._encode(draft) == expected
+
+
+def test_only_what_the_general_way_must_handle_takes_it() -> None:
+    rules = privacy()
+    drafts = line_drafts()
+    taken = [draft for draft in drafts if rules.line(draft) is None]
+    assert len(taken) == 4
+    assert all(draft is expected for draft, expected in zip(taken, drafts[-4:], strict=True))
+    assert b'"params":[1,{"password":"[redacted]"}]' in reference_line(taken[0], rules)
+    assert b'"capabilities":{"a":{"a":' in reference_line(taken[1], rules)
+    assert b"[too deep]" in reference_line(taken[1], rules)
+    assert b'"params":null' in reference_line(taken[2], rules)
+    assert b'"capabilities":{"_unencodable":true}' in reference_line(taken[3], rules)
+
+
+def test_only_a_draft_gets_a_line_from_the_rules() -> None:
+    rules = privacy()
+    assert rules.line(line_drafts()[0]) is not None
+    assert rules.line({"kind": "request"}) is None  # a record already built: the general way
+
+
+def test_what_request_lines_remember_stays_bounded() -> None:
+    rules = privacy()
+    memo = rules._memo
+    for number in range(MEMO_MAX_ENTRIES * 3):
+        draft = modern(capabilities={"experimental": {f"feature{number}": {}}})
+        draft.user_agent = f"agent/{number}"
+        draft.ended_clock = draft.clock
+        assert rules.line(draft) == reference_line(draft, rules)
+    huge = modern(capabilities={"experimental": {"blob": "z" * MEMO_MAX_BYTES}})
+    huge.ended_clock = huge.clock
+    assert rules.line(huge) == reference_line(huge, rules)
+    for remembered in (memo.declared, memo.metas, memo.templates):
+        assert 0 < len(remembered) <= MEMO_MAX_ENTRIES
+    assert all(len(encoded) <= MEMO_MAX_BYTES for encoded in memo.declared)
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        0.0,
+        0.5,
+        0.9995,
+        1.0,
+        59.999,
+        86399.9999,
+        1_750_000_000.0,
+        1_750_000_000.9996,
+        -0.5,
+        -86400.25,
+    ]
+    + [random.Random(seed).uniform(0, 4e9) for seed in range(50)],
+)
+def test_iso_time_is_the_plain_formatting(timestamp: float) -> None:
+    expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(timestamp)))
+    expected += f".{int(timestamp % 1 * 1000):03d}Z"
+    assert iso_time(timestamp) == expected
+    assert iso_time(timestamp) == expected  # and again, from the second it remembered
+
+
+def test_rounded_ms_is_round_to_the_bit() -> None:
+    generator = random.Random(7)
+    values = [0.0, -0.0, 1e-300, -1e-7, 2.5e-7, 0.0012345, 1e6, 2.2e6, 3e9, math.inf, math.nan]
+    values += [generator.uniform(0, 10) for _ in range(20000)]
+    values += [generator.uniform(0, 3000) for _ in range(20000)]
+    # Close to the halves where rounding to the microsecond could go either way.
+    for _ in range(20000):
+        micros = generator.randrange(0, 10**9) + 0.5
+        values.append(micros / 1e6 + generator.choice([0.0, 1e-15, -1e-15, 1e-13, -1e-13]))
+    for seconds in values:
+        expected = round(seconds * 1000, 3)
+        assert orjson.dumps(rounded_ms(seconds)) == orjson.dumps(expected), seconds
+
+
+def test_request_ids_keep_their_format() -> None:
+    first, second = request_id_of(1), request_id_of(0x1_0000_00AB)
+    assert HEX16.fullmatch(first)
+    assert HEX16.fullmatch(second)
+    assert first[:8] == second[:8]  # the per-process prefix
+    assert (first[8:], second[8:]) == ("00000001", "000000ab")

@@ -592,6 +592,41 @@ def test_the_writer_applies_the_privacy_rules_before_writing() -> None:
     assert b"hunter2" not in b"".join(sink.lines)
 
 
+class Handed:
+    """A record handed over for the writer to build."""
+
+    def __init__(self, line: bytes | None) -> None:
+        self.own_line = line
+        self.built = 0
+
+    def build(self) -> dict[str, Any]:
+        self.built += 1
+        return {"kind": "request", "params": {"password": "hunter2"}}
+
+
+def test_a_record_with_a_cheaper_line_is_written_as_that_line() -> None:
+    sink = MemorySink()
+    privacy = Privacy(redact=("password",), max_params_bytes=90)
+    asked: list[Handed] = []
+
+    def line(item: Any) -> bytes | None:
+        asked.append(item)
+        return item.own_line  # type: ignore[no-any-return]
+
+    recorder = Recorder([sink], capacity=10, prepare=privacy.apply, line=line)
+    own, general = Handed(b'{"n":1}\n'), Handed(None)
+    recorder.record(own)
+    recorder.record(general)
+    recorder.record({"kind": "request", "params": {"password": "x"}})  # built already: not asked
+    recorder.close()
+    # Only the one without a line is built and prepared the general way.
+    assert asked == [own, general]
+    assert (own.built, general.built) == (0, 1)
+    assert sink.lines[0] == b'{"n":1}\n'
+    assert sink.records()[1] == {"kind": "request", "params": {"password": "[redacted]"}}
+    assert recorder.written == 3
+
+
 def test_a_record_whose_preparation_fails_is_written_without_params(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
