@@ -1,0 +1,190 @@
+"""Benchmark: the app's own time per request, in process, without HTTP or sockets.
+
+    python tests/bench/app_inprocess.py [--requests 30000] [--workload call|list|legacy]
+                                        [--records none|file] [--profile]
+
+Calls the ASGI app directly on a uvloop loop with a prepared scope and body, one request after
+another: modern ``tools/call`` of ``echo`` (the default), modern ``tools/list`` of the probe
+catalog, or a legacy ``tools/call`` on an open session. What it measures is the app's code
+alone (endpoint, era, dispatch, tool, records hand-over): no uvicorn, no kernel, no client. Use
+it to compare changes to the hot path quickly; the HTTP benchmark (``http_bench.py``) is the
+one that says what a client sees. Under real load each microsecond here costs more (caches are
+colder, and a slower server wakes its clients more often: see docs/benchmarks.md).
+
+The collector is tuned as ``python -m server`` tunes it. ``--profile`` adds a cProfile table
+(its own overhead inflates every number, so read it for proportions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from server.app import Application  # noqa: E402
+from server.catalogs.probe import catalog as probe_catalog  # noqa: E402
+from server.serving import tune_collector  # noqa: E402
+from server.settings import Settings  # noqa: E402
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "app-bench", "version": "1"},
+}
+CALL = {"name": "echo", "arguments": {"text": "hello"}}
+BASE_HEADERS = [
+    (b"host", b"127.0.0.1:8000"),
+    (b"user-agent", b"app-bench"),
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json, text/event-stream"),
+]
+
+
+class Harness:
+    def __init__(self, app: Application) -> None:
+        self.app = app
+        self.status = 0
+        self.headers: dict[bytes, bytes] = {}
+        self.body = b""
+
+    async def post(self, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+        headers = [*BASE_HEADERS, (b"content-length", str(len(body)).encode()), *extra]
+        scope: dict[str, Any] = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+            "state": {},
+        }
+        message = {"type": "http.request", "body": body, "more_body": False}
+
+        async def receive() -> dict[str, Any]:
+            return message
+
+        async def send(event: dict[str, Any]) -> None:
+            if event["type"] == "http.response.start":
+                self.status = event["status"]
+                self.headers = dict(event.get("headers", []))
+            else:
+                self.body = event.get("body", b"")  # keep only the last: no growing heap
+
+        await self.app(scope, receive, send)
+
+
+def modern_request(method: str, params: dict[str, Any], name: str | None) -> tuple[bytes, list]:
+    body = orjson.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+    )
+    extra = [(b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", method.encode())]
+    if name is not None:
+        extra.append((b"mcp-name", name.encode()))
+    return body, extra
+
+
+async def legacy_request(harness: Harness) -> tuple[bytes, list]:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "app-bench", "version": "1"},
+        },
+    }
+    await harness.post(orjson.dumps(initialize), [])
+    extra = [
+        (b"mcp-protocol-version", LEGACY.encode()),
+        (b"mcp-session-id", harness.headers[b"mcp-session-id"]),
+    ]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await harness.post(orjson.dumps(initialized), extra)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
+    return orjson.dumps(call), extra
+
+
+async def measure(args: argparse.Namespace, app: Application) -> None:
+    harness = Harness(app)
+    if args.workload == "call":
+        body, extra = modern_request("tools/call", CALL, "echo")
+    elif args.workload == "list":
+        body, extra = modern_request("tools/list", {}, None)
+    else:
+        body, extra = await legacy_request(harness)
+    for _ in range(500):  # warm-up: caches, lazily built pages, the records writer
+        await harness.post(body, extra)
+    if harness.status != 200 or b'"result"' not in harness.body:
+        raise SystemExit(f"unexpected answer {harness.status}: {harness.body[:300]!r}")
+    tune_collector()
+    rounds = []
+    for _ in range(args.rounds):
+        started = time.perf_counter()
+        for _ in range(args.requests):
+            await harness.post(body, extra)
+        rounds.append((time.perf_counter() - started) / args.requests * 1e6)
+    rounds.sort()
+    print(
+        f"{args.workload}, records {args.records}: {rounds[len(rounds) // 2]:.1f} us per request"
+        f" (median of {args.rounds} rounds of {args.requests}; min {rounds[0]:.1f}, "
+        f"max {rounds[-1]:.1f})"
+    )
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(min(args.requests, 5000)):
+            await harness.post(body, extra)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=30_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workload", choices=["call", "list", "legacy"], default="call")
+    parser.add_argument("--records", choices=["none", "file"], default="none")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    import uvloop
+
+    with tempfile.TemporaryDirectory(prefix="app-bench-") as temp:
+        settings = Settings(
+            _env_file=None,
+            records=[args.records],
+            records_file=str(Path(temp) / "records.jsonl"),
+            rate_limit_rps=1e9,
+            rate_limit_burst=1_000_000_000,
+        )
+        app = Application(settings, probe_catalog)
+        app.recorder.start()
+        try:
+            uvloop.new_event_loop().run_until_complete(measure(args, app))
+        finally:
+            app.recorder.close()
+            gc.unfreeze()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
