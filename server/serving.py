@@ -78,6 +78,9 @@ def server_for(app: Application, **overrides: object) -> Server:
         "access_log": settings.log_level in ("debug", "info"),
         # No websockets here: an Upgrade request is answered as plain HTTP.
         "ws": "none",
+        # No "server: uvicorn" on every response: it names the software to anyone asking, and
+        # uvicorn checks each response header it adds against two patterns.
+        "server_header": False,
         # Forwarded headers are believed only from the configured proxies; uvicorn applies
         # them to the scope (client address, scheme), which is all the app then reads.
         "proxy_headers": bool(settings.trusted_proxies),

@@ -35,3 +35,10 @@ def test_uvicorns_access_log_is_off_below_info_and_on_at_info() -> None:
     assert quiet.config.access_log is False
     chatty = server_for(create_app(Settings(_env_file=None, records=["none"], log_level="info")))
     assert chatty.config.access_log is True
+
+
+def test_responses_do_not_name_the_server_software() -> None:
+    assert (
+        server_for(create_app(Settings(_env_file=None, records=["none"]))).config.server_header
+        is False
+    )
