@@ -168,9 +168,12 @@ class McpEndpoint:
     def admit(self, headers: Headers) -> None:
         """DNS-rebinding protection, for every method."""
         check_host(header_text(headers, b"host"), self.options.allowed_hosts)
-        origin = header_text(headers, b"origin")
-        if origin is not None:
-            check_origin(origin, self.options.allowed_hosts, self.options.allowed_origins)
+        if b"origin" in headers:  # browsers send it; most MCP clients do not
+            check_origin(
+                header_text(headers, b"origin"),
+                self.options.allowed_hosts,
+                self.options.allowed_origins,
+            )
 
     async def post(
         self,
