@@ -795,9 +795,12 @@ async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) ->
     async with serve(path) as (client, app):
         assert (await post_modern(client, hostile, "hostile")).status_code == 200
         assert (await post_modern(client, modern("tools/list"), "after")).status_code == 200
-        # Both records reach the file while the server runs (the writer wakes every 200 ms).
-        await wait_until(lambda: path.exists() and '"after"' in path.read_text(), limit=5.0)
-        assert app.recorder.written == 2
+        # Both records reach the file while the server runs (the writer wakes every 200 ms);
+        # the writer counts a batch just after writing it, so wait for the count too.
+        await wait_until(
+            lambda: path.exists() and '"after"' in path.read_text() and app.recorder.written == 2,
+            limit=5.0,
+        )
         assert app.recorder.healthy
     hostile_record, after = read_records(path)
     assert [hostile_record["user_agent"], after["user_agent"]] == ["hostile", "after"]
