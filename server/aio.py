@@ -14,7 +14,11 @@ watcher after 20 ms; stop a handler after ``MCP_HANDLER_TIMEOUT_S``): creating a
 them was a fifth of the app's time per ``tools/call``. :class:`CoarseTimers` gives each loop a
 timer wheel with 10 ms slots behind a single loop timer: arming is a dict insert, disarming a
 dict delete, and callbacks run up to one slot late (and at most 1 ms early). :class:`Deadline`
-(keep-alive and send timeouts on streams) uses it too.
+(keep-alive and send timeouts on streams) uses it too. Cheaper still is no timer at all:
+:class:`Started` runs a coroutine in the caller's task up to its first real wait, so the
+timers are armed only for calls that do wait (most answer at once). It continues in the same
+task; moving a started coroutine to another task would leave whatever it captured of the
+current task (a timer's target) pointing at the wrong one.
 
 May import: the standard library only.
 """
