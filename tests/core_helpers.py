@@ -1,7 +1,9 @@
-"""Helpers shared by the core unit tests: a recording exchange and a Context factory."""
+"""Helpers shared by the tests: a recording exchange, a Context factory, and the tool that
+makes a tool list change."""
 
 from typing import Any
 
+from server.catalog import Catalog
 from server.context import Context, InputRequest
 
 
@@ -35,3 +37,22 @@ def make_context(exchange: Any = None, **overrides: Any) -> Context:
     }
     fields.update(overrides)
     return Context(**fields)
+
+
+def add_toggle_tool(catalog: Catalog, name: str = "toggle_tool") -> None:
+    """A tool that adds the tool ``extra`` when it is missing and removes it when it is there:
+    a tool list change on every call (answers "added" or "removed")."""
+
+    async def toggle() -> str:
+        """Adds or removes the tool `extra`."""
+        if catalog.remove_tool("extra"):
+            return "removed"
+
+        async def extra() -> str:
+            """Here only between two toggles."""
+            return "extra"
+
+        catalog.tool(extra)
+        return "added"
+
+    catalog.tool(toggle, name=name)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from server.catalog import Catalog
 from server.context import Context
+from tests.core_helpers import add_toggle_tool
 
 catalog = Catalog("replica-test", "1.0.0", title="Replica test catalog")
 
-EXTRA = "extra"
 COUNTER_URI = "replica://counter"
 NAME_SCHEMA = {
     "type": "object",
@@ -38,18 +38,7 @@ async def echo(text: str) -> str:
     return text
 
 
-@catalog.tool
-async def toggle_tool() -> str:
-    """Add the tool `extra` if it is missing, remove it if it is there (a list change)."""
-    if catalog.remove_tool(EXTRA):
-        return "removed"
-
-    async def extra() -> str:
-        """Exists only between two calls of toggle_tool."""
-        return "extra is here"
-
-    catalog.tool(extra)
-    return "added"
+add_toggle_tool(catalog)
 
 
 @catalog.tool

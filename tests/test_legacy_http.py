@@ -26,6 +26,7 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.eventstream import parse_event_id
 from server.settings import Settings
+from tests.core_helpers import add_toggle_tool
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -136,18 +137,7 @@ def make_catalog() -> Catalog:
 def add_change_tools(catalog: Catalog) -> None:
     """Tools that change the catalog, and what they change."""
 
-    @catalog.tool
-    async def toggle_tool() -> str:
-        """Adds or removes the tool `extra`."""
-        if catalog.remove_tool("extra"):
-            return "removed"
-
-        async def extra() -> str:
-            """Here only sometimes."""
-            return "extra"
-
-        catalog.tool(extra)
-        return "added"
+    add_toggle_tool(catalog)
 
     @catalog.tool
     async def touch(uri: str) -> str:

@@ -20,6 +20,7 @@ from server.app import Application
 from server.catalog import Catalog
 from server.context import Context
 from server.settings import Settings
+from tests.core_helpers import add_toggle_tool
 from tests.deploy_helpers import (
     INITIALIZE,
     legacy_headers,
@@ -41,18 +42,7 @@ NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "re
 def make_catalog() -> Catalog:
     catalog = Catalog("shared-state-test", "1.0.0")
 
-    @catalog.tool
-    async def toggle() -> str:
-        """Add or remove the tool `extra` (a tool list change)."""
-        if catalog.remove_tool("extra"):
-            return "removed"
-
-        async def extra() -> str:
-            """Here between two toggles."""
-            return "extra"
-
-        catalog.tool(extra)
-        return "added"
+    add_toggle_tool(catalog, "toggle")
 
     @catalog.tool
     async def ask_name(ctx: Context) -> str:

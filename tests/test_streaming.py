@@ -30,6 +30,7 @@ from sse_starlette.sse import AppStatus
 from server import Catalog, Context
 from server.app import create_app
 from server.settings import Settings
+from tests.core_helpers import add_toggle_tool
 from tests.polling import wait_until
 
 VERSION = "2026-07-28"
@@ -74,18 +75,7 @@ def make_catalog() -> Catalog:
         hang_finished.set()
         return "finished"
 
-    @catalog.tool
-    async def toggle_tool() -> str:
-        """Adds or removes the tool `extra`."""
-        if catalog.remove_tool("extra"):
-            return "removed"
-
-        async def extra() -> str:
-            """Here only sometimes."""
-            return "extra"
-
-        catalog.tool(extra)
-        return "added"
+    add_toggle_tool(catalog)
 
     @catalog.tool
     async def toggle_prompt() -> str:
