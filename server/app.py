@@ -36,11 +36,12 @@ from server.modern import ModernEra
 from server.modern_http import ModernHttp, StreamOptions
 from server.mrtr import RequestStates
 from server.pagination import Pager
+from server.recorder import Recorder
 from server.records import Privacy, parse_networks
 from server.replication import Replica, shared_state
 from server.sealing import Sealer
 from server.settings import Settings
-from server.sinks import Recorder, build_sinks
+from server.sinks import build_sinks
 from server.subscriptions import Hub
 
 log = logging.getLogger("server")

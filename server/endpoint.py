@@ -7,7 +7,7 @@ in :mod:`server.modern` and :mod:`server.legacy` (whose HTTP half is
 wire error here, with the status from :func:`server.errors.http_status`.
 
 May import: asgi, everything in the core, auth, gate, guards, legacy_http, limits, modern_http,
-records, sinks, sse.
+recorder, records, sse.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from server.protocol import (
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
 )
+from server.recorder import Recorder
 from server.records import Draft, Network, client_address
-from server.sinks import Recorder
 from server.sse import send_empty, send_json
 
 log = logging.getLogger("server.endpoint")

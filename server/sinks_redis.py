@@ -1,6 +1,6 @@
 """The Redis stream record sink: every replica adds its request records to one stream.
 
-Used from the :class:`~server.sinks.Recorder`'s writer thread, so it takes the synchronous
+Used from the :class:`~server.recorder.Recorder`'s writer thread, so it takes the synchronous
 client. Each batch is one ``MULTI`` pipeline of ``XADD key MAXLEN ~ maxlen * r <line>`` (the
 line without its newline, in the field ``r``), so the stream keeps about ``maxlen`` records,
 oldest trimmed first, and ``python -m server report redis://...`` reads them back.

@@ -26,6 +26,7 @@ from server.record_lines import (
     request_id_of,
     rounded_ms,
 )
+from server.recorder import Recorder
 from server.records import (
     REDACTED,
     SCHEMA_VERSION,
@@ -34,7 +35,6 @@ from server.records import (
     client_address,
     parse_networks,
 )
-from server.sinks import Recorder
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

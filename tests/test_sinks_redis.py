@@ -21,7 +21,8 @@ import redis
 import server
 import server.__main__ as entry
 from server import report_redis
-from server.sinks import Recorder, build_sinks
+from server.recorder import Recorder
+from server.sinks import build_sinks
 from server.sinks_redis import RedisStreamSink
 from tests.polling import wait_until_blocking
 from tests.redis_server import RedisServer, free_port
