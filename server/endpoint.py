@@ -211,7 +211,7 @@ class McpEndpoint:
                     await self.legacy.notification(send, headers, message, draft)
                 return
             request_id = message.id
-            if message.method == "tools/call" and self.gate.enforces_scopes:
+            if message.method == "tools/call" and self.gate.authenticates:
                 self.require_tool_scopes(principal, message)
             if era == "legacy":
                 await self.legacy.request(

@@ -54,9 +54,9 @@ class Gate:
             log.warning(warning)
         self.settings = settings
         self.auth: Authenticator = build_authenticator(settings)
-        self._anonymous = isinstance(self.auth, NoAuth)
-        # Per-tool scopes mean something only when callers are authenticated.
-        self.enforces_scopes = not self._anonymous
+        # Whether callers are authenticated at all: without it every caller is ANONYMOUS
+        # (nothing to await) and per-tool scopes mean nothing (nothing to check).
+        self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
         self.streams = StreamCounter(settings.max_streams_per_client)
@@ -73,9 +73,9 @@ class Gate:
         try:
             # Without authentication there is nothing to await: skip the coroutine.
             principal = (
-                ANONYMOUS
-                if self._anonymous
-                else await self.auth.authenticate(authorization, scope.get("query_string", b""))
+                await self.auth.authenticate(authorization, scope.get("query_string", b""))
+                if self.authenticates
+                else ANONYMOUS
             )
         except AuthError:
             # Failed attempts count against the address too: guessing tokens is rate-limited.

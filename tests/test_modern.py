@@ -352,6 +352,15 @@ def test_name_header_without_body_field_is_a_mismatch(era):
     expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
 
 
+def test_a_remembered_header_match_lets_no_other_body_value_through(era):
+    request, headers = make_request("tools/call", {"name": "echo", "arguments": {"text": "a"}})
+    era.validate(request, raw_headers(headers))  # "echo" matched: remembered
+    era.validate(request, raw_headers(headers))  # and again, from memory
+    other, _ = make_request("tools/call", {"name": "shout", "arguments": {"text": "a"}})
+    error = expect(HeaderMismatch, lambda: era.validate(other, raw_headers(headers)))
+    assert "Mcp-Name" in error.message
+
+
 def test_name_header_is_not_required_on_other_methods(era):
     request, headers = make_request("tools/list")
     assert "mcp-name" not in headers
