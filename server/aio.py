@@ -80,9 +80,10 @@ class CoarseTimers:
         callbacks = self._slots.get(slot)
         if callbacks is not None:
             callbacks.pop(number, None)
-            if not callbacks:
-                del self._slots[slot]
-        # The loop timer stays: waking for an empty slot is cheaper than rescheduling.
+        # An emptied slot stays until it is due: a timer armed for the same slot next (most
+        # are: one per request, cancelled when it ends) finds it instead of pushing the slot
+        # onto the heap once more. The loop timer stays too: waking for an empty slot is
+        # cheaper than rescheduling.
 
     def _schedule(self, slot: int) -> None:
         if self._wakeup is not None:

@@ -1,4 +1,4 @@
-"""Write coalescing for uvicorn's HTTP protocols: every connection's writes, once per loop turn.
+"""Write coalescing: every connection's writes, once per loop turn.
 
 uvicorn writes a response as it is sent: the status line and headers in one system call, the
 body in another, each at once. Measured on this project's machines (docs/benchmarks.md), the
@@ -12,12 +12,13 @@ together.
 Nothing waits for long: the flush runs as the next callback of the loop (``call_soon``), before
 the loop polls for more input, and a connection's pending bytes are written before it closes.
 Ordering per connection is kept; reading, flow control and addresses pass straight through to
-the real transport.
+the real transport. A write costs a list append (the connection's pieces); the batch keeps the
+connections with something pending, not the pieces, so a flush groups nothing.
 
-:func:`coalescing_protocol` gives the protocol class to hand uvicorn (``Config(http=...)``):
-its httptools protocol (or h11's, where httptools is missing) with the transport wrapped.
+:mod:`server.http_protocol` wraps every connection's transport in a
+:class:`CoalescingTransport`.
 
-May import: uvicorn, the standard library.
+May import: the standard library.
 """
 
 from __future__ import annotations
@@ -31,54 +32,25 @@ log = logging.getLogger("server.coalescing")
 
 
 class WriteBatch:
-    """The writes of one loop's connections, flushed together once per loop turn."""
+    """The connections of one loop with writes pending, flushed together once per loop turn."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._pending: list[tuple[asyncio.WriteTransport, bytes]] = []
-        self._scheduled = False
+        self._dirty: list[CoalescingTransport] = []
         self.flushes = 0  # how many turns wrote something (tests and curiosity)
 
-    def add(self, transport: asyncio.WriteTransport, data: bytes) -> None:
-        self._pending.append((transport, data))
-        if not self._scheduled:
-            self._scheduled = True
+    def mark(self, transport: CoalescingTransport) -> None:
+        """``transport`` has its first piece pending this turn."""
+        if not self._dirty:
             self._loop.call_soon(self.flush)
+        self._dirty.append(transport)
 
     def flush(self) -> None:
-        self._scheduled = False
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        self.flushes += 1
-        # One write per connection, its pieces in the order they were sent.
-        joined: dict[asyncio.WriteTransport, list[bytes]] = {}
-        for transport, data in pending:
-            joined.setdefault(transport, []).append(data)
-        for transport, pieces in joined.items():
-            _write(transport, pieces)
-
-    def flush_one(self, transport: asyncio.WriteTransport) -> None:
-        """Write what ``transport`` has pending now (it is about to close)."""
-        mine = [data for owner, data in self._pending if owner is transport]
-        if not mine:
-            return
-        self._pending = [item for item in self._pending if item[0] is not transport]
-        _write(transport, mine)
-
-
-def _write(transport: asyncio.WriteTransport, pieces: list[bytes]) -> None:
-    """One connection's write (a gathering one for several pieces, so a large body is not
-    copied to be joined); a connection that is gone (or fails) loses only its own bytes."""
-    if transport.is_closing():
-        return
-    try:
-        if len(pieces) == 1:
-            transport.write(pieces[0])
-        else:
-            transport.writelines(pieces)
-    except Exception:
-        log.exception("writing a response failed")
+        dirty, self._dirty = self._dirty, []
+        if dirty:
+            self.flushes += 1
+        for transport in dirty:
+            transport.flush()
 
 
 _batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriteBatch] = (
@@ -94,32 +66,56 @@ def write_batch(loop: asyncio.AbstractEventLoop) -> WriteBatch:
 
 
 class CoalescingTransport(asyncio.Transport):
-    """A connection's transport whose writes go through the loop's :class:`WriteBatch`."""
+    """A connection's transport whose writes wait for the loop's :class:`WriteBatch`."""
 
     def __init__(self, transport: asyncio.Transport, batch: WriteBatch) -> None:
         super().__init__()
         self._transport = transport
         self._batch = batch
+        # This turn's pieces, in the order they were written; written as one.
+        self._pieces: list[bytes] = []
 
     # -- writing: held until the loop's turn ends ----------------------------------------
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if data:
-            self._batch.add(self._transport, bytes(data))
+            if not self._pieces:
+                self._batch.mark(self)
+            self._pieces.append(bytes(data))
 
     def writelines(self, list_of_data: Any) -> None:
-        self.write(b"".join(list_of_data))
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Write what is pending as one (gathering) write; a connection that is gone (or
+        fails) loses only its own bytes."""
+        pieces = self._pieces
+        if not pieces:
+            return
+        self._pieces = []
+        transport = self._transport
+        if transport.is_closing():
+            return
+        try:
+            if len(pieces) == 1:
+                transport.write(pieces[0])
+            else:
+                transport.writelines(pieces)  # a large body is not copied to be joined
+        except Exception:
+            log.exception("writing a response failed")
 
     def close(self) -> None:
-        self._batch.flush_one(self._transport)
+        self.flush()
         self._transport.close()
 
     def write_eof(self) -> None:
-        self._batch.flush_one(self._transport)
+        self.flush()
         self._transport.write_eof()
 
     def abort(self) -> None:
-        self._transport.abort()  # abort drops unwritten data by definition
+        self._pieces = []  # abort drops unwritten data by definition
+        self._transport.abort()
 
     # -- everything else: the real transport's --------------------------------------------
 
@@ -155,25 +151,3 @@ class CoalescingTransport(asyncio.Transport):
 
     def get_protocol(self) -> asyncio.BaseProtocol:
         return self._transport.get_protocol()
-
-
-def coalescing_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class (httptools if installed, else h11) with coalesced writes."""
-    base: type[Any]
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-        base = HttpToolsProtocol
-    except ImportError:  # httptools missing: uvicorn's pure-Python parser
-        from uvicorn.protocols.http.h11_impl import H11Protocol
-
-        base = H11Protocol
-
-    class CoalescingProtocol(base):  # type: ignore[misc]
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            batch = write_batch(asyncio.get_running_loop())
-            super().connection_made(CoalescingTransport(transport, batch))
-
-    CoalescingProtocol.__name__ = f"Coalescing{base.__name__}"
-    CoalescingProtocol.__qualname__ = CoalescingProtocol.__name__
-    return CoalescingProtocol

@@ -9,11 +9,11 @@ its graceful result, while in-flight calls finish within uvicorn's graceful time
 It also tunes the collector once the app has started (:func:`tune_collector`): a process-wide
 choice, so it is made here, where this server owns the process, not in the app. And it turns
 uvicorn's access log off below the info level, where it would print nothing but still cost
-every response its formatting: the request records are this server's access log. Responses go
-out through :mod:`server.coalescing` (one write per connection per loop turn) unless
-``MCP_COALESCE_WRITES=false``.
+every response its formatting: the request records are this server's access log. Connections
+run on :mod:`server.http_protocol` (uvicorn's, with one write per connection per loop turn
+and no timer per response) unless ``MCP_COALESCE_WRITES=false``.
 
-May import: app, coalescing, settings, uvicorn.
+May import: app, http_protocol, settings, uvicorn.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from types import FrameType
 import uvicorn
 
 from server.app import Application
-from server.coalescing import coalescing_protocol
+from server.http_protocol import http_protocol
 
 
 class Server(uvicorn.Server):
@@ -89,6 +89,6 @@ def server_for(app: Application, **overrides: object) -> Server:
         "timeout_graceful_shutdown": max(1, round(settings.drain_timeout_s)),
     }
     if settings.coalesce_writes:
-        options["http"] = coalescing_protocol()
+        options["http"] = http_protocol()
     options.update(overrides)
     return Server(uvicorn.Config(app, **options), app)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from server.aio import (
+    CoarseTimers,
     Deadline,
     Started,
     coarse_timers,
@@ -232,6 +233,19 @@ def test_a_failing_timer_callback_is_logged_and_the_others_still_run(
 
     assert asyncio.run(main()) == ["after"]
     assert "a timer callback failed" in caplog.text
+
+
+def test_timers_armed_and_cancelled_in_one_slot_keep_one_heap_entry() -> None:
+    """One timer per request, cancelled when it ends: the heap must not grow per request
+    (it once did, by one entry a request, until the slot came due)."""
+
+    async def main() -> tuple[int, int]:
+        timers = CoarseTimers(asyncio.get_running_loop(), resolution_s=10.0)
+        for _ in range(1000):
+            timers.cancel(timers.call_later(5.0, lambda: None))
+        return len(timers), len(timers._due)
+
+    assert asyncio.run(main()) == (0, 1)
 
 
 def test_each_loop_gets_its_own_timers() -> None:

@@ -1,5 +1,6 @@
 """server.coalescing: writes held until the loop's turn ends, one write per connection, in
-order; closing writes what is pending first; everything else passes through."""
+order; closing writes what is pending first; everything else passes through; and a live server
+writing through it answers each of many concurrent calls with its own result."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import httpx
 import pytest
 
 from server.app import create_app
-from server.coalescing import CoalescingTransport, WriteBatch, coalescing_protocol
-from server.serving import server_for
+from server.coalescing import CoalescingTransport, WriteBatch
 from server.settings import Settings
 from tests.live_server import ServerThread
 
@@ -114,14 +114,6 @@ def test_reading_and_addresses_pass_straight_through() -> None:
     assert wrapped.is_closing() is False
 
 
-def test_the_protocol_is_uvicorns_own_with_the_transport_wrapped() -> None:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    protocol = coalescing_protocol()
-    assert issubclass(protocol, HttpToolsProtocol)
-    assert protocol.__name__ == "CoalescingHttpToolsProtocol"
-
-
 def modern_echo(number: int) -> tuple[dict[str, Any], dict[str, str]]:
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -162,10 +154,3 @@ async def test_a_live_server_answers_many_concurrent_calls_each_with_its_own_res
         assert texts == [f"text-{n}" for n in range(200)]
     finally:
         thread.stop()
-
-
-def test_it_can_be_turned_off() -> None:
-    default = server_for(create_app(Settings(_env_file=None, records=["none"])))
-    assert default.config.http.__name__.startswith("Coalescing")  # type: ignore[union-attr]
-    plain = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=False))
-    assert server_for(plain).config.http == "auto"  # uvicorn's own choice

@@ -1,0 +1,252 @@
+"""server.http_protocol: the same bytes on the wire as uvicorn's own protocol, header lines
+checked once, keep-alive without a timer per response, and a tripwire for uvicorn's changes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import uvicorn
+from uvicorn.protocols.http import httptools_impl
+
+from server.app import create_app
+from server.http_protocol import HeaderLines, HttpProtocol, IdleSweep, http_protocol
+from server.serving import server_for
+from server.settings import Settings
+
+App = Callable[[dict[str, Any], Any, Any], Any]
+
+
+@contextmanager
+def serving(app: App, protocol: Any, **options: Any) -> Iterator[int]:
+    """``app`` under a real uvicorn on 127.0.0.1 with ``protocol``; yields the port."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        http=protocol,
+        ws="none",
+        lifespan="off",
+        log_level="warning",
+        log_config=None,
+        interface="asgi3",
+        **options,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn exited"
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.005)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def exchange(port: int, raw: bytes, *, until_closed: bool = False, wait: float = 0.5) -> bytes:
+    """Send raw bytes, read what comes back (until the peer closes, or ``wait`` of silence)."""
+    with socket.create_connection(("127.0.0.1", port)) as connection:
+        connection.sendall(raw)
+        connection.settimeout(5 if until_closed else wait)
+        received = b""
+        try:
+            while chunk := connection.recv(65536):
+                received += chunk
+        except TimeoutError:
+            assert not until_closed, "the server did not close the connection"
+        return received
+
+
+def without_date(answer: bytes) -> bytes:
+    return re.sub(rb"date: [^\r]*\r\n", b"", answer)
+
+
+async def json_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    body = b'{"ok":true}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"Content-Type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"X-Custom", b"a value, with commas"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def streaming_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    for part in (b"one", b"", b"two"):
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def closing_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    headers = [(b"content-length", b"2"), (b"connection", b"Keep-Alive, Close")]
+    await send({"type": "http.response.start", "status": 201, "headers": headers})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def empty_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def request(method: str = "GET", *, version: str = "1.1", extra: str = "") -> bytes:
+    return f"{method} /x HTTP/{version}\r\nhost: t\r\n{extra}\r\n".encode()
+
+
+CASES = [
+    ("json", json_app, request()),
+    ("json, HEAD", json_app, request("HEAD")),
+    ("json, HTTP/1.0", json_app, request(version="1.0")),
+    ("json, pipelined", json_app, request() + request() + request()),
+    ("json, client asks to close", json_app, request(extra="connection: close\r\n")),
+    ("streamed (chunked)", streaming_app, request()),
+    ("app closes", closing_app, request()),
+    ("204", empty_app, request()),
+]
+
+
+@pytest.mark.parametrize(("name", "app", "raw"), CASES, ids=[case[0] for case in CASES])
+def test_the_wire_bytes_are_uvicorns_own(name: str, app: App, raw: bytes) -> None:
+    answers = []
+    for protocol in ("httptools", HttpProtocol):
+        with serving(app, protocol) as port:
+            answers.append(without_date(exchange(port, raw)))
+    ours, uvicorns = answers[1], answers[0]
+    assert ours == uvicorns
+    assert ours.startswith(b"HTTP/1.1 ")
+
+
+def test_a_response_goes_out_in_one_write_per_connection() -> None:
+    """A client reading the answer sees it whole in its first read: head and body together."""
+    with (
+        serving(json_app, HttpProtocol) as port,
+        socket.create_connection(("127.0.0.1", port)) as connection,
+    ):
+        for _ in range(5):
+            connection.sendall(request())
+            first = connection.recv(65536)
+            assert first.endswith(b'{"ok":true}'), first
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_its_timeout() -> None:
+    with (
+        serving(json_app, HttpProtocol, timeout_keep_alive=1) as port,
+        socket.create_connection(("127.0.0.1", port)) as connection,
+    ):
+        connection.sendall(request())
+        assert connection.recv(65536).endswith(b'{"ok":true}')
+        started = time.monotonic()
+        connection.settimeout(5)
+        assert connection.recv(10) == b""  # closed by the server
+        waited = time.monotonic() - started
+        # The timeout, and at most one sweep (0.5 s) later.
+        assert 0.9 <= waited <= 1.0 + IdleSweep.SWEEP_S + 0.3
+
+
+def test_a_connection_that_keeps_asking_is_not_closed() -> None:
+    with (
+        serving(json_app, HttpProtocol, timeout_keep_alive=1) as port,
+        socket.create_connection(("127.0.0.1", port)) as connection,
+    ):
+        for _ in range(6):  # 1.8 s in all, never 1 s idle
+            connection.sendall(request())
+            assert connection.recv(65536).endswith(b'{"ok":true}')
+            time.sleep(0.3)
+
+
+def test_a_request_running_past_the_timeout_is_not_cut_off() -> None:
+    async def slow_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await asyncio.sleep(1.6)
+        await json_app(scope, receive, send)
+
+    with serving(slow_app, HttpProtocol, timeout_keep_alive=1) as port:
+        answer = exchange(port, request(), wait=3)
+    assert answer.endswith(b'{"ok":true}')
+
+
+def test_header_lines_are_checked_and_classified_once() -> None:
+    lines = HeaderLines()
+    assert lines.line((b"Content-Type", b"text/plain")) == (b"content-type: text/plain\r\n", 0, 0)
+    assert lines.line((b"content-length", b"42"))[1:] == (1, 42)
+    assert lines.line((b"transfer-encoding", b"Chunked"))[1] == 2
+    assert lines.line((b"transfer-encoding", b"gzip"))[1] == 0
+    assert lines.line((b"connection", b"keep-alive, close"))[1] == 3
+    assert lines.line((b"connection", b"keep-alive"))[1] == 0
+    with pytest.raises(RuntimeError, match="header name"):
+        lines.line((b"bad name", b"x"))
+    with pytest.raises(RuntimeError, match="header value"):
+        lines.line((b"x-split", b"a\r\nb"))
+    with pytest.raises(RuntimeError, match="header value"):
+        lines.line((b"x-split", b"a\r\nb"))  # never remembered as fine
+
+
+def test_remembered_header_lines_stay_bounded() -> None:
+    lines = HeaderLines()
+    for length in range(5000):
+        lines.line((b"content-length", str(length).encode()))
+    assert len(lines._known) <= 1024
+
+
+def test_an_invalid_header_from_the_app_is_refused_as_uvicorn_refuses_it() -> None:
+    async def bad_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = [(b"x-bad", b"one\ntwo"), (b"content-length", b"0")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+    answers = []
+    for protocol in ("httptools", HttpProtocol):
+        with serving(bad_app, protocol) as port:
+            answers.append(without_date(exchange(port, request())))
+    assert answers[0] == answers[1]
+    assert answers[1] == b""  # the connection is closed, nothing of the response half-sent
+
+
+def test_the_server_runs_on_it_unless_turned_off() -> None:
+    default = server_for(create_app(Settings(_env_file=None, records=["none"])))
+    assert default.config.http is http_protocol() is HttpProtocol
+    plain = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=False))
+    assert server_for(plain).config.http == "auto"  # uvicorn's own choice
+
+
+# What server/http_protocol.py was checked against (uvicorn 0.54.0). A change here means
+# uvicorn changed code this module copies or relies on: compare, adapt, then update.
+UVICORN_CODE = {
+    "HttpToolsProtocol.on_headers_complete": "1ea8589acfad92d8",
+    "HttpToolsProtocol.on_response_complete": "64e254f28e389e76",
+    "HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
+    "HttpToolsProtocol.connection_made": "6efb565ff3d36b91",
+    "RequestResponseCycle.__init__": "4d2f220910c33c12",
+    "RequestResponseCycle.send": "abdd8601b326a8da",
+}
+
+
+def uvicorn_code_digest(qualified: str) -> str:
+    owner, name = qualified.split(".")
+    source = inspect.getsource(getattr(getattr(httptools_impl, owner), name))
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("qualified", sorted(UVICORN_CODE))
+def test_uvicorn_code_this_module_follows_is_unchanged(qualified: str) -> None:
+    assert uvicorn_code_digest(qualified) == UVICORN_CODE[qualified], (
+        f"uvicorn {uvicorn.__version__} changed {qualified}: check server/http_protocol.py"
+    )
