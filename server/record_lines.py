@@ -66,8 +66,9 @@ class MetaSeen:
 class LineMemo:
     """What :func:`request_line` remembers between records, for one :class:`Privacy`.
 
-    Only the record writer uses it; a race (``close`` draining while a stuck writer still
-    runs) can only compute an entry twice."""
+    :func:`request_line` looks entries up itself (one dict lookup each, no call); the methods
+    here judge, encode and remember what it did not find. Only the record writer uses it; a race
+    (``close`` draining while a stuck writer still runs) can only compute an entry twice."""
 
     __slots__ = ("declared", "metas", "templates")
 
@@ -76,33 +77,20 @@ class LineMemo:
         self.metas: dict[bytes, MetaSeen] = {}
         self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
 
-    def meta_seen(self, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
-        """``sensitive``: whether the key ``_meta`` or a key at any depth of its value is,
-        judged where params hold it (one level down)."""
-        encoded = orjson.dumps(meta)
-        seen = self.metas.get(encoded)
-        if seen is None:
-            seen = MetaSeen(privacy.has_sensitive_key({"_meta": meta}))
-            if type(meta) is dict and capabilities is not None:
-                for key, value in meta.items():
-                    if value is capabilities:
-                        seen.capabilities_key = key
-                        seen.declared = self.declared_of(capabilities, privacy, None, None)
-                        break
-            _remember(self.metas, encoded, seen, len(encoded))
+    def meta_seen(self, encoded: bytes, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
+        """``meta`` (``encoded``) judged: ``sensitive`` is whether the key ``_meta`` or a key at
+        any depth of its value is, judged where params hold it (one level down)."""
+        seen = MetaSeen(privacy.has_sensitive_key({"_meta": meta}))
+        if type(meta) is dict and capabilities is not None:
+            for key, value in meta.items():
+                if value is capabilities:
+                    seen.capabilities_key = key
+                    seen.declared = self.declared_of(capabilities, privacy)
+                    break
+        _remember(self.metas, encoded, seen, len(encoded))
         return seen
 
-    def declared_of(
-        self, capabilities: dict[str, Any], privacy: Privacy, meta: Any, seen: MetaSeen | None
-    ) -> Declared:
-        # Where ``_meta`` (``seen``) holds these very capabilities, they were judged with it:
-        # no second encoding.
-        if (
-            seen is not None
-            and seen.declared is not None
-            and meta[seen.capabilities_key] is capabilities
-        ):
-            return seen.declared
+    def declared_of(self, capabilities: dict[str, Any], privacy: Privacy) -> Declared:
         encoded = orjson.dumps(capabilities)
         known = self.declared.get(encoded)
         if known is None:
@@ -110,26 +98,16 @@ class LineMemo:
             _remember(self.declared, encoded, known, len(encoded))
         return known
 
-    def template_of(self, draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, Any]:
-        """A request record holding what one client program repeats on every request (with
-        the capabilities as written: a Declared's fragment, or None); the rest is None."""
-        key = (
-            draft.verb,
-            draft.path,
-            draft.era,
-            draft.header_version,
-            draft.body_version,
-            draft.client_name,
-            draft.client_version,
-            capabilities,
-            draft.user_agent,
-        )
-        known = self.templates.get(key)
-        if known is None:
-            known = _template(draft, capabilities)
-            size = sum(len(part) for part in key if isinstance(part, str))
-            _remember(self.templates, key, known, size)
-        return known
+    def template_of(
+        self, key: tuple[Any, ...], draft: Draft, capabilities: orjson.Fragment | None
+    ) -> dict[str, Any]:
+        """A request record holding what one client program repeats on every request (``key``:
+        see :func:`request_line`; the capabilities as written: a Declared's fragment, or None);
+        the rest is None."""
+        template = _template(draft, capabilities)
+        size = sum(len(part) for part in key if isinstance(part, str))
+        _remember(self.templates, key, template, size)
+        return template
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
@@ -140,9 +118,16 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
     memo[key] = value
 
 
+# What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).
+_ABSENT = object()
+
+
 def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None:
     """``draft``'s request record with ``privacy`` applied, as a JSON line; None when this way
-    does not cover the draft (see the module docstring)."""
+    does not cover the draft (see the module docstring).
+
+    The memo lookups and the shortcuts of request_id_of and iso_time are written out here, not
+    called: the writer runs this for every request, and a call costs as much as a few fields."""
     params = draft.params
     capabilities = draft.client_capabilities
     if (params is not None and type(params) is not dict) or (
@@ -151,8 +136,48 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         return None
     try:
         written, written_capabilities = _apply_privacy(draft, privacy, memo, params, capabilities)
-        record = memo.template_of(draft, written_capabilities).copy()
-        _fill(record, draft, written)
+        # What one client program repeats on every request: a template of the record.
+        key = (
+            draft.verb,
+            draft.path,
+            draft.era,
+            draft.header_version,
+            draft.body_version,
+            draft.client_name,
+            draft.client_version,
+            written_capabilities,
+            draft.user_agent,
+        )
+        template = memo.templates.get(key)
+        if template is None:
+            template = memo.template_of(key, draft, written_capabilities)
+        # Copying it and setting what changes costs less than a dict display of every field.
+        record = template.copy()
+        started = draft.started
+        second, text = _LAST_SECOND[0]
+        fraction = started - second  # iso_time's shortcut within the second (see there)
+        record["time"] = (
+            text + _MILLIS[int(fraction * 1000)] if 0.0 <= fraction < 1.0 else iso_time(started)
+        )
+        record["request_id"] = (_ID_PREFIX | draft.serial & 0xFFFFFFFF).to_bytes(8).hex()
+        record["status"] = draft.status
+        record["method"] = draft.method
+        record["jsonrpc_id"] = draft.jsonrpc_id
+        record["notification"] = draft.notification
+        record["session_id"] = draft.session_id
+        record["subject"] = draft.subject
+        record["client_address"] = draft.client_address
+        if draft.error_code is not None:
+            record["error"] = {"code": draft.error_code, "message": draft.error_message}
+        record["duration_ms"] = rounded_ms((draft.ended_clock or time.perf_counter()) - draft.clock)
+        record["bytes_in"] = draft.bytes_in
+        record["bytes_out"] = draft.bytes_out
+        record["streaming"] = draft.streaming
+        record["params"] = written
+        if draft.batch_size is not None:
+            record["batch_size"] = draft.batch_size
+        if draft.advertised is not None:
+            record["advertised"] = draft.advertised
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None
@@ -167,13 +192,25 @@ def _apply_privacy(
 ) -> tuple[Any, orjson.Fragment | None]:
     """The params and the capabilities as Privacy.apply leaves them, from the draft's values."""
     small = draft.bytes_in <= privacy.max_params_bytes
-    meta = seen = None
-    if params is not None and "_meta" in params:
-        meta = params["_meta"]
-        seen = memo.meta_seen(meta, capabilities, privacy)
-    declared = None
-    if capabilities is not None:
-        declared = memo.declared_of(capabilities, privacy, meta, seen)
+    meta: Any = _ABSENT if params is None else params.get("_meta", _ABSENT)
+    seen = None
+    if meta is not _ABSENT:
+        encoded = orjson.dumps(meta)
+        seen = memo.metas.get(encoded)
+        if seen is None:
+            seen = memo.meta_seen(encoded, meta, capabilities, privacy)
+    if capabilities is None:
+        declared = None
+    elif (
+        # Where ``_meta`` holds these very capabilities, they were judged with it: no
+        # second encoding.
+        seen is not None
+        and seen.declared is not None
+        and meta[seen.capabilities_key] is capabilities
+    ):
+        declared = seen.declared
+    else:
+        declared = memo.declared_of(capabilities, privacy)
     # Harmless: the body is within the cap, and no key in the capabilities or in the params
     # (``_meta`` included) is sensitive. Then the params are written without ``_meta``.
     harmless = small and (declared is None or not declared.sensitive)
@@ -198,8 +235,7 @@ def _apply_privacy(
 
 
 def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, Any]:
-    # Draft.request_record's keys in its order: copying this dict and setting the values that
-    # change (see _fill) costs less than a dict display of all of them.
+    # Draft.request_record's keys in its order; request_line sets the values that change.
     client = {
         "name": draft.client_name,
         "version": draft.client_version,
@@ -234,28 +270,9 @@ def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, A
     }
 
 
-def _fill(record: dict[str, Any], draft: Draft, params: Any) -> None:
-    """Set what changes from request to request in a copy of a :func:`_template`."""
-    record["time"] = iso_time(draft.started)
-    record["request_id"] = request_id_of(draft.serial)
-    record["status"] = draft.status
-    record["method"] = draft.method
-    record["jsonrpc_id"] = draft.jsonrpc_id
-    record["notification"] = draft.notification
-    record["session_id"] = draft.session_id
-    record["subject"] = draft.subject
-    record["client_address"] = draft.client_address
-    if draft.error_code is not None:
-        record["error"] = {"code": draft.error_code, "message": draft.error_message}
-    record["duration_ms"] = rounded_ms((draft.ended_clock or time.perf_counter()) - draft.clock)
-    record["bytes_in"] = draft.bytes_in
-    record["bytes_out"] = draft.bytes_out
-    record["streaming"] = draft.streaming
-    record["params"] = params
-    if draft.batch_size is not None:
-        record["batch_size"] = draft.batch_size
-    if draft.advertised is not None:
-        record["advertised"] = draft.advertised
+# Added to a float in [0, 2**51) and taken away again, 1.5 * 2**52 leaves it rounded to the
+# nearest integer: the sum's last bit is worth 1. Float arithmetic only, no call.
+_TO_INTEGER = 6755399441055744.0
 
 
 def rounded_ms(seconds: float) -> float:
@@ -263,12 +280,13 @@ def rounded_ms(seconds: float) -> float:
     milliseconds = seconds * 1000
     # Below 2**31 microseconds, the product below is off by less than 2**-22: rounding it to an
     # integer gives round()'s answer unless it lies that close to a half. There, at zero (round()
-    # keeps the sign of -0.0) and out of that range, round() decides.
+    # keeps the sign of -0.0) and out of that range, round() decides. ``whole`` is a whole
+    # number below 2**31: divided as a float, it gives what dividing round()'s int gives.
     micros = milliseconds * 1000.0
     if 0.0 < micros < 2147483648.0:
-        whole = round(micros)
-        if abs(micros - whole) < 0.4999:
-            return whole / 1000
+        whole = micros + _TO_INTEGER - _TO_INTEGER
+        if -0.4999 < micros - whole < 0.4999:
+            return whole / 1000.0
     return round(milliseconds, 3)
 
 

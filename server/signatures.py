@@ -8,7 +8,7 @@ except the prepared validator and serializer calls.
 
 Context is imported only to recognise the injected parameter.
 
-May import: content, context, pydantic (with its pydantic_core).
+May import: content, context, pydantic, pydantic_core.
 """
 
 from __future__ import annotations

