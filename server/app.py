@@ -21,6 +21,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from server.asgi import Receive, Scope, Send
 from server.auth_metadata import metadata_paths
@@ -171,11 +172,13 @@ class Application:
             ),
         )
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
-        self._entry: Any = self._route
+        # What serves a request: the router, behind CORS when configured. uvicorn calls it
+        # directly (serving.server_for), without the coroutine of __call__ per request.
+        self.entry: ASGIApp = self._route
         if settings.cors_origins:
             # Browser clients: preflights answered, the MCP headers allowed, the session id
             # and the auth challenge readable by the page.
-            self._entry = CORSMiddleware(
+            self.entry = CORSMiddleware(
                 self._route,
                 allow_origins=settings.cors_origins,
                 allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
@@ -287,7 +290,7 @@ class Application:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._entry(scope, receive, send)
+        await self.entry(scope, receive, send)
 
     def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine function: it hands back the chosen app's own awaitable, so routing

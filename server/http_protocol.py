@@ -106,6 +106,28 @@ class Cycle(RequestResponseCycle):
     """One request and its response: uvicorn's ``send``, with the head built from
     :class:`HeaderLines`."""
 
+    def __init__(self, protocol: HttpProtocol, scope: Any, keep_alive: bool) -> None:
+        # uvicorn's __init__, its arguments read from the protocol here instead of passed by
+        # keyword (eleven of them, on every request).
+        self.scope = scope
+        self.transport = protocol.transport
+        self.flow = protocol.flow
+        self.logger = protocol.logger
+        self.access_logger = protocol.access_logger
+        self.access_log = protocol.access_log
+        self.default_headers = protocol.server_state.default_headers
+        self.message_event = asyncio.Event()
+        self.on_response = protocol.on_response_complete
+        self.disconnected = False
+        self.keep_alive = keep_alive
+        self.waiting_for_100_continue = protocol.expect_100_continue
+        self.body = bytearray()
+        self.more_body = True
+        self.response_started = False
+        self.response_complete = False
+        self.chunked_encoding: bool | None = None
+        self.expected_content_length = 0
+
     async def send(self, message: Any) -> None:
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()
@@ -250,17 +272,9 @@ class HttpProtocol(HttpToolsProtocol):
             self.logger.warning("Exceeded concurrency limit.")
         existing_cycle = self.cycle
         self.cycle = Cycle(
-            scope=self.scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=self.access_log,
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=self.expect_100_continue,
-            keep_alive=http_version != "1.0" and self.parser.should_keep_alive(),
-            on_response=self.on_response_complete,
+            self,
+            self.scope,
+            http_version != "1.0" and self.parser.should_keep_alive(),
         )
         if existing_cycle is None or existing_cycle.response_complete:
             self._start_asgi_task(self.cycle, app)

@@ -91,4 +91,7 @@ def server_for(app: Application, **overrides: object) -> Server:
     if settings.coalesce_writes:
         options["http"] = http_protocol()
     options.update(overrides)
-    return Server(uvicorn.Config(app, **options), app)  # type: ignore[arg-type]
+    # The app's entry itself (an ASGI 3 callable that is not a coroutine function, so uvicorn
+    # is told the interface rather than left to guess it).
+    config = uvicorn.Config(app.entry, interface="asgi3", **options)  # type: ignore[arg-type]
+    return Server(config, app)

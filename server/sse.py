@@ -14,6 +14,7 @@ May import: aio, asgi, eventstream, sse_starlette, asyncio.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from sse_starlette import ServerSentEvent
 
@@ -91,11 +92,14 @@ class ResponseWriter:
             {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
         )
 
-    async def finish(self, payload: bytes, status: int = 200) -> None:
-        """Send the final message (result or error) and end the response."""
+    def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
+        """Send the final message (result or error) and end the response. Not a coroutine
+        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own."""
         if not self.streaming and (self._json_ok or status != 200):
-            await send_json(self._send, status, payload)
-            return
+            return send_json(self._send, status, payload)
+        return self._finish_stream(payload)
+
+    async def _finish_stream(self, payload: bytes) -> None:
         if not self.streaming:
             await self._start_stream()
         self._stop_keepalive()
