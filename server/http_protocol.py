@@ -128,6 +128,23 @@ class Cycle(RequestResponseCycle):
         self.chunked_encoding: bool | None = None
         self.expected_content_length = 0
 
+    async def receive(self) -> Any:
+        # uvicorn's, but a body that has arrived already (most: one packet) is taken without
+        # the coroutine of waiting on the event.
+        if self.waiting_for_100_continue and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_for_100_continue = False
+        if not self.disconnected and not self.response_complete:
+            self.flow.resume_reading()
+            if not self.message_event.is_set():
+                await self.message_event.wait()
+            self.message_event.clear()
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
+        self.body = bytearray()
+        return message
+
     async def send(self, message: Any) -> None:
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()

@@ -108,8 +108,27 @@ async def empty_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    headers = [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def request(method: str = "GET", *, version: str = "1.1", extra: str = "") -> bytes:
     return f"{method} /x HTTP/{version}\r\nhost: t\r\n{extra}\r\n".encode()
+
+
+def posting(body: bytes, extra: str = "") -> bytes:
+    return request("POST", extra=f"content-length: {len(body)}\r\n{extra}") + body
+
+
+CHUNKED_BODY = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
 
 
 CASES = [
@@ -121,6 +140,14 @@ CASES = [
     ("streamed (chunked)", streaming_app, request()),
     ("app closes", closing_app, request()),
     ("204", empty_app, request()),
+    ("body", echo_app, posting(b"hello")),
+    ("body, 100-continue", echo_app, posting(b"hello", "expect: 100-continue\r\n")),
+    (
+        "body, chunked",
+        echo_app,
+        request("POST", extra="transfer-encoding: chunked\r\n") + CHUNKED_BODY,
+    ),
+    ("body, pipelined", echo_app, posting(b"one") + posting(b"two")),
 ]
 
 
@@ -133,6 +160,23 @@ def test_the_wire_bytes_are_uvicorns_own(name: str, app: App, raw: bytes) -> Non
     ours, uvicorns = answers[1], answers[0]
     assert ours == uvicorns
     assert ours.startswith(b"HTTP/1.1 ")
+
+
+def test_a_body_arriving_in_pieces_is_read_whole() -> None:
+    with (
+        serving(echo_app, HttpProtocol) as port,
+        socket.create_connection(("127.0.0.1", port)) as connection,
+    ):
+        raw = posting(b"x" * 100_000)
+        for start in range(0, len(raw), 30_000):
+            connection.sendall(raw[start : start + 30_000])
+            time.sleep(0.02)  # the app is already waiting for the rest
+        connection.settimeout(5)
+        answer = b""
+        while not answer.endswith(b"x" * 100):
+            answer += connection.recv(200_000)
+        assert answer.startswith(b"HTTP/1.1 200 OK")
+        assert answer.count(b"x") == 100_000
 
 
 def test_a_response_goes_out_in_one_write_per_connection() -> None:
@@ -234,6 +278,7 @@ UVICORN_CODE = {
     "HttpToolsProtocol.on_response_complete": "64e254f28e389e76",
     "HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
     "HttpToolsProtocol.connection_made": "6efb565ff3d36b91",
+    "RequestResponseCycle.receive": "8124ae006be71184",
     "RequestResponseCycle.__init__": "4d2f220910c33c12",
     "RequestResponseCycle.send": "abdd8601b326a8da",
 }
