@@ -31,6 +31,7 @@ import heapq
 import itertools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
@@ -114,6 +115,23 @@ class _Cache(threading.local):
 
 
 _cache = _Cache()
+
+
+class PerLoop(Generic[T]):
+    """One ``factory(loop)`` object per event loop, made on first use and let go with the
+    loop (a server per thread in tests, one loop in production)."""
+
+    def __init__(self, factory: Callable[[asyncio.AbstractEventLoop], T]) -> None:
+        self._factory = factory
+        self._made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __call__(self, loop: asyncio.AbstractEventLoop) -> T:
+        made = self._made.get(loop)
+        if made is None:
+            made = self._made[loop] = self._factory(loop)
+        return made
 
 
 def running_loop() -> asyncio.AbstractEventLoop:

@@ -18,15 +18,16 @@ connections with something pending, not the pieces, so a flush groups nothing.
 :mod:`server.http_protocol` wraps every connection's transport in a
 :class:`CoalescingTransport`.
 
-May import: the standard library.
+May import: aio, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from typing import Any
+
+from server.aio import PerLoop
 
 log = logging.getLogger("server.coalescing")
 
@@ -53,16 +54,8 @@ class WriteBatch:
             transport.flush()
 
 
-_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriteBatch] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def write_batch(loop: asyncio.AbstractEventLoop) -> WriteBatch:
-    batch = _batches.get(loop)
-    if batch is None:
-        batch = _batches[loop] = WriteBatch(loop)
-    return batch
+# The loop's batch, made when its first connection opens.
+write_batch: PerLoop[WriteBatch] = PerLoop(WriteBatch)
 
 
 class CoalescingTransport(asyncio.Transport):

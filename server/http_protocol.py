@@ -20,17 +20,17 @@ where uvicorn's per-response work was a quarter of the server's CPU on a ``tools
   0.5 s) closes the connections idle past ``timeout_keep_alive``, so one closes between that
   and half a second later.
 
-:class:`HttpProtocol.on_headers_complete` is uvicorn's, but for the cycle class it builds; it
-follows uvicorn 0.34 to 0.40 and is covered by the tests in tests/test_http_protocol.py.
+:class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
+they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/test_http_protocol.py
+fails when the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
 
-May import: coalescing, uvicorn, httptools, the standard library.
+May import: aio, coalescing, uvicorn, httptools, the standard library.
 """
 
 from __future__ import annotations
 
 import asyncio
 import urllib.parse
-import weakref
 from typing import Any
 
 import httptools
@@ -44,6 +44,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
+from server.aio import PerLoop
 from server.coalescing import CoalescingTransport, write_batch
 
 # What a header line means to the response framing (uvicorn's rules).
@@ -237,16 +238,20 @@ class HttpProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # When the connection last went idle between requests (None: busy, or never served).
-        self.idle_since: float | None = None
+        self._sweep = idle_sweep(self.loop)
+        # The sweep's idle connections, each with when it went idle (this one is in it only
+        # between a response and the next request).
+        self._idle = self._sweep.idle
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        loop = asyncio.get_running_loop()
-        super().connection_made(CoalescingTransport(transport, write_batch(loop)))
-        idle_sweep(loop).watch(self.connections)
+        super().connection_made(CoalescingTransport(transport, write_batch(self.loop)))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._idle.pop(self, None)  # uvicorn forgets its timer only on a clean close
 
     def _unset_keepalive_if_required(self) -> None:
-        self.idle_since = None
+        self._idle.pop(self, None)
 
     def on_response_complete(self) -> None:
         # uvicorn's own, but for the keep-alive timeout: the connection notes when it went
@@ -257,11 +262,11 @@ class HttpProtocol(HttpToolsProtocol):
             return
         self.flow.resume_reading()
         if self.pipeline:
-            self.idle_since = None
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         else:
-            self.idle_since = self.loop.time()
+            self._idle[self] = self.loop.time()
+            self._sweep.arm()
 
     def on_headers_complete(self) -> None:
         # uvicorn's own, but for the cycle class it builds: keep in step with it.
@@ -302,47 +307,38 @@ class HttpProtocol(HttpToolsProtocol):
 
 
 class IdleSweep:
-    """Closes one loop's keep-alive connections once idle past their timeout: one loop timer
-    every ``SWEEP_S`` for all of them while any are open, so a request costs no timer."""
+    """Closes one loop's keep-alive connections once idle past their timeout: a loop timer
+    every ``SWEEP_S`` while any connection is idle, so a request costs no timer, and the
+    sweep looks only at idle connections (not at every open one: a server holding 10,000
+    listen streams would pay for them all twice a second)."""
 
     SWEEP_S = 0.5
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        # The servers' sets of open connections (uvicorn's ServerState.connections).
-        self._watched: list[set[Any]] = []
+        self.idle: dict[HttpProtocol, float] = {}  # connection -> when it went idle
         self._timer: asyncio.TimerHandle | None = None
 
-    def watch(self, connections: set[Any]) -> None:
-        if not any(known is connections for known in self._watched):
-            self._watched.append(connections)
+    def arm(self) -> None:
         if self._timer is None:
             self._timer = self._loop.call_later(self.SWEEP_S, self.sweep)
 
     def sweep(self) -> None:
         self._timer = None
         now = self._loop.time()
-        for connections in self._watched:
-            for connection in list(connections):
-                since = getattr(connection, "idle_since", None)
-                if since is not None and now - since >= connection.timeout_keep_alive:
-                    connection.idle_since = None
-                    connection.timeout_keep_alive_handler()
-        self._watched = [connections for connections in self._watched if connections]
-        if self._watched:
-            self._timer = self._loop.call_later(self.SWEEP_S, self.sweep)
+        expired = [
+            connection
+            for connection, since in self.idle.items()
+            if now - since >= connection.timeout_keep_alive
+        ]
+        for connection in expired:
+            del self.idle[connection]
+            connection.timeout_keep_alive_handler()
+        if self.idle:
+            self.arm()
 
 
-_sweeps: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, IdleSweep] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def idle_sweep(loop: asyncio.AbstractEventLoop) -> IdleSweep:
-    sweep = _sweeps.get(loop)
-    if sweep is None:
-        sweep = _sweeps[loop] = IdleSweep(loop)
-    return sweep
+idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
 
 
 def http_protocol() -> type[asyncio.Protocol]:

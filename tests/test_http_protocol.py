@@ -17,9 +17,16 @@ from typing import Any
 import pytest
 import uvicorn
 from uvicorn.protocols.http import httptools_impl
+from uvicorn.server import ServerState
 
 from server.app import create_app
-from server.http_protocol import HeaderLines, HttpProtocol, IdleSweep, http_protocol
+from server.http_protocol import (
+    HeaderLines,
+    HttpProtocol,
+    IdleSweep,
+    http_protocol,
+    idle_sweep,
+)
 from server.serving import server_for
 from server.settings import Settings
 
@@ -227,6 +234,55 @@ def test_a_request_running_past_the_timeout_is_not_cut_off() -> None:
     assert answer.endswith(b'{"ok":true}')
 
 
+class QuietTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = b""
+        self.closed = False
+
+    def write(self, data: Any) -> None:
+        self.written += bytes(data)
+
+    def writelines(self, pieces: Any) -> None:
+        for piece in pieces:
+            self.write(piece)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name)
+
+
+def test_only_idle_connections_are_swept_and_a_lost_one_is_forgotten() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        config = uvicorn.Config(json_app, http=HttpProtocol, lifespan="off", log_config=None)
+        config.load()
+        protocol = HttpProtocol(config=config, server_state=ServerState(), app_state={})
+        transport = QuietTransport()
+        protocol.connection_made(transport)
+        sweep = idle_sweep(loop)
+        assert protocol not in sweep.idle  # open, never served: uvicorn arms no timer either
+        protocol.data_received(request())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert transport.written.endswith(b'{"ok":true}')
+        assert protocol in sweep.idle  # between a response and the next request
+        protocol.data_received(request().replace(b"/x", b"/y"))
+        assert protocol not in sweep.idle  # busy again
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert protocol in sweep.idle
+        protocol.connection_lost(ConnectionResetError())
+        assert protocol not in sweep.idle  # gone without a clean close: forgotten all the same
+
+    asyncio.run(main())
+
+
 def test_header_lines_are_checked_and_classified_once() -> None:
     lines = HeaderLines()
     assert lines.line((b"Content-Type", b"text/plain")) == (b"content-type: text/plain\r\n", 0, 0)
@@ -274,6 +330,9 @@ def test_the_server_runs_on_it_unless_turned_off() -> None:
 # What server/http_protocol.py was checked against (uvicorn 0.54.0). A change here means
 # uvicorn changed code this module copies or relies on: compare, adapt, then update.
 UVICORN_CODE = {
+    "HttpToolsProtocol.data_received": "010a7ae59a5d3b1a",
+    "HttpToolsProtocol.connection_lost": "c91a4c9bf2e29c55",
+    "RequestResponseCycle.run_asgi": "0f33f2449a444bc2",
     "HttpToolsProtocol.on_headers_complete": "1ea8589acfad92d8",
     "HttpToolsProtocol.on_response_complete": "64e254f28e389e76",
     "HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
