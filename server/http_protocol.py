@@ -64,7 +64,11 @@ class HeaderLines:
         self._defaults: tuple[object, bytes] = (None, b"")
 
     def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
-        known = self._known.get(pair)
+        try:
+            known = self._known.get(pair)
+        except TypeError:  # a two-item list (ASGI allows any iterable pair): as a tuple
+            pair = (pair[0], pair[1])
+            known = self._known.get(pair)
         if known is None:
             known = self._learn(pair)
         return known
