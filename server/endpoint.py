@@ -37,6 +37,8 @@ from server.sse import send_empty, send_json
 
 log = logging.getLogger("server.endpoint")
 
+_HOSTS_KEPT = 256
+
 
 @dataclass(frozen=True, slots=True)
 class EndpointOptions:
@@ -112,6 +114,8 @@ class McpEndpoint:
         self.gate = gate
         self.recorder = recorder
         self.options = options
+        # Raw Host values found allowed (bounded): checked once, not parsed on every request.
+        self._hosts_allowed: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
@@ -167,7 +171,11 @@ class McpEndpoint:
 
     def admit(self, headers: Headers) -> None:
         """DNS-rebinding protection, for every method."""
-        check_host(header_text(headers, b"host"), self.options.allowed_hosts)
+        host = headers.get(b"host")
+        if host is None or host not in self._hosts_allowed:  # a client repeats its Host
+            check_host(None if host is None else host.decode("latin-1"), self.options.allowed_hosts)
+            if host is not None and len(self._hosts_allowed) < _HOSTS_KEPT:
+                self._hosts_allowed.add(host)
         if b"origin" in headers:  # browsers send it; most MCP clients do not
             check_origin(
                 header_text(headers, b"origin"),

@@ -560,6 +560,15 @@ async def test_allowed_hosts_are_served(host: str) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_host_remembered_as_allowed_lets_no_other_through() -> None:
+    async with serve() as (client, _):
+        for _ in range(3):
+            result_of(await post(client, request("tools/list"), Host="localhost:3000"))
+            response = await post(client, request("tools/list"), Host="localhost.evil:3000")
+            error_of(response, 403, -32600, None)
+
+
+@pytest.mark.anyio
 async def test_host_allow_list_is_configurable() -> None:
     async with serve(allowed_hosts=["mcp.example.com:443"]) as (client, _):
         response = await post(client, request("tools/list"), Host="mcp.example.com:443")
