@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
+from itertools import chain
 from typing import Any
 
 import httptools
@@ -56,12 +57,11 @@ class HeaderLines:
     """Response header lines, each (name, value) checked and encoded once.
 
     A value per pair: (the line as written, what it means to the framing, the length for a
-    Content-Length). Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it
-    starts over."""
+    Content-Length). The server's date header is one of them, a new line each second.
+    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[bytes, bytes], tuple[bytes, int, int]] = {}
-        self._defaults: tuple[object, bytes] = (None, b"")
 
     def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
         try:
@@ -94,14 +94,6 @@ class HeaderLines:
             self._known.clear()
         self._known[pair] = known
         return known
-
-    def defaults(self, headers: list[tuple[bytes, bytes]]) -> bytes:
-        """The server's own headers (the date, once a second), encoded once per list."""
-        seen, encoded = self._defaults
-        if seen is not headers:
-            encoded = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
-            self._defaults = (headers, encoded)
-        return encoded
 
 
 _LINES = HeaderLines()
@@ -208,9 +200,10 @@ class Cycle(RequestResponseCycle):
                 self.scope["http_version"],
                 status,
             )
-        content = [STATUS_LINE[status], _LINES.defaults(self.default_headers)]
+        content = [STATUS_LINE[status]]
         has_connection_close = False
-        for pair in headers:
+        # The server's own headers (the date) first, under the same rules, as uvicorn does.
+        for pair in chain(self.default_headers, headers):
             line, meaning, length = _LINES.line(pair)
             if meaning == _LENGTH:
                 if self.chunked_encoding is None:
