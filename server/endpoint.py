@@ -19,7 +19,7 @@ from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.auth import Principal
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.gate import Gate
-from server.guards import check_content_type, check_host, check_origin, negotiate
+from server.guards import HostGuard, check_content_type, check_origin, negotiate
 from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
 from server.legacy_http import LegacyHttp
 from server.limits import Slot
@@ -36,8 +36,6 @@ from server.records import Draft, Network, client_address
 from server.sse import send_empty, send_json
 
 log = logging.getLogger("server.endpoint")
-
-_HOSTS_KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +112,7 @@ class McpEndpoint:
         self.gate = gate
         self.recorder = recorder
         self.options = options
-        # Raw Host values found allowed (bounded): checked once, not parsed on every request.
-        self._hosts_allowed: set[bytes] = set()
+        self._hosts = HostGuard(options.allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
@@ -171,11 +168,7 @@ class McpEndpoint:
 
     def admit(self, headers: Headers) -> None:
         """DNS-rebinding protection, for every method."""
-        host = headers.get(b"host")
-        if host is None or host not in self._hosts_allowed:  # a client repeats its Host
-            check_host(None if host is None else host.decode("latin-1"), self.options.allowed_hosts)
-            if host is not None and len(self._hosts_allowed) < _HOSTS_KEPT:
-                self._hosts_allowed.add(host)
+        self._hosts.check(headers.get(b"host"))
         if b"origin" in headers:  # browsers send it; most MCP clients do not
             check_origin(
                 header_text(headers, b"origin"),

@@ -126,8 +126,8 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
     """``draft``'s request record with ``privacy`` applied, as a JSON line; None when this way
     does not cover the draft (see the module docstring).
 
-    The memo lookups and the shortcuts of request_id_of and iso_time are written out here, not
-    called: the writer runs this for every request, and a call costs as much as a few fields."""
+    The memo lookups are written out here, their methods called only on a miss: the writer
+    runs this for every request, and a call costs as much as a few fields."""
     params = draft.params
     capabilities = draft.client_capabilities
     if (params is not None and type(params) is not dict) or (
@@ -153,13 +153,8 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
             template = memo.template_of(key, draft, written_capabilities)
         # Copying it and setting what changes costs less than a dict display of every field.
         record = template.copy()
-        started = draft.started
-        second, text = _LAST_SECOND[0]
-        fraction = started - second  # iso_time's shortcut within the second (see there)
-        record["time"] = (
-            text + _MILLIS[int(fraction * 1000)] if 0.0 <= fraction < 1.0 else iso_time(started)
-        )
-        record["request_id"] = (_ID_PREFIX | draft.serial & 0xFFFFFFFF).to_bytes(8).hex()
+        record["time"] = iso_time(draft.started)
+        record["request_id"] = request_id_of(draft.serial)
         record["status"] = draft.status
         record["method"] = draft.method
         record["jsonrpc_id"] = draft.jsonrpc_id

@@ -141,22 +141,15 @@ class Recorder:
                     item = queue.popleft()
                 except IndexError:  # emptied (close may drain beside a stuck writer)
                     break
-                # _encode's work, with one call less per record.
+                # The cheaper way to the line first (None: it does not cover this record).
                 encoded = None if line is None or isinstance(item, dict) else line(item)
                 lines.append(general(item) if encoded is None else encoded)
             if lines:
                 self._write(lines)
 
-    def _encode(self, item: dict[str, Any] | Deferred) -> bytes:
-        """One line for the record; whatever the client sent, the writer never dies of it."""
-        if not isinstance(item, dict) and self._line is not None:
-            line = self._line(item)
-            if line is not None:
-                return line  # the cheaper way to the same line
-        return self._general(item)
-
     def _general(self, item: dict[str, Any] | Deferred) -> bytes:
-        """The general way: build the record, prepare it, encode it."""
+        """The general way: build the record, prepare it, encode it; whatever the client sent,
+        the writer never dies of it."""
         record = item if isinstance(item, dict) else item.build()
         if self._prepare is not None:
             try:

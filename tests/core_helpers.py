@@ -1,6 +1,7 @@
-"""Helpers shared by the tests: a recording exchange, a Context factory, and the tool that
-makes a tool list change."""
+"""Helpers shared by the tests: a recording exchange, a Context factory, the tool that makes
+a tool list change, and a transport that keeps what is written to it."""
 
+import asyncio
 from typing import Any
 
 from server.catalog import Catalog
@@ -56,3 +57,37 @@ def add_toggle_tool(catalog: Catalog, name: str = "toggle_tool") -> None:
         return "added"
 
     catalog.tool(toggle, name=name)
+
+
+class FakeTransport(asyncio.Transport):
+    """A connection's transport that keeps each write (one bytes object per call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.aborted = False
+        self.reading = True
+
+    def write(self, data: Any) -> None:
+        assert not self.closed, "written after close"
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5000)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True

@@ -13,39 +13,8 @@ import pytest
 from server.app import create_app
 from server.coalescing import CoalescingTransport, WriteBatch
 from server.settings import Settings
+from tests.core_helpers import FakeTransport
 from tests.live_server import ServerThread
-
-
-class FakeTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-        self.closed = False
-        self.aborted = False
-        self.reading = True
-
-    def write(self, data: Any) -> None:
-        assert not self.closed, "written after close"
-        self.writes.append(bytes(data))
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.aborted = True
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 5000)}.get(name, default)
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
 
 
 async def next_turn() -> None:

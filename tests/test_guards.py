@@ -4,6 +4,7 @@ import pytest
 
 from server.errors import InvalidRequest, http_status
 from server.guards import (
+    HostGuard,
     check_content_type,
     check_host,
     check_origin,
@@ -90,6 +91,18 @@ def test_malformed_ipv6_hosts_are_refused(host):
 
 def test_missing_host_is_refused():
     refused(lambda: check_host(None, DEFAULT_HOSTS), 403)
+
+
+def test_the_host_guard_remembers_only_what_it_allowed_and_stays_bounded():
+    guard = HostGuard(DEFAULT_HOSTS)
+    for _ in range(2):
+        guard.check(b"localhost:3000")
+        refused(lambda: guard.check(b"localhost.evil:3000"), 403)
+        refused(lambda: guard.check(None), 403)
+    for port in range(1000):
+        guard.check(f"127.0.0.1:{port}".encode())
+    assert len(guard._allowed_raw) == HostGuard.KEPT
+    refused(lambda: guard.check(b"evil.example"), 403)
 
 
 def test_entry_with_port_pins_the_port():

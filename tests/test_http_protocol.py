@@ -1,5 +1,6 @@
-"""server.http_protocol: the same bytes on the wire as uvicorn's own protocol, header lines
-checked once, keep-alive without a timer per response, and a tripwire for uvicorn's changes."""
+"""server.http_protocol: the same bytes on the wire as uvicorn's own protocol, in one write
+per response where uvicorn takes two, header lines checked once, keep-alive without a timer per
+response, and a tripwire for uvicorn's changes."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from server.http_protocol import (
 )
 from server.serving import server_for
 from server.settings import Settings
+from tests.core_helpers import FakeTransport
 
 App = Callable[[dict[str, Any], Any, Any], Any]
 
@@ -224,15 +226,6 @@ def test_a_body_arriving_in_pieces_is_read_whole() -> None:
         assert answer.count(b"x") == 100_000
 
 
-def test_a_response_goes_out_in_one_write_per_connection(ports: dict[str, int]) -> None:
-    """A client reading the answer sees it whole in its first read: head and body together."""
-    with socket.create_connection(("127.0.0.1", ports["this"])) as connection:
-        for _ in range(5):
-            connection.sendall(request())
-            first = connection.recv(65536)
-            assert first.endswith(b'{"ok":true}'), first
-
-
 def test_an_idle_keep_alive_connection_is_closed_after_its_timeout() -> None:
     with (
         serving(json_app, HttpProtocol, timeout_keep_alive=1) as port,
@@ -269,48 +262,51 @@ def test_a_request_running_past_the_timeout_is_not_cut_off() -> None:
     assert answer.endswith(b'{"ok":true}')
 
 
-class QuietTransport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = b""
-        self.closed = False
+def connection(protocol_class: Any) -> tuple[Any, FakeTransport]:
+    """A protocol of ``protocol_class`` serving the test apps on a fake connection, in the
+    running loop."""
+    config = uvicorn.Config(by_path, http=protocol_class, lifespan="off", log_config=None)
+    config.load()
+    protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    return protocol, transport
 
-    def write(self, data: Any) -> None:
-        self.written += bytes(data)
 
-    def writelines(self, pieces: Any) -> None:
-        for piece in pieces:
-            self.write(piece)
+async def loop_turns(count: int = 5) -> None:
+    for _ in range(count):
+        await asyncio.sleep(0)
 
-    def is_closing(self) -> bool:
-        return self.closed
 
-    def close(self) -> None:
-        self.closed = True
+def test_a_response_goes_out_in_one_write_where_uvicorns_takes_two() -> None:
+    async def writes_per_response(protocol_class: Any) -> list[int]:
+        protocol, transport = connection(protocol_class)
+        counts = []
+        for _ in range(3):
+            before = len(transport.writes)
+            protocol.data_received(request())
+            await loop_turns()
+            counts.append(len(transport.writes) - before)
+            assert transport.writes[-1].endswith(b'{"ok":true}')
+        return counts
 
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name)
+    assert asyncio.run(writes_per_response(HttpProtocol)) == [1, 1, 1]
+    assert asyncio.run(writes_per_response(httptools_impl.HttpToolsProtocol)) == [2, 2, 2]
 
 
 def test_only_idle_connections_are_swept_and_a_lost_one_is_forgotten() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        config = uvicorn.Config(json_app, http=HttpProtocol, lifespan="off", log_config=None)
-        config.load()
-        protocol = HttpProtocol(config=config, server_state=ServerState(), app_state={})
-        transport = QuietTransport()
-        protocol.connection_made(transport)
+        protocol, transport = connection(HttpProtocol)
         sweep = idle_sweep(loop)
         assert protocol not in sweep.idle  # open, never served: uvicorn arms no timer either
         protocol.data_received(request())
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert transport.written.endswith(b'{"ok":true}')
+        await loop_turns()
+        assert transport.writes[-1].endswith(b'{"ok":true}')
         assert protocol in sweep.idle  # between a response and the next request
         protocol.data_received(request())
         assert protocol not in sweep.idle  # busy again
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await loop_turns()
         assert protocol in sweep.idle
         protocol.connection_lost(ConnectionResetError())
         assert protocol not in sweep.idle  # gone without a clean close: forgotten all the same
