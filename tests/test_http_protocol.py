@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -292,6 +293,25 @@ def test_a_response_goes_out_in_one_write_where_uvicorns_takes_two() -> None:
 
     assert asyncio.run(writes_per_response(HttpProtocol)) == [1, 1, 1]
     assert asyncio.run(writes_per_response(httptools_impl.HttpToolsProtocol)) == [2, 2, 2]
+
+
+def test_a_connection_costs_what_uvicorns_costs() -> None:
+    """What this protocol adds stays out of the instance dict: one key more than uvicorn's 28
+    and CPython stops sharing the keys, 1.3 KiB more per open connection (listen streams)."""
+
+    async def served(protocol_class: Any) -> Any:
+        protocol, transport = connection(protocol_class)
+        protocol.data_received(request())
+        await loop_turns()
+        assert transport.writes[-1].endswith(b'{"ok":true}')
+        return protocol
+
+    ours = asyncio.run(served(HttpProtocol))
+    uvicorns = asyncio.run(served(httptools_impl.HttpToolsProtocol))
+    assert set(vars(ours)) == set(vars(uvicorns))
+    # Shared keys keep both small (their exact sizes depend on the class's history); an
+    # unshared dict of these 28 keys is 1,584 bytes on CPython 3.11, over 5 times uvicorn's.
+    assert sys.getsizeof(vars(ours)) < 2 * sys.getsizeof(vars(uvicorns))
 
 
 def test_only_idle_connections_are_swept_and_a_lost_one_is_forgotten() -> None:
