@@ -8,7 +8,7 @@ and reported through :attr:`Recorder.healthy`; the next batch retries. A sink th
 it could not write (see :class:`~server.sinks.SinkBacklogged`) loses nothing while it fits in
 memory. ``close`` drains the queue, so a graceful shutdown writes every record.
 
-May import: sinks, orjson, the standard library.
+May import: heap, sinks, orjson, the standard library.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from server.heap import keep_freed_heap
 from server.sinks import Sink, SinkBacklogged
 
 log = logging.getLogger("server.records")
@@ -123,7 +124,9 @@ class Recorder:
             self._settle(sink)
 
     def _run(self) -> None:
-        _raise_malloc_trim_threshold()
+        # The writer's heap holds little but a batch of lines, freed after each write: kept,
+        # or each batch faults its pages in again (one page fault per record).
+        keep_freed_heap()
         while not self._stopping:
             # Wake on a full batch, or every 200 ms, so records reach the file promptly.
             self._wakeup.wait(0.2)
@@ -265,17 +268,3 @@ class Recorder:
     def _reset(sink: Sink) -> None:
         with contextlib.suppress(OSError, ValueError):
             sink.close()
-
-
-def _raise_malloc_trim_threshold() -> None:
-    """Stop glibc's malloc from handing the writer thread's heap back after every batch.
-
-    A thread's heap is given back to the system (``madvise``) whenever its free top grows past
-    the trim threshold, 128 KiB at first; the writer's heap holds little but a batch of lines,
-    all freed after the write, so every batch faulted its pages in again: measured with the
-    app in process, one page fault and 1.3 us of system time per record. Freeing one block
-    that glibc mapped on its own raises the mmap threshold to that block's size and the trim
-    threshold to twice that, for the whole process (mallopt(3), M_MMAP_THRESHOLD): heaps then
-    keep up to 2 MiB free. Under another allocator this is one short-lived allocation.
-    """
-    bytes(1 << 20)

@@ -6,14 +6,16 @@ never close by themselves, so the app has to hear about the shutdown *before* th
 :class:`Server` calls ``Application.begin_shutdown`` first, which ends every listen stream with
 its graceful result, while in-flight calls finish within uvicorn's graceful timeout.
 
-It also tunes the collector once the app has started (:func:`tune_collector`): a process-wide
-choice, so it is made here, where this server owns the process, not in the app. And it turns
+It also tunes the collector once the app has started (:func:`tune_collector`), and keeps the C
+heap's freed memory (:func:`server.heap.keep_freed_heap`): process-wide choices, so they are
+made here, where this server owns the process, not in the app (the records writer calls
+keep_freed_heap too as it starts: its batches need it wherever the app runs). And it turns
 uvicorn's access log off below the info level, where it would print nothing but still cost
 every response its formatting: the request records are this server's access log. Connections
-run on :mod:`server.http_protocol` (uvicorn's, with one write per connection per loop turn
-and no timer per response) unless ``MCP_COALESCE_WRITES=false``.
+run on :mod:`server.http_protocol` (uvicorn's, with one write per connection per loop turn and
+no timer per response) unless ``MCP_COALESCE_WRITES=false``.
 
-May import: app, http_protocol, settings, uvicorn.
+May import: app, heap, http_protocol, settings, uvicorn.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from types import FrameType
 import uvicorn
 
 from server.app import Application
+from server.heap import keep_freed_heap
 from server.http_protocol import http_protocol
 
 
@@ -35,6 +38,7 @@ class Server(uvicorn.Server):
         self.application = app
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        keep_freed_heap()
         await super().startup(sockets)
         if self.started:
             tune_collector()

@@ -1,11 +1,14 @@
-"""server.serving: uvicorn that tells the app about shutdown first, tunes the collector, and
-skips an access log that would print nothing."""
+"""server.serving: uvicorn that tells the app about shutdown first, tunes the collector, keeps
+the C heap's freed memory, and skips an access log that would print nothing."""
 
 from __future__ import annotations
 
 import gc
 import time
 
+import pytest
+
+from server import serving
 from server.app import create_app
 from server.serving import server_for
 from server.settings import Settings
@@ -27,6 +30,18 @@ def test_the_collector_is_tuned_once_the_app_has_started() -> None:
         thread.stop()
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_the_server_keeps_the_c_heaps_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(serving, "keep_freed_heap", lambda: calls.append("kept") or True)
+    thread = ServerThread(create_app(Settings(_env_file=None, records=["none"])))
+    try:
+        thread.start()
+        assert calls == ["kept"]  # before uvicorn starts serving, once
+    finally:
+        thread.stop()
+        gc.unfreeze()
 
 
 def test_uvicorns_access_log_is_off_below_info_and_on_at_info() -> None:
