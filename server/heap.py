@@ -2,13 +2,13 @@
 
 glibc gives the free top of a heap back to the kernel (``brk``) once it grows past the trim
 threshold, 128 KiB by default, and gives blocks above the mmap threshold (also 128 KiB at
-first) pages of their own, unmapped when freed. This server frees large amounts at once all
-the time: the answers written in one loop turn (64 connections of 45 KB ``tools/list`` answers
-are 2.9 MB), a batch of record lines in the records writer. Each time, the pages went back
-and the next turn faulted them in again. Measured under wrk with 100 tools at 16 and 64
-connections: some server processes (not all, as the heap happened to lie) took 1.8-2.6 page
-faults per request, 1,325 ``brk`` calls in 3 s, and about 6 us more CPU per request (63-69 us
-against 58-62); the records writer took one page fault per record.
+first) pages of their own, unmapped when freed. This server frees large amounts at once all the
+time: the answers written in one loop turn (64 connections of 45 KB ``tools/list`` answers are
+2.9 MB), a batch of record lines in the records writer. Each time, the pages went back and the
+next turn faulted them in again. Measured under wrk, ``tools/list`` with 100 tools at 64
+connections: some server processes (not all: it depends on how the heap happens to lie) took
+1-6 page faults and 4-10 us more CPU per request, with 1,325 ``brk`` calls in 3 s; the records
+writer took one page fault per record.
 
 :func:`keep_freed_heap` sets both thresholds to :data:`KEEP_BYTES` (16 MiB) with mallopt(3):
 each heap then keeps up to that much freed memory for the next allocations, and blocks below
