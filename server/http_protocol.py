@@ -233,29 +233,28 @@ class HttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, writing through the loop's :class:`WriteBatch`, with a
     :class:`Cycle` for every request."""
 
-    # What this class adds lives in slots, not in the instance dict: uvicorn's protocol sets
+    # What this class adds lives in a slot, not in the instance dict: uvicorn's protocol sets
     # 28 attributes, and an instance dict of 30 keys no longer shares its keys with the
     # class's other instances (CPython 3.11: 296 bytes at 29 keys, 1,584 at 30). Two more in
     # the dict cost 1.3 KiB per open connection (streams_bench: 18.5 KiB per idle listen
     # stream instead of 17.5).
-    __slots__ = ("_idle", "_sweep")
+    __slots__ = ("_sweep",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The loop's sweep; this connection is in its ``idle`` only between a response and
+        # the next request.
         self._sweep = idle_sweep(self.loop)
-        # The sweep's idle connections, each with when it went idle (this one is in it only
-        # between a response and the next request).
-        self._idle = self._sweep.idle
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, write_batch(self.loop)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self._idle.pop(self, None)  # uvicorn forgets its timer only on a clean close
+        self._sweep.idle.pop(self, None)  # uvicorn forgets its timer only on a clean close
 
     def _unset_keepalive_if_required(self) -> None:
-        self._idle.pop(self, None)
+        self._sweep.idle.pop(self, None)
 
     def on_response_complete(self) -> None:
         # uvicorn's own, but for the keep-alive timeout: the connection notes when it went
@@ -269,7 +268,7 @@ class HttpProtocol(HttpToolsProtocol):
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         else:
-            self._idle[self] = self.loop.time()
+            self._sweep.idle[self] = self.loop.time()
             self._sweep.arm()
 
     def on_headers_complete(self) -> None:
@@ -343,8 +342,3 @@ class IdleSweep:
 
 
 idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
-
-
-def http_protocol() -> type[asyncio.Protocol]:
-    """The protocol class to hand uvicorn (``Config(http=...)``)."""
-    return HttpProtocol

@@ -29,7 +29,7 @@ import uvicorn
 
 from server.app import Application
 from server.heap import keep_freed_heap
-from server.http_protocol import http_protocol
+from server.http_protocol import HttpProtocol
 
 
 class Server(uvicorn.Server):
@@ -93,7 +93,7 @@ def server_for(app: Application, **overrides: object) -> Server:
         "timeout_graceful_shutdown": max(1, round(settings.drain_timeout_s)),
     }
     if settings.coalesce_writes:
-        options["http"] = http_protocol()
+        options["http"] = HttpProtocol
     options.update(overrides)
     # The app's entry itself (an ASGI 3 callable that is not a coroutine function, so uvicorn
     # is told the interface rather than left to guess it).

@@ -26,7 +26,6 @@ from server.http_protocol import (
     HeaderLines,
     HttpProtocol,
     IdleSweep,
-    http_protocol,
     idle_sweep,
 )
 from server.serving import server_for
@@ -359,7 +358,7 @@ def test_remembered_header_lines_stay_bounded() -> None:
 
 def test_the_server_runs_on_it_unless_turned_off() -> None:
     default = server_for(create_app(Settings(_env_file=None, records=["none"])))
-    assert default.config.http is http_protocol() is HttpProtocol
+    assert default.config.http is HttpProtocol
     plain = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=False))
     assert server_for(plain).config.http == "auto"  # uvicorn's own choice
 

@@ -99,9 +99,9 @@ async def measure(args: argparse.Namespace) -> None:
         )
         app = Application(settings, catalog).entry
     if args.protocol == "this":
-        from server.http_protocol import http_protocol
+        from server.http_protocol import HttpProtocol
 
-        protocol_class: Any = http_protocol()
+        protocol_class: Any = HttpProtocol
     else:
         protocol_class = "httptools"
     config = uvicorn.Config(
