@@ -62,11 +62,20 @@ def choose_era(message: Request | Notification, headers: Headers) -> Era:
     return "legacy" if version is None else "modern"
 
 
+def _answerable(headers: Headers) -> tuple[bool, bool]:
+    """A POST's body type checked (415), and how it may be answered: (JSON, SSE), 406 if
+    neither."""
+    check_content_type(header_text(headers, b"content-type"))
+    return negotiate(header_text(headers, b"accept"))
+
+
 def _too_large(limit: int) -> InvalidRequest:
     return InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
 
 
-async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
+async def read_body(receive: Receive, headers: Headers, limit: int, draft: Draft) -> bytes:
+    """The whole body, counted into the draft's bytes in as it arrives (read from the server's
+    own ``receive``: the draft's observing one would add a coroutine to every request)."""
     declared = headers.get(b"content-length")
     if (
         declared is not None
@@ -78,6 +87,7 @@ async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
     message = await receive()
     if message["type"] == "http.request" and not message.get("more_body", False):
         body: bytes = message.get("body", b"")  # the whole body in one message: the usual case
+        draft.bytes_in += len(body)
         if len(body) > limit:
             raise _too_large(limit)
         return body
@@ -87,6 +97,7 @@ async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
         if message["type"] == "http.disconnect":
             raise ConnectionAbortedError("client went away while sending the body")
         chunk = message.get("body", b"")
+        draft.bytes_in += len(chunk)
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)
@@ -117,31 +128,37 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
         peer = scope.get("client")
+        # By position: keywords cost 0.2 us more here, on every request.
         draft = Draft(
-            verb=scope["method"],
-            path=scope["path"],
-            user_agent=header_text(headers, b"user-agent"),
-            client_address=client_address(
+            scope["method"],  # verb
+            scope["path"],
+            header_text(headers, b"user-agent"),
+            client_address(
                 peer[0] if peer else None,
                 header_text(headers, b"x-forwarded-for") if self.options.trusted_proxies else None,
                 self.options.trusted_proxies,
             ),
-            header_version=header_text(headers, b"mcp-protocol-version"),
+            header_text(headers, b"mcp-protocol-version"),
         )
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
-        observed_receive = draft.observe_receive(receive)
         try:
             try:
                 self.admit(headers)
-                principal = await self.gate.enter(scope, headers, draft)
+                principal = (
+                    await self.gate.enter(scope, headers, draft)
+                    if self.gate.authenticates
+                    else self.gate.enter_anonymous(scope, headers, draft)
+                )
             except McpError as error:
                 await self._send_error(observed_send, error, "modern", None, draft, scope)
                 return
             if scope["method"] == "POST":
-                await self.post(scope, observed_receive, observed_send, headers, draft, principal)
+                await self.post(scope, receive, observed_send, headers, draft, principal)
             else:
-                await self.other(scope, observed_receive, observed_send, headers, draft)
+                await self.other(
+                    scope, draft.observe_receive(receive), observed_send, headers, draft
+                )
         finally:
             draft.finish(self.recorder.record)
 
@@ -188,9 +205,10 @@ class McpEndpoint:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            check_content_type(header_text(headers, b"content-type"))
-            json_ok, sse_ok = negotiate(header_text(headers, b"accept"))
-            body = await read_body(receive, headers, self.options.max_body_bytes)
+            json_ok, sse_ok = _answerable(headers)
+            body = await read_body(receive, headers, self.options.max_body_bytes, draft)
+            # What reads on (a stream's disconnect watcher) tells the draft the client left.
+            receive = draft.observe_receive(receive)
             message = decode(body)
             self.describe(draft, message)
             if isinstance(message, list):

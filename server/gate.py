@@ -1,7 +1,8 @@
 """Who may use the endpoint, and how much: authentication, per-client limits, and the headers
 their refusals need.
 
-Every request on the MCP endpoint passes :meth:`Gate.enter` after the Host/Origin checks and
+Every request on the MCP endpoint passes :meth:`Gate.enter` (or, without authentication,
+:meth:`Gate.enter_anonymous`) after the Host/Origin checks and
 before anything else: the bearer token is verified (both eras: sessions are never trusted for
 identity), the caller's subject goes into its request record (never the token), and the
 caller's request rate is charged, keyed by subject or, without one, by address. Long-lived
@@ -65,26 +66,34 @@ class Gate:
         self._tool_scopes = tool_scopes
 
     async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
-        """The caller, or an McpError (400/401/403/429/503) to answer with."""
+        """The caller, or an McpError (400/401/403/429/503) to answer with. Without
+        authentication, :meth:`enter_anonymous` does the same with nothing to await."""
         # Only a request that has the header pays for the scan that refuses it twice.
         authorization = (
             single_authorization(scope["headers"]) if b"authorization" in headers else None
         )
         try:
-            # Without authentication there is nothing to await: skip the coroutine.
-            principal = (
-                await self.auth.authenticate(authorization, scope.get("query_string", b""))
-                if self.authenticates
-                else ANONYMOUS
-            )
+            principal = await self.auth.authenticate(authorization, scope.get("query_string", b""))
         except AuthError:
             # Failed attempts count against the address too: guessing tokens is rate-limited.
             self.limiter.check(client_key(None, draft.client_address))
             raise
+        self._charge(draft, principal)
+        return principal
+
+    def enter_anonymous(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
+        """:meth:`enter` when nothing is authenticated (every caller is ANONYMOUS): not a
+        coroutine, since there is nothing to await, and this runs on every request."""
+        if b"authorization" in headers:
+            single_authorization(scope["headers"])  # sent twice is still a 400
+        self._charge(draft, ANONYMOUS)
+        return ANONYMOUS
+
+    def _charge(self, draft: Draft, principal: Principal) -> None:
+        """The caller's subject into its record, and its request against its rate."""
         draft.subject = None if principal is ANONYMOUS else principal.subject
         if draft.subject is not None or not self._exempt(draft.client_address):
             self.limiter.check(self.key(draft))
-        return principal
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Gate per app; addresses repeat
     def _exempt(self, address: str | None) -> bool:

@@ -1,10 +1,12 @@
 """Sans-IO JSON-RPC 2.0 codec: bytes to messages, results and errors to bytes.
 
-Messages are frozen dataclasses; parsing validates the envelope (version, id type, method,
-params shape) and raises :mod:`server.errors` exceptions that carry the request id whenever it
-could be read, so the boundary can echo it. Encoding uses orjson and accepts
-``orjson.Fragment`` values, which is how precomputed results are spliced in without being
-serialised again.
+Messages are slotted dataclasses, not frozen ones: nothing changes them after parsing, but a
+frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``, three times
+the cost (400 against 134 ns for a Request), and every request builds one. Parsing validates
+the envelope (version, id type, method, params shape) and raises :mod:`server.errors`
+exceptions that carry the request id whenever it could be read, so the boundary can echo it.
+Encoding uses orjson and accepts ``orjson.Fragment`` values, which is how precomputed results
+are spliced in without being serialised again.
 
 May import: errors, orjson.
 """
@@ -19,20 +21,20 @@ import orjson
 from server.errors import InvalidRequest, McpError, ParseError, RequestId
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     id: RequestId
     method: str
     params: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Notification:
     method: str
     params: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
     """A client's answer to a server-to-client request (legacy era only)."""
 

@@ -64,7 +64,7 @@ _INTEGER = re.compile(r"-?[0-9]+")
 _MATCHES_KEPT = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, for the cost on every request (see server.jsonrpc)
 class ModernCall:
     """A request that passed every per-request rule."""
 
@@ -205,9 +205,10 @@ class ModernEra:
 
     async def handle(self, call: ModernCall, send: Send) -> dict[str, Any] | orjson.Fragment:
         """The result of a validated request (not ``subscriptions/listen``)."""
+        cached = self.cached_result(call)
+        if cached is not None:
+            return cached
         method = call.request.method
-        if method == "server/discover" or method in LIST_METHODS:
-            return self._cached(method, call.request.params.get("cursor"))
         context = self._context(call, send)
         try:
             result = await self.dispatcher.call(method, call.request.params, context)
@@ -285,6 +286,14 @@ class ModernEra:
             result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
             result["cacheScope"] = self.cache_scope
         return result
+
+    def cached_result(self, call: ModernCall) -> orjson.Fragment | None:
+        """The result of a list or ``server/discover`` request, a page kept as bytes, ready
+        without waiting or sending anything first; None for any other method."""
+        method = call.request.method
+        if method == "server/discover" or method in LIST_METHODS:
+            return self._cached(method, call.request.params.get("cursor"))
+        return None
 
     def _cached(self, method: str, cursor: Any) -> orjson.Fragment:
         snapshot = self.catalog.snapshot

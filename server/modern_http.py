@@ -1,9 +1,12 @@
 """The 2026-07-28 era over HTTP: a request answered as JSON or SSE, and listen streams.
 
-A call runs inline in the request's task, started eagerly (:class:`~server.aio.Started`): one
-that answers without waiting costs no disconnect watcher at all, one that waits gets it armed
-then (a timer, and a watcher task past 20 ms). Its response is JSON unless it sends something
-before its result. A closed response stream cancels the handler, as the spec requires.
+A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
+once: no handler coroutine and no response writer (a quarter of a ``tools/list``'s time in
+process, docs/benchmarks.md). Any other call runs inline in the request's task, started eagerly
+(:class:`~server.aio.Started`): one that answers without waiting costs no disconnect watcher at
+all, one that waits gets it armed then (a timer, and a watcher task past 20 ms). Its response
+is JSON unless it sends something before its result. A closed response stream cancels the
+handler, as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.subscriptions.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout for clients that stop
 reading, and the graceful result when the server shuts down (``Application.begin_shutdown``
@@ -34,6 +37,7 @@ from server.sse import (
     ResponseWriter,
     comment_frame,
     message_frame,
+    send_json,
     uncancel,
 )
 from server.subscriptions import Closed, Hub, Stream
@@ -73,6 +77,17 @@ class ModernHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
+        if json_ok:
+            # A cached page (lists, discover) is answered at once: nothing to wait for, so no
+            # response writer and no handler coroutine. A refusal (a bad cursor) takes the
+            # general way below, which refuses it again and records why.
+            try:
+                cached = self.modern.cached_result(call)
+            except McpError:
+                cached = None
+            if cached is not None:
+                await send_json(send, 200, encode_result(call.request.id, cached))
+                return
         writer = ResponseWriter(
             send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
         )

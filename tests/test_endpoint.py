@@ -20,6 +20,9 @@ import pytest
 
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
+from server.endpoint import read_body
+from server.errors import McpError, http_status
+from server.records import Draft
 from server.settings import Settings
 
 BASE_URL = "http://127.0.0.1:8000"
@@ -647,6 +650,64 @@ async def test_missing_accept_is_served_as_json() -> None:
         del built.headers["accept"]
         assert "accept" not in built.headers
         result_of(await client.send(built))
+
+
+@pytest.mark.anyio
+async def test_read_body_counts_what_arrives_into_the_draft() -> None:
+    chunks = [b'{"jsonrpc":', b'"2.0"}', b""]
+
+    async def receive() -> dict[str, Any]:
+        body = chunks.pop(0)
+        return {"type": "http.request", "body": body, "more_body": bool(chunks)}
+
+    draft = Draft("POST", "/mcp", None, None, None)
+    assert await read_body(receive, {}, 100, draft) == b'{"jsonrpc":"2.0"}'
+    assert draft.bytes_in == 17
+    # Refused past the limit: what arrived is still counted (the record says how much came).
+    chunks[:] = [b"x" * 60, b"y" * 60]
+    draft = Draft("POST", "/mcp", None, None, None)
+    with pytest.raises(McpError) as refused:
+        await read_body(receive, {}, 100, draft)
+    assert http_status(refused.value, "modern") == 413
+    assert draft.bytes_in == 120
+
+
+@pytest.mark.anyio
+async def test_cached_pages_are_answered_without_a_handler(monkeypatch: Any) -> None:
+    # A list page or discover, answerable as JSON, is the cached bytes: no handler coroutine,
+    # no response writer. The same request accepting only SSE takes the general way.
+    async with serve() as (client, app):
+        handled: list[str] = []
+        general = app.modern.handle
+
+        async def counting(call: Any, send: Any) -> Any:
+            handled.append(call.request.method)
+            return await general(call, send)
+
+        monkeypatch.setattr(app.modern, "handle", counting)
+        for id, method in enumerate(["tools/list", "server/discover", "resources/list"]):
+            result_of(await post(client, request(method, id=id)), id=id)
+        assert handled == []
+        sse = await post(client, request("tools/list", id="s"), Accept="text/event-stream")
+        assert sse.headers["content-type"].startswith("text/event-stream")
+        assert handled == ["tools/list"]
+        # A refusal goes the general way too, and is answered as one.
+        error_of(await post(client, request("tools/list", {"cursor": "x"}, id=9)), 200, -32602, 9)
+        assert handled == ["tools/list", "tools/list"]
+
+
+@pytest.mark.anyio
+async def test_two_authorization_headers_are_refused_without_auth_too() -> None:
+    # Without authentication nothing reads the header, but a request that sends it twice is
+    # still malformed: 400, as with authentication on.
+    async with serve() as (client, _):
+        message = request("tools/list", id=4)
+        headers = [(name, value) for name, value in headers_for(message).items()]
+        headers += [("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
+        response = await client.post("/mcp", content=json.dumps(message), headers=headers)
+        error_of(response, 400, -32600)
+        one = [*headers[:-1]]
+        result_of(await client.post("/mcp", content=json.dumps(message), headers=one), id=4)
 
 
 @pytest.mark.anyio

@@ -425,6 +425,32 @@ async def test_tool_errors_are_results_and_protocol_errors_are_errors(tmp_path: 
     assert "missing" in protocol_error["error"]["message"]
 
 
+async def test_cached_pages_are_recorded_like_any_answer(tmp_path: Path) -> None:
+    # Lists and discover are answered from the cache without a handler; their records are the
+    # same as any other's, and a forged cursor is refused and recorded as such.
+    path = tmp_path / "records.jsonl"
+    async with serve(path) as (client, _):
+        listed = await post_modern(client, modern("tools/list", id=1), "list")
+        forged = await post_modern(client, modern("tools/list", {"cursor": "x"}, id=2), "forged")
+        discovered = await post_modern(client, modern("server/discover", id=3), "discover")
+    assert listed.json()["result"]["tools"]
+    assert forged.json()["error"]["code"] == -32602
+    assert discovered.json()["result"]["supportedVersions"]
+    records = read_records(path)
+    (listing,) = by_agent(records, "list")
+    (refusal,) = by_agent(records, "forged")
+    (discovery,) = by_agent(records, "discover")
+    for record, answer in ((listing, listed), (refusal, forged), (discovery, discovered)):
+        check_request_record(record)
+        assert record["status"] == 200
+        assert record["era"] == "modern"
+        assert record["bytes_out"] == len(answer.content)
+        assert record["bytes_in"] > 0
+    assert (listing["error"], discovery["error"]) == (None, None)
+    assert refusal["error"]["code"] == -32602
+    assert refusal["params"] == {"cursor": "x"}
+
+
 async def test_discover_records_what_was_advertised(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     async with serve(path) as (client, app):
