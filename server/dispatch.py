@@ -7,7 +7,10 @@ follows from the catalog's derived capabilities, so a method is routed exactly w
 advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error.
 
-May import: aio, errors, catalog, completion, context, pagination, resources, tools.
+:class:`EncodedResults` keeps results that change only with the catalog (list pages, and the
+modern era's ``server/discover``) encoded, for both eras.
+
+May import: aio, errors, catalog, completion, context, pagination, resources, tools, orjson.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
+
+import orjson
 
 from server.aio import Started, coarse_timers, running_loop
 from server.catalog import Catalog
@@ -135,6 +140,12 @@ class Dispatcher:
             result["nextCursor"] = next_cursor
         return result
 
+    def cached_page(self, method: str, cursor: Any, cache: EncodedResults) -> orjson.Fragment:
+        """A list page as ``cache`` keeps it, encoded (the era's ``envelope`` applied by
+        whoever filled it); -32602 for a cursor this list never issued."""
+        offset = self.page_offset(method, cursor)
+        return cache.get((method, offset), lambda: self.list_page_at(method, offset))
+
     def call_tool(
         self, params: Mapping[str, Any], context: Context
     ) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -200,3 +211,35 @@ class Dispatcher:
             return {"completion": {"values": []}}
         completion = await run_completer(completer, value, supplied)
         return {"completion": completion.to_wire()}
+
+
+class EncodedResults:
+    """Results that change only with the catalog, encoded once and spliced into answers as
+    ``orjson.Fragment``, until the catalog's version moves on. Keys are what the server
+    verified (a method and a page's offset), never client text, so this holds at most one entry
+    per page the server itself issued a cursor for. ``shape`` is the era's envelope around a
+    dispatcher result (identity for the legacy era)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        shape: Callable[[str, dict[str, Any]], dict[str, Any]] = lambda method, result: result,
+    ) -> None:
+        self._catalog = catalog
+        self._shape = shape
+        self._version = -1
+        self._encoded: dict[tuple[str, int], orjson.Fragment] = {}
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    def get(self, key: tuple[str, int], build: Callable[[], dict[str, Any]]) -> orjson.Fragment:
+        version = self._catalog.snapshot.version
+        if version != self._version:
+            self._encoded = {}
+            self._version = version
+        found = self._encoded.get(key)
+        if found is None:
+            found = orjson.Fragment(orjson.dumps(self._shape(key[0], build())))
+            self._encoded[key] = found
+        return found

@@ -2,13 +2,12 @@
 their refusals need.
 
 Every request on the MCP endpoint passes :meth:`Gate.enter` (or, without authentication,
-:meth:`Gate.enter_anonymous`) after the Host/Origin checks and
-before anything else: the bearer token is verified (both eras: sessions are never trusted for
-identity), the caller's subject goes into its request record (never the token), and the
-caller's request rate is charged, keyed by subject or, without one, by address. Long-lived
-streams and legacy sessions take a per-client slot that is given back when they end.
-:meth:`Gate.headers` is the one place that adds ``WWW-Authenticate`` and ``Retry-After`` to
-refusals.
+:meth:`Gate.enter_anonymous`) after the Host/Origin checks and before anything else: the bearer
+token is verified (both eras: sessions are never trusted for identity), the caller's subject
+goes into its request record (never the token), and the caller's request rate is charged, keyed
+by subject or, without one, by address. Long-lived streams and legacy sessions take a
+per-client slot that is given back when they end. :meth:`Gate.headers` is the one place that
+adds ``WWW-Authenticate`` and ``Retry-After`` to refusals.
 
 May import: asgi, auth, auth_metadata, errors, limits, records, settings.
 """

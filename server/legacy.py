@@ -3,7 +3,8 @@
 ``LegacyEra`` negotiates the version, answers ``initialize`` with the capability shape of that
 version, and serves the session methods (``ping``, ``logging/setLevel``,
 ``resources/subscribe``/``unsubscribe``) plus every shared method through the same
-:class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once.
+:class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once. List
+pages are encoded once per catalog version and answered as those bytes, as in the modern era.
 
 Asking the client (sampling, elicitation, roots) is :class:`LegacyExchange`: a real
 server-to-client JSON-RPC request on the call's own stream, answered by a later POST that
@@ -13,7 +14,7 @@ answer and the session ending all release the waiter.
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 
 May import: aio, errors, protocol, jsonrpc, catalog, context, dispatch, sessions, liveness,
-eventstream.
+eventstream, orjson.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
 from server.context import Context, InputRequest
-from server.dispatch import Dispatcher
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.eventstream import EventStream
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
@@ -125,6 +128,8 @@ class LegacyEra:
         self.store = store
         self.client_request_timeout_s = client_request_timeout_s
         self.supported_versions = supported_versions
+        # List pages, encoded once per catalog version (every legacy version lists the same).
+        self._pages = EncodedResults(catalog)
 
     # -- initialize ------------------------------------------------------------------------
 
@@ -203,7 +208,7 @@ class LegacyEra:
 
     async def handle(
         self, session: Session, runtime: SessionRuntime, request: Request, context: Context
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | orjson.Fragment:
         method, params = request.method, request.params
         if not self.serves(method):
             raise MethodNotFound(method)
@@ -238,6 +243,8 @@ class LegacyEra:
             if self.on_subscriptions is not None:
                 self.on_subscriptions(session)
             return {}
+        if method in LIST_METHODS:
+            return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
         return await self.dispatcher.call(method, params, context)
 
     async def initialized(self, session: Session) -> None:

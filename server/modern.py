@@ -31,7 +31,7 @@ import orjson
 
 from server.catalog import Catalog, Change
 from server.context import Context
-from server.dispatch import LIST_METHODS, Dispatcher
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import (
     HeaderMismatch,
     MalformedMeta,
@@ -118,8 +118,8 @@ class ModernEra:
         self.cache_scope = cache_scope
         self.supported_versions = list(supported_versions)
         self._server_meta = {META_SERVER_INFO: catalog.server_info}
-        self._cache_version = -1
-        self._cache: dict[tuple[str, Any], orjson.Fragment] = {}
+        # Discover and list pages, enveloped for this era and encoded.
+        self._encoded = EncodedResults(catalog, self._shape_cached)
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
         self._matched: set[tuple[bytes, str]] = set()
@@ -296,23 +296,12 @@ class ModernEra:
         return None
 
     def _cached(self, method: str, cursor: Any) -> orjson.Fragment:
-        snapshot = self.catalog.snapshot
-        if snapshot.version != self._cache_version:
-            self._cache = {}
-            self._cache_version = snapshot.version
-        # Keyed by the verified offset, never by the cursor text: the cache holds at most one
-        # entry per page the server itself issued a cursor for.
-        offset = 0 if method == "server/discover" else self.dispatcher.page_offset(method, cursor)
-        key = (method, offset)
-        cached = self._cache.get(key)
-        if cached is None:
-            if method == "server/discover":
-                result = self.discover_result()
-            else:
-                result = self._envelope(method, self.dispatcher.list_page_at(method, offset))
-            cached = orjson.Fragment(orjson.dumps(result))
-            self._cache[key] = cached
-        return cached
+        if method == "server/discover":
+            return self._encoded.get((method, 0), self.discover_result)
+        return self.dispatcher.cached_page(method, cursor, self._encoded)
+
+    def _shape_cached(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        return result if method == "server/discover" else self._envelope(method, result)
 
     def discover_result(self) -> dict[str, Any]:
         result: dict[str, Any] = {

@@ -1,11 +1,12 @@
 """server.dispatch: the shared method table, routed exactly when advertised."""
 
+import orjson
 import pytest
 from core_helpers import make_context
 
 from server.catalog import Catalog
 from server.content import Completion
-from server.dispatch import Dispatcher
+from server.dispatch import Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager
 from server.sealing import Sealer
@@ -332,3 +333,29 @@ async def test_completer_gets_context_arguments():
 async def test_complete_bad_params(params, message):
     with pytest.raises(InvalidParams, match=message):
         await call(dispatcher_for(full_catalog()), "completion/complete", params)
+
+
+def test_encoded_results_are_kept_until_the_catalog_changes() -> None:
+    catalog = Catalog()
+    catalog.tool(lambda: "x", name="one")
+    built: list[str] = []
+
+    def build() -> dict[str, object]:
+        built.append("page")
+        return {"tools": [tool for tool in catalog.snapshot.tools]}
+
+    cache = EncodedResults(catalog, lambda method, result: {**result, "shaped": method})
+    first = cache.get(("tools/list", 0), build)
+    assert cache.get(("tools/list", 0), build) is first
+    assert built == ["page"]
+    assert len(cache) == 1
+    assert orjson.loads(orjson.dumps(first)) == {
+        "tools": [catalog.tools["one"].definition],
+        "shaped": "tools/list",
+    }
+    catalog.tool(lambda: "y", name="two")  # the catalog's version moves on: built again
+    again = cache.get(("tools/list", 0), build)
+    assert again is not first
+    assert built == ["page", "page"]
+    assert len(cache) == 1
+    assert len(orjson.loads(orjson.dumps(again))["tools"]) == 2

@@ -15,7 +15,7 @@ from server.context import Context, Elicitation, ElicitResult, Roots, Sampling
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.eventstream import EventStream
-from server.jsonrpc import Request, Response
+from server.jsonrpc import Request, Response, encode_result
 from server.legacy import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.liveness import SessionRuntime
 from server.pagination import Pager
@@ -95,7 +95,9 @@ class Harness:
     async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
         request = Request(id, method, params or {})
         context = self.era.context(self.session, request, self.exchange)
-        return await self.era.handle(self.session, self.runtime, request, context)
+        result = await self.era.handle(self.session, self.runtime, request, context)
+        # A list page comes encoded (a Fragment has no way back but encoding it).
+        return orjson.loads(encode_result(id, result))["result"]
 
 
 async def harness(era: LegacyEra | None = None, **session_options: Any) -> Harness:
@@ -273,6 +275,24 @@ async def test_subscribe_needs_a_uri(uri: Any) -> None:
     with pytest.raises(InvalidParams):
         await h.call("resources/subscribe", {"uri": uri})
     assert h.session.subscriptions == set()
+
+
+async def test_list_pages_are_encoded_once_per_catalog_version() -> None:
+    catalog = full_catalog()
+    h = await harness(make_era(catalog))
+    request = Request(1, "tools/list", {})
+    context = h.era.context(h.session, request, h.exchange)
+    first = await h.era.handle(h.session, h.runtime, request, context)
+    assert await h.era.handle(h.session, h.runtime, request, context) is first
+    # The same bytes the dispatcher's page encodes to: no envelope in this era.
+    assert encode_result(1, first) == encode_result(
+        1, h.era.dispatcher.list_page("tools/list", None)
+    )
+    catalog.tool(lambda: "x", name="another")
+    listed = await h.call("tools/list")
+    assert [tool["name"] for tool in listed["tools"]] == ["echo", "ask_name", "another"]
+    with pytest.raises(InvalidParams):  # a cursor this list never issued
+        await h.call("tools/list", {"cursor": "forged"})
 
 
 async def test_shared_methods_go_through_the_dispatcher() -> None:

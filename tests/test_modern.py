@@ -955,7 +955,7 @@ async def test_cached_results_are_reused_until_the_catalog_changes(era, catalog)
 async def test_discover_cache_does_not_grow_with_client_supplied_cursors(era):
     for index in range(50):
         await run(era, "server/discover", {"cursor": f"junk-{index}"})
-    assert len(era._cache) <= 2
+    assert len(era._encoded) <= 2
 
 
 async def test_list_cache_is_bounded_by_the_number_of_pages():
@@ -969,7 +969,7 @@ async def test_list_cache_is_bounded_by_the_number_of_pages():
         respelled = body[:1] + "!" * (4 * count) + body[1:] + "." + tag
         with contextlib.suppress(InvalidParams):  # refusing a respelled cursor is fine too
             await run(era, "tools/list", {"cursor": respelled})
-    assert len(era._cache) <= 2  # one entry per real page
+    assert len(era._encoded) <= 2  # one entry per real page
 
 
 async def test_probe_catalog_smoke():
