@@ -1,26 +1,12 @@
-"""The request records' way out: a bounded queue in, lines built a batch at a time, a writer
-thread out.
+"""The request records' way out: a bounded queue in, a writer thread out.
 
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
-queue drops the record and counts it; memory stays bounded). The record that completes a batch
-has the batch built into JSON lines there and then, and the writer thread writes the lines to
-one or several :mod:`server.sinks`. Fewer than a batch (a quiet moment) are built by the writer
-itself when it wakes, every 200 ms; ``close`` drains everything, so a graceful shutdown writes
-every record. One thread builds at a time, so lines reach the sinks in the order records came.
-
-Why the request path builds: it is the same Python wherever it runs, and under the GIL it costs
-the event loop the same time in either thread. A writer thread that builds holds the GIL for a
-whole batch, and each batch cost a GIL hand-over and several thread switches; here the writer
-takes the GIL only to hand lines to ``write(2)``, which runs without it. ``records_overhead.py``
-measured a ``tools/call`` record at about 6 us this way against about 7 with the writer building,
-and building as a loop callback after the turn's writes (tried too) was no better than the
-writer (docs/benchmarks.md, sixth session). The request path still never waits on a sink: a
-build is CPU work on records already in memory.
-
-A failing sink (unwritable path, full disk, Redis away) never stops the server: the failure is
-logged once per streak, counted, and reported through :attr:`Recorder.healthy`; the next batch
-retries. A sink that can keep what it could not write (see :class:`~server.sinks.SinkBacklogged`)
-loses nothing while it fits in memory.
+queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
+writes them in batches to one or several :mod:`server.sinks`. A failing sink (unwritable path,
+full disk, Redis away) never stops the server: the failure is logged once per streak, counted,
+and reported through :attr:`Recorder.healthy`; the next batch retries. A sink that can keep what
+it could not write (see :class:`~server.sinks.SinkBacklogged`) loses nothing while it fits in
+memory. ``close`` drains the queue, so a graceful shutdown writes every record.
 
 May import: heap, sinks, orjson, the standard library.
 """
@@ -69,11 +55,7 @@ class Recorder:
         self._line = line
         self.capacity = capacity
         self.batch = batch
-        # Records in, and batches of built lines out to the writer. Both ends of each are
-        # deque appends and poplefts: safe between the request path and the writer thread.
         self._queue: deque[dict[str, Any] | Deferred] = deque()
-        self._built: deque[list[bytes]] = deque()
-        self._building = threading.Lock()
         self._wakeup = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -102,7 +84,7 @@ class Recorder:
             "written": self.written,
             "dropped": self.dropped,
             "failed": self.failed,
-            "queued": len(self._queue) + sum(len(lines) for lines in list(self._built)),
+            "queued": len(self._queue),
             "backlog": self.backlog,
         }
 
@@ -114,23 +96,16 @@ class Recorder:
             self._thread.start()
 
     def record(self, record: dict[str, Any] | Deferred) -> None:
-        """Never waits: the request path hands the record over and moves on; the one that
-        completes a batch builds the batch's lines and hands them to the writer."""
+        """Never blocks: the request path hands the record over and moves on."""
         if not self.sinks:
             return
-        queue = self._queue
-        # Built lines count against the capacity too (a batch holds at most ``batch``).
-        if len(queue) + len(self._built) * self.batch >= self.capacity:
+        if len(self._queue) >= self.capacity:
             self.dropped += 1
             return
-        queue.append(record)
-        # Not if another thread is building right now (the writer, at low traffic): the next
-        # record tries again.
-        if (
-            len(queue) >= self.batch
-            and self._build_next(blocking=False)
-            and not self._wakeup.is_set()  # set takes a lock and notifies: only if needed
-        ):
+        self._queue.append(record)
+        # Past a batch, until the writer drains, only the first record sets the event (set
+        # takes a lock and notifies, on the event loop).
+        if len(self._queue) >= self.batch and not self._wakeup.is_set():
             self._wakeup.set()
 
     def close(self, timeout: float = 30.0) -> None:
@@ -153,61 +128,27 @@ class Recorder:
         # or each batch faults its pages in again (one page fault per record).
         keep_freed_heap()
         while not self._stopping:
-            # Woken by a batch built: write it (what queued since is the next batch). Every
-            # 200 ms: build what queued too, so records reach the sinks promptly however few.
-            woken = self._wakeup.wait(0.2)
+            # Wake on a full batch, or every 200 ms, so records reach the file promptly.
+            self._wakeup.wait(0.2)
             self._wakeup.clear()
-            self._drain(build=not woken)
+            self._drain()
             if self._failing and not self._queue:
                 self._probe()  # retry a failed sink even without traffic, so it can recover
 
-    def _drain(self, *, build: bool = True) -> None:
-        """Write the batches built; with ``build``, also build and write what is still queued
-        (fewer than a batch at a quiet time, or everything at ``close``)."""
-        built, queue = self._built, self._queue
-        while True:
-            while built:
+    def _drain(self) -> None:
+        queue, line, general = self._queue, self._line, self._general
+        while queue:
+            lines: list[bytes] = []
+            for _ in range(self.batch):
                 try:
-                    lines = built.popleft()
+                    item = queue.popleft()
                 except IndexError:  # emptied (close may drain beside a stuck writer)
                     break
-                self._write(lines)
-            if not (build and queue and self._build_next(blocking=True)):
-                return
-
-    def _build_next(self, *, blocking: bool) -> bool:
-        """Build the next batch of queued records into lines for the writer; False if there
-        was nothing to build or (not ``blocking``) another thread was building. One thread
-        builds at a time, so batches reach the writer in the order the records queued."""
-        if not self._building.acquire(blocking):
-            return False
-        try:
-            lines = self._build(self._queue)
+                # The cheaper way to the line first (None: it does not cover this record).
+                encoded = None if line is None or isinstance(item, dict) else line(item)
+                lines.append(general(item) if encoded is None else encoded)
             if lines:
-                self._built.append(lines)
-        finally:
-            self._building.release()
-        return bool(lines)
-
-    def _build(self, queue: deque[dict[str, Any] | Deferred]) -> list[bytes]:
-        """Up to a batch of records from the front of ``queue``, as lines."""
-        line, general = self._line, self._general
-        lines: list[bytes] = []
-        for _ in range(self.batch):
-            try:
-                item = queue.popleft()
-            except IndexError:
-                break
-            # The cheaper way to the line first (None: it does not cover this record, or it
-            # failed: the general way copes with anything a client sent).
-            encoded = None
-            if line is not None and not isinstance(item, dict):
-                try:
-                    encoded = line(item)
-                except Exception:
-                    log.exception("a request line failed; taking the general way")
-            lines.append(general(item) if encoded is None else encoded)
-        return lines
+                self._write(lines)
 
     def _general(self, item: dict[str, Any] | Deferred) -> bytes:
         """The general way: build the record, prepare it, encode it; whatever the client sent,

@@ -116,35 +116,6 @@ def test_close_writes_everything_still_queued() -> None:
     assert sink.closed == 1
 
 
-def test_the_record_that_completes_a_batch_builds_it_and_the_writer_builds_the_rest() -> None:
-    # Full batches are built where records are handed over (the event loop, in the server),
-    # so the writer only writes them; what is left of a quiet moment the writer builds itself.
-    builders: list[tuple[int, str]] = []
-
-    def traced(draft: Any) -> bytes:
-        builders.append((draft.n, threading.current_thread().name))
-        return line(draft.n)
-
-    class Numbered:
-        def __init__(self, n: int) -> None:
-            self.n = n
-
-        def build(self) -> dict[str, Any]:
-            return {"n": self.n}
-
-    sink = MemorySink()
-    recorder = Recorder([sink], capacity=1000, batch=8, line=traced)
-    recorder.start()
-    for number in range(20):
-        recorder.record(Numbered(number))
-    here = threading.current_thread().name
-    assert builders == [(number, here) for number in range(16)]
-    wait_until_blocking(lambda: len(sink.lines) == 20)
-    assert [name for _, name in builders[16:]] == ["records-writer"] * 4
-    assert numbers(b"".join(sink.lines)) == list(range(20))
-    recorder.close()
-
-
 def test_records_from_many_threads_are_all_written_each_in_its_order() -> None:
     sink = MemorySink()
     recorder = Recorder([sink], capacity=100_000, batch=16)
