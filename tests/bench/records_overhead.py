@@ -12,7 +12,12 @@ request, split between the event loop's thread and the others (the records write
 /proc: steadier than the rate on a shared machine, and it says which side the records cost. Only
 the processes it started are stopped, by PID.
 
-    python tests/bench/records_overhead.py [--runs 3] [--seconds 4] [--connections 16]
+    python tests/bench/records_overhead.py [--runs 10] [--seconds 4] [--connections 16]
+
+Ten runs of each by default (about two minutes): on the machines this was written on, a run's
+rate moves 5-15% from the next one's and a server's CPU per request by about 1.5 us from one
+start to the next, so a median of three or five puts the ratio anywhere within 0.88-0.92 of
+the same code (docs/benchmarks.md, sixth session).
 """
 
 from __future__ import annotations
@@ -273,7 +278,7 @@ def one_run(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per configuration (>= 3)")
+    parser.add_argument("--runs", type=int, default=10, help="runs per configuration (>= 3)")
     parser.add_argument("--seconds", type=float, default=4.0, help="measurement per run")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--min-ratio", type=float, default=0.90)
