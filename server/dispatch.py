@@ -141,8 +141,8 @@ class Dispatcher:
         return result
 
     def cached_page(self, method: str, cursor: Any, cache: EncodedResults) -> orjson.Fragment:
-        """A list page as ``cache`` keeps it, encoded (the era's ``envelope`` applied by
-        whoever filled it); -32602 for a cursor this list never issued."""
+        """A list page as ``cache`` keeps it: encoded, in the cache's shape (the era's
+        envelope); -32602 for a cursor this list never issued."""
         offset = self.page_offset(method, cursor)
         return cache.get((method, offset), lambda: self.list_page_at(method, offset))
 
