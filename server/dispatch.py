@@ -140,11 +140,21 @@ class Dispatcher:
             result["nextCursor"] = next_cursor
         return result
 
-    def cached_page(self, method: str, cursor: Any, cache: EncodedResults) -> orjson.Fragment:
-        """A list page as ``cache`` keeps it: encoded, in the cache's shape (the era's
-        envelope); -32602 for a cursor this list never issued."""
-        offset = self.page_offset(method, cursor)
-        return cache.get((method, offset), lambda: self.list_page_at(method, offset))
+    def cached_page(
+        self,
+        method: str,
+        cursor: Any,
+        cache: EncodedResults,
+        envelope: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> orjson.Fragment:
+        """A list page from ``cache``, encoded in the era's ``envelope`` (none: the page as
+        it is) when first asked for; -32602 for a cursor this list never issued."""
+        key = (method, self.page_offset(method, cursor))
+        found = cache.get(key)
+        if found is None:
+            page = self.list_page_at(method, key[1])
+            found = cache.put(key, page if envelope is None else envelope(method, page))
+        return found
 
     def call_tool(
         self, params: Mapping[str, Any], context: Context
@@ -217,29 +227,26 @@ class EncodedResults:
     """Results that change only with the catalog, encoded once and spliced into answers as
     ``orjson.Fragment``, until the catalog's version moves on. Keys are what the server
     verified (a method and a page's offset), never client text, so this holds at most one entry
-    per page the server itself issued a cursor for. ``shape`` is the era's envelope around a
-    dispatcher result (identity for the legacy era)."""
+    per page the server itself issued a cursor for."""
 
-    def __init__(
-        self,
-        catalog: Catalog,
-        shape: Callable[[str, dict[str, Any]], dict[str, Any]] = lambda method, result: result,
-    ) -> None:
+    def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
-        self._shape = shape
         self._version = -1
         self._encoded: dict[tuple[str, int], orjson.Fragment] = {}
 
     def __len__(self) -> int:
         return len(self._encoded)
 
-    def get(self, key: tuple[str, int], build: Callable[[], dict[str, Any]]) -> orjson.Fragment:
+    def get(self, key: tuple[str, int]) -> orjson.Fragment | None:
+        """What is kept for ``key`` at the catalog's current version, if anything."""
         version = self._catalog.snapshot.version
         if version != self._version:
             self._encoded = {}
             self._version = version
-        found = self._encoded.get(key)
-        if found is None:
-            found = orjson.Fragment(orjson.dumps(self._shape(key[0], build())))
-            self._encoded[key] = found
-        return found
+        return self._encoded.get(key)
+
+    def put(self, key: tuple[str, int], result: dict[str, Any]) -> orjson.Fragment:
+        """``result`` encoded and kept for ``key`` (built after :meth:`get` found nothing)."""
+        encoded = orjson.Fragment(orjson.dumps(result))
+        self._encoded[key] = encoded
+        return encoded

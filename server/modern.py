@@ -119,7 +119,7 @@ class ModernEra:
         self.supported_versions = list(supported_versions)
         self._server_meta = {META_SERVER_INFO: catalog.server_info}
         # Discover and list pages, enveloped for this era and encoded.
-        self._encoded = EncodedResults(catalog, self._shape_cached)
+        self._encoded = EncodedResults(catalog)
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
         self._matched: set[tuple[bytes, str]] = set()
@@ -297,11 +297,11 @@ class ModernEra:
 
     def _cached(self, method: str, cursor: Any) -> orjson.Fragment:
         if method == "server/discover":
-            return self._encoded.get((method, 0), self.discover_result)
-        return self.dispatcher.cached_page(method, cursor, self._encoded)
-
-    def _shape_cached(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
-        return result if method == "server/discover" else self._envelope(method, result)
+            found = self._encoded.get((method, 0))
+            if found is None:
+                found = self._encoded.put((method, 0), self.discover_result())
+            return found
+        return self.dispatcher.cached_page(method, cursor, self._encoded, self._envelope)
 
     def discover_result(self) -> dict[str, Any]:
         result: dict[str, Any] = {

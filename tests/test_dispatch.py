@@ -338,15 +338,16 @@ async def test_complete_bad_params(params, message):
 def test_encoded_results_are_kept_until_the_catalog_changes() -> None:
     catalog = Catalog()
     catalog.tool(lambda: "x", name="one")
+    dispatcher = Dispatcher(catalog, Pager(Sealer(b"k" * 32), 100))
     built: list[str] = []
 
-    def build() -> dict[str, object]:
+    def envelope(method: str, page: dict[str, object]) -> dict[str, object]:
         built.append("page")
-        return {"tools": [tool for tool in catalog.snapshot.tools]}
+        return {**page, "shaped": method}
 
-    cache = EncodedResults(catalog, lambda method, result: {**result, "shaped": method})
-    first = cache.get(("tools/list", 0), build)
-    assert cache.get(("tools/list", 0), build) is first
+    cache = EncodedResults(catalog)
+    first = dispatcher.cached_page("tools/list", None, cache, envelope)
+    assert dispatcher.cached_page("tools/list", None, cache, envelope) is first
     assert built == ["page"]
     assert len(cache) == 1
     assert orjson.loads(orjson.dumps(first)) == {
@@ -354,7 +355,7 @@ def test_encoded_results_are_kept_until_the_catalog_changes() -> None:
         "shaped": "tools/list",
     }
     catalog.tool(lambda: "y", name="two")  # the catalog's version moves on: built again
-    again = cache.get(("tools/list", 0), build)
+    again = dispatcher.cached_page("tools/list", None, cache, envelope)
     assert again is not first
     assert built == ["page", "page"]
     assert len(cache) == 1
