@@ -112,7 +112,11 @@ class Application:
             self.runtimes,
             self.hub,
             self.gate,
-            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
+            LegacyOptions(
+                keepalive_s=settings.keepalive_s,
+                retry_ms=settings.sse_retry_ms,
+                max_batch=settings.max_batch,
+            ),
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )

@@ -49,6 +49,8 @@ class EventStream:
         self._events: deque[tuple[int, Event]] = deque(maxlen=capacity)
         self._seq = start_seq
         self.observer: Observer | None = None
+        # Told once, when the stream finishes (the session's index of finished streams).
+        self.on_finish: Callable[[EventStream], None] | None = None
         self._wakeup = asyncio.Event()
         self.finished = False
         # Bumped to end the current connections without ending the stream (SSE polling).
@@ -92,6 +94,8 @@ class EventStream:
         self._wake()
         if self.observer is not None:
             self.observer(self._seq, None)
+        if self.on_finish is not None:
+            self.on_finish(self)
 
     def end_connections(self, reason: str = "server_closed") -> None:
         """Make every current follower stop; the stream itself goes on (the client resumes).

@@ -94,6 +94,12 @@ class Gate:
         if draft.subject is not None or not self._exempt(draft.client_address):
             self.limiter.check(self.key(draft))
 
+    def charge_more(self, draft: Draft, cost: int) -> None:
+        """Charge ``cost`` more requests to a caller already admitted (the messages of a
+        batch past its first), under the same exemptions as :meth:`_charge`."""
+        if cost > 0 and (draft.subject is not None or not self._exempt(draft.client_address)):
+            self.limiter.check(self.key(draft), cost)
+
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Gate per app; addresses repeat
     def _exempt(self, address: str | None) -> bool:
         """Anonymous callers from MCP_RATE_LIMIT_EXEMPT (loopback by default) are not rate

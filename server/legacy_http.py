@@ -64,6 +64,9 @@ log = logging.getLogger("server.legacy_http")
 class LegacyOptions:
     keepalive_s: float
     retry_ms: int
+    # Messages in one batch at most: a batch is one HTTP request whose cost grows with its
+    # length (a task, a stream and an answer per call), so both are bounded.
+    max_batch: int = 64
 
 
 class LegacyHttp:
@@ -266,7 +269,13 @@ class LegacyHttp:
     async def batch(
         self, send: Send, headers: Headers, messages: list[Message], draft: Draft
     ) -> None:
-        """JSON-RPC batches, which 2025-03-26 requires servers to receive."""
+        """JSON-RPC batches (2025-03-26 only): capped, and charged to the rate per message."""
+        if len(messages) > self.options.max_batch:
+            raise InvalidRequest(
+                f"Invalid request: a batch may hold at most {self.options.max_batch} messages "
+                f"(MCP_MAX_BATCH); this one holds {len(messages)}"
+            )
+        self.gate.charge_more(draft, len(messages) - 1)
         self.check_version_header(headers)
         session, runtime = await self.session(headers, draft)
         if session.protocol_version != "2025-03-26":

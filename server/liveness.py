@@ -52,6 +52,9 @@ class SessionRuntime:
         self._stream_numbers = itertools.count(1)
         self._stream_prefix = secrets.token_hex(3)
         self.streams: OrderedDict[str, EventStream] = OrderedDict()
+        # The kept streams that have finished, oldest first: what may be forgotten when the
+        # session holds too many, found without scanning the running ones.
+        self._finished: OrderedDict[str, None] = OrderedDict()
         self.standalone: EventStream | None = None
         self.standalone_followers = 0
         # GET connections here following a stream that runs on another replica.
@@ -66,20 +69,25 @@ class SessionRuntime:
         # The random prefix keeps ids unique across replicas (and restarts) of one session.
         stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
         stream = EventStream(stream_id, self._events_per_stream)
+        stream.on_finish = self._stream_finished
         if self._on_stream is not None:
             self._on_stream(self.session_id, stream)
         self.streams[stream_id] = stream
-        if len(self.streams) > MAX_STREAMS_PER_SESSION:
-            # Forget the oldest finished streams (their replay window is over); running ones
-            # stay, and are bounded by how many calls a client may have in flight.
-            for old_id in [sid for sid, old in self.streams.items() if old.finished]:
-                if len(self.streams) <= MAX_STREAMS_PER_SESSION:
-                    break
-                del self.streams[old_id]
+        # Forget the oldest finished streams (their replay window is over); running ones
+        # stay, and are bounded by how many calls a client may have in flight. Each stream
+        # enters and leaves the index once: constant time per call, however many run.
+        while len(self.streams) > MAX_STREAMS_PER_SESSION and self._finished:
+            old_id, _ = self._finished.popitem(last=False)
+            self.streams.pop(old_id, None)
         return stream
+
+    def _stream_finished(self, stream: EventStream) -> None:
+        if stream.id in self.streams:
+            self._finished[stream.id] = None
 
     def drop_stream(self, stream: EventStream) -> None:
         self.streams.pop(stream.id, None)
+        self._finished.pop(stream.id, None)
 
     def standalone_stream(
         self, hub: Hub, capabilities: Callable[[], dict[str, Any]]
@@ -122,6 +130,7 @@ class SessionRuntime:
             stream.end_connections("session_ended")
             stream.finish()
         self.streams.clear()
+        self._finished.clear()
         self.standalone = None
 
     def busy(self) -> bool:

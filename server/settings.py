@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     allowed_hosts: CommaList = ["127.0.0.1", "localhost", "[::1]"]
     allowed_origins: CommaList = []
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_batch: int = Field(64, ge=1, le=10_000)
 
     page_size: int = Field(100, ge=1, le=10_000)
     list_ttl_ms: int = Field(60_000, ge=0)

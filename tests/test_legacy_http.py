@@ -759,6 +759,72 @@ async def test_initialize_inside_a_batch_is_refused(http: httpx.AsyncClient) -> 
     assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
+async def test_a_batch_at_the_cap_is_answered_whole(http: httpx.AsyncClient) -> None:
+    client = await session(http, "2025-03-26")
+    answers = (await client.post([rpc("ping", id=n) for n in range(64)])).json()
+    assert [answer["id"] for answer in answers] == list(range(64))
+
+
+async def test_a_batch_past_the_cap_is_refused_naming_the_cap(http: httpx.AsyncClient) -> None:
+    client = await session(http, "2025-03-26")
+    response = await client.post([rpc("ping", id=n) for n in range(65)])
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert "at most 64" in error["message"]
+    assert "MCP_MAX_BATCH" in error["message"]
+
+
+async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
+    # A batch was one request to the rate limiter, whatever its length.
+    overrides = {"rate_limit_rps": 0.001, "rate_limit_burst": 40, "rate_limit_exempt": ""}
+    application = create_app(settings(**overrides), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await session(http, "2025-03-26")  # initialize + initialized: 2 of 40
+        first = await client.post([rpc("ping", id=n) for n in range(30)])
+        assert first.status_code == 200
+        refused = await client.post([rpc("ping", id=n) for n in range(30)])
+        assert refused.status_code == 429
+        assert "retry-after" in refused.headers
+
+
+def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
+    # 32,000 pings (1.6 MB) froze every client and /healthz for 36 s: the session rescanned
+    # all its streams as each call started. Now such a batch is refused at once, a batch at
+    # the cap is answered, and /healthz stays quick throughout.
+    application = create_app(settings(max_batch=10_000), make_catalog())
+    worst = 0.0
+    done = threading.Event()
+
+    def probe_health(url: str) -> None:
+        nonlocal worst
+        with httpx.Client(base_url=url, timeout=30) as health:
+            while not done.is_set():
+                started = time.perf_counter()
+                assert health.get("/healthz").status_code == 200
+                worst = max(worst, time.perf_counter() - started)
+                time.sleep(0.01)
+
+    async def attack(url: str) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            client = await session(http, "2025-03-26")
+            started = time.perf_counter()
+            answered = await client.post([rpc("ping", id=n) for n in range(10_000)])
+            assert answered.status_code == 200
+            assert len(answered.json()) == 10_000
+            assert time.perf_counter() - started < 5.0
+
+    with running(application) as server:
+        prober = threading.Thread(target=probe_health, args=(server.url,))
+        prober.start()
+        try:
+            anyio.run(attack, server.url)
+        finally:
+            done.set()
+            prober.join()
+    assert worst < 0.25, f"/healthz took {worst:.3f} s during the batch"
+
+
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
 async def test_later_versions_reject_batches_with_400(
     http: httpx.AsyncClient, version: str
