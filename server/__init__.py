@@ -4,7 +4,7 @@ The public API for server authors is re-exported here.
 """
 
 from server.catalog import Catalog
-from server.content import (
+from server.catalog.content import (
     Audio,
     BlobContents,
     Completion,

@@ -5,8 +5,6 @@ environment variables (see ``.env.example``). ``python -m server report FILE...`
 request records back (see ``docs/records.md``) and needs no configuration. ``python -m
 server token`` prints a new random bearer token and the digest line for ``MCP_AUTH_TOKENS``.
 The serving modules are imported only to serve, so a report does not load the web stack.
-
-May import: app, auth, serving, settings, report_cli.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from server import report_cli
+from server.report import cli as report_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def token() -> int:
-    from server.auth import new_token
+    from server.security.auth import new_token
 
     secret, digest = new_token()
     print("# The token: clients send it as 'Authorization: Bearer <token>'. Keep it secret.")

@@ -19,8 +19,6 @@ dict delete, and callbacks run up to one slot late (and at most 1 ms early). :cl
 timers are armed only for calls that do wait (most answer at once). It continues in the same
 task; moving a started coroutine to another task would leave whatever it captured of the
 current task (a timer's target) pointing at the wrong one.
-
-May import: the standard library only.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-log = logging.getLogger("server.aio")
+log = logging.getLogger(__name__)
 
 
 RESOLUTION_S = 0.01

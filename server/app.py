@@ -1,10 +1,9 @@
 """``create_app``: wires settings, the catalog, the eras and the HTTP shell into one ASGI app.
 
-The MCP path is answered by :class:`~server.endpoint.McpEndpoint` directly (both ``/mcp`` and
+The MCP path is answered by :class:`~server.transport.endpoint.McpEndpoint` directly (both ``/mcp``
+and
 ``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
 nothing Starlette adds; Starlette serves the rest (health) and owns the lifespan.
-
-May import: everything.
 """
 
 from __future__ import annotations
@@ -24,32 +23,33 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.asgi import Receive, Scope, Send
-from server.auth_metadata import metadata_paths
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
-from server.endpoint import EndpointOptions, McpEndpoint
 from server.errors import ServiceUnavailable
-from server.gate import Gate
-from server.legacy import LegacyEra
-from server.legacy_http import LegacyHttp, LegacyOptions
-from server.liveness import Runtimes
-from server.modern import ModernEra
-from server.modern_http import ModernHttp, StreamOptions
-from server.mrtr import RequestStates
+from server.hub import Hub
+from server.legacy.era import LegacyEra
+from server.legacy.runtime import Runtimes
+from server.modern.era import ModernEra
+from server.modern.input_required import RequestStates
 from server.pagination import Pager
-from server.recorder import Recorder
-from server.records import Privacy, parse_networks
-from server.replication import Replica, shared_state
+from server.records.draft import Privacy, parse_networks
+from server.records.recorder import Recorder
+from server.records.sinks import build_sinks
 from server.sealing import Sealer
+from server.security.gate import Gate
+from server.security.metadata import metadata_paths
 from server.settings import Settings
-from server.sinks import build_sinks
-from server.subscriptions import Hub
+from server.state import shared_state
+from server.state.relay import BusRelay
+from server.transport.endpoint import EndpointOptions, McpEndpoint
+from server.transport.legacy import LegacyHttp, LegacyOptions
+from server.transport.modern import ModernHttp, StreamOptions
 
-log = logging.getLogger("server")
+log = logging.getLogger(__name__)
 
 BUILTIN_CATALOGS = {
-    "probe": "server.catalogs.probe:catalog",
-    "conformance": "server.catalogs.conformance:catalog",
+    "probe": "server.builtin.probe:catalog",
+    "conformance": "server.builtin.conformance:catalog",
 }
 
 
@@ -112,15 +112,11 @@ class Application:
             self.runtimes,
             self.hub,
             self.gate,
-            LegacyOptions(
-                keepalive_s=settings.keepalive_s,
-                retry_ms=settings.sse_retry_ms,
-                max_batch=settings.max_batch,
-            ),
+            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = Replica(self.hub, self.legacy, self.shared.bus)
+        self.replica = BusRelay(self.hub, self.legacy, self.shared.bus)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -172,6 +168,7 @@ class Application:
                 # A browser origin allowed by CORS is an allowed origin.
                 allowed_origins=tuple(settings.allowed_origins) + tuple(settings.cors_origins),
                 max_body_bytes=settings.max_body_bytes,
+                max_batch=settings.max_batch,
                 trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )

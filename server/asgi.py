@@ -3,8 +3,6 @@
 One definition for every module that speaks ASGI (the shell, the stream writers, the request
 record's observers), so they agree on what they pass each other; and the request's headers as
 the shell reads them once per request: :data:`Headers`, raw bytes by lower-case name.
-
-May import: the standard library only.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ boundary turns every exception into a wire error.
 
 :class:`EncodedResults` keeps results that change only with the catalog (list pages, and the
 modern era's ``server/discover``) encoded, for both eras.
-
-May import: aio, errors, catalog, completion, context, pagination, resources, tools, orjson.
 """
 
 from __future__ import annotations
@@ -23,12 +21,12 @@ import orjson
 
 from server.aio import Started, coarse_timers, running_loop
 from server.catalog import Catalog
-from server.completion import run_completer
+from server.catalog.completion import run_completer
+from server.catalog.resources import ResourceTemplate
+from server.catalog.tools import error_result
 from server.context import Context
 from server.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager
-from server.resources import ResourceTemplate
-from server.tools import error_result
 
 Handler = Callable[[Mapping[str, Any], Context], Coroutine[Any, Any, dict[str, Any]]]
 

@@ -23,8 +23,6 @@ Hierarchy::
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with
 ``isError: true``, which is what the spec wants for failures the model should see.
-
-May import: the standard library only.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ the envelope (version, id type, method, params shape) and raises :mod:`server.er
 exceptions that carry the request id whenever it could be read, so the boundary can echo it.
 Encoding uses orjson and accepts ``orjson.Fragment`` values, which is how precomputed results
 are spliced in without being serialised again.
-
-May import: errors, orjson.
 """
 
 from __future__ import annotations
@@ -51,8 +49,9 @@ def is_valid_id(value: Any) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
-def decode(body: bytes) -> Message | list[Message]:
-    """Parse one POST body: a single message, or a batch (the caller decides if allowed)."""
+def decode(body: bytes, *, max_batch: int | None = None) -> Message | list[Message]:
+    """Parse one POST body: a single message, or a batch (the caller decides if allowed) of
+    at most ``max_batch`` messages, refused before any of them is read."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -60,6 +59,11 @@ def decode(body: bytes) -> Message | list[Message]:
     if isinstance(raw, list):
         if not raw:
             raise InvalidRequest("Invalid request: empty batch")
+        if max_batch is not None and len(raw) > max_batch:
+            raise InvalidRequest(
+                f"Invalid request: a batch may hold at most {max_batch} messages; "
+                f"this one holds {len(raw)}"
+            )
         return [to_message(item) for item in raw]
     return to_message(raw)
 

@@ -4,8 +4,6 @@ A cursor names a list and an offset and is sealed, so a forged, altered or forei
 (a tools cursor sent to ``prompts/list``) is ``-32602 Invalid cursor`` and can never ask for
 more than one page. Cursors stay valid across replicas sharing the key and across list
 changes (a shorter list just ends sooner).
-
-May import: errors, sealing.
 """
 
 from __future__ import annotations

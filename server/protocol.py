@@ -1,8 +1,6 @@
 """Protocol constants shared by both eras: versions, ``_meta`` keys, method names, log levels.
 
 Pure data, so every layer can name the protocol the same way without importing each other.
-
-May import: the standard library only.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ One HMAC-SHA256 key (from settings) signs every token the server issues, so a fo
 altered token is refused instead of being trusted. Tokens are compact: base64url payload, a
 dot, a truncated (128-bit) base64url tag. Payloads are signed, not encrypted: the client can
 read them, so nothing secret goes in.
-
-May import: errors, orjson.
 """
 
 from __future__ import annotations

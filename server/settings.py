@@ -2,8 +2,6 @@
 
 Every field is an ``MCP_*`` variable (or a line in ``.env``) and is mirrored, with a comment,
 in ``.env.example``; a test keeps the two in step. Lists are comma-separated.
-
-May import: pydantic, pydantic-settings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""server.auth and server.auth_metadata: Bearer parsing, errors and their challenges, static
+"""server.security.auth and server.security.metadata: Bearer parsing, errors and their challenges,
+static
 tokens, the auth-mode startup check, the token command, protected-resource metadata.
 
 JWT verification is in test_auth_jwt.py.
@@ -12,9 +13,10 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from server import auth
 from server.__main__ import main
-from server.auth import (
+from server.errors import http_status
+from server.security import auth
+from server.security.auth import (
     ANONYMOUS,
     AuthError,
     InsufficientScope,
@@ -32,13 +34,12 @@ from server.auth import (
     single_authorization,
     token_digest,
 )
-from server.auth_metadata import (
+from server.security.metadata import (
     metadata_paths,
     metadata_url,
     protected_resource_document,
     resource_metadata,
 )
-from server.errors import http_status
 from server.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""server.auth_jwt: JWT access tokens against a local JWKS, with locally generated keys.
+"""server.security.jwt: JWT access tokens against a local JWKS, with locally generated keys.
 
 Each refusal is checked for its status and its exact WWW-Authenticate value; the JWKS cache
 is driven with an injected clock and an in-process loader (no sockets).
@@ -19,8 +19,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from server.auth import InsufficientScope, InvalidAuthRequest, Unauthenticated, build_authenticator
-from server.auth_jwt import (
+from server.errors import http_status
+from server.security.auth import (
+    InsufficientScope,
+    InvalidAuthRequest,
+    Unauthenticated,
+    build_authenticator,
+)
+from server.security.jwt import (
     KEY_TYPES,
     JwksCache,
     JwksUnavailable,
@@ -30,7 +36,6 @@ from server.auth_jwt import (
     scopes_of,
     url_loader,
 )
-from server.errors import http_status
 from server.settings import ASYMMETRIC_ALGORITHMS, Settings
 
 pytestmark = pytest.mark.anyio

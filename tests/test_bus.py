@@ -1,4 +1,4 @@
-"""server.bus: the notification bus between replicas, over a real Redis channel.
+"""server.state.bus: the notification bus between replicas, over a real Redis channel.
 
 Two :class:`RedisBus` instances, each on its own link but with one key prefix, stand for two
 replicas. Each test has its own prefix (so its own channel). A test that stops Redis starts it
@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
-from server.bus import LocalBus
-from server.bus_redis import RedisBus
-from server.redis_link import RedisLink
+from server.state.bus import LocalBus
+from server.state.redis.bus import RedisBus
+from server.state.redis.link import RedisLink
 from tests.polling import wait_until
 from tests.redis_server import RedisServer, fresh_prefix
 

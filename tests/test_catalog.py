@@ -3,10 +3,10 @@
 import pytest
 
 from server.catalog import Catalog, Change
-from server.content import Icon, TextContents
-from server.prompts import Prompt
-from server.resources import Resource, ResourceTemplate
-from server.tools import Tool
+from server.catalog.content import Icon, TextContents
+from server.catalog.prompts import Prompt
+from server.catalog.resources import Resource, ResourceTemplate
+from server.catalog.tools import Tool
 
 
 def recorder(catalog):
@@ -344,7 +344,7 @@ def test_decorators_return_the_function_unchanged():
 
 
 def test_probe_catalog_smoke():
-    from server.catalogs.probe import catalog
+    from server.builtin.probe import catalog
 
     capabilities = catalog.snapshot.capabilities
     assert {"tools", "prompts", "resources", "completions"} <= set(capabilities)

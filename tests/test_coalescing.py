@@ -1,4 +1,4 @@
-"""server.coalescing: writes held until the loop's turn ends, one write per connection, in
+"""server.serving.coalescing: writes held until the loop's turn ends, one write per connection, in
 order; closing writes what is pending first; everything else passes through; and a live server
 writing through it answers each of many concurrent calls with its own result."""
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from server.app import create_app
-from server.coalescing import CoalescingTransport, WriteBatch
+from server.serving.coalescing import CoalescingTransport, WriteBatch
 from server.settings import Settings
 from tests.core_helpers import FakeTransport
 from tests.live_server import ServerThread

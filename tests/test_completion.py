@@ -1,7 +1,7 @@
 import pytest
 
-from server.completion import run_completer
-from server.content import Completion
+from server.catalog.completion import run_completer
+from server.catalog.content import Completion
 
 pytestmark = pytest.mark.anyio
 

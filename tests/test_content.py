@@ -1,10 +1,10 @@
-"""server.content: the wire shape of each content helper."""
+"""server.catalog.content: the wire shape of each content helper."""
 
 import base64
 
 import pytest
 
-from server.content import (
+from server.catalog.content import (
     Audio,
     BlobContents,
     Completion,

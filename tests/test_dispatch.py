@@ -5,7 +5,7 @@ import pytest
 from core_helpers import make_context
 
 from server.catalog import Catalog
-from server.content import Completion
+from server.catalog.content import Completion
 from server.dispatch import Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager

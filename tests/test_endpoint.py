@@ -20,10 +20,10 @@ import pytest
 
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
-from server.endpoint import read_body
 from server.errors import McpError, http_status
-from server.records import Draft
+from server.records.draft import Draft
 from server.settings import Settings
+from server.transport.endpoint import read_body
 
 BASE_URL = "http://127.0.0.1:8000"
 VERSION = "2026-07-28"

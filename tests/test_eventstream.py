@@ -1,11 +1,11 @@
-"""server.eventstream: event ids, the bounded replay buffer, and waking followers."""
+"""server.legacy.eventstream: event ids, the bounded replay buffer, and waking followers."""
 
 import asyncio
 
 import anyio
 import pytest
 
-from server.eventstream import Event, EventStream, parse_event_id
+from server.legacy.eventstream import Event, EventStream, parse_event_id
 
 pytestmark = pytest.mark.anyio
 

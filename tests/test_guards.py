@@ -1,9 +1,9 @@
-"""server.guards: Host/Origin allow-lists, Accept negotiation and Content-Type checks."""
+"""server.transport.guards: Host/Origin allow-lists, Accept negotiation and Content-Type checks."""
 
 import pytest
 
 from server.errors import InvalidRequest, http_status
-from server.guards import (
+from server.transport.guards import (
     HostGuard,
     check_content_type,
     check_host,

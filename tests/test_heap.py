@@ -1,4 +1,5 @@
-"""server.heap: the C heap keeps what it freed, so a burst of large answers does not fault its
+"""server.serving.heap: the C heap keeps what it freed, so a burst of large answers does not fault
+its
 pages in again on every loop turn.
 
 Run in fresh interpreters: what ran before in this one may have moved glibc's thresholds.
@@ -14,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from server.heap import keep_freed_heap
+from server.serving.heap import keep_freed_heap
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # One loop turn's answers, 40 of 100 KB, built and freed at once; prints the page faults per
-# turn once the heap is warm. With "keep" first, server.heap raises the thresholds.
+# turn once the heap is warm. With "keep" first, server.serving.heap raises the thresholds.
 BURSTS = """
 import resource, sys
-from server.heap import keep_freed_heap
+from server.serving.heap import keep_freed_heap
 if sys.argv[1] == "keep":
     assert keep_freed_heap()
 def faults():

@@ -1,4 +1,5 @@
-"""server.http_protocol: the same bytes on the wire as uvicorn's own protocol, in one write
+"""server.serving.uvicorn_protocol: the same bytes on the wire as uvicorn's own protocol, in one
+write
 per response where uvicorn takes two, header lines checked once, keep-alive without a timer per
 response, and a tripwire for uvicorn's changes."""
 
@@ -22,13 +23,13 @@ from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
 from server.app import create_app
-from server.http_protocol import (
+from server.serving import server_for
+from server.serving.uvicorn_protocol import (
     HeaderLines,
     HttpProtocol,
     IdleSweep,
     idle_sweep,
 )
-from server.serving import server_for
 from server.settings import Settings
 from tests.core_helpers import FakeTransport
 
@@ -363,7 +364,7 @@ def test_the_server_runs_on_it_unless_turned_off() -> None:
     assert server_for(plain).config.http == "auto"  # uvicorn's own choice
 
 
-# What server/http_protocol.py was checked against (uvicorn 0.54.0). A change here means
+# What server/serving/uvicorn_protocol.py was checked against (uvicorn 0.54.0). A change here means
 # uvicorn changed code this module copies or relies on: compare, adapt, then update.
 UVICORN_CODE = {
     "HttpToolsProtocol.data_received": "010a7ae59a5d3b1a",
@@ -388,5 +389,6 @@ def uvicorn_code_digest(qualified: str) -> str:
 @pytest.mark.parametrize("qualified", sorted(UVICORN_CODE))
 def test_uvicorn_code_this_module_follows_is_unchanged(qualified: str) -> None:
     assert uvicorn_code_digest(qualified) == UVICORN_CODE[qualified], (
-        f"uvicorn {uvicorn.__version__} changed {qualified}: check server/http_protocol.py"
+        f"uvicorn {uvicorn.__version__} changed {qualified}: "
+        "check server/serving/uvicorn_protocol.py"
     )

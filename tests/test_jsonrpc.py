@@ -146,3 +146,13 @@ def test_messages_are_slotted_records():
     with pytest.raises(AttributeError):
         message.metod = "other"  # type: ignore[attr-defined]
     assert not hasattr(message, "__dict__")
+
+
+def test_a_batch_past_its_cap_is_refused_before_its_messages_are_read():
+    # The second element is not even a JSON-RPC message: the length alone refuses the batch.
+    batch = body([{"jsonrpc": "2.0", "id": 1, "method": "a"}, 7, 8])
+    with pytest.raises(InvalidRequest, match="at most 2 messages; this one holds 3"):
+        decode(batch, max_batch=2)
+    assert decode(body([{"jsonrpc": "2.0", "id": 1, "method": "a"}]), max_batch=1) == [
+        Request(1, "a", {})
+    ]

@@ -5,7 +5,6 @@ Imports are read with ``ast`` (nothing is imported), so a function-level import 
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,20 @@ CORE = [
     "errors",
     "jsonrpc",
     "protocol",
-    "content",
-    "uritemplate",
-    "signatures",
+    "catalog/content",
+    "catalog/uritemplate",
+    "catalog/signatures",
     "context",
-    "tools",
-    "prompts",
-    "resources",
-    "catalog",
+    "catalog/tools",
+    "catalog/prompts",
+    "catalog/resources",
+    "catalog/__init__",
     "sealing",
     "pagination",
-    "mrtr",
+    "modern/input_required",
     "dispatch",
-    "subscriptions",
-    "modern",
+    "hub",
+    "modern/era",
 ]
 FORBIDDEN_IN_CORE = [
     "starlette",
@@ -36,7 +35,7 @@ FORBIDDEN_IN_CORE = [
     "uvicorn",
     "httpx",
     "server.settings",
-    "server.endpoint",
+    "server.transport.endpoint",
     "server.app",
 ]
 MAX_LINES = 400
@@ -106,16 +105,16 @@ def test_import_walker_sees_every_form():
         "    import uvicorn\n"
         "    from ..other import thing\n"
     )
-    found = imports_of(source, "server.catalogs.mod")
+    found = imports_of(source, "server.builtin.mod")
     assert "starlette.responses" in found
     assert "sse_starlette" in found
     assert "server.settings" in found
-    assert "server.catalogs.endpoint" in found
-    assert "server.catalogs.app" in found
+    assert "server.builtin.endpoint" in found
+    assert "server.builtin.app" in found
     assert "uvicorn" in found
     assert "server.other.thing" in found
     assert imports_of("from . import x", "server", is_package=True) == {"server", "server.x"}
-    assert imports_of("from .settings import S", "server.modern") >= {"server.settings"}
+    assert imports_of("from ..settings import S", "server.modern.era") >= {"server.settings"}
 
 
 def test_forbidden_check_matches_submodules_only():
@@ -174,88 +173,3 @@ def test_long_modules_explain_why(path):
 def test_size_explanation_heuristic():
     assert explains_size("Fixtures. Long on purpose: one per scenario the suite checks.")
     assert not explains_size("The conformance catalog.")
-
-
-# -- "May import:" lines -------------------------------------------------------------------
-
-DISTRIBUTION_TO_MODULE = {"pydantic-settings": "pydantic_settings"}
-
-
-def may_import(docstring: str) -> list[str] | None:
-    # The list may wrap onto following lines; it ends at a blank line or the docstring's end.
-    match = re.search(
-        r"^May import: (.+?)\.?\s*(?:\n\s*\n|\Z)", docstring, re.MULTILINE | re.DOTALL
-    )
-    if match is None:
-        return None
-    return [" ".join(item.split()) for item in match.group(1).split(",")]
-
-
-def undeclared_imports(path: Path) -> list[str]:
-    """Imports that the module's own "May import:" line does not allow."""
-    return undeclared(docstring_of(path) or "", imports_of_file(path), module_name(path))
-
-
-def undeclared(docstring: str, imported: set[str], self_name: str) -> list[str]:
-    allowed = may_import(docstring)
-    if allowed is None or allowed == ["everything"]:
-        return []
-    if allowed == ["the standard library only"]:
-        allowed = []
-    names = set()
-    for item in allowed:
-        if item == "everything in the core":
-            names.update(CORE)
-        else:
-            names.add(DISTRIBUTION_TO_MODULE.get(item, item))
-    problems = set()
-    for found in imported:
-        parts = found.split(".")
-        if parts[0] in sys.stdlib_module_names or parts[0] == "__future__":
-            continue
-        if parts[0] != "server":
-            if parts[0] not in names:
-                problems.add(parts[0])
-            continue
-        if len(parts) < 2 or is_within(found, self_name):
-            continue
-        internal = parts[1]
-        is_module = (SERVER / f"{internal}.py").is_file() or (SERVER / internal).is_dir()
-        # "from server import Catalog" names an attribute of server/__init__, not a module.
-        if is_module and internal not in names:
-            problems.add(f"server.{internal}")
-    return sorted(problems)
-
-
-DOC_DRIFT: dict[str, str] = {}
-
-
-def may_import_cases():
-    for path in all_modules():
-        relative = str(path.relative_to(SERVER))
-        if may_import(docstring_of(path) or "") is None:
-            continue
-        marks = []
-        if relative in DOC_DRIFT:
-            marks.append(pytest.mark.xfail(strict=True, reason="BUG: " + DOC_DRIFT[relative]))
-        yield pytest.param(path, id=relative, marks=marks)
-
-
-@pytest.mark.parametrize("path", list(may_import_cases()))
-def test_imports_follow_the_may_import_line(path):
-    assert undeclared_imports(path) == []
-
-
-def test_may_import_check_catches_undeclared_imports():
-    source = "import json\nimport orjson\nfrom server import catalog\nfrom server.errors import E\n"
-    imported = imports_of(source, "server.sealing")
-    assert undeclared("May import: errors, orjson.", imported, "server.sealing") == [
-        "server.catalog"
-    ]
-    assert undeclared("May import: the standard library only.", imported, "server.x") == [
-        "orjson",
-        "server.catalog",
-        "server.errors",
-    ]
-    assert undeclared("May import: everything.", imported, "server.x") == []
-    assert undeclared("No such line.", imported, "server.x") == []

@@ -1,4 +1,5 @@
-"""server.legacy: initialize and version negotiation, session methods, server-to-client requests.
+"""server.legacy.era: initialize and version negotiation, session methods, server-to-client
+requests.
 
 No HTTP here: the era gets sessions, runtimes and streams directly, as the shell passes them.
 """
@@ -14,14 +15,14 @@ from server.catalog import Catalog
 from server.context import Context, Elicitation, ElicitResult, Roots, Sampling
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
-from server.eventstream import EventStream
 from server.jsonrpc import Request, Response, encode_result
-from server.legacy import ClientRequestFailed, LegacyEra, LegacyExchange
-from server.liveness import SessionRuntime
+from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
+from server.legacy.eventstream import EventStream
+from server.legacy.runtime import SessionRuntime
+from server.legacy.sessions import MemorySessionStore, Session
 from server.pagination import Pager
 from server.protocol import LEGACY_VERSIONS
 from server.sealing import Sealer
-from server.sessions import MemorySessionStore, Session
 
 pytestmark = pytest.mark.anyio
 

@@ -1,10 +1,11 @@
-"""server.limits: token buckets with an injected clock, Retry-After, bounded memory, and the
+"""server.security.limits: token buckets with an injected clock, Retry-After, bounded memory, and
+the
 per-client stream and session counters (never negative, released on exceptions)."""
 
 import pytest
 
 from server.errors import http_status
-from server.limits import (
+from server.security.limits import (
     ClientCounter,
     RateLimited,
     RateLimiter,

@@ -1,4 +1,4 @@
-"""server.liveness: a legacy session's live part (streams, questions, calls, hub feed)."""
+"""server.legacy.runtime: a legacy session's live part (streams, questions, calls, hub feed)."""
 
 import asyncio
 import time
@@ -9,9 +9,14 @@ import orjson
 import pytest
 
 from server.catalog import Change
-from server.eventstream import EventStream, parse_event_id
-from server.liveness import MAX_STREAMS_PER_SESSION, Runtimes, SessionRuntime, is_standalone_id
-from server.subscriptions import Hub
+from server.hub import Hub
+from server.legacy.eventstream import EventStream, parse_event_id
+from server.legacy.runtime import (
+    MAX_STREAMS_PER_SESSION,
+    Runtimes,
+    SessionRuntime,
+    is_standalone_id,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""server.modern: the 2026-07-28 per-request rules and the modern result envelope.
+"""server.modern.era: the 2026-07-28 per-request rules and the modern result envelope.
 
 Everything runs in-process: requests are built as :class:`server.jsonrpc.Request`, headers as
 the lower-cased mapping the HTTP shell passes in, and ``send`` is a list.
@@ -13,7 +13,7 @@ import pytest
 from pydantic import Field
 
 from server.catalog import Catalog, Change
-from server.content import Text, ToolResult
+from server.catalog.content import Text, ToolResult
 from server.context import Context
 from server.dispatch import Dispatcher
 from server.errors import (
@@ -27,8 +27,8 @@ from server.errors import (
     http_status,
 )
 from server.jsonrpc import Request
-from server.modern import ModernEra, decode_header_value, header_matches
-from server.mrtr import RequestStates
+from server.modern.era import ModernEra, decode_header_value, header_matches
+from server.modern.input_required import RequestStates
 from server.pagination import Pager
 from server.sealing import Sealer
 
@@ -973,7 +973,7 @@ async def test_list_cache_is_bounded_by_the_number_of_pages():
 
 
 async def test_probe_catalog_smoke():
-    from server.catalogs.probe import catalog as probe
+    from server.builtin.probe import catalog as probe
 
     era = make_era(probe)
     discover, _ = await run(era, "server/discover")

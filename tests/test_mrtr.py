@@ -1,4 +1,5 @@
-"""server.mrtr: replaying handlers with recorded answers, and the sealed requestState."""
+"""server.modern.input_required: replaying handlers with recorded answers, and the sealed
+requestState."""
 
 import pytest
 from core_helpers import make_context
@@ -6,7 +7,12 @@ from core_helpers import make_context
 from server import sealing
 from server.context import Elicitation, Roots
 from server.errors import InvalidParams
-from server.mrtr import InputRequired, ReplayExchange, RequestStates, read_input_responses
+from server.modern.input_required import (
+    InputRequired,
+    ReplayExchange,
+    RequestStates,
+    read_input_responses,
+)
 from server.sealing import Sealer
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""server.prompts: prompt definitions and prompts/get rendering."""
+"""server.catalog.prompts: prompt definitions and prompts/get rendering."""
 
 from typing import Annotated
 
@@ -6,10 +6,10 @@ import pytest
 from core_helpers import make_context
 from pydantic import Field
 
-from server.content import Icon, Image, PromptMessage, Text, assistant, user
+from server.catalog.content import Icon, Image, PromptMessage, Text, assistant, user
+from server.catalog.prompts import Prompt, to_messages
 from server.context import Context
 from server.errors import InvalidParams
-from server.prompts import Prompt, to_messages
 
 pytestmark = pytest.mark.anyio
 

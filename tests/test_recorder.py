@@ -1,4 +1,5 @@
-"""server.recorder: the Recorder's bounded queue and writer thread over real and scripted sinks.
+"""server.records.recorder: the Recorder's bounded queue and writer thread over real and scripted
+sinks.
 
 No sockets. Failures are real where the filesystem can make them (a path below a regular file,
 ``/dev/full`` for a full disk) and scripted otherwise (a sink whose ``write`` raises).
@@ -18,9 +19,9 @@ from typing import Any
 import orjson
 import pytest
 
-from server.recorder import Recorder
-from server.records import Privacy
-from server.sinks import JsonlFileSink, SinkBacklogged
+from server.records.draft import Privacy
+from server.records.recorder import Recorder
+from server.records.sinks import JsonlFileSink, SinkBacklogged
 from tests.polling import wait_until_blocking
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +227,7 @@ def test_status_reports_every_field() -> None:
 def test_a_failing_sink_is_counted_logged_once_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="server.records")
+    caplog.set_level(logging.WARNING, logger="server.records.draft")
     sink = MemorySink("file")
     sink.failing = True
     recorder = Recorder([sink], capacity=1000, batch=4)
@@ -278,7 +279,7 @@ def test_one_failing_sink_does_not_stop_the_others() -> None:
 def test_a_file_sink_below_a_regular_file_fails_then_recovers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="server.records")
+    caplog.set_level(logging.WARNING, logger="server.records.draft")
     blocker = tmp_path / "records"
     blocker.write_text("in the way")
     path = blocker / "mcp-requests.jsonl"
@@ -382,7 +383,7 @@ def test_a_sink_whose_close_fails_does_not_stop_close(caplog: pytest.LogCaptureF
     first, second = BadClose("file"), MemorySink("stdout")
     recorder = Recorder([first, second], capacity=10)
     recorder.record({"n": 1})
-    with caplog.at_level(logging.ERROR, logger="server.records"):
+    with caplog.at_level(logging.ERROR, logger="server.records.draft"):
         recorder.close()
     assert second.closed == 1
     assert len(first.lines) == len(second.lines) == 1
@@ -453,7 +454,7 @@ def test_a_record_whose_preparation_fails_is_written_without_params(
     sink = MemorySink()
     recorder = Recorder([sink], capacity=10, prepare=explode)
     recorder.record({"n": 1, "params": {"password": "hunter2"}})
-    with caplog.at_level(logging.ERROR, logger="server.records"):
+    with caplog.at_level(logging.ERROR, logger="server.records.draft"):
         recorder.close()
     assert sink.records() == [{"n": 1, "params": None}]
     assert any("preparing a request record failed" in r.getMessage() for r in caplog.records)
@@ -638,7 +639,10 @@ def test_records_another_sink_wrote_are_written_once() -> None:
 # past the first batches (which fault its heap in once).
 WRITER_FAULTS = """
 import resource, time
-from server.recorder import Recorder
+from server.records.recorder import Recorder
+from server.serving.heap import keep_freed_heap
+
+keep_freed_heap()  # what serving sets for the process as the server starts
 
 class Sink:
     name = "faults"
@@ -666,8 +670,9 @@ print((steady[-1] - steady[0]) / len(steady))
     reason="glibc's malloc, per-thread rusage (Linux)",
 )
 def test_the_writer_does_not_fault_its_memory_in_again_for_every_batch() -> None:
-    # glibc gives a thread's free heap back past its trim threshold; the writer raises it so
-    # that its batches reuse the same pages (otherwise about one page fault per record).
+    # glibc gives a thread's free heap back past its trim threshold; serving raises it for
+    # the process, so the writer's batches reuse the same pages (otherwise about one page
+    # fault per record).
     done = subprocess.run(
         [sys.executable, "-c", WRITER_FAULTS],
         check=False,

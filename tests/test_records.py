@@ -1,9 +1,9 @@
-"""server.records: privacy rules, the client address, and the Draft that becomes the records.
+"""server.records.draft: privacy rules, the client address, and the Draft that becomes the records.
 
 No sockets: the Draft's observed ``send`` and ``receive`` are driven with fake ASGI messages,
 and the record shapes are checked against the field tables of docs/records.md, read from the
 document itself so the two cannot drift apart silently. The lines the writer builds straight
-from drafts (server.record_lines) are checked byte for byte against the record built, prepared
+from drafts (server.records.lines) are checked byte for byte against the record built, prepared
 and encoded.
 """
 
@@ -19,15 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from server.record_lines import (
-    MEMO_MAX_BYTES,
-    MEMO_MAX_ENTRIES,
-    iso_time,
-    request_id_of,
-    rounded_ms,
-)
-from server.recorder import Recorder
-from server.records import (
+from server.records.draft import (
     REDACTED,
     SCHEMA_VERSION,
     Draft,
@@ -35,6 +27,14 @@ from server.records import (
     client_address,
     parse_networks,
 )
+from server.records.lines import (
+    MEMO_MAX_BYTES,
+    MEMO_MAX_ENTRIES,
+    iso_time,
+    request_id_of,
+    rounded_ms,
+)
+from server.records.recorder import Recorder
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -691,7 +691,7 @@ async def test_a_client_that_left_before_any_response_has_a_null_status() -> Non
     assert wire.emitted[0]["status"] is None
 
 
-# -- request lines (server.record_lines) --------------------------------------------------------
+# -- request lines (server.records.lines) --------------------------------------------------------
 #
 # The writer builds a finished request's line straight from its draft. Whatever the draft, the
 # line must be byte for byte what building the record, applying the privacy rules and encoding

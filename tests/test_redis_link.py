@@ -1,4 +1,4 @@
-"""server.redis_link: bounded Redis operations, 503 on failure, connection state.
+"""server.state.redis.link: bounded Redis operations, 503 on failure, connection state.
 
 Uses the session's ``redis_server`` (a real redis-server); a test that stops it starts it again
 in a ``finally``. Every test has its own key prefix.
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.redis_link import PING_LOST_S, RedisLink, redis_failure
+from server.state.redis.link import PING_LOST_S, RedisLink, redis_failure
 from tests.polling import wait_until
 from tests.redis_server import RedisServer, free_port, fresh_prefix
 
@@ -167,7 +167,7 @@ async def test_reconnect_listeners_hear_once_that_redis_is_back(
 async def test_the_monitor_notices_redis_going_and_coming_back(
     link: RedisLink, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import server.redis_link as redis_link_module
+    import server.state.redis.link as redis_link_module
 
     monkeypatch.setattr(redis_link_module, "PING_CONNECTED_S", 0.05)
     monkeypatch.setattr(redis_link_module, "PING_LOST_S", 0.05)

@@ -1,6 +1,7 @@
-"""server.replication: which shared-state flavour is built, and what bus events do here.
+"""server.state: which shared-state flavour is built, and what bus events do here.
 
-:class:`Replica` is exercised on a real :class:`~server.app.Application` (its hub, its legacy
+:class:`~server.state.relay.BusRelay` is exercised on a real :class:`~server.app.Application` (its
+hub, its legacy
 shell and session runtimes), without HTTP: each test calls ``deliver`` as the bus would and
 checks what this process did. The Redis flavour uses the session's ``redis_server``.
 """
@@ -15,18 +16,19 @@ from typing import Any
 import pytest
 
 from server.app import Application
-from server.bus import LocalBus
-from server.bus_redis import RedisBus
 from server.catalog import Catalog, Change
-from server.liveness import SessionRuntime
-from server.redis_link import RedisLink
-from server.replication import Replica, SharedState, shared_state
-from server.sessions import MemorySessionStore
-from server.sessions_redis import RedisSessionStore
+from server.hub import Closed, Stream
+from server.legacy.runtime import SessionRuntime
+from server.legacy.sessions import MemorySessionStore
 from server.settings import Settings
-from server.stream_mirror import LocalMirror
-from server.stream_mirror_redis import RedisMirror
-from server.subscriptions import Closed, Stream
+from server.state import SharedState, shared_state
+from server.state.bus import LocalBus
+from server.state.mirror import LocalMirror
+from server.state.redis.bus import RedisBus
+from server.state.redis.link import RedisLink
+from server.state.redis.mirror import RedisMirror
+from server.state.redis.sessions import RedisSessionStore
+from server.state.relay import BusRelay
 from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -145,7 +147,7 @@ def test_a_url_without_a_shared_secret_is_refused(redis_server: RedisServer) -> 
         settings(redis_url=redis_server.url)
 
 
-# -- Replica.deliver: catalog changes -----------------------------------------------------------
+# -- BusRelay.deliver: catalog changes -----------------------------------------------------------
 
 
 async def test_a_change_reaches_the_hub(app: Application) -> None:
@@ -204,7 +206,7 @@ def test_announce_change_publishes_on_the_bus(app: Application) -> None:
     ]
 
 
-# -- Replica.deliver: a session's events --------------------------------------------------------
+# -- BusRelay.deliver: a session's events --------------------------------------------------------
 
 
 async def test_ended_releases_what_the_session_holds_here(
@@ -337,7 +339,7 @@ async def test_events_from_another_replica_arrive_through_the_bus(
     links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
     there, here = RedisBus(links[0]), RedisBus(links[1])
     app = Application(settings(), Catalog("replication-test", "1.0.0"))
-    replica = Replica(app.hub, app.legacy, here)
+    replica = BusRelay(app.hub, app.legacy, here)
     try:
         there.start(lambda kind, data: None)
         here.start(replica.deliver)

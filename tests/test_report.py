@@ -17,12 +17,12 @@ import orjson
 import pytest
 
 import server.__main__ as entry
-from server import report as report_module
-from server import report_read
-from server.report import Aggregator
-from server.report_html import render_html
-from server.report_model import ClientReport, Report
-from server.report_render import render_json, render_markdown, render_table, to_json
+from server.report import aggregate as report_module
+from server.report import read as report_read
+from server.report.aggregate import Aggregator
+from server.report.html import render_html
+from server.report.model import ClientReport, Report
+from server.report.render import render_json, render_markdown, render_table, to_json
 
 MODERN = "2026-07-28"
 LEGACY_ADVERTISED = ["initialize", "ping", "tools/list", "tools/call", "prompts/list"]

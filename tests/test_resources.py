@@ -1,14 +1,14 @@
-"""server.resources: fixed resources, templates, and resources/read contents."""
+"""server.catalog.resources: fixed resources, templates, and resources/read contents."""
 
 import base64
 
 import pytest
 from core_helpers import make_context
 
-from server.content import BlobContents, TextContents
+from server.catalog.content import BlobContents, TextContents
+from server.catalog.resources import Resource, ResourceTemplate, to_contents
 from server.context import Context
 from server.errors import ResourceNotFound
-from server.resources import Resource, ResourceTemplate, to_contents
 
 pytestmark = pytest.mark.anyio
 

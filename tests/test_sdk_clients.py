@@ -781,6 +781,10 @@ async def test_expired_session_found_by_a_request_ends_its_runtime(probe: Live) 
     async with connect(probe.url, LEGACY, terminate_on_close=False) as (client, wire):
         await client.call_tool("echo", {"text": "hi"})
         [session_id] = wire.session_ids()
+    # A busy session never expires: wait until the server has seen the client's GET stream
+    # close (under load that can take a moment after the client is gone).
+    runtime = probe.app.runtimes.peek(session_id)
+    await eventually(lambda: runtime is None or not runtime.busy())
     # Make it idle past the timeout before the periodic sweep (every 30 s here) gets to it.
     probe.app.sessions._sessions[session_id].last_seen -= 7200  # type: ignore[attr-defined]
     async with httpx.AsyncClient(timeout=5) as http:

@@ -1,4 +1,4 @@
-"""server.sessions: the in-memory session store (ids, idle expiry, busy sessions, the cap).
+"""server.legacy.sessions: the in-memory session store (ids, idle expiry, busy sessions, the cap).
 
 Idle time is simulated by moving a session's ``last_seen`` back, so no test sleeps.
 """
@@ -6,7 +6,7 @@ Idle time is simulated by moving a session's ``last_seen`` back, so no test slee
 import pytest
 
 from server.errors import McpError, http_status
-from server.sessions import MemorySessionStore, Session, SessionLimit, new_session_id
+from server.legacy.sessions import MemorySessionStore, Session, SessionLimit, new_session_id
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""server.sessions_redis: legacy sessions in a real Redis, shared by two store instances.
+"""server.state.redis.sessions: legacy sessions in a real Redis, shared by two store instances.
 
 Two :class:`RedisSessionStore` instances on their own links but one key prefix stand for two
 replicas. Idle expiry is Redis's TTL, so the tests that need it use small idle timeouts and
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.redis_link import RedisLink
-from server.sessions import Session, SessionLimit
-from server.sessions_redis import MAX_SESSION_ID_LENGTH, RedisSessionStore
+from server.legacy.sessions import Session, SessionLimit
+from server.state.redis.link import RedisLink
+from server.state.redis.sessions import MAX_SESSION_ID_LENGTH, RedisSessionStore
 from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,5 @@
-"""server.signatures: a Python signature becomes a validator, inputSchema and outputSchema."""
+"""server.catalog.signatures: a Python signature becomes a validator, inputSchema and
+outputSchema."""
 
 import typing
 from collections.abc import Sequence
@@ -7,14 +8,14 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from server.content import Image, Text, ToolResult
-from server.context import Context
-from server.signatures import (
+from server.catalog.content import Image, Text, ToolResult
+from server.catalog.signatures import (
     ArgumentsInvalid,
     description_from_doc,
     read_output,
     read_parameters,
 )
+from server.context import Context
 
 
 class Point(BaseModel):

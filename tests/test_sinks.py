@@ -1,4 +1,4 @@
-"""server.sinks: the rotating JSON Lines file, stdout, and building the sinks from settings.
+"""server.records.sinks: the rotating JSON Lines file, stdout, and building the sinks from settings.
 
 No sockets. Failures are real where the filesystem can make them (a path below a regular file,
 ``/dev/full`` for a full disk) and scripted otherwise (a sink whose ``write`` raises).
@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from server.recorder import Recorder
-from server.sinks import JsonlFileSink, StdoutSink, build_sinks
+from server.records.recorder import Recorder
+from server.records.sinks import JsonlFileSink, StdoutSink, build_sinks
 
 
 def line(number: int, width: int = 24) -> bytes:

@@ -1,4 +1,4 @@
-"""server.sinks_redis and ``report redis://``: request records through a real Redis stream.
+"""server.records.sinks.redis and ``report redis://``: request records through a real Redis stream.
 
 Uses the session's ``redis_server`` (a real redis-server on a free port); every test has its
 own stream key. Tests that stop Redis start it again in a ``finally``. A restarted Redis is
@@ -18,12 +18,13 @@ import orjson
 import pytest
 import redis
 
-import server
 import server.__main__ as entry
-from server import report_redis
-from server.recorder import Recorder
-from server.sinks import build_sinks
-from server.sinks_redis import RedisStreamSink
+import server.records.sinks
+import server.report
+from server.records.recorder import Recorder
+from server.records.sinks import build_sinks
+from server.records.sinks.redis import RedisStreamSink
+from server.report import redis as report_redis
 from tests.polling import wait_until_blocking
 from tests.redis_server import RedisServer, free_port
 from tests.test_report import MIXED
@@ -227,8 +228,8 @@ def test_build_sinks_says_when_the_redis_package_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)
-    monkeypatch.delitem(sys.modules, "server.sinks_redis")
-    monkeypatch.delattr(server, "sinks_redis")
+    monkeypatch.delitem(sys.modules, "server.records.sinks.redis")
+    monkeypatch.delattr(server.records.sinks, "redis")
     with pytest.raises(ValueError, match=r"needs the redis package: pip install"):
         build(["redis"], tmp_path, redis_url="redis://127.0.0.1:1/0")
     assert build(["file"], tmp_path)  # the other sinks do not need it
@@ -330,7 +331,7 @@ def test_the_report_says_when_the_redis_package_is_missing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)
-    monkeypatch.delitem(sys.modules, "server.report_redis")
-    monkeypatch.delattr(server, "report_redis")  # else "from server import" finds it there
+    monkeypatch.delitem(sys.modules, "server.report.redis")
+    monkeypatch.delattr(server.report, "redis")  # else "from server import" finds it there
     assert entry.main(["report", "redis://127.0.0.1:1/0"]) == 2
     assert "needs the redis package" in capsys.readouterr().err

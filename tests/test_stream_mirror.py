@@ -1,4 +1,4 @@
-"""server.stream_mirror: legacy stream events copied to Redis Streams, replayed and followed.
+"""server.state.mirror: legacy stream events copied to Redis Streams, replayed and followed.
 
 One :class:`RedisMirror` copies a tracked :class:`EventStream` (as the replica that runs the
 call does); another, on its own link with the same prefix, opens and tails the copy (as the
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from server.eventstream import EventStream
-from server.redis_link import RedisLink
-from server.stream_mirror import Copy, LocalMirror
-from server.stream_mirror_redis import RedisMirror
+from server.legacy.eventstream import Copy, EventStream
+from server.state.mirror import LocalMirror
+from server.state.redis.link import RedisLink
+from server.state.redis.mirror import RedisMirror
 from tests.polling import wait_until
 from tests.redis_server import RedisServer, fresh_prefix
 

@@ -1,4 +1,4 @@
-"""server.subscriptions: the Hub's fan-out with bounded queues, and the listen filter."""
+"""server.hub: the Hub's fan-out with bounded queues, and the listen filter."""
 
 import asyncio
 
@@ -6,7 +6,7 @@ import pytest
 
 from server.catalog import Catalog, Change
 from server.errors import InvalidParams
-from server.subscriptions import (
+from server.hub import (
     MAX_RESOURCE_SUBSCRIPTIONS,
     MAX_URI_LENGTH,
     Closed,

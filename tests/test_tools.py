@@ -1,4 +1,4 @@
-"""server.tools: tool definitions, header params, and how calls run and are shaped."""
+"""server.catalog.tools: tool definitions, header params, and how calls run and are shaped."""
 
 import threading
 from typing import Annotated
@@ -8,11 +8,11 @@ import pytest
 from core_helpers import RecordingExchange, make_context
 from pydantic import BaseModel, Field
 
-from server.content import Icon, Image, ResourceLink, Text, ToolResult
+from server.catalog.content import Icon, Image, ResourceLink, Text, ToolResult
+from server.catalog.tools import Tool, error_result, to_content
 from server.context import Context, Roots
 from server.errors import InvalidParams, ToolError
-from server.mrtr import InputRequired
-from server.tools import Tool, error_result, to_content
+from server.modern.input_required import InputRequired
 
 pytestmark = pytest.mark.anyio
 

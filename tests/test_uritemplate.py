@@ -1,10 +1,10 @@
-"""server.uritemplate: RFC 6570 level 1 and 2 expansion and matching."""
+"""server.catalog.uritemplate: RFC 6570 level 1 and 2 expansion and matching."""
 
 import contextlib
 
 import pytest
 
-from server.uritemplate import TemplateError, UriTemplate
+from server.catalog.uritemplate import TemplateError, UriTemplate
 
 
 def test_variables_in_order():

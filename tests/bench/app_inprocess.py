@@ -37,7 +37,7 @@ from http_bench import CALL_PARAMS as CALL  # noqa: E402
 from http_bench import LEGACY, META, MODERN  # noqa: E402
 
 from server.app import Application  # noqa: E402
-from server.catalogs.probe import catalog as probe_catalog  # noqa: E402
+from server.builtin.probe import catalog as probe_catalog  # noqa: E402
 from server.serving import tune_collector  # noqa: E402
 from server.settings import Settings  # noqa: E402
 

@@ -245,7 +245,7 @@ def running_server(port: int, digests: list[str]) -> Iterator[subprocess.Popen[b
 
 async def main_async(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT))
-    from server.auth import new_token
+    from server.security.auth import new_token
 
     (polite_token, polite_digest), (greedy_token, greedy_digest) = new_token(), new_token()
     port = free_port()

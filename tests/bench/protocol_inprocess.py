@@ -6,7 +6,8 @@
 Feeds raw HTTP/1.1 requests (the modern ``tools/call`` of ``echo`` that the HTTP benchmark
 sends) to one connection's protocol object on a uvloop loop, with a transport that only counts
 what is written, and waits for each answer: uvicorn's httptools protocol as it comes
-(``uvicorn``) or this server's (``this``: :mod:`server.http_protocol`, with coalesced writes).
+(``uvicorn``) or this server's (``this``: :mod:`server.serving.uvicorn_protocol`, with coalesced
+writes).
 ``--app bare`` answers with a fixed result (the HTTP benchmark's limit app), so the numbers are
 the protocol's own (parsing, the request's task, the response's head and writes, keep-alive)
 plus this harness; ``--app server`` puts this server's app behind it. Compare the protocols at
@@ -91,7 +92,7 @@ async def measure(args: argparse.Namespace) -> None:
         app: Any = bare_app
     else:
         from server.app import Application
-        from server.catalogs.probe import catalog
+        from server.builtin.probe import catalog
         from server.settings import Settings
 
         settings = Settings(
@@ -99,7 +100,7 @@ async def measure(args: argparse.Namespace) -> None:
         )
         app = Application(settings, catalog).entry
     if args.protocol == "this":
-        from server.http_protocol import HttpProtocol
+        from server.serving.uvicorn_protocol import HttpProtocol
 
         protocol_class: Any = HttpProtocol
     else:

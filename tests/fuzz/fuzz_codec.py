@@ -4,10 +4,11 @@ Targets, chosen by the first input byte:
 
 - ``server.jsonrpc.decode``: any bytes either decode to messages (valid ids, re-encodable) or
   raise an ``McpError`` whose ``request_id`` is echoable; nothing else may escape;
-- ``server.modern.decode_header_value``: any header value (bytes as Latin-1, as the endpoint
+- ``server.modern.era.decode_header_value``: any header value (bytes as Latin-1, as the endpoint
   reads them) is returned trimmed or refused with ``HeaderMismatch``, and every string survives
   the ``=?base64?...?=`` sentinel round trip;
-- ``server.auth.bearer_token``: an ``Authorization`` value gives a token that is a valid RFC 6750
+- ``server.security.auth.bearer_token``: an ``Authorization`` value gives a token that is a valid
+RFC 6750
   b64token taken from the value, None, or ``InvalidAuthRequest``.
 
 Run from the repository root::
@@ -43,7 +44,6 @@ except ImportError:  # the fallback loop below
 
 if atheris is not None:
     with atheris.instrument_imports(include=["server"]):
-        from server.auth import InvalidAuthRequest, bearer_token
         from server.errors import HeaderMismatch, McpError
         from server.jsonrpc import (
             Notification,
@@ -54,9 +54,9 @@ if atheris is not None:
             encode_result,
             is_valid_id,
         )
-        from server.modern import decode_header_value
+        from server.modern.era import decode_header_value
+        from server.security.auth import InvalidAuthRequest, bearer_token
 else:
-    from server.auth import InvalidAuthRequest, bearer_token
     from server.errors import HeaderMismatch, McpError
     from server.jsonrpc import (
         Notification,
@@ -67,7 +67,8 @@ else:
         encode_result,
         is_valid_id,
     )
-    from server.modern import decode_header_value
+    from server.modern.era import decode_header_value
+    from server.security.auth import InvalidAuthRequest, bearer_token
 
 DEFAULT_RUNS = 200_000
 B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")

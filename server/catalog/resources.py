@@ -1,0 +1,184 @@
+"""Declared resources and resource templates, and how ``resources/read`` renders them.
+
+A resource is a fixed URI; a template is an RFC 6570 pattern whose variables become the
+handler's parameters (validated and converted by their type hints). A handler returns text
+(``str``), bytes, or :class:`~server.catalog.content.TextContents` / ``BlobContents`` (one or a
+list);
+the declared MIME type is applied to the simple forms.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio.to_thread
+
+from server.catalog.completion import Completer
+from server.catalog.content import BlobContents, Icon, TextContents
+from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
+from server.catalog.uritemplate import UriTemplate
+from server.context import Context
+from server.errors import ResourceNotFound
+
+
+def _definition(
+    key: str,
+    value: str,
+    *,
+    name: str,
+    title: str | None,
+    description: str | None,
+    mime_type: str | None,
+    annotations: Mapping[str, Any] | None,
+    icons: Sequence[Icon] | None,
+    meta: Mapping[str, Any] | None,
+    size: int | None = None,
+) -> dict[str, Any]:
+    definition: dict[str, Any] = {key: value, "name": name}
+    for field, field_value in (
+        ("title", title),
+        ("description", description),
+        ("mimeType", mime_type),
+        ("size", size),
+    ):
+        if field_value is not None:
+            definition[field] = field_value
+    if annotations:
+        definition["annotations"] = dict(annotations)
+    if icons:
+        definition["icons"] = [icon.to_wire() for icon in icons]
+    if meta:
+        definition["_meta"] = dict(meta)
+    return definition
+
+
+class _Readable:
+    handler: Callable[..., Any]
+    mime_type: str | None
+    context_param: str | None
+
+    async def _run(
+        self, uri: str, kwargs: dict[str, Any], context: Context
+    ) -> list[dict[str, Any]]:
+        if self.context_param:
+            kwargs[self.context_param] = context
+        if inspect.iscoroutinefunction(self.handler):
+            value = await self.handler(**kwargs)
+        else:
+            value = await anyio.to_thread.run_sync(
+                lambda: self.handler(**kwargs), abandon_on_cancel=True
+            )
+        return [contents.to_wire() for contents in to_contents(uri, value, self.mime_type)]
+
+
+class Resource(_Readable):
+    def __init__(
+        self,
+        uri: str,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = None,
+    ) -> None:
+        self.uri = uri
+        self.handler = func
+        self.mime_type = mime_type
+        self.ttl_ms = ttl_ms
+        parameters = read_parameters(func, name=name or uri)
+        if parameters.names:
+            raise TypeError(f"resource {uri}: a fixed resource takes no parameters but a Context")
+        self.context_param = parameters.context_param
+        self.definition = _definition(
+            "uri",
+            uri,
+            name=name or func.__name__,
+            title=title,
+            description=description or description_from_doc(func.__doc__),
+            mime_type=mime_type,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+            size=size,
+        )
+
+    async def read(self, context: Context) -> list[dict[str, Any]]:
+        return await self._run(self.uri, {}, context)
+
+
+class ResourceTemplate(_Readable):
+    def __init__(
+        self,
+        uri_template: str,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        ttl_ms: int | None = None,
+    ) -> None:
+        self.template = UriTemplate(uri_template)
+        self.handler = func
+        self.mime_type = mime_type
+        self.ttl_ms = ttl_ms
+        self.parameters = read_parameters(func, name=name or uri_template)
+        if set(self.parameters.names) != set(self.template.variables):
+            raise TypeError(
+                f"template {uri_template}: parameters {sorted(self.parameters.names)} must be "
+                f"exactly the template variables {sorted(self.template.variables)}"
+            )
+        self.context_param = self.parameters.context_param
+        self.completers: dict[str, Completer] = {}
+        self.definition = _definition(
+            "uriTemplate",
+            uri_template,
+            name=name or func.__name__,
+            title=title,
+            description=description or description_from_doc(func.__doc__),
+            mime_type=mime_type,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+        )
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        return self.template.match(uri)
+
+    async def read(
+        self, uri: str, variables: dict[str, str], context: Context
+    ) -> list[dict[str, Any]]:
+        try:
+            kwargs = self.parameters.bind(variables)
+        except ArgumentsInvalid:
+            # The URI has the template's shape but names nothing this template serves.
+            raise ResourceNotFound(uri) from None
+        return await self._run(uri, kwargs, context)
+
+
+def to_contents(uri: str, value: Any, mime_type: str | None) -> list[TextContents | BlobContents]:
+    if isinstance(value, (TextContents, BlobContents)):
+        return [value]
+    if isinstance(value, str):
+        return [TextContents(uri, value, mime_type or "text/plain")]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return [BlobContents(uri, bytes(value), mime_type or "application/octet-stream")]
+    if isinstance(value, (list, tuple)):
+        out: list[TextContents | BlobContents] = []
+        for item in value:
+            out.extend(to_contents(uri, item, mime_type))
+        return out
+    raise TypeError(
+        f"resource {uri} returned {type(value).__name__}; return str, bytes or contents"
+    )

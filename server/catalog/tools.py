@@ -1,0 +1,200 @@
+"""A declared tool: its definition (built once) and how a call runs.
+
+``Tool.from_function`` reads a typed Python function: parameters become the validated
+``inputSchema`` (or an explicit JSON Schema is kept verbatim), the docstring the description,
+the return annotation an ``outputSchema``. ``Tool.call`` validates arguments, runs the
+handler (sync handlers in a worker thread, so a blocking tool cannot stall the server) and
+shapes whatever it returns into a ``CallToolResult``. Failures the model should see
+(invalid arguments, :class:`~server.errors.ToolError`, crashes) become ``isError`` results;
+protocol errors and control flow (input required, cancellation) pass through.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio.to_thread
+import orjson
+
+from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
+from server.catalog.signatures import (
+    ArgumentsInvalid,
+    Output,
+    Parameters,
+    description_from_doc,
+    read_output,
+    read_parameters,
+)
+from server.context import Context
+from server.errors import McpError, ToolError
+
+log = logging.getLogger(__name__)
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9\-]+$")
+_HEADER_TYPES = {"string", "integer", "boolean"}
+
+
+def _header_params(schema: Mapping[str, Any], tool: str) -> dict[str, str]:
+    """``x-mcp-header`` marks: header suffix (lower-cased) -> top-level property name."""
+    found: dict[str, str] = {}
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for prop, sub in properties.items():
+            if not isinstance(sub, Mapping) or "x-mcp-header" not in sub:
+                continue
+            header = sub["x-mcp-header"]
+            if not isinstance(header, str) or not HEADER_NAME.match(header):
+                raise ValueError(f"{tool}: x-mcp-header of {prop!r} must be a header-safe token")
+            if sub.get("type") not in _HEADER_TYPES:
+                raise ValueError(
+                    f"{tool}: x-mcp-header {header!r} needs a string, integer or boolean"
+                )
+            if header.lower() in found:
+                raise ValueError(f"{tool}: x-mcp-header {header!r} is declared twice")
+            found[header.lower()] = prop
+    return found
+
+
+class Tool:
+    """A tool as the catalog holds it; build one with :meth:`from_function`."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        handler: Callable[..., Any],
+        parameters: Parameters,
+        input_schema: dict[str, Any],
+        output: Output | None,
+        output_schema: dict[str, Any] | None,
+        description: str | None,
+        title: str | None,
+        annotations: Mapping[str, Any] | None,
+        icons: Sequence[Icon] | None,
+        meta: Mapping[str, Any] | None,
+        scopes: Sequence[str] = (),
+    ) -> None:
+        if not TOOL_NAME.match(name):
+            raise ValueError(f"tool name {name!r} must be 1-128 characters of A-Z a-z 0-9 _ . -")
+        if input_schema.get("type") != "object":
+            raise ValueError(f"{name}: inputSchema must have type 'object' at the root")
+        self.name = name
+        self.handler = handler
+        self.scopes = tuple(scopes)
+        self.parameters = parameters
+        self.output = output
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self.header_params = _header_params(input_schema, name)
+        definition: dict[str, Any] = {"name": name}
+        if title:
+            definition["title"] = title
+        # Clients (and the conformance suite) expect a description on every tool.
+        definition["description"] = description or name
+        definition["inputSchema"] = input_schema
+        if output_schema is not None:
+            definition["outputSchema"] = output_schema
+        if annotations:
+            definition["annotations"] = dict(annotations)
+        if icons:
+            definition["icons"] = [icon.to_wire() for icon in icons]
+        if meta:
+            definition["_meta"] = dict(meta)
+        self.definition = definition
+
+    @classmethod
+    def from_function(
+        cls,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
+    ) -> Tool:
+        tool_name = name or func.__name__
+        parameters = read_parameters(func, name=tool_name, strict=input_schema is None)
+        output = read_output(func) if structured_output is not False else None
+        if structured_output and output is None:
+            raise TypeError(f"{tool_name}: structured_output needs a structured return annotation")
+        return cls(
+            name=tool_name,
+            handler=func,
+            parameters=parameters,
+            input_schema=dict(input_schema) if input_schema is not None else parameters.schema,
+            output=output,
+            output_schema=dict(output_schema)
+            if output_schema is not None
+            else (output.schema if output else None),
+            description=description or description_from_doc(func.__doc__),
+            title=title,
+            annotations=annotations,
+            icons=icons,
+            meta=meta,
+            scopes=scopes,
+        )
+
+    async def call(self, arguments: Mapping[str, Any], context: Context) -> dict[str, Any]:
+        """Run the tool; the ``CallToolResult`` wire dict."""
+        try:
+            kwargs = self.parameters.bind(arguments)
+        except ArgumentsInvalid as invalid:
+            return error_result(str(invalid))
+        if self.parameters.context_param:
+            kwargs[self.parameters.context_param] = context
+        try:
+            if self.is_async:
+                value = await self.handler(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(
+                    lambda: self.handler(**kwargs), abandon_on_cancel=True
+                )
+        except ToolError as failure:
+            return error_result(str(failure) or f"Tool {self.name} failed")
+        except McpError:
+            raise
+        except Exception:
+            log.exception("tool %s raised", self.name)
+            return error_result(f"Tool {self.name} failed with an internal error")
+        return self.shape(value)
+
+    def shape(self, value: Any) -> dict[str, Any]:
+        if type(value) is str and self.output is None:
+            return {"content": [{"type": "text", "text": value}]}  # the common case, directly
+        if isinstance(value, ToolResult):
+            return value.to_wire()
+        if self.output is not None:
+            structured = self.output.dump(value)
+            text = orjson.dumps(structured).decode()
+            return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+        return {"content": [block.to_wire() for block in to_content(value)]}
+
+
+def to_content(value: Any) -> list[ContentBlock]:
+    """Whatever a tool returned, as content blocks."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Text(value)]
+    if isinstance(value, CONTENT_TYPES):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        blocks: list[ContentBlock] = []
+        for item in value:
+            blocks.extend(to_content(item))
+        return blocks
+    return [Text(orjson.dumps(value, default=str).decode())]
+
+
+def error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}

@@ -1,0 +1,277 @@
+"""The legacy era (2025-11-25 and older): ``initialize``, sessions, and what they carry.
+
+``LegacyEra`` negotiates the version, answers ``initialize`` with the capability shape of that
+version, and serves the session methods (``ping``, ``logging/setLevel``,
+``resources/subscribe``/``unsubscribe``) plus every shared method through the same
+:class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once. List
+pages are encoded once per catalog version and answered as those bytes, as in the modern era.
+
+Asking the client (sampling, elicitation, roots) is :class:`LegacyExchange`: a real
+server-to-client JSON-RPC request on the call's own stream, answered by a later POST that
+:meth:`LegacyEra.accept_response` matches by id to the waiting handler. A timeout, an error
+answer and the session ending all release the waiter.
+
+This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from server.aio import Deadline, running_loop
+from server.catalog import Catalog
+from server.context import Context, InputRequest
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
+from server.legacy.eventstream import EventStream
+from server.legacy.runtime import SessionRuntime
+from server.legacy.sessions import Session, SessionStore
+from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK
+
+log = logging.getLogger(__name__)
+
+MAX_SUBSCRIPTIONS = 1000
+# Capabilities a version did not know yet are left out of its initialize result.
+_INTRODUCED = {"completions": "2025-03-26"}
+
+
+class ClientRequestFailed(ToolError):
+    """The client answered a question with an error, or not in time; the tool fails with it."""
+
+
+class LegacyExchange:
+    """Server-to-client requests and notifications on one call's stream."""
+
+    def __init__(
+        self, runtime: SessionRuntime, stream: EventStream, timeout_s: float, *, resumable: bool
+    ) -> None:
+        self._runtime = runtime
+        self._stream = stream
+        self._timeout_s = timeout_s
+        self._resumable = resumable
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if not self._stream.finished:
+            self._stream.publish(encode_notification(method, params))
+
+    def close_stream(self) -> None:
+        """End the HTTP connection carrying this call; the client resumes with Last-Event-ID.
+
+        Only where the client got a priming event id to resume from (2025-11-25 and later);
+        for older clients closing the connection would lose the result, so it stays open."""
+        if self._resumable:
+            self._stream.end_connections()
+
+    async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
+        loop = running_loop()
+        waiting: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        try:
+            for key, request in requests.items():
+                request_id = self._runtime.next_request_id()
+                future: asyncio.Future[dict[str, Any]] = loop.create_future()
+                self._runtime.pending[request_id] = future
+                waiting[key] = (request_id, future)
+                self._stream.publish(encode_request(request_id, request.method, request.params()))
+            try:
+                async with Deadline(self._timeout_s):
+                    await asyncio.gather(*(future for _, future in waiting.values()))
+            except TimeoutError:
+                raise ClientRequestFailed(
+                    f"The client did not answer within {self._timeout_s:g} s"
+                ) from None
+            answers: dict[str, Any] = {}
+            for key, (_, future) in waiting.items():
+                response = future.result()
+                if "error" in response:
+                    error = response["error"]
+                    raise ClientRequestFailed(
+                        f"The client refused {requests[key].method}: {error.get('message', error)}"
+                    )
+                try:
+                    answers[key] = requests[key].parse(response.get("result"))
+                except ValueError as malformed:
+                    raise ClientRequestFailed(
+                        f"The client's answer to {requests[key].method} is malformed: {malformed}"
+                    ) from None
+            return answers
+        finally:
+            for request_id, future in waiting.values():
+                self._runtime.pending.pop(request_id, None)
+                if not future.done():
+                    future.cancel()
+
+
+class LegacyEra:
+    def __init__(
+        self,
+        catalog: Catalog,
+        dispatcher: Dispatcher,
+        store: SessionStore,
+        *,
+        client_request_timeout_s: float,
+        supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
+    ) -> None:
+        # Told when a session's resource subscriptions change, so a GET stream held by
+        # another replica can follow them.
+        self.on_subscriptions: Callable[[Session], None] | None = None
+        self.catalog = catalog
+        self.dispatcher = dispatcher
+        self.store = store
+        self.client_request_timeout_s = client_request_timeout_s
+        self.supported_versions = supported_versions
+        # List pages, encoded once per catalog version (every legacy version lists the same).
+        self._pages = EncodedResults(catalog)
+
+    # -- initialize ------------------------------------------------------------------------
+
+    def negotiate(self, requested: Any) -> str:
+        """The requested version when served, else the newest legacy version (never an error)."""
+        if isinstance(requested, str) and requested in self.supported_versions:
+            return requested
+        return self.supported_versions[0]
+
+    def capabilities(self, version: str) -> dict[str, Any]:
+        capabilities = dict(self.catalog.snapshot.capabilities)
+        capabilities.pop("extensions", None)
+        for name, since in _INTRODUCED.items():
+            if version < since:
+                capabilities.pop(name, None)
+        return capabilities
+
+    async def initialize(self, request: Request) -> tuple[Session, dict[str, Any]]:
+        params = request.params
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise InvalidParams("initialize needs params.protocolVersion (a string)")
+        capabilities = params.get("capabilities", {})
+        client_info = params.get("clientInfo", {})
+        if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+            raise InvalidParams(
+                "initialize needs params.capabilities and params.clientInfo objects"
+            )
+        version = self.negotiate(requested)
+        session = await self.store.create(version, client_info, capabilities)
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(version),
+            "serverInfo": self.catalog.server_info,
+        }
+        if self.catalog.instructions:
+            result["instructions"] = self.catalog.instructions
+        return session, result
+
+    # -- requests in a session -------------------------------------------------------------
+
+    def advertised(self, version: str) -> list[str]:
+        """The methods a session of ``version`` can call (what its capabilities promise)."""
+        capabilities = self.capabilities(version)
+        served = [
+            method for method in LEGACY_METHODS if method == "initialize" or self.serves(method)
+        ]
+        if "completions" not in capabilities:
+            served = [method for method in served if method != "completion/complete"]
+        return served
+
+    def serves(self, method: str) -> bool:
+        if method == "ping":
+            return True
+        if method == "logging/setLevel":
+            return "logging" in self.catalog.snapshot.capabilities
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            resources = self.catalog.snapshot.capabilities.get("resources", {})
+            return bool(resources.get("subscribe"))
+        return self.dispatcher.serves(method)
+
+    def context(self, session: Session, request: Request, exchange: LegacyExchange) -> Context:
+        meta = request.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        return Context(
+            exchange=exchange,
+            method=request.method,
+            request_id=request.id,
+            era="legacy",
+            protocol_version=session.protocol_version,
+            client_capabilities=session.client_capabilities,
+            client_info=session.client_info,
+            log_level=session.log_level,
+            progress_token=token if is_valid_id(token) else None,
+        )
+
+    async def handle(
+        self, session: Session, runtime: SessionRuntime, request: Request, context: Context
+    ) -> dict[str, Any] | orjson.Fragment:
+        method, params = request.method, request.params
+        if not self.serves(method):
+            raise MethodNotFound(method)
+        if method == "ping":
+            return {}
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if not isinstance(level, str) or level not in LOG_LEVEL_RANK:
+                raise InvalidParams(
+                    f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVEL_RANK)}"
+                )
+            session.log_level = level
+            await self.store.save(session)
+            return {}
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            uri = params.get("uri")
+            if not isinstance(uri, str) or ":" not in uri or len(uri) > 2048:
+                raise InvalidParams("params.uri must be a URI")
+            if method == "resources/subscribe":
+                if (
+                    uri not in session.subscriptions
+                    and len(session.subscriptions) >= MAX_SUBSCRIPTIONS
+                ):
+                    raise InvalidParams(
+                        f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                    )
+                session.subscriptions.add(uri)
+            else:
+                session.subscriptions.discard(uri)
+            runtime.subscriptions = set(session.subscriptions)
+            await self.store.save(session)
+            if self.on_subscriptions is not None:
+                self.on_subscriptions(session)
+            return {}
+        if method in LIST_METHODS:
+            return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
+        return await self.dispatcher.call(method, params, context)
+
+    async def initialized(self, session: Session) -> None:
+        session.initialized = True
+        await self.store.save(session)
+
+    # -- messages that are not requests -----------------------------------------------------
+
+    @staticmethod
+    def accept_response(runtime: SessionRuntime, response: Response) -> bool:
+        """Hand a client's answer to the handler waiting for it; False if none waits."""
+        future = runtime.pending.get(str(response.id))
+        if future is None or future.done():
+            return False
+        if response.error is not None:
+            future.set_result({"error": response.error})
+        else:
+            future.set_result({"result": response.result})
+        return True
+
+    @staticmethod
+    def cancel(runtime: SessionRuntime, params: Mapping[str, Any]) -> bool:
+        """``notifications/cancelled``: stop the named call; malformed or unknown is ignored."""
+        request_id = params.get("requestId")
+        if not isinstance(request_id, (str, int)) or not is_valid_id(request_id):
+            return False
+        task = runtime.inflight.get(request_id)
+        if task is None or task.done():
+            return False
+        reason = params.get("reason")
+        log.info("client cancelled request %r%s", request_id, f": {reason}" if reason else "")
+        task.cancel()
+        return True

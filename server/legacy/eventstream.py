@@ -1,0 +1,140 @@
+"""Resumable event streams for the legacy era: ids, a bounded replay buffer, followers.
+
+A legacy POST that streams, and a session's standalone GET stream, are each an
+:class:`EventStream`: a logical stream that outlives the HTTP connection carrying it. Every
+message gets an SSE id ``<stream>_<seq>`` (unique within the session, and naming its stream),
+is kept in a bounded buffer, and is handed to whichever connection follows the stream. When a
+connection drops, or the server ends it on purpose (SSE polling), the client resumes with
+``Last-Event-ID`` and gets what it missed on that same stream, never another's.
+
+Another replica can carry on a stream: an ``observer`` hears every event and the end (the
+Redis mirror copies them), and a stream built with ``start_seq`` continues a stream whose
+events come from elsewhere (see :mod:`server.state.mirror`).
+
+Memory is bounded twice: each stream keeps its last ``capacity`` events, and each session keeps
+a bounded number of streams (see :mod:`server.legacy.runtime`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# Hears (seq, payload) for every event, and (seq, None) once when the stream finishes.
+Observer = Callable[[int, bytes | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: str
+    payload: bytes
+
+
+def parse_event_id(event_id: str) -> tuple[str, int] | None:
+    stream_id, sep, seq = event_id.strip().rpartition("_")
+    if not sep or not stream_id or not (seq.isascii() and seq.isdigit()):
+        return None
+    return stream_id, int(seq)
+
+
+class EventStream:
+    """One logical stream; ``finish`` publishes the last message and closes it."""
+
+    def __init__(self, stream_id: str, capacity: int, *, start_seq: int = 0) -> None:
+        self.id = stream_id
+        self._events: deque[tuple[int, Event]] = deque(maxlen=capacity)
+        self._seq = start_seq
+        self.observer: Observer | None = None
+        # Told once, when the stream finishes (the session's index of finished streams).
+        self.on_finish: Callable[[EventStream], None] | None = None
+        self._wakeup = asyncio.Event()
+        self.finished = False
+        # Bumped to end the current connections without ending the stream (SSE polling).
+        self._generation = 0
+        self.end_reason = "complete"
+
+    @property
+    def priming_id(self) -> str:
+        """The id of the empty priming event: resuming from it replays everything."""
+        return f"{self.id}_0"
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def publish(self, payload: bytes) -> Event:
+        if self.finished:
+            raise RuntimeError(f"stream {self.id} is finished")
+        self._seq += 1
+        # Kept for replay: an exact-size copy, as orjson's output holds a 4 KiB buffer (a
+        # stream of small messages would otherwise keep 4 KiB per event).
+        payload = bytes(memoryview(payload))
+        event = Event(f"{self.id}_{self._seq}", payload)
+        self._events.append((self._seq, event))
+        self._wake()
+        if self.observer is not None:
+            self.observer(self._seq, payload)
+        return event
+
+    def skip_to(self, seq: int) -> None:
+        """Continue numbering after ``seq`` (events before it were lost elsewhere)."""
+        self._seq = max(self._seq, seq)
+
+    def finish(self, payload: bytes | None = None) -> None:
+        """Publish the final message (if any) and close the stream."""
+        if self.finished:
+            return
+        if payload is not None:
+            self.publish(payload)
+        self.finished = True
+        self._wake()
+        if self.observer is not None:
+            self.observer(self._seq, None)
+        if self.on_finish is not None:
+            self.on_finish(self)
+
+    def end_connections(self, reason: str = "server_closed") -> None:
+        """Make every current follower stop; the stream itself goes on (the client resumes).
+
+        ``reason`` says why, for the record of the connection that ends."""
+        self.end_reason = reason
+        self._generation += 1
+        self._wake()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+        self._wakeup = asyncio.Event()
+
+    def events_after(self, seq: int) -> list[tuple[int, Event]]:
+        return [(number, event) for number, event in self._events if number > seq]
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    async def wait_beyond(self, seq: int, generation: int) -> None:
+        """Return once there is an event after ``seq``, the stream finished, or its
+        connections were ended (``generation`` moved on)."""
+        while self._seq <= seq and not self.finished and generation == self._generation:
+            await self._wakeup.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """What another replica kept of a stream after some event: its events, and whether the
+    stream had finished (read from the :mod:`server.state` mirror)."""
+
+    events: list[tuple[int, bytes]]
+    finished: bool
+
+    def stream(self, stream_id: str, after: int, capacity: int) -> EventStream:
+        """A stream of this process standing for the other replica's, from ``after`` on."""
+        stream = EventStream(stream_id, capacity, start_seq=after)
+        for seq, payload in self.events:
+            stream.skip_to(seq - 1)
+            stream.publish(payload)
+        if self.finished:
+            stream.finish()
+        return stream

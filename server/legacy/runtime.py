@@ -1,0 +1,176 @@
+"""What a legacy session has in *this* process: open streams, waiting questions, running calls.
+
+A :class:`~server.legacy.sessions.Session` is data a store can share; a :class:`SessionRuntime` is
+the live part that cannot leave the process: the session's event streams (bounded in number),
+the futures of server-to-client requests waiting for the client's answer, the tasks of calls
+in flight (so ``notifications/cancelled`` can stop them), and the hub feed that turns catalog
+changes into notifications on the session's standalone stream. :class:`Runtimes` holds them by
+session id and tears one down completely when its session ends, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from server.catalog import Change
+from server.hub import Hub, covers
+from server.jsonrpc import encode_notification
+from server.legacy.eventstream import EventStream
+
+MAX_STREAMS_PER_SESSION = 32
+LIST_CHANGED = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+
+
+# Called with (session id, stream) for every stream a runtime opens: the Redis mirror copies
+# them so another replica can resume them.
+StreamHook = Callable[[str, EventStream], None]
+
+
+def is_standalone_id(stream_id: str) -> bool:
+    """Whether a stream id names a session's GET stream (their ids end in ``g``)."""
+    return stream_id.endswith("g")
+
+
+class SessionRuntime:
+    def __init__(
+        self, session_id: str, events_per_stream: int, on_stream: StreamHook | None = None
+    ) -> None:
+        self.session_id = session_id
+        self._events_per_stream = events_per_stream
+        self._on_stream = on_stream
+        self._stream_numbers = itertools.count(1)
+        self._stream_prefix = secrets.token_hex(3)
+        self.streams: OrderedDict[str, EventStream] = OrderedDict()
+        # The kept streams that have finished, oldest first: what may be forgotten when the
+        # session holds too many, found without scanning the running ones.
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        self.standalone: EventStream | None = None
+        self.standalone_followers = 0
+        # GET connections here following a stream that runs on another replica.
+        self.remote_followers = 0
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.inflight: dict[str | int, asyncio.Task[None]] = {}
+        self._outgoing_ids = itertools.count(1)
+        self.subscriptions: set[str] = set()
+        self._feed: Callable[[], None] | None = None
+
+    def open_stream(self, *, standalone: bool = False) -> EventStream:
+        # The random prefix keeps ids unique across replicas (and restarts) of one session.
+        stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
+        stream = EventStream(stream_id, self._events_per_stream)
+        stream.on_finish = self._stream_finished
+        if self._on_stream is not None:
+            self._on_stream(self.session_id, stream)
+        self.streams[stream_id] = stream
+        # Forget the oldest finished streams (their replay window is over); running ones
+        # stay, and are bounded by how many calls a client may have in flight. Each stream
+        # enters and leaves the index once: constant time per call, however many run.
+        while len(self.streams) > MAX_STREAMS_PER_SESSION and self._finished:
+            old_id, _ = self._finished.popitem(last=False)
+            self.streams.pop(old_id, None)
+        return stream
+
+    def _stream_finished(self, stream: EventStream) -> None:
+        if stream.id in self.streams:
+            self._finished[stream.id] = None
+
+    def drop_stream(self, stream: EventStream) -> None:
+        self.streams.pop(stream.id, None)
+        self._finished.pop(stream.id, None)
+
+    def standalone_stream(
+        self, hub: Hub, capabilities: Callable[[], dict[str, Any]]
+    ) -> EventStream:
+        """The session's GET stream, created (and fed by the hub) on first use."""
+        if self.standalone is None:
+            self.standalone = self.open_stream(standalone=True)
+            self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
+        return self.standalone
+
+    def _offer(self, change: Change, capabilities: dict[str, Any]) -> None:
+        stream = self.standalone
+        if stream is None or stream.finished:
+            return
+        if change.kind == "resource_updated":
+            assert change.uri is not None
+            if any(covers(uri, change.uri) for uri in self.subscriptions):
+                stream.publish(
+                    encode_notification("notifications/resources/updated", {"uri": change.uri})
+                )
+        elif change.kind in capabilities:
+            stream.publish(encode_notification(LIST_CHANGED[change.kind]))
+
+    def next_request_id(self) -> str:
+        # Unique across replicas: the answer may reach another replica, which relays it.
+        return f"srv-{self._stream_prefix}-{next(self._outgoing_ids)}"
+
+    def close(self) -> None:
+        """End everything: running calls are cancelled, waiting questions fail, streams end."""
+        if self._feed is not None:
+            self._feed()
+            self._feed = None
+        for task in list(self.inflight.values()):
+            task.cancel()
+        for future in self.pending.values():
+            if not future.done():
+                future.cancel()
+        self.pending.clear()
+        for stream in self.streams.values():
+            stream.end_connections("session_ended")
+            stream.finish()
+        self.streams.clear()
+        self._finished.clear()
+        self.standalone = None
+
+    def busy(self) -> bool:
+        """True while something still runs or streams, so idle expiry must wait."""
+        return bool(self.inflight) or self.standalone_followers > 0 or self.remote_followers > 0
+
+
+class Runtimes:
+    def __init__(self, events_per_stream: int, on_stream: StreamHook | None = None) -> None:
+        self._runtimes: dict[str, SessionRuntime] = {}
+        self.events_per_stream = events_per_stream
+        self._on_stream = on_stream
+
+    def get(self, session_id: str) -> SessionRuntime:
+        runtime = self._runtimes.get(session_id)
+        if runtime is None:
+            runtime = SessionRuntime(session_id, self.events_per_stream, self._on_stream)
+            self._runtimes[session_id] = runtime
+        return runtime
+
+    def peek(self, session_id: str) -> SessionRuntime | None:
+        return self._runtimes.get(session_id)
+
+    def end(self, session_id: str) -> None:
+        runtime = self._runtimes.pop(session_id, None)
+        if runtime is not None:
+            runtime.close()
+
+    def end_standalone_connections(self, reason: str) -> None:
+        """End every session's GET stream connection (clients reconnect, maybe elsewhere).
+
+        Calls in flight keep their streams: they finish within the drain deadline."""
+        for runtime in self._runtimes.values():
+            if runtime.standalone is not None:
+                runtime.standalone.end_connections(reason)
+
+    def ids(self) -> list[str]:
+        return list(self._runtimes)
+
+    def end_all(self) -> None:
+        for session_id in list(self._runtimes):
+            self.end(session_id)
+
+    def __len__(self) -> int:
+        return len(self._runtimes)

@@ -1,0 +1,353 @@
+"""The 2026-07-28 era: stateless requests that carry their version and capabilities.
+
+``ModernEra.validate`` applies the per-request rules in the order the spec's errors imply:
+``_meta`` fields (-32602/400), the ``MCP-Protocol-Version`` header against the body (-32020),
+the version itself (-32022), ``Mcp-Method`` / ``Mcp-Name`` / ``Mcp-Param-*`` headers (-32020),
+then the method (-32601/404). ``ModernEra.handle`` answers a validated request with the
+modern envelope: ``resultType`` everywhere, serverInfo in ``_meta``, ``ttlMs``/``cacheScope``
+on cacheable results, and input-required results for handlers that ask the client.
+
+List pages and the discover result do not change between catalog versions, so they are
+built and serialised once per version and spliced into responses as ``orjson.Fragment``.
+
+Header values arrive as a plain mapping of lower-cased names to raw bytes, which keeps this
+module free of HTTP: the shell passes them in, nothing here reads a socket. A header that
+matches its body value is remembered (bounded), so a client repeating the same method, name
+and version pays for decoding and comparing them once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from server.catalog import Catalog, Change
+from server.context import Context
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.errors import (
+    HeaderMismatch,
+    MalformedMeta,
+    MethodNotFound,
+    UnsupportedProtocolVersion,
+)
+from server.hub import ListenFilter
+from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
+from server.modern.input_required import (
+    InputRequired,
+    ReplayExchange,
+    RequestStates,
+    read_input_responses,
+)
+from server.protocol import (
+    CACHEABLE_METHODS,
+    INPUT_REQUIRED_METHODS,
+    LOG_LEVEL_RANK,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
+    MODERN_METHODS,
+    MODERN_VERSIONS,
+    NAME_FIELD_BY_METHOD,
+)
+
+Send = Callable[[bytes], Awaitable[None]]
+CacheScope = Literal["public", "private"]
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+_BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
+_INTEGER = re.compile(r"-?[0-9]+")
+_MATCHES_KEPT = 4096
+
+
+@dataclass(slots=True)  # not frozen, for the cost on every request (see server.jsonrpc)
+class ModernCall:
+    """A request that passed every per-request rule."""
+
+    request: Request
+    version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None
+    log_level: str | None
+    progress_token: str | int | None
+
+
+def decode_header_value(name: str, raw: str) -> str:
+    """A header value as the body would hold it: trimmed, base64 sentinel decoded."""
+    value = raw.strip(" \t")
+    if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
+        raise HeaderMismatch(f"Header {name} contains characters outside visible ASCII")
+    if value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX):
+        encoded = value[len(_BASE64_PREFIX) : -len(_BASE64_SUFFIX)]
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise HeaderMismatch(f"Header {name} has an invalid base64 value") from None
+    return value
+
+
+def header_matches(header: str, body: Any) -> bool:
+    if isinstance(body, bool):
+        return header == ("true" if body else "false")
+    if isinstance(body, int):
+        return _INTEGER.fullmatch(header) is not None and int(header) == body
+    return isinstance(body, str) and header == body
+
+
+class ModernEra:
+    def __init__(
+        self,
+        catalog: Catalog,
+        dispatcher: Dispatcher,
+        states: RequestStates,
+        *,
+        list_ttl_ms: int,
+        discover_ttl_ms: int,
+        cache_scope: CacheScope,
+        supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+    ) -> None:
+        self.catalog = catalog
+        self.dispatcher = dispatcher
+        self.states = states
+        self.list_ttl_ms = list_ttl_ms
+        self.discover_ttl_ms = discover_ttl_ms
+        self.cache_scope = cache_scope
+        self.supported_versions = list(supported_versions)
+        self._server_meta = {META_SERVER_INFO: catalog.server_info}
+        # Discover and list pages, enveloped for this era and encoded.
+        self._encoded = EncodedResults(catalog)
+        # (raw header, body value) pairs already found to match; any header name may share
+        # them, since the match does not depend on the name.
+        self._matched: set[tuple[bytes, str]] = set()
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate(self, request: Request, headers: Mapping[bytes, bytes]) -> ModernCall:
+        meta = request.params.get("_meta")
+        if not isinstance(meta, dict):
+            raise MalformedMeta("params._meta is required in protocol version 2026-07-28")
+        version = meta.get(META_PROTOCOL_VERSION)
+        if not isinstance(version, str) or not version:
+            raise MalformedMeta(f"params._meta[{META_PROTOCOL_VERSION!r}] is required")
+        capabilities = meta.get(META_CLIENT_CAPABILITIES)
+        if not isinstance(capabilities, dict):
+            raise MalformedMeta(f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
+        client_info = meta.get(META_CLIENT_INFO)
+        if client_info is not None and not isinstance(client_info, dict):
+            raise MalformedMeta(f"params._meta[{META_CLIENT_INFO!r}] must be an object")
+        log_level = meta.get(META_LOG_LEVEL)
+        if log_level is not None and (
+            not isinstance(log_level, str) or log_level not in LOG_LEVEL_RANK
+        ):
+            raise MalformedMeta(f"params._meta[{META_LOG_LEVEL!r}] is not a log level")
+        progress_token = meta.get("progressToken")
+        if progress_token is not None and not is_valid_id(progress_token):
+            raise MalformedMeta("params._meta.progressToken must be a string or an integer")
+
+        self._check_header(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
+        if version not in self.supported_versions:
+            raise UnsupportedProtocolVersion(version, self.supported_versions)
+        self._check_header(headers, b"mcp-method", "Mcp-Method", request.method)
+        name_field = NAME_FIELD_BY_METHOD.get(request.method)
+        if name_field is not None:
+            self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
+        if not self.serves(request.method):
+            raise MethodNotFound(request.method)
+        if request.method == "tools/call":
+            self._check_param_headers(request.params, headers)
+        return ModernCall(request, version, capabilities, client_info, log_level, progress_token)
+
+    def _check_header(
+        self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any
+    ) -> None:
+        raw = headers.get(key)
+        if raw is None:
+            if body is None:
+                return  # nothing to mirror; the method's own validation reports the gap
+            raise HeaderMismatch(f"Header {name} is required")
+        matched = self._matched
+        if type(body) is str and (raw, body) in matched:
+            return
+        if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
+            raise HeaderMismatch(f"Header {name} does not match the request body")
+        if type(body) is str and len(matched) < _MATCHES_KEPT:
+            matched.add((raw, body))
+
+    def _check_param_headers(
+        self, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
+    ) -> None:
+        name = params.get("name")
+        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
+        if tool is None or not tool.header_params:
+            return
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        for suffix, prop in tool.header_params.items():
+            self._check_header(
+                headers,
+                f"mcp-param-{suffix}".encode("latin-1"),
+                f"Mcp-Param-{suffix}",
+                arguments.get(prop),
+            )
+
+    def serves(self, method: str) -> bool:
+        return method in MODERN_ONLY_METHODS or self.dispatcher.serves(method)
+
+    def advertised(self) -> list[str]:
+        """The methods a client can call right now (what discover's capabilities promise)."""
+        return [method for method in MODERN_METHODS if self.serves(method)]
+
+    # -- answering -------------------------------------------------------------------------
+
+    async def handle(self, call: ModernCall, send: Send) -> dict[str, Any] | orjson.Fragment:
+        """The result of a validated request (not ``subscriptions/listen``)."""
+        cached = self.cached_result(call)
+        if cached is not None:
+            return cached
+        method = call.request.method
+        context = self._context(call, send)
+        try:
+            result = await self.dispatcher.call(method, call.request.params, context)
+        except InputRequired as suspended:
+            if method not in INPUT_REQUIRED_METHODS:
+                raise
+            return self._input_required(call, context, suspended)
+        finally:
+            context.finish()
+        ttl = None
+        if method == "resources/read":
+            found = self.catalog.find_resource(str(call.request.params.get("uri")))
+            ttl = found[0].ttl_ms if found else None
+        return self._envelope(method, result, ttl)
+
+    def _context(self, call: ModernCall, send: Send) -> Context:
+        async def notify(method: str, params: dict[str, Any]) -> None:
+            await send(encode_notification(method, params))
+
+        params = call.request.params
+        answers: dict[str, Any] = {}
+        state: dict[str, Any] = {}
+        if call.request.method in INPUT_REQUIRED_METHODS:
+            # Most calls are first rounds: no state to open, no answers to read.
+            if params.get("requestState") is not None:
+                target, arguments = self._target(call.request)
+                answers, state = self.states.open(
+                    params["requestState"], call.request.method, target, arguments
+                )
+            if "inputResponses" in params:
+                answers.update(read_input_responses(params))
+        return Context(
+            exchange=ReplayExchange(answers, notify),
+            method=call.request.method,
+            request_id=call.request.id,
+            era="modern",
+            protocol_version=call.version,
+            client_capabilities=call.client_capabilities,
+            client_info=call.client_info,
+            log_level=call.log_level,
+            progress_token=call.progress_token,
+            state=state,
+        )
+
+    @staticmethod
+    def _target(request: Request) -> tuple[str, Any]:
+        field = NAME_FIELD_BY_METHOD[request.method]
+        return str(request.params.get(field)), request.params.get("arguments")
+
+    def _input_required(
+        self, call: ModernCall, context: Context, suspended: InputRequired
+    ) -> dict[str, Any]:
+        """The input-required result: what to ask, and the sealed state to come back with."""
+        target, arguments = self._target(call.request)
+        exchange = context.exchange
+        assert isinstance(exchange, ReplayExchange)
+        return {
+            "resultType": "input_required",
+            "inputRequests": {key: ask.to_wire() for key, ask in suspended.requests.items()},
+            "requestState": self.states.seal(
+                call.request.method, target, arguments, exchange.used, context.state
+            ),
+            "_meta": self._server_meta,
+        }
+
+    def _envelope(
+        self, method: str, result: dict[str, Any], ttl_ms: int | None = None
+    ) -> dict[str, Any]:
+        result["resultType"] = "complete"
+        meta = result.get("_meta")
+        result["_meta"] = (
+            {**meta, **self._server_meta} if isinstance(meta, dict) else self._server_meta
+        )
+        if method in CACHEABLE_METHODS:
+            result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
+            result["cacheScope"] = self.cache_scope
+        return result
+
+    def cached_result(self, call: ModernCall) -> orjson.Fragment | None:
+        """The result of a list or ``server/discover`` request, a page kept as bytes, ready
+        without waiting or sending anything first; None for any other method."""
+        method = call.request.method
+        if method == "server/discover" or method in LIST_METHODS:
+            return self._cached(method, call.request.params.get("cursor"))
+        return None
+
+    def _cached(self, method: str, cursor: Any) -> orjson.Fragment:
+        if method == "server/discover":
+            found = self._encoded.get((method, 0))
+            if found is None:
+                found = self._encoded.put((method, 0), self.discover_result())
+            return found
+        return self.dispatcher.cached_page(method, cursor, self._encoded, self._envelope)
+
+    def discover_result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "resultType": "complete",
+            "supportedVersions": self.supported_versions,
+            "capabilities": self.catalog.snapshot.capabilities,
+        }
+        if self.catalog.instructions:
+            result["instructions"] = self.catalog.instructions
+        result["ttlMs"] = self.discover_ttl_ms
+        result["cacheScope"] = self.cache_scope
+        result["_meta"] = self._server_meta
+        return result
+
+    # -- subscriptions/listen --------------------------------------------------------------
+
+    def listen(self, call: ModernCall) -> tuple[ListenFilter, bytes]:
+        """The granted filter and the acknowledgement frame for a listen request."""
+        granted = ListenFilter.grant(
+            call.request.params.get("notifications"), self.catalog.snapshot.capabilities
+        )
+        ack = encode_notification(
+            "notifications/subscriptions/acknowledged",
+            {"_meta": {META_SUBSCRIPTION_ID: call.request.id}, "notifications": granted.to_wire()},
+        )
+        return granted, ack
+
+    @staticmethod
+    def listen_frame(
+        granted: ListenFilter, subscription_id: Any
+    ) -> Callable[[Change], bytes | None]:
+        def frame(change: Change) -> bytes | None:
+            found = granted.notification(change)
+            if found is None:
+                return None
+            method, params = found
+            return encode_notification(
+                method, {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, **params}
+            )
+
+        return frame
+
+    def listen_closing(self, subscription_id: Any) -> bytes:
+        """The graceful result that ends a listen stream the server closes (shutdown)."""
+        meta = {META_SUBSCRIPTION_ID: subscription_id, **self._server_meta}
+        return encode_result(subscription_id, {"resultType": "complete", "_meta": meta})

@@ -1,0 +1,314 @@
+"""A finished request's record as its JSON line, built straight from the Draft.
+
+This is the record writer's way to a request line, and the writer shares a CPU with the event
+loop. The line is the same bytes as building the record (:meth:`Draft.request_record`),
+applying the privacy rules to it (:meth:`Privacy.apply`) and encoding it; it takes less work.
+No intermediate record is walked a second time, and what repeats from request to request is
+judged and encoded once, then remembered (:class:`LineMemo`, bounded): a client's declared
+capabilities (whether a key in them is sensitive, their encoding, their redacted form), the
+``_meta`` of its calls, and the fields one client program sends the same on every request
+(a record template). The time of day is formatted once per second (:func:`iso_time`).
+
+Values are remembered by their encoding. They are parsed JSON (what the endpoint records), for
+which equal encodings mean equal values, with key order, bools and numbers as written (``==``
+would take ``1`` for ``true`` and ignore key order). A draft this way does not cover (params or
+capabilities that are not JSON objects, a value orjson cannot encode) gets no line here: the
+writer then takes the general way, which handles it.
+
+server.records.draft is imported for type hints only (records imports this module).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from server.records.draft import Draft, Privacy
+
+SCHEMA_VERSION = 1
+
+# Memory stays bounded: what takes more than this many bytes is not remembered (it is judged
+# and encoded every time), and a memo holding this many entries starts over.
+MEMO_MAX_BYTES = 4096
+MEMO_MAX_ENTRIES = 256
+
+
+class Declared:
+    """One capabilities object (by its encoding) under one set of privacy rules."""
+
+    __slots__ = ("cleaned", "encoded", "sensitive")
+
+    def __init__(self, encoded: bytes, sensitive: bool) -> None:
+        self.encoded = orjson.Fragment(encoded)
+        self.sensitive = sensitive
+        # Their redacted and capped form, encoded when a record first needs it.
+        self.cleaned: orjson.Fragment | None = None
+
+
+class MetaSeen:
+    """One ``_meta`` object (by its encoding) under one set of privacy rules: whether a key in
+    it is sensitive, and the capabilities it declares (a modern request's are in it)."""
+
+    __slots__ = ("capabilities_key", "declared", "sensitive")
+
+    def __init__(self, sensitive: bool) -> None:
+        self.sensitive = sensitive
+        self.capabilities_key: str | None = None
+        self.declared: Declared | None = None
+
+
+class LineMemo:
+    """What :func:`request_line` remembers between records, for one :class:`Privacy`.
+
+    :func:`request_line` looks entries up itself (one dict lookup each, no call); the methods
+    here judge, encode and remember what it did not find. Only the record writer uses it; a race
+    (``close`` draining while a stuck writer still runs) can only compute an entry twice."""
+
+    __slots__ = ("declared", "metas", "templates")
+
+    def __init__(self) -> None:
+        self.declared: dict[bytes, Declared] = {}
+        self.metas: dict[bytes, MetaSeen] = {}
+        self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def meta_seen(self, encoded: bytes, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
+        """``meta`` (``encoded``) judged: ``sensitive`` is whether the key ``_meta`` or a key at
+        any depth of its value is, judged where params hold it (one level down)."""
+        seen = MetaSeen(privacy.has_sensitive_key({"_meta": meta}))
+        if type(meta) is dict and capabilities is not None:
+            for key, value in meta.items():
+                if value is capabilities:
+                    seen.capabilities_key = key
+                    seen.declared = self.declared_of(capabilities, privacy)
+                    break
+        _remember(self.metas, encoded, seen, len(encoded))
+        return seen
+
+    def declared_of(self, capabilities: dict[str, Any], privacy: Privacy) -> Declared:
+        encoded = orjson.dumps(capabilities)
+        known = self.declared.get(encoded)
+        if known is None:
+            known = Declared(encoded, privacy.has_sensitive_key(capabilities))
+            _remember(self.declared, encoded, known, len(encoded))
+        return known
+
+    def template_of(
+        self, key: tuple[Any, ...], draft: Draft, capabilities: orjson.Fragment | None
+    ) -> dict[str, Any]:
+        """A request record holding what one client program repeats on every request (``key``:
+        see :func:`request_line`; the capabilities as written: a Declared's fragment, or None);
+        the rest is None."""
+        template = _template(draft, capabilities)
+        size = sum(len(part) for part in key if isinstance(part, str))
+        _remember(self.templates, key, template, size)
+        return template
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
+    if size > MEMO_MAX_BYTES:
+        return
+    if len(memo) >= MEMO_MAX_ENTRIES:
+        memo.clear()
+    memo[key] = value
+
+
+# What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).
+_ABSENT = object()
+
+
+def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None:
+    """``draft``'s request record with ``privacy`` applied, as a JSON line; None when this way
+    does not cover the draft (see the module docstring).
+
+    The memo lookups are written out here, their methods called only on a miss: the writer
+    runs this for every request, and a call costs as much as a few fields."""
+    params = draft.params
+    capabilities = draft.client_capabilities
+    if (params is not None and type(params) is not dict) or (
+        capabilities is not None and type(capabilities) is not dict
+    ):
+        return None
+    try:
+        written, written_capabilities = _apply_privacy(draft, privacy, memo, params, capabilities)
+        # What one client program repeats on every request: a template of the record.
+        key = (
+            draft.verb,
+            draft.path,
+            draft.era,
+            draft.header_version,
+            draft.body_version,
+            draft.client_name,
+            draft.client_version,
+            written_capabilities,
+            draft.user_agent,
+        )
+        template = memo.templates.get(key)
+        if template is None:
+            template = memo.template_of(key, draft, written_capabilities)
+        # Copying it and setting what changes costs less than a dict display of every field.
+        record = template.copy()
+        record["time"] = iso_time(draft.started)
+        record["request_id"] = request_id_of(draft.serial)
+        record["status"] = draft.status
+        record["method"] = draft.method
+        record["jsonrpc_id"] = draft.jsonrpc_id
+        record["notification"] = draft.notification
+        record["session_id"] = draft.session_id
+        record["subject"] = draft.subject
+        record["client_address"] = draft.client_address
+        if draft.error_code is not None:
+            record["error"] = {"code": draft.error_code, "message": draft.error_message}
+        record["duration_ms"] = rounded_ms((draft.ended_clock or time.perf_counter()) - draft.clock)
+        record["bytes_in"] = draft.bytes_in
+        record["bytes_out"] = draft.bytes_out
+        record["streaming"] = draft.streaming
+        record["params"] = written
+        if draft.batch_size is not None:
+            record["batch_size"] = draft.batch_size
+        if draft.advertised is not None:
+            record["advertised"] = draft.advertised
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def _apply_privacy(
+    draft: Draft,
+    privacy: Privacy,
+    memo: LineMemo,
+    params: dict[str, Any] | None,
+    capabilities: dict[str, Any] | None,
+) -> tuple[Any, orjson.Fragment | None]:
+    """The params and the capabilities as Privacy.apply leaves them, from the draft's values."""
+    small = draft.bytes_in <= privacy.max_params_bytes
+    meta: Any = _ABSENT if params is None else params.get("_meta", _ABSENT)
+    seen = None
+    if meta is not _ABSENT:
+        encoded = orjson.dumps(meta)
+        seen = memo.metas.get(encoded)
+        if seen is None:
+            seen = memo.meta_seen(encoded, meta, capabilities, privacy)
+    if capabilities is None:
+        declared = None
+    elif (
+        # Where ``_meta`` holds these very capabilities, they were judged with it: no
+        # second encoding.
+        seen is not None
+        and seen.declared is not None
+        and meta[seen.capabilities_key] is capabilities
+    ):
+        declared = seen.declared
+    else:
+        declared = memo.declared_of(capabilities, privacy)
+    # Harmless: the body is within the cap, and no key in the capabilities or in the params
+    # (``_meta`` included) is sensitive. Then the params are written without ``_meta``.
+    harmless = small and (declared is None or not declared.sensitive)
+    written: Any = params
+    if harmless and params is not None:
+        if seen is not None:
+            # A shallow copy without the key writes the same as Privacy.apply's own copy.
+            written = params.copy()
+            del written["_meta"]
+            harmless = not seen.sensitive
+        harmless = harmless and not privacy.has_sensitive_key(written)
+    if not (harmless and privacy.keep_params):
+        written = privacy.clean(params, measured=small)
+    if declared is None:
+        return written, None
+    if harmless:
+        return written, declared.encoded
+    if declared.cleaned is None:
+        cleaned = privacy.clean_capabilities(capabilities)
+        declared.cleaned = orjson.Fragment(orjson.dumps(cleaned))
+    return written, declared.cleaned
+
+
+def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, Any]:
+    # Draft.request_record's keys in its order; request_line sets the values that change.
+    client = {
+        "name": draft.client_name,
+        "version": draft.client_version,
+        "capabilities": capabilities,
+    }
+    return {
+        "v": SCHEMA_VERSION,
+        "kind": "request",
+        "time": None,
+        "request_id": None,
+        "verb": draft.verb,
+        "path": draft.path,
+        "status": None,
+        "era": draft.era,
+        "protocol_version": orjson.Fragment(
+            orjson.dumps({"header": draft.header_version, "body": draft.body_version})
+        ),
+        "method": None,
+        "jsonrpc_id": None,
+        "notification": None,
+        "client": orjson.Fragment(orjson.dumps(client)),
+        "session_id": None,
+        "subject": None,
+        "user_agent": draft.user_agent,
+        "client_address": None,
+        "error": None,
+        "duration_ms": None,
+        "bytes_in": None,
+        "bytes_out": None,
+        "streaming": None,
+        "params": None,
+    }
+
+
+# Added to a float in [0, 2**51) and taken away again, 1.5 * 2**52 leaves it rounded to the
+# nearest integer: the sum's last bit is worth 1. Float arithmetic only, no call.
+_TO_INTEGER = 6755399441055744.0
+
+
+def rounded_ms(seconds: float) -> float:
+    """``round(seconds * 1000, 3)``, the same float, mostly without round()'s decimal string."""
+    milliseconds = seconds * 1000
+    # Below 2**31 microseconds, the product below is off by less than 2**-22: rounding it to an
+    # integer gives round()'s answer unless it lies that close to a half. There, at zero (round()
+    # keeps the sign of -0.0) and out of that range, round() decides. ``whole`` is a whole
+    # number below 2**31: divided as a float, it gives what dividing round()'s int gives.
+    micros = milliseconds * 1000.0
+    if 0.0 < micros < 2147483648.0:
+        whole = micros + _TO_INTEGER - _TO_INTEGER
+        if -0.4999 < micros - whole < 0.4999:
+            return whole / 1000.0
+    return round(milliseconds, 3)
+
+
+# A random per-process prefix above a 32-bit counter: one integer, formatted in one go.
+_ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32
+
+
+def request_id_of(serial: int) -> str:
+    """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
+    return (_ID_PREFIX | serial & 0xFFFFFFFF).to_bytes(8).hex()
+
+
+# ".000Z" to ".999Z" (and ".1000Z": ``timestamp % 1 * 1000`` can round up to 1000).
+_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1001))
+# The start of the second last formatted and its text, replaced as one tuple so that the event
+# loop (stream records) and the writer thread never see one's second with the other's text.
+_LAST_SECOND: list[tuple[float, str]] = [(float("inf"), "")]
+
+
+def iso_time(timestamp: float) -> str:
+    """UTC, ISO 8601 with milliseconds; records of the same second share the date and time of
+    day, which dominate the cost when formatted."""
+    start, text = _LAST_SECOND[0]
+    # Within the second, ``timestamp - start`` is exactly ``timestamp % 1``, for less.
+    fraction = timestamp - start
+    if 0.0 <= fraction < 1.0:
+        return text + _MILLIS[int(fraction * 1000)]
+    second = int(timestamp)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    if timestamp >= 0:  # before 1970, int() and % 1 round apart: nothing to share
+        _LAST_SECOND[0] = (float(second), text)
+    return text + _MILLIS[int(timestamp % 1 * 1000)]

@@ -1,0 +1,268 @@
+"""The request records' way out: a bounded queue in, a writer thread out.
+
+:class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
+queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
+writes them in batches to one or several :mod:`server.records.sinks`. A failing sink (unwritable
+path,
+full disk, Redis away) never stops the server: the failure is logged once per streak, counted,
+and reported through :attr:`Recorder.healthy`; the next batch retries. A sink that can keep what
+it could not write (see :class:`~server.records.sinks.SinkBacklogged`) loses nothing while it fits
+in
+memory. ``close`` drains the queue, so a graceful shutdown writes every record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+
+from server.records.sinks import Sink, SinkBacklogged
+
+log = logging.getLogger(__name__)
+
+
+class Deferred(Protocol):
+    """A record the writer builds itself (the request path only hands it over)."""
+
+    def build(self) -> dict[str, Any]: ...
+
+
+class Recorder:
+    """Bounded queue in, writer thread out; counts what it wrote, dropped and failed."""
+
+    def __init__(
+        self,
+        sinks: list[Sink],
+        *,
+        capacity: int,
+        batch: int = 64,
+        prepare: Callable[[dict[str, Any]], None] | None = None,
+        line: Callable[[Deferred], bytes | None] | None = None,
+    ) -> None:
+        self.sinks = sinks
+        # Work a record needs before it is written (privacy rules), done here in the writer
+        # thread so the request path only hands the record over.
+        self._prepare = prepare
+        # A cheaper way from a handed-over record to its prepared line (None: take the general
+        # way, build, prepare, encode), e.g. Privacy.line.
+        self._line = line
+        self.capacity = capacity
+        self.batch = batch
+        self._queue: deque[dict[str, Any] | Deferred] = deque()
+        self._wakeup = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.written = 0  # records at least one sink wrote
+        self.dropped = 0  # records refused because the queue was full
+        self.failed = 0  # (record, sink) pairs a failing sink could not write
+        self.backlog = 0  # lines sinks kept to write later (see SinkBacklogged)
+        # Failing sinks, and how: "open" failures clear when the sink opens again; "write"
+        # failures (a full disk opens fine) only when a write succeeds.
+        self._failing: dict[str, str] = {}
+        # Per sink with a backlog: what it holds, oldest first, as [lines, 1 if another sink
+        # wrote those records already (they are in ``written``) else 0]; and how many lines it
+        # had shed when last asked.
+        self._held: dict[str, deque[list[int]]] = {}
+        self._shed: dict[str, int] = {}
+
+    @property
+    def healthy(self) -> bool:
+        return not self._failing
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "sinks": [sink.name for sink in self.sinks],
+            "healthy": self.healthy,
+            "failing": sorted(self._failing),
+            "written": self.written,
+            "dropped": self.dropped,
+            "failed": self.failed,
+            "queued": len(self._queue),
+            "backlog": self.backlog,
+        }
+
+    def start(self) -> None:
+        # Open every sink now, so an unwritable path shows in readiness before any traffic.
+        self._probe()
+        if self.sinks and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="records-writer", daemon=True)
+            self._thread.start()
+
+    def record(self, record: dict[str, Any] | Deferred) -> None:
+        """Never blocks: the request path hands the record over and moves on."""
+        if not self.sinks:
+            return
+        if len(self._queue) >= self.capacity:
+            self.dropped += 1
+            return
+        self._queue.append(record)
+        # Past a batch, until the writer drains, only the first record sets the event (set
+        # takes a lock and notifies, on the event loop).
+        if len(self._queue) >= self.batch and not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything still queued, then close the sinks."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self._drain()
+        for sink in self.sinks:
+            try:
+                sink.close()  # a sink with a backlog tries to deliver it one last time
+            except OSError:
+                log.exception("closing the %s record sink failed", sink.name)
+            self._settle(sink)
+
+    def _run(self) -> None:
+        # The process's malloc policy (serving.heap, set by serving) keeps the writer's freed
+        # batches: a component embedded elsewhere does not change its host's.
+        while not self._stopping:
+            # Wake on a full batch, or every 200 ms, so records reach the file promptly.
+            self._wakeup.wait(0.2)
+            self._wakeup.clear()
+            self._drain()
+            if self._failing and not self._queue:
+                self._probe()  # retry a failed sink even without traffic, so it can recover
+
+    def _drain(self) -> None:
+        queue, line, general = self._queue, self._line, self._general
+        while queue:
+            lines: list[bytes] = []
+            for _ in range(self.batch):
+                try:
+                    item = queue.popleft()
+                except IndexError:  # emptied (close may drain beside a stuck writer)
+                    break
+                # The cheaper way to the line first (None: it does not cover this record).
+                encoded = None if line is None or isinstance(item, dict) else line(item)
+                lines.append(general(item) if encoded is None else encoded)
+            if lines:
+                self._write(lines)
+
+    def _general(self, item: dict[str, Any] | Deferred) -> bytes:
+        """The general way: build the record, prepare it, encode it; whatever the client sent,
+        the writer never dies of it."""
+        record = item if isinstance(item, dict) else item.build()
+        if self._prepare is not None:
+            try:
+                self._prepare(record)
+            except Exception:
+                log.exception("preparing a request record failed; writing it without params")
+                record["params"] = None
+        try:
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+        # Client-sent values orjson cannot encode (nesting past its limit): keep the rest.
+        record["params"] = None
+        client = record.get("client")
+        if isinstance(client, dict):
+            client["capabilities"] = {"_unencodable": True}
+        try:
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            log.exception("a request record could not be encoded")
+            stub = {key: record.get(key) for key in ("v", "kind", "time", "request_id", "status")}
+            stub["unencodable"] = True
+            return orjson.dumps(stub, option=orjson.OPT_APPEND_NEWLINE)
+
+    def _probe(self) -> None:
+        """Open each sink that can be opened ahead of writing; note failures and recoveries."""
+        for sink in self.sinks:
+            opener = getattr(sink, "open", None)
+            if opener is None:
+                continue
+            try:
+                opener()
+            except (OSError, ValueError) as failure:
+                self._failed(sink, failure, "open")
+                continue
+            finally:
+                self._settle(sink)
+            if self._failing.get(sink.name) == "open":
+                self._recovered(sink)
+
+    def _failed(self, sink: Sink, failure: Exception, how: str) -> None:
+        if sink.name not in self._failing:
+            self._failing[sink.name] = how
+            log.error("request records: the %s sink failed (%s); still serving", sink.name, failure)
+
+    def _recovered(self, sink: Sink) -> None:
+        del self._failing[sink.name]
+        log.warning("request records: the %s sink works again", sink.name)
+
+    def _write(self, lines: list[bytes]) -> None:
+        wrote = False
+        kept: list[Sink] = []
+        for sink in self.sinks:
+            try:
+                sink.write(lines)
+            except SinkBacklogged as failure:
+                # Kept, not lost; its open() delivers the backlog, so the probe sees it recover.
+                kept.append(sink)
+                self._failed(sink, failure, "open")
+                continue
+            except (OSError, ValueError) as failure:
+                self.failed += len(lines)  # records this sink could not write
+                self._failed(sink, failure, "write")
+                self._reset(sink)
+                continue
+            wrote = True
+            if sink.name in self._failing:
+                self._recovered(sink)
+        if wrote:
+            self.written += len(lines)
+        for sink in self.sinks:
+            self._settle(sink, len(lines) if sink in kept else 0, wrote)
+
+    def _settle(self, sink: Sink, added: int = 0, written: bool = False) -> None:
+        """Count what left a backlogging sink's backlog in the call just made, where ``added``
+        lines (``written`` by another sink or not) joined it: oldest first, delivered ones
+        (now written, if no other sink had) before shed ones (failed)."""
+        backlog = getattr(sink, "backlog", None)
+        if backlog is None:
+            return
+        held = self._held.setdefault(sink.name, deque())
+        total_shed: int = getattr(sink, "shed", 0)
+        shed = total_shed - self._shed.get(sink.name, 0)
+        self._shed[sink.name] = total_shed
+        before = sum(part[0] for part in held)
+        delivered = before + added - backlog - shed
+        self.written += self._take(held, delivered)
+        if added:
+            if held and held[-1][1] == written:
+                held[-1][0] += added
+            else:
+                held.append([added, int(written)])
+        self._take(held, shed)
+        self.failed += shed
+        self.backlog += backlog - before
+
+    @staticmethod
+    def _take(held: deque[list[int]], count: int) -> int:
+        """Remove ``count`` lines from the front; how many of them no other sink wrote."""
+        unwritten = 0
+        while count > 0 and held:
+            part = held[0]
+            taken = min(count, part[0])
+            part[0] -= taken
+            count -= taken
+            if not part[1]:
+                unwritten += taken
+            if not part[0]:
+                held.popleft()
+        return unwritten
+
+    @staticmethod
+    def _reset(sink: Sink) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            sink.close()

@@ -1,0 +1,174 @@
+"""The Redis stream record sink: every replica adds its request records to one stream.
+
+Used from the :class:`~server.records.recorder.Recorder`'s writer thread, so it takes the
+synchronous
+client. Each batch is one ``MULTI`` pipeline of ``XADD key MAXLEN ~ maxlen * r <line>`` (the
+line without its newline, in the field ``r``), so the stream keeps about ``maxlen`` records,
+oldest trimmed first, and ``python -m server report redis://...`` reads them back.
+
+Redis being away loses nothing that fits in memory: a batch that cannot be added joins a
+bounded backlog (past the bound the oldest lines are shed and counted) and the sink raises
+:class:`~server.records.sinks.SinkBacklogged`, so the Recorder shows it failing. The next write, or
+the
+Recorder's probe (``open``) when there is no traffic, delivers the backlog first, oldest
+first. After a failure the sink waits ``retry_s`` before trying again, so a Redis that times
+out costs the writer one timeout per interval, not one per batch. ``close`` tries once more
+and counts what it could not deliver. Delivery is at least once: a batch whose reply was lost
+may be added twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from server.records.sinks import SinkBacklogged
+
+log = logging.getLogger(__name__)
+
+FIELD = "r"
+BACKLOG_LINES = 100_000
+BACKLOG_BYTES = 128 << 20
+DELIVER_LINES = 1000  # backlog lines per pipeline when catching up
+RETRY_S = 0.5
+# Raised by the client for an unreachable, slow or refusing server.
+FAULTS = (redis.RedisError, OSError)
+
+
+class RedisStreamSink:
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key: str,
+        maxlen: int,
+        timeout_s: float,
+        backlog_lines: int = BACKLOG_LINES,
+        backlog_bytes: int = BACKLOG_BYTES,
+        retry_s: float = RETRY_S,
+    ) -> None:
+        self.key = key
+        self.maxlen = maxlen
+        self.backlog_lines = backlog_lines
+        self.backlog_bytes = backlog_bytes
+        self.retry_s = retry_s
+        # No retries inside the client: one try per operation, bounded by the timeout; the
+        # backlog is the retry.
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._backlog: deque[bytes] = deque()
+        self._backlog_size = 0
+        self.shed = 0  # lines given up on, ever (backlog full, or undelivered at close)
+        self._reachable: bool | None = None  # None: not tried yet
+        self._error = ""
+        self._retry_at = 0.0
+        self._shedding = False
+
+    @property
+    def backlog(self) -> int:
+        """Lines kept, waiting for Redis."""
+        return len(self._backlog)
+
+    def write(self, lines: list[bytes]) -> None:
+        entries = [line[:-1] if line.endswith(b"\n") else line for line in lines]
+        if self._deliver() and self._add(entries):
+            return
+        self._keep(entries)
+        raise self._backlogged()
+
+    def open(self) -> None:
+        """Deliver the backlog, or check Redis answers; OSError (SinkBacklogged) if not."""
+        if self._backlog:
+            if not self._deliver():
+                raise self._backlogged()
+            return
+        if self._reachable:
+            return
+        if time.monotonic() >= self._retry_at:
+            try:
+                self._client.ping()
+            except FAULTS as failure:
+                self._fault(failure)
+            else:
+                self._reachable = True
+                return
+        raise OSError(f"Redis unreachable ({self._error})")
+
+    def close(self) -> None:
+        self._retry_at = 0.0  # one last try, whatever the retry interval says
+        if not self._deliver():
+            lost = len(self._backlog)
+            self.shed += lost
+            self._backlog.clear()
+            self._backlog_size = 0
+            log.error(
+                "request records: %d records could not be added to the Redis stream %s (%s)",
+                lost,
+                self.key,
+                self._error,
+            )
+        self._client.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _add(self, entries: list[bytes]) -> bool:
+        """One pipeline for ``entries``; False (the fault noted) if Redis did not take them."""
+        if time.monotonic() < self._retry_at:
+            return False
+        try:
+            pipe = self._client.pipeline(transaction=True)
+            for entry in entries:
+                pipe.xadd(self.key, {FIELD: entry}, maxlen=self.maxlen, approximate=True)
+            pipe.execute()
+        except FAULTS as failure:
+            self._fault(failure)
+            return False
+        self._reachable = True
+        self._retry_at = 0.0
+        return True
+
+    def _deliver(self) -> bool:
+        """The backlog to Redis, oldest first; True once it is empty."""
+        while self._backlog:
+            chunk = list(itertools.islice(self._backlog, DELIVER_LINES))
+            if not self._add(chunk):
+                return False
+            for _ in chunk:
+                self._backlog_size -= len(self._backlog.popleft())
+        self._shedding = False
+        return True
+
+    def _keep(self, entries: list[bytes]) -> None:
+        self._backlog.extend(entries)
+        self._backlog_size += sum(len(entry) for entry in entries)
+        while len(self._backlog) > self.backlog_lines or self._backlog_size > self.backlog_bytes:
+            self._backlog_size -= len(self._backlog.popleft())
+            self.shed += 1
+            if not self._shedding:
+                self._shedding = True
+                log.error(
+                    "request records: the Redis backlog is full (%d lines); dropping the oldest",
+                    len(self._backlog),
+                )
+
+    def _fault(self, failure: BaseException) -> None:
+        self._reachable = False
+        self._error = str(failure) or type(failure).__name__
+        self._retry_at = time.monotonic() + self.retry_s
+
+    def _backlogged(self) -> SinkBacklogged:
+        return SinkBacklogged(
+            f"Redis unreachable ({self._error}); {len(self._backlog)} records kept to add later"
+        )

@@ -1,0 +1,130 @@
+"""``python -m server report SOURCE...``: its arguments, reading the sources, writing the report.
+
+Sources are read in the order given: files, ``-`` for stdin, or a Redis stream
+(``redis://host:port/db#key``, see :mod:`server.report.redis`, imported only then, so the
+``redis`` package stays optional). A source that cannot be opened is a usage error (exit 2,
+nothing written), since a report silently missing a file would mislead; bad content inside a
+source is counted in the report and summed up on stderr, and the exit status stays 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import BinaryIO
+
+from server.report.aggregate import Aggregator
+from server.report.html import render_html
+from server.report.model import Report
+from server.report.render import render_json, render_markdown, render_table
+
+REDIS_SCHEMES = ("redis://", "rediss://")
+DEFAULT_REDIS_KEY = "mcp:records"
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "table": render_table,
+    "json": render_json,
+    "markdown": render_markdown,
+    "html": render_html,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="SOURCE",
+        help="record files: .jsonl, rotated .jsonl.N, gzipped .gz; - for stdin; a Redis "
+        "stream: redis://[:password@]host:port/db[#key] (rediss:// for TLS)",
+    )
+    parser.add_argument("--format", choices=list(RENDERERS), default="table")
+    parser.add_argument(
+        "--redis-key",
+        default=DEFAULT_REDIS_KEY,
+        metavar="KEY",
+        help=f"stream key of redis:// sources without #key (default {DEFAULT_REDIS_KEY})",
+    )
+    parser.add_argument("--output", metavar="PATH", help="write here instead of stdout")
+
+
+def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
+    aggregator = Aggregator()
+    for name in args.files:
+        if name == "-":
+            aggregator.read(stdin if stdin is not None else sys.stdin.buffer, "(stdin)")
+            continue
+        if name.startswith(REDIS_SCHEMES):
+            problem = read_redis(aggregator, name, args.redis_key)
+            if problem:
+                return complain(problem)
+            continue
+        try:
+            with open(name, "rb") as stream:
+                aggregator.read(stream, name)
+        except OSError as failure:
+            return complain(f"cannot read {name}: {failure.strerror or failure}")
+    report = aggregator.report()
+    data = RENDERERS[args.format](report).encode("utf-8", "replace")
+    if args.output:
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as failure:
+            return complain(f"cannot write {args.output}: {failure.strerror or failure}")
+    else:
+        write_stdout(data)
+    warn_about_input(report)
+    return 0
+
+
+def read_redis(aggregator: Aggregator, source: str, default_key: str) -> str | None:
+    """Add a Redis stream to the report; what went wrong if it could not be read at all."""
+    try:
+        from server.report import redis as report_redis
+    except ImportError:
+        return (
+            "reading a Redis stream needs the redis package: pip install 'mcp-http-server[redis]'"
+        )
+    try:
+        url, key, name = report_redis.parse_source(source, default_key)
+    except ValueError as failure:
+        return f"cannot read a Redis source: {failure}"
+    try:
+        batches = report_redis.open_stream(url, key)
+    except (OSError, ValueError) as failure:  # ValueError: a URL redis cannot parse
+        return f"cannot read {name}: {failure}"
+    aggregator.read_batches(batches, name)
+    return None
+
+
+def complain(message: str) -> int:
+    print(f"python -m server report: {message}", file=sys.stderr)
+    return 2
+
+
+def warn_about_input(report: Report) -> None:
+    """What was skipped, on stderr, where a report written to a file cannot hide it."""
+    summary = report.input
+    skipped = {
+        "malformed lines": summary.malformed,
+        "records of an unknown version": summary.unknown_version,
+        "records of an unknown kind": summary.unknown_kind,
+    }
+    said = [f"{count:,} {what}" for what, count in skipped.items() if count]
+    if said:
+        print(f"python -m server report: skipped {', '.join(said)}", file=sys.stderr)
+    for error in summary.errors:
+        print(f"python -m server report: {error}", file=sys.stderr)
+
+
+def write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (say, head) left: not an error. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,386 @@
+"""Authentication for the MCP endpoint: who is calling, and whether they may do this.
+
+The server is an OAuth resource server (spec notes, section 3). An :class:`Authenticator`
+turns a request's ``Authorization`` header into a :class:`Principal` or raises an
+:class:`AuthError`, which carries its HTTP status and builds the exact ``WWW-Authenticate``
+value to send with it:
+
+=====================  ======  =======  ==================================================
+error                  status  code     when
+=====================  ======  =======  ==================================================
+``Unauthenticated``    401     -32001   no Bearer token, or a bad one (``invalid_token``)
+``InsufficientScope``  403     -32001   a good token without every scope needed
+``InvalidAuthRequest`` 400     -32600   malformed ``Authorization``, or ``access_token`` in
+                                        the query string (RFC 6750 ``invalid_request``)
+=====================  ======  =======  ==================================================
+
+-32001 is a server-defined JSON-RPC code (the -32000..-32099 range); ``data.error`` holds the
+RFC 6750 error code (absent when no token was sent), ``data.scope`` the scopes needed.
+Tokens come only from ``Authorization: Bearer <token>``; the token itself never appears in
+an error, a log line or the principal.
+
+Modes (``MCP_AUTH``): ``none`` (everyone is :data:`ANONYMOUS`; only on loopback unless
+explicitly allowed, see :func:`check_auth_mode`), ``tokens`` (static tokens known by their
+SHA-256 digests, :class:`StaticTokens`) and ``jwt`` (``server.security.jwt``). Protected-resource
+metadata (RFC 9728) is in ``server.security.metadata``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from server.errors import INVALID_REQUEST, McpError
+
+if TYPE_CHECKING:
+    from server.settings import Settings
+
+AUTH_ERROR = -32001
+
+# RFC 6750 section 2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# "Bearer" 1*SP b64token; the scheme is matched without case (RFC 9110 section 11.1).
+_CREDENTIALS = re.compile(r"([A-Za-z0-9!#$%&'*+.^_`|~\-]+)(?: +(.*))?", re.DOTALL)
+# RFC 6749 scope-token = 1*( %x21 / %x23-5B / %x5D-7E ): no space, quote or backslash.
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a subject (never the token), its scopes, and the verified claims."""
+
+    subject: str
+    scopes: frozenset[str]
+    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+
+    @property
+    def anonymous(self) -> bool:
+        return self is ANONYMOUS
+
+
+ANONYMOUS = Principal("anonymous", frozenset())
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def _quoted(value: str) -> str:
+    """An RFC 9110 quoted-string: control characters dropped, quote and backslash escaped."""
+    cleaned = "".join(ch for ch in value if 0x20 <= ord(ch) < 0x7F)
+    return '"' + cleaned.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class AuthError(McpError):
+    """An authentication failure; :meth:`www_authenticate` is the header value to send."""
+
+    code = AUTH_ERROR
+    status = 401
+    # The order of the WWW-Authenticate parameters for this class.
+    order: ClassVar[tuple[str, ...]] = (
+        "resource_metadata",
+        "scope",
+        "error",
+        "error_description",
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error: str | None = None,
+        description: str | None = None,
+        scopes: Iterable[str] = (),
+    ) -> None:
+        self.error = error
+        self.description = description
+        self.scopes = tuple(sorted(set(scopes)))
+        data: dict[str, str] = {}
+        if error:
+            data["error"] = error
+        if description:
+            data["error_description"] = description
+        if self.scopes:
+            data["scope"] = " ".join(self.scopes)
+        super().__init__(message, data or None)
+
+    def www_authenticate(self, resource_metadata: str | None) -> str:
+        """The ``WWW-Authenticate`` value; ``resource_metadata`` is left out when None."""
+        values = {
+            "resource_metadata": resource_metadata,
+            "scope": " ".join(self.scopes) or None,
+            "error": self.error,
+            "error_description": self.description,
+        }
+        params = [f"{name}={_quoted(values[name] or '')}" for name in self.order if values[name]]
+        return "Bearer " + ", ".join(params) if params else "Bearer"
+
+
+class Unauthenticated(AuthError):
+    """401: no Bearer token (no ``error``), or one that is not valid (``invalid_token``)."""
+
+
+class InsufficientScope(AuthError):
+    """403: the token is good but lacks scopes; ``scopes`` lists every scope needed."""
+
+    status = 403
+    order = ("error", "scope", "resource_metadata", "error_description")
+
+    def __init__(self, needed: Iterable[str], held: Iterable[str] = ()) -> None:
+        needed = sorted(set(needed))
+        missing = sorted(set(needed) - set(held))
+        super().__init__(
+            f"Insufficient scope: missing {' '.join(missing)}",
+            error="insufficient_scope",
+            scopes=needed,
+        )
+
+
+class InvalidAuthRequest(AuthError):
+    """400: a malformed ``Authorization`` header or a token in the query string."""
+
+    code = INVALID_REQUEST
+    status = 400
+    order = ("error", "error_description", "resource_metadata")
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description, error="invalid_request", description=description)
+
+
+# -- reading the request -------------------------------------------------------------------
+
+
+def single_authorization(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The ``Authorization`` value of ASGI ``headers``; 400 when it is sent more than once."""
+    found = [value for name, value in headers if name.lower() == b"authorization"]
+    if len(found) > 1:
+        raise InvalidAuthRequest("More than one Authorization header")
+    return found[0].decode("latin-1") if found else None
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of ``Bearer <token>``; None without one or for another scheme; 400 if bad."""
+    if authorization is None or not authorization.strip(" \t"):
+        return None
+    found = _CREDENTIALS.fullmatch(authorization.strip(" \t"))
+    if found is None:
+        raise InvalidAuthRequest("Malformed Authorization header")
+    if found[1].lower() != "bearer":
+        return None
+    token = found[2] or ""
+    if not _B64TOKEN.fullmatch(token):
+        raise InvalidAuthRequest("Malformed Bearer credentials")
+    return token
+
+
+def refuse_query_token(query_string: bytes) -> None:
+    """400 for ``access_token`` in the query string (RFC 6750 section 2.3, forbidden by MCP)."""
+    if b"access_token" not in query_string.lower() and b"%" not in query_string:
+        return
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    if any(name.strip().lower() == "access_token" for name, _ in pairs):
+        raise InvalidAuthRequest("Access tokens are accepted only in the Authorization header")
+
+
+def check_scope_tokens(scopes: Iterable[str]) -> None:
+    """ValueError for a scope that cannot be a scope token (space, quote, backslash, ...)."""
+    bad = [scope for scope in scopes if not _SCOPE_TOKEN.fullmatch(scope)]
+    if bad:
+        raise ValueError(f"not valid OAuth scope names: {bad!r}")
+
+
+# -- authenticators ------------------------------------------------------------------------
+
+
+class Authenticator(Protocol):
+    """What the endpoint calls on every request (both eras; there is no trust per session)."""
+
+    mode: str
+    required_scopes: frozenset[str]
+
+    async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
+        """The caller; raises :class:`AuthError` (400, 401, 403) or, in jwt mode, 503 when the
+        signing keys cannot be loaded."""
+
+    def require(self, principal: Principal, scopes: Iterable[str]) -> None:
+        """Raise :class:`InsufficientScope` unless ``principal`` holds ``scopes`` and the
+        endpoint's required scopes; the error lists all of them."""
+
+
+class NoAuth:
+    """``MCP_AUTH=none``: everyone is :data:`ANONYMOUS` and every scope check passes."""
+
+    mode = "none"
+    required_scopes: frozenset[str] = frozenset()
+
+    async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
+        return ANONYMOUS
+
+    def require(self, principal: Principal, scopes: Iterable[str]) -> None:
+        return None
+
+
+class BearerAuthenticator:
+    """The shared flow of the token modes; subclasses implement :meth:`verify`."""
+
+    mode = "bearer"
+
+    def __init__(self, required_scopes: Iterable[str] = ()) -> None:
+        self.required_scopes = frozenset(required_scopes)
+        check_scope_tokens(self.required_scopes)
+
+    async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
+        refuse_query_token(query_string)  # even with a header: the token has leaked into URLs
+        token = bearer_token(authorization)
+        if token is None:
+            raise Unauthenticated("Authentication required", scopes=self.required_scopes)
+        principal = await self.verify(token)
+        self.require(principal, ())
+        return principal
+
+    async def verify(self, token: str) -> Principal:
+        raise NotImplementedError
+
+    def invalid(self, description: str) -> Unauthenticated:
+        """The 401 for a token that was sent but is not good; ``description`` is public."""
+        return Unauthenticated(
+            "Invalid access token: " + description,
+            error="invalid_token",
+            description=description,
+            scopes=self.required_scopes,
+        )
+
+    def require(self, principal: Principal, scopes: Iterable[str]) -> None:
+        needed = self.required_scopes.union(scopes)
+        if not needed <= principal.scopes:
+            check_scope_tokens(needed)
+            raise InsufficientScope(needed, principal.scopes)
+
+
+def token_digest(token: str) -> str:
+    """The ``sha256:<hex>`` line for ``MCP_AUTH_TOKENS`` that accepts ``token``."""
+    return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A new random token (256 bits, URL-safe) and its digest for ``MCP_AUTH_TOKENS``."""
+    token = secrets.token_urlsafe(32)
+    return token, token_digest(token)
+
+
+class StaticTokens(BearerAuthenticator):
+    """``MCP_AUTH=tokens``: tokens known only by their SHA-256 digests, all with one scope set.
+
+    The presented token is hashed and compared with every digest in constant time
+    (``hmac.compare_digest``, no early exit), so timing tells nothing about which matched.
+    """
+
+    mode = "tokens"
+
+    def __init__(
+        self,
+        digests: Iterable[str],
+        scopes: Iterable[str] = (),
+        required_scopes: Iterable[str] = (),
+    ) -> None:
+        super().__init__(required_scopes)
+        self.digests: tuple[bytes, ...] = tuple(_parse_digest(line) for line in digests)
+        if not self.digests:
+            raise ValueError("MCP_AUTH=tokens needs at least one digest in MCP_AUTH_TOKENS")
+        self.scopes = frozenset(scopes)
+        check_scope_tokens(self.scopes)
+
+    async def verify(self, token: str) -> Principal:
+        presented = hashlib.sha256(token.encode("utf-8")).digest()
+        matched = b""
+        for digest in self.digests:
+            if hmac.compare_digest(presented, digest):
+                matched = digest
+        if not matched:
+            raise self.invalid("The token is not recognised")
+        return Principal("token:" + matched.hex()[:8], self.scopes)
+
+
+def _parse_digest(line: str) -> bytes:
+    algorithm, _, hexdigest = line.strip().partition(":")
+    if algorithm.lower() != "sha256" or not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigest):
+        raise ValueError("MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests")
+    return bytes.fromhex(hexdigest)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address (or host name) reaches only this machine."""
+    host = host.strip().lower().removeprefix("[").removesuffix("]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_auth_mode(settings: Settings) -> list[str]:
+    """Startup check of the authentication settings: ValueError for a configuration that must
+    not run, and the warnings (to log loudly) for one that runs but deserves attention."""
+    warnings: list[str] = []
+    mode = settings.auth
+    if mode == "none":
+        if not is_loopback(settings.host):
+            if not settings.auth_allow_none_non_loopback:
+                raise ValueError(
+                    f"MCP_AUTH=none with MCP_HOST={settings.host}: anyone who reaches the port "
+                    "could call every tool. Set MCP_AUTH=tokens or jwt, bind to 127.0.0.1, or "
+                    "set MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true for a private deployment with "
+                    "its own gate in front"
+                )
+            warnings.append(
+                f"!!! AUTHENTICATION IS OFF on {settings.host} (MCP_AUTH=none, "
+                "MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true): every client that reaches this port "
+                "can call every tool. Only run this behind a gate that authenticates. !!!"
+            )
+        if settings.auth_tokens or settings.auth_issuer or settings.auth_required_scopes:
+            warnings.append("MCP_AUTH=none: the other MCP_AUTH_* settings are ignored")
+        return warnings
+    check_scope_tokens([*settings.auth_required_scopes, *settings.auth_token_scopes])
+    if mode == "tokens":
+        if not settings.auth_tokens:
+            raise ValueError("MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token)")
+        lacking = set(settings.auth_required_scopes) - set(settings.auth_token_scopes)
+        if lacking:
+            warnings.append(
+                "MCP_AUTH_REQUIRED_SCOPES names scopes no static token holds "
+                f"({' '.join(sorted(lacking))}): every request will be refused with 403"
+            )
+        return warnings
+    if not settings.auth_issuer or not settings.auth_audience:
+        raise ValueError("MCP_AUTH=jwt needs MCP_AUTH_ISSUER and MCP_AUTH_AUDIENCE")
+    if bool(settings.auth_jwks_file) == bool(settings.auth_jwks_url):
+        raise ValueError("MCP_AUTH=jwt needs exactly one of MCP_AUTH_JWKS_FILE, MCP_AUTH_JWKS_URL")
+    if settings.auth_jwks_url:
+        url = urlsplit(settings.auth_jwks_url)
+        if url.scheme != "https" and not (url.scheme == "http" and is_loopback(url.hostname or "")):
+            raise ValueError("MCP_AUTH_JWKS_URL must be https (http only on loopback)")
+    return warnings
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    """The authenticator ``MCP_AUTH`` names (call :func:`check_auth_mode` first)."""
+    if settings.auth == "none":
+        return NoAuth()
+    if settings.auth == "tokens":
+        return StaticTokens(
+            settings.auth_tokens, settings.auth_token_scopes, settings.auth_required_scopes
+        )
+    from server.security.jwt import JwtAuthenticator
+
+    return JwtAuthenticator.from_settings(settings)

@@ -1,0 +1,82 @@
+"""OAuth 2.0 Protected Resource Metadata (RFC 9728): the document and the URLs it lives at.
+
+Clients find the authorization server through this document: the 401 challenge names its URL
+(``resource_metadata=``), and the app serves it at both ``/.well-known/oauth-protected-resource``
+and ``/.well-known/oauth-protected-resource<MCP_PATH>`` (paths below the app's root, see
+:func:`metadata_paths`). Behind a prefix (``MCP_ROOT_PATH=/api``) the app can only answer below
+that prefix, so the challenge points to ``/api/.well-known/oauth-protected-resource/mcp``; the
+RFC's origin-root location (``/.well-known/oauth-protected-resource/api/mcp``) is the proxy's
+to route, if wanted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from server.settings import Settings
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def resource_metadata(
+    resource: str, authorization_servers: list[str], scopes_supported: list[str]
+) -> dict[str, Any]:
+    """The metadata document; MCP requires at least one authorization server."""
+    if not resource:
+        raise ValueError("the protected-resource metadata needs the resource URI")
+    if not authorization_servers:
+        raise ValueError("the protected-resource metadata needs an authorization server")
+    document: dict[str, Any] = {
+        "resource": resource,
+        "authorization_servers": list(dict.fromkeys(authorization_servers)),
+        "bearer_methods_supported": ["header"],
+    }
+    if scopes_supported:
+        document["scopes_supported"] = sorted(set(scopes_supported))
+    return document
+
+
+def metadata_paths(path: str = "/mcp") -> tuple[str, str]:
+    """The two app paths (below the root path) that serve the document for endpoint ``path``."""
+    return WELL_KNOWN, WELL_KNOWN + path
+
+
+def metadata_url(scheme: str, host: str, root_path: str = "", path: str = "/mcp") -> str:
+    """The absolute URL of the document for the ``WWW-Authenticate`` challenge.
+
+    ``scheme`` and ``host`` are the request's (the ASGI scope's scheme after trusted-proxy
+    handling, and the allow-listed Host header), ``root_path`` is ``MCP_ROOT_PATH`` and
+    ``path`` is ``MCP_PATH``. A default port (80 for http, 443 for https) is left out.
+    """
+    scheme = scheme.lower()
+    host = host.strip().lower()
+    name, colon, port = host.rpartition(":")
+    if colon and name and _DEFAULT_PORTS.get(scheme) == port:
+        host = name  # "[::1]:443" -> "[::1]"; IPv6 literals are bracketed in a Host header
+    return f"{scheme}://{host}{root_path.rstrip('/')}{WELL_KNOWN}{path}"
+
+
+def protected_resource_document(
+    settings: Settings, scopes: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """The document this configuration serves, or None when there is none to serve.
+
+    ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
+    the required scopes (and, in tokens mode, the scopes the tokens hold). None when
+    ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
+    ``MCP_AUTH_ISSUER``): then the paths answer 404 and challenges carry no
+    ``resource_metadata``.
+    """
+    if settings.auth == "none":
+        return None
+    resource = settings.auth_resource or settings.auth_audience
+    servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
+    if not resource or not servers:
+        return None
+    supported = {*settings.auth_required_scopes, *scopes}
+    if settings.auth == "tokens":
+        supported.update(settings.auth_token_scopes)
+    return resource_metadata(resource, servers, sorted(supported))

@@ -1,0 +1,343 @@
+"""The HTTP/1.1 protocol this server runs on: uvicorn's httptools protocol, leaner per response.
+
+Parsing, keep-alive, pipelining, flow control, upgrades and shutdown are uvicorn's own,
+inherited. Three things differ, each measured on this project's machines (docs/benchmarks.md),
+where uvicorn's per-response work was a quarter of the server's CPU on a ``tools/call``:
+
+- **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for the
+end
+  of the loop's turn and go out as one, so a response costs one system call instead of two
+  and the responses of one turn wake their clients together. Holding only the head until the
+  body (ASGI allows it) was tried instead: the same one write per response, but 13% fewer
+  requests/s under load, because clients were woken one response at a time.
+- **Header lines are checked once.** uvicorn checks every response header against two
+  patterns and lower-cases it on every response. The lines repeat from response to response,
+  so each distinct (name, value) is checked, encoded and classified once and remembered
+  (bounded, :class:`HeaderLines`). The framing rules (Content-Length, chunked, Connection:
+  close) are uvicorn's.
+- **Keep-alive costs no timer per response.** uvicorn arms a loop timer when a response ends
+  and cancels it when the next request arrives (1.7 µs a request on uvloop). Here the
+  connection notes when it went idle, and one sweep per loop (:class:`IdleSweep`, every
+  0.5 s) closes the connections idle past ``timeout_keep_alive``, so one closes between that
+  and half a second later.
+
+:class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
+they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/test_http_protocol.py
+fails when the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from itertools import chain
+from typing import Any
+
+import httptools
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+from server.aio import PerLoop
+from server.serving.coalescing import CoalescingTransport, write_batch
+
+# What a header line means to the response framing (uvicorn's rules).
+_PLAIN, _LENGTH, _CHUNKED, _CLOSE = 0, 1, 2, 3
+_LINES_KEPT = 1024
+
+
+class HeaderLines:
+    """Response header lines, each (name, value) checked and encoded once.
+
+    A value per pair: (the line as written, what it means to the framing, the length for a
+    Content-Length). The server's date header is one of them, a new line each second.
+    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[bytes, bytes], tuple[bytes, int, int]] = {}
+
+    def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
+        try:
+            known = self._known.get(pair)
+        except TypeError:  # a two-item list (ASGI allows any iterable pair): as a tuple
+            pair = (pair[0], pair[1])
+            known = self._known.get(pair)
+        if known is None:
+            known = self._learn(pair)
+        return known
+
+    def _learn(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
+        name, value = pair
+        if HEADER_RE.search(name):
+            raise RuntimeError("Invalid HTTP header name.")
+        if HEADER_VALUE_RE.search(value):
+            raise RuntimeError("Invalid HTTP header value.")
+        name = name.lower()
+        meaning, length = _PLAIN, 0
+        if name == b"content-length":
+            meaning, length = _LENGTH, int(value.decode())
+        elif name == b"transfer-encoding" and value.lower() == b"chunked":
+            meaning = _CHUNKED
+        elif name == b"connection" and b"close" in [
+            token.lower().strip() for token in value.split(b",")
+        ]:
+            meaning = _CLOSE
+        known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
+        if len(self._known) >= _LINES_KEPT:
+            self._known.clear()
+        self._known[pair] = known
+        return known
+
+
+_LINES = HeaderLines()
+
+
+class Cycle(RequestResponseCycle):
+    """One request and its response: uvicorn's ``send``, with the head built from
+    :class:`HeaderLines`."""
+
+    def __init__(self, protocol: HttpProtocol, scope: Any, keep_alive: bool) -> None:
+        # uvicorn's __init__, its arguments read from the protocol here instead of passed by
+        # keyword (eleven of them, on every request).
+        self.scope = scope
+        self.transport = protocol.transport
+        self.flow = protocol.flow
+        self.logger = protocol.logger
+        self.access_logger = protocol.access_logger
+        self.access_log = protocol.access_log
+        self.default_headers = protocol.server_state.default_headers
+        self.message_event = asyncio.Event()
+        self.on_response = protocol.on_response_complete
+        self.disconnected = False
+        self.keep_alive = keep_alive
+        self.waiting_for_100_continue = protocol.expect_100_continue
+        self.body = bytearray()
+        self.more_body = True
+        self.response_started = False
+        self.response_complete = False
+        self.chunked_encoding: bool | None = None
+        self.expected_content_length = 0
+
+    async def receive(self) -> Any:
+        # uvicorn's, but a body that has arrived already (most: one packet) is taken without
+        # the coroutine of waiting on the event.
+        if self.waiting_for_100_continue and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_for_100_continue = False
+        if not self.disconnected and not self.response_complete:
+            self.flow.resume_reading()
+            if not self.message_event.is_set():
+                await self.message_event.wait()
+            self.message_event.clear()
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
+        self.body = bytearray()
+        return message
+
+    async def send(self, message: Any) -> None:
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        if not self.response_started:
+            if message["type"] != "http.response.start":
+                raise RuntimeError(
+                    f"Expected ASGI message 'http.response.start', but got '{message['type']}'."
+                )
+            self._start(message["status"], message.get("headers", ()))
+            return
+        if self.response_complete:
+            raise RuntimeError(
+                f"Unexpected ASGI message '{message['type']}' sent, after response already "
+                "completed."
+            )
+        if message["type"] != "http.response.body":
+            raise RuntimeError(
+                f"Expected ASGI message 'http.response.body', but got '{message['type']}'."
+            )
+        body = message.get("body", b"")
+        more_body = message.get("more_body", False)
+        data = body
+        if self.scope["method"] == "HEAD":
+            self.expected_content_length = 0
+            data = b""
+        elif self.chunked_encoding:
+            data = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+            if not more_body:
+                data += b"0\r\n\r\n"
+        else:
+            if len(body) > self.expected_content_length:
+                raise RuntimeError("Response content longer than Content-Length")
+            self.expected_content_length -= len(body)
+        if data:
+            self.transport.write(data)
+        if not more_body:
+            if self.expected_content_length != 0:
+                raise RuntimeError("Response content shorter than Content-Length")
+            self.response_complete = True
+            self.message_event.set()
+            if not self.keep_alive:
+                self.transport.close()
+            self.on_response()
+
+    def _start(self, status: int, headers: Any) -> None:
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        if self.access_log:
+            self.access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                get_client_addr(self.scope),
+                self.scope["method"],
+                get_path_with_query_string(self.scope),
+                self.scope["http_version"],
+                status,
+            )
+        content = [STATUS_LINE[status]]
+        has_connection_close = False
+        # The server's own headers (the date) first, under the same rules, as uvicorn does.
+        for pair in chain(self.default_headers, headers):
+            line, meaning, length = _LINES.line(pair)
+            if meaning == _LENGTH:
+                if self.chunked_encoding is None:
+                    self.expected_content_length = length
+                    self.chunked_encoding = False
+            elif meaning == _CHUNKED:
+                self.expected_content_length = 0
+                self.chunked_encoding = True
+            elif meaning == _CLOSE:
+                self.keep_alive = False
+                has_connection_close = True
+            content.append(line)
+        if not self.keep_alive and not has_connection_close:
+            content.append(b"connection: close\r\n")
+        if (
+            self.chunked_encoding is None
+            and self.scope["method"] != "HEAD"
+            and status not in (204, 304)
+        ):
+            self.chunked_encoding = True
+            content.append(b"transfer-encoding: chunked\r\n")
+        content.append(b"\r\n")
+        self.transport.write(b"".join(content))
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, writing through the loop's :class:`WriteBatch`, with a
+    :class:`Cycle` for every request."""
+
+    # What this class adds lives in a slot, not in the instance dict: uvicorn's protocol sets
+    # 28 attributes, and an instance dict of 30 keys no longer shares its keys with the
+    # class's other instances (CPython 3.11: 296 bytes at 29 keys, 1,584 at 30). Two more in
+    # the dict cost 1.3 KiB per open connection (streams_bench: 18.5 KiB per idle listen
+    # stream instead of 17.5).
+    __slots__ = ("_sweep",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The loop's sweep; this connection is in its ``idle`` only between a response and
+        # the next request.
+        self._sweep = idle_sweep(self.loop)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(CoalescingTransport(transport, write_batch(self.loop)))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._sweep.idle.pop(self, None)  # uvicorn forgets its timer only on a clean close
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._sweep.idle.pop(self, None)
+
+    def on_response_complete(self) -> None:
+        # uvicorn's own, but for the keep-alive timeout: the connection notes when it went
+        # idle, and the loop's IdleSweep closes it once that is too long ago, instead of a
+        # loop timer armed and cancelled on every response.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._sweep.idle[self] = self.loop.time()
+            self._sweep.arm()
+
+    def on_headers_complete(self) -> None:
+        # uvicorn's own, but for the cycle class it builds: keep in step with it.
+        http_version = self.parser.get_http_version()
+        method = self.parser.get_method()
+        self.scope["method"] = method.decode("ascii")
+        if http_version != "1.1":
+            self.scope["http_version"] = http_version
+        if self.parser.should_upgrade() and self._should_upgrade():
+            return
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        self.scope["path"] = self.root_path + path
+        self.scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        self.scope["query_string"] = parsed_url.query or b""
+        app = self.app
+        if self.limit_concurrency is not None and (
+            len(self.connections) >= self.limit_concurrency
+            or len(self.tasks) >= self.limit_concurrency
+        ):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        existing_cycle = self.cycle
+        self.cycle = Cycle(
+            self,
+            self.scope,
+            http_version != "1.0" and self.parser.should_keep_alive(),
+        )
+        if existing_cycle is None or existing_cycle.response_complete:
+            self._start_asgi_task(self.cycle, app)
+        else:
+            # Pipelined requests wait their turn.
+            self.flow.pause_reading()
+            self.pipeline.appendleft((self.cycle, app))
+
+
+class IdleSweep:
+    """Closes one loop's keep-alive connections once idle past their timeout: a loop timer
+    every ``SWEEP_S`` while any connection is idle, so a request costs no timer, and the
+    sweep looks only at idle connections (not at every open one: a server holding 10,000
+    listen streams would pay for them all twice a second)."""
+
+    SWEEP_S = 0.5
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.idle: dict[HttpProtocol, float] = {}  # connection -> when it went idle
+        self._timer: asyncio.TimerHandle | None = None
+
+    def arm(self) -> None:
+        if self._timer is None:
+            self._timer = self._loop.call_later(self.SWEEP_S, self.sweep)
+
+    def sweep(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        expired = [
+            connection
+            for connection, since in self.idle.items()
+            if now - since >= connection.timeout_keep_alive
+        ]
+        for connection in expired:
+            del self.idle[connection]
+            connection.timeout_keep_alive_handler()
+        if self.idle:
+            self.arm()
+
+
+idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)

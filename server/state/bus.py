@@ -1,0 +1,61 @@
+"""The notification bus: what every replica must hear about, and how it gets there.
+
+One process handles an event itself first (its hub, its sessions), then announces it with
+:meth:`Bus.publish` so the other replicas can do their part:
+
+======== ======================= ==================================================
+kind     data                    the other replicas ...
+======== ======================= ==================================================
+change   kind, uri               offer the catalog change to their streams
+ended    sid                     release what they hold for that session
+answer   sid, id, result / error hand a client's answer to the handler waiting there
+cancel   sid, params             cancel the call if it runs there
+subs     sid, uris               update the resource subscriptions of a GET stream
+======== ======================= ==================================================
+
+:class:`LocalBus` is the one-process default: there is nobody to tell. :class:`RedisBus`
+publishes on one Redis channel and delivers what other replicas publish (its own messages
+come back too and are skipped). Publishing never blocks the caller: messages queue (bounded)
+for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber that is
+away, so after an outage the bus delivers ``resync`` locally: list streams are told their
+lists changed, and clients re-read what they may have missed.
+
+The Redis flavour is :mod:`server.state.redis.bus`, imported only when ``MCP_REDIS_URL`` is set, so
+the
+``redis`` package stays an optional extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Deliver = Callable[[str, dict[str, Any]], None]
+
+
+class Bus(Protocol):
+    def publish(self, kind: str, data: dict[str, Any]) -> None:
+        """Announce an event to the other replicas; never blocks, never raises."""
+
+    def start(self, deliver: Deliver) -> None:
+        """Begin delivering other replicas' events to ``deliver`` (called on the loop)."""
+
+    async def close(self) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+class LocalBus:
+    """One process: every event was already handled where it happened."""
+
+    def publish(self, kind: str, data: dict[str, Any]) -> None:
+        return None
+
+    def start(self, deliver: Deliver) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": "local"}

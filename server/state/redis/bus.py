@@ -1,0 +1,154 @@
+"""The notification bus over Redis pub/sub (see :mod:`server.state.bus` for what travels on it).
+
+:class:`RedisBus` publishes on one Redis channel and delivers what other replicas publish (its
+own messages come back too and are skipped). Publishing never blocks the caller: messages queue
+(bounded) for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber
+that is away, so after an outage the bus delivers ``resync`` locally: list streams are told
+their lists changed, and clients re-read what they may have missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from typing import Any
+
+import orjson
+from redis.asyncio.client import PubSub
+
+from server.aio import next_batch, stop_task
+from server.state.bus import Deliver
+from server.state.redis.link import RedisLink, redis_failure
+
+log = logging.getLogger(__name__)
+
+QUEUE_LIMIT = 10_000
+PUBLISH_BATCH = 256
+
+
+class RedisBus:
+    def __init__(self, link: RedisLink) -> None:
+        self.link = link
+        self.channel = link.key("bus")
+        self.origin = secrets.token_hex(8)
+        self._queue: asyncio.Queue[bytes] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.published = 0
+        self.delivered = 0
+        self.dropped = 0  # not published: queue full or Redis away
+        self.subscribed = False
+
+    def publish(self, kind: str, data: dict[str, Any]) -> None:
+        if self._queue is None:
+            self.dropped += 1
+            return
+        message = orjson.dumps({"o": self.origin, "k": kind, "d": data})
+        try:
+            self._queue.put_nowait(message)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def start(self, deliver: Deliver) -> None:
+        self._queue = asyncio.Queue(QUEUE_LIMIT)
+        self._tasks = [
+            asyncio.create_task(self._publisher(), name="bus-publisher"),
+            asyncio.create_task(self._listener(deliver), name="bus-listener"),
+        ]
+
+    async def close(self) -> None:
+        queue = self._queue
+        if queue is not None and self.link.connected:
+            # Give what is queued (a last change, a session ending) a moment to go out.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.link.timeout_s):
+                    await queue.join()
+        for task in self._tasks:
+            await stop_task(task)
+        self._tasks = []
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "kind": "redis",
+            "subscribed": self.subscribed,
+            "published": self.published,
+            "delivered": self.delivered,
+            "dropped": self.dropped,
+        }
+
+    async def _publisher(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            batch = await next_batch(queue, PUBLISH_BATCH)
+            try:
+                await self._publish(batch)
+            finally:
+                for _ in batch:
+                    queue.task_done()
+
+    async def _publish(self, batch: list[bytes]) -> None:
+        try:
+            async with self.link.client.pipeline(transaction=False) as pipe:
+                for message in batch:
+                    pipe.publish(self.channel, message)
+                await self.link.run(pipe.execute())
+            self.published += len(batch)
+        except Exception:
+            # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
+            # these are gone; subscribers resync when Redis is back.
+            if self.link.connected:
+                log.exception("publishing on the bus failed")
+            self.dropped += len(batch)
+
+    async def _listener(self, deliver: Deliver) -> None:
+        missed = False
+        while True:
+            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                self.subscribed = True
+                self.link.seen()
+                if missed:
+                    missed = False
+                    deliver("resync", {})
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        if not self.link.connected:
+                            # The monitor saw Redis go; this socket may not know yet.
+                            raise ConnectionError("Redis lost")
+                        continue
+                    self._deliver(message, deliver)
+            except asyncio.CancelledError:
+                raise
+            except Exception as failure:
+                if not redis_failure(failure):
+                    log.exception("the bus listener failed; resubscribing")
+                self.link.lost(failure)
+                missed = True
+            finally:
+                self.subscribed = False
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(1.0)
+
+    def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
+        if message.get("type") != "message":
+            return
+        try:
+            event = orjson.loads(message["data"])
+            if event["o"] == self.origin:
+                return
+            kind, data = event["k"], event["d"]
+            if not isinstance(kind, str) or not isinstance(data, dict):
+                raise TypeError("kind must be a string and data an object")
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            log.warning("ignored a malformed bus message")
+            return
+        self.delivered += 1
+        try:
+            deliver(kind, data)
+        except Exception:
+            log.exception("handling a %r bus event failed", kind)

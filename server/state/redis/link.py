@@ -1,0 +1,132 @@
+"""The one connection to Redis that shared state goes through, and what losing it means.
+
+:class:`RedisLink` owns the asyncio client: every operation is bounded (socket timeouts plus
+an outer deadline, one quick retry for a pooled connection that went stale when Redis
+restarted), and every Redis failure becomes :class:`~server.errors.ServiceUnavailable`, so a
+request that needs shared state fails with 503 and a JSON-RPC error, never a hang or a 500.
+A monitor pings Redis (every second while it is away, every few seconds otherwise), so
+readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
+when it is back (the bus resubscribes and tells local streams to re-read what they may have
+missed).
+
+The ``redis`` package is imported only here and in the other Redis modules, so it stays an
+optional extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ConstantBackoff
+from redis.exceptions import RedisError
+
+from server.aio import stop_task
+from server.errors import ServiceUnavailable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PING_CONNECTED_S = 5.0
+PING_LOST_S = 1.0
+
+
+def redis_failure(failure: BaseException) -> bool:
+    """Whether ``failure`` means Redis is unreachable or misbehaving (not a bug of ours)."""
+    return isinstance(failure, RedisError | OSError | TimeoutError)
+
+
+class RedisLink:
+    def __init__(self, url: str, *, prefix: str, timeout_s: float) -> None:
+        self.prefix = prefix
+        self.timeout_s = timeout_s
+        self.client: Redis = Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(ConstantBackoff(0.02), 1),
+            # Unbounded pools grow a connection per concurrent request during a burst.
+            max_connections=256,
+        )
+        self.connected = False
+        self.last_error: str | None = "not connected yet"
+        self.lost_at: float | None = None
+        self._reconnect_listeners: list[Callable[[], None]] = []
+        self._monitor: asyncio.Task[None] | None = None
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def run(self, operation: Awaitable[T]) -> T:
+        """Await a Redis operation; any Redis failure becomes 503 (ServiceUnavailable)."""
+        try:
+            async with asyncio.timeout(self.timeout_s * 2 + 0.5):
+                result = await operation
+        except Exception as failure:
+            if not redis_failure(failure):
+                raise
+            self.lost(failure)
+            raise ServiceUnavailable(
+                "Shared state is unavailable (Redis does not answer); retry shortly",
+                retry_after=PING_LOST_S,
+            ) from None
+        self.seen()
+        return result
+
+    def lost(self, failure: BaseException) -> None:
+        if self.connected:
+            log.error("Redis is unreachable (%s); shared-state requests get 503", failure)
+        self.connected = False
+        self.last_error = f"{type(failure).__name__}: {failure}" if str(failure) else repr(failure)
+        if self.lost_at is None:
+            self.lost_at = time.monotonic()
+
+    def seen(self) -> None:
+        if self.connected:
+            return
+        was_lost = self.lost_at is not None
+        self.connected = True
+        self.last_error = None
+        self.lost_at = None
+        if not was_lost:
+            return  # the first connection: nothing was missed
+        log.warning("Redis answers again; shared state is back")
+        for listener in list(self._reconnect_listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("a Redis reconnect listener failed")
+
+    def on_reconnect(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (it must not block) each time Redis answers after an outage."""
+        self._reconnect_listeners.append(listener)
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {"connected": self.connected}
+        if self.last_error is not None:
+            status["error"] = self.last_error
+        return status
+
+    def start(self) -> None:
+        if self._monitor is None:
+            self._monitor = asyncio.create_task(self._watch(), name="redis-monitor")
+
+    async def _watch(self) -> None:
+        while True:
+            with contextlib.suppress(ServiceUnavailable):
+                await self.run(self.client.ping())
+            await asyncio.sleep(PING_CONNECTED_S if self.connected else PING_LOST_S)
+
+    async def close(self) -> None:
+        if self._monitor is not None:
+            await stop_task(self._monitor)
+            self._monitor = None
+        with contextlib.suppress(Exception):
+            await self.client.aclose()

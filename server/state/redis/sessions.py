@@ -1,0 +1,175 @@
+"""Legacy sessions in Redis, so any replica serves any session (no sticky load balancing).
+
+A session is one hash (``<prefix>:session:<id>``) whose Redis TTL is the idle timeout: every
+use restarts it, so expiry is Redis's job and works the same whichever replica saw the session
+last. A sorted set (``<prefix>:sessions``, scored by when each session would expire) counts
+them for the cap. ``save`` only updates a session that still exists, so a request finishing
+after a ``DELETE`` on another replica cannot bring the session back.
+
+What a replica holds for a session in memory (streams, waiting questions, running calls) is
+not here: ``expire`` keeps the sessions busy in this process alive, and releases the local part
+of sessions that ended elsewhere (the bus usually says so first; this sweep is the backstop).
+
+Every Redis failure surfaces as :class:`~server.errors.ServiceUnavailable` (503).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from server.legacy.sessions import Session, SessionLimit, new_session_id
+from server.state.redis.link import RedisLink
+
+MAX_SESSION_ID_LENGTH = 128
+
+# HSET only while the hash exists: a save racing a DELETE must not resurrect the session.
+_SAVE_IF_EXISTS = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+def _encode(session: Session) -> dict[str, bytes]:
+    return {
+        "version": session.protocol_version.encode(),
+        "client_info": orjson.dumps(session.client_info),
+        "capabilities": orjson.dumps(session.client_capabilities),
+        "initialized": b"1" if session.initialized else b"0",
+        "log_level": orjson.dumps(session.log_level),
+        "subscriptions": orjson.dumps(sorted(session.subscriptions)),
+        "owner": orjson.dumps(session.owner),
+    }
+
+
+def _decode(session_id: str, fields: dict[bytes, bytes]) -> Session | None:
+    try:
+        session = Session(
+            session_id,
+            fields[b"version"].decode(),
+            orjson.loads(fields[b"client_info"]),
+            orjson.loads(fields[b"capabilities"]),
+        )
+        session.initialized = fields.get(b"initialized") == b"1"
+        session.log_level = orjson.loads(fields.get(b"log_level", b"null"))
+        session.subscriptions = set(orjson.loads(fields.get(b"subscriptions", b"[]")))
+        session.owner = orjson.loads(fields.get(b"owner", b"null"))
+    except (KeyError, UnicodeDecodeError, orjson.JSONDecodeError, TypeError):
+        return None  # half-written or foreign data: as good as no session
+    return session
+
+
+class RedisSessionStore:
+    def __init__(
+        self,
+        link: RedisLink,
+        *,
+        max_sessions: int,
+        idle_timeout_s: float,
+        local: Callable[[], Iterable[str]],
+        busy: Callable[[str], bool],
+        ended: Callable[[str], None],
+    ) -> None:
+        self.link = link
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self._ttl_ms = max(1, int(idle_timeout_s * 1000))
+        self._local = local
+        self._busy = busy
+        self._ended = ended
+        self._index = link.key("sessions")
+        self._count = 0
+        self._save = link.client.register_script(_SAVE_IF_EXISTS)
+
+    def _key(self, session_id: str) -> str:
+        return self.link.key("session", session_id)
+
+    def _deadline(self) -> float:
+        return time.time() + self.idle_timeout_s
+
+    async def create(
+        self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
+    ) -> Session:
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(self._index, "-inf", time.time())
+            pipe.zcard(self._index)
+            _, count = await self.link.run(pipe.execute())
+        self._count = int(count)
+        if self._count >= self.max_sessions:
+            raise SessionLimit(
+                f"Too many sessions ({self.max_sessions}); end unused sessions or retry later"
+            )
+        session = Session(new_session_id(), protocol_version, client_info, capabilities)
+        key = self._key(session.id)
+        async with self.link.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=_encode(session))  # type: ignore[arg-type]
+            pipe.pexpire(key, self._ttl_ms)
+            pipe.zadd(self._index, {session.id: self._deadline()})
+            await self.link.run(pipe.execute())
+        self._count += 1
+        return session
+
+    async def get(self, session_id: str) -> Session | None:
+        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+            return None
+        key = self._key(session_id)
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(key)
+            pipe.pexpire(key, self._ttl_ms)
+            pipe.zadd(self._index, {session_id: self._deadline()}, xx=True)
+            fields, _, _ = await self.link.run(pipe.execute())
+        if not fields:
+            return None
+        return _decode(session_id, fields)
+
+    async def save(self, session: Session) -> None:
+        values: list[Any] = [self._ttl_ms]  # the same TTL as create and get
+        for name, value in _encode(session).items():
+            values += [name, value]
+        await self.link.run(self._save(keys=[self._key(session.id)], args=values))
+
+    async def delete(self, session_id: str) -> bool:
+        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+            return False
+        async with self.link.client.pipeline(transaction=True) as pipe:
+            pipe.delete(self._key(session_id))
+            pipe.zrem(self._index, session_id)
+            deleted, _ = await self.link.run(pipe.execute())
+        return bool(deleted)
+
+    async def expire(self) -> list[str]:
+        """Keep this process's busy sessions alive; release the local part of sessions that
+        ended (expired, or deleted on another replica) — the ids released."""
+        local = [(session_id, self._busy(session_id)) for session_id in self._local()]
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(self._index, "-inf", time.time())
+            pipe.zcard(self._index)
+            for session_id, busy in local:
+                if busy:
+                    pipe.pexpire(self._key(session_id), self._ttl_ms)
+                    pipe.zadd(self._index, {session_id: self._deadline()}, xx=True)
+                else:
+                    pipe.exists(self._key(session_id))
+            _, count, *answers = await self.link.run(pipe.execute())
+        self._count = int(count)
+        ended = []
+        answers_iter = iter(answers)
+        for session_id, busy in local:
+            alive = bool(next(answers_iter))  # pexpire and exists both say 1 if the key is there
+            if busy:
+                next(answers_iter)  # the zadd
+            if not alive:
+                ended.append(session_id)
+                self._ended(session_id)
+        return ended
+
+    def count(self) -> int:
+        """Sessions across every replica, as of the last create or sweep."""
+        return self._count

@@ -1,0 +1,86 @@
+"""This process on the bus: announces its own events, applies the other replicas'.
+
+Catalog changes go to the :class:`~server.hub.Hub`; a session's ending, the client's answers,
+its cancellations and its subscription changes go to whatever holds the session here, seen only
+through :class:`SessionEvents` (the legacy transport implements it), so shared state never
+depends on the HTTP shell.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, cast, get_args
+
+from server.catalog import Change, ChangeKind
+from server.hub import Hub
+from server.jsonrpc import Response, is_valid_id
+from server.state.bus import Bus
+
+if TYPE_CHECKING:
+    from server.legacy.sessions import Session
+
+_KINDS: frozenset[str] = frozenset(get_args(ChangeKind))
+_LIST_KINDS: tuple[ChangeKind, ...] = tuple(
+    kind for kind in get_args(ChangeKind) if kind != "resource_updated"
+)
+
+
+class SessionEvents(Protocol):
+    """What another replica can tell this one about a legacy session."""
+
+    def session_ended(self, session_id: str) -> None: ...
+
+    def remote_answer(self, session_id: str, response: Response) -> None: ...
+
+    def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None: ...
+
+    def remote_subscriptions(self, session_id: str, uris: set[str]) -> None: ...
+
+
+class BusRelay:
+    """Announces this replica's events on the bus and applies the other replicas'."""
+
+    def __init__(self, hub: Hub, sessions: SessionEvents, bus: Bus) -> None:
+        self.hub = hub
+        self.sessions = sessions
+        self.bus = bus
+
+    def deliver(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "change":
+            change_kind, uri = data.get("kind"), data.get("uri")
+            # A list change has no uri; a resource update must name one (streams rely on it).
+            uri_ok = isinstance(uri, str) if change_kind == "resource_updated" else uri is None
+            if isinstance(change_kind, str) and change_kind in _KINDS and uri_ok:
+                self.hub.publish(Change(cast(ChangeKind, change_kind), uri))
+            return
+        if kind == "resync":
+            # Changes may have been missed while Redis was away: clients re-read the lists.
+            for list_kind in _LIST_KINDS:
+                self.hub.publish(Change(list_kind))
+            return
+        session_id = data.get("sid")
+        if not isinstance(session_id, str):
+            return
+        if kind == "ended":
+            self.sessions.session_ended(session_id)
+        elif kind == "answer":
+            request_id = data.get("id")
+            error = data.get("error")
+            if (
+                isinstance(request_id, str | int)
+                and is_valid_id(request_id)
+                and (error is None or isinstance(error, dict))
+            ):
+                response = Response(request_id, data.get("result"), error)
+                self.sessions.remote_answer(session_id, response)
+        elif kind == "cancel" and isinstance(data.get("params"), dict):
+            self.sessions.remote_cancel(session_id, data["params"])
+        elif kind == "subs" and isinstance(data.get("uris"), list):
+            uris = {uri for uri in data["uris"] if isinstance(uri, str)}
+            self.sessions.remote_subscriptions(session_id, uris)
+
+    def announce_change(self, change: Change) -> None:
+        self.bus.publish("change", {"kind": change.kind, "uri": change.uri})
+
+    def announce_subscriptions(self, session: Session) -> None:
+        """A session's resource subscriptions changed: a GET stream elsewhere follows them."""
+        self.bus.publish("subs", {"sid": session.id, "uris": sorted(session.subscriptions)})

@@ -1,0 +1,144 @@
+"""HTTP admission rules for the MCP endpoint, as pure functions over header values.
+
+Host and Origin allow-lists (DNS-rebinding protection), the Accept negotiation (lenient: only
+refuse when neither JSON nor SSE is acceptable), and the Content-Type check. Each failure is an
+:class:`~server.errors.McpError` with its HTTP status, so the endpoint answers every refusal with
+a JSON-RPC error body.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from server.errors import InvalidRequest
+
+_HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
+
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """("host", "port") from a Host header value (IPv6 keeps its brackets); None if malformed."""
+    found = _HOST.fullmatch(value.strip().lower())
+    return (found["host"], found["port"]) if found else None
+
+
+def host_allowed(value: str, allowed: Sequence[str]) -> bool:
+    """``allowed`` holds "host" (any port), "host:port", or "*" (anything)."""
+    return _host_allowed(value, tuple(allowed))
+
+
+@functools.lru_cache(maxsize=1024)  # hosts repeat: parse each (value, allow-list) once
+def _host_allowed(value: str, allowed: tuple[str, ...]) -> bool:
+    if "*" in allowed:
+        return True
+    parsed = split_host(value)
+    if parsed is None:
+        return False
+    host, port = parsed
+    for entry in allowed:
+        entry_parsed = split_host(entry)
+        if entry_parsed is None:
+            continue
+        entry_host, entry_port = entry_parsed
+        if entry_host == host and (entry_port is None or entry_port == port):
+            return True
+    return False
+
+
+def check_host(host: str | None, allowed: Sequence[str]) -> None:
+    if host is None or not host_allowed(host, allowed):
+        raise InvalidRequest(f"Host {host!r} is not allowed", http_status=403)
+
+
+class HostGuard:
+    """:func:`check_host` for one allow-list, on the raw header, remembering the raw values it
+    allowed (bounded): a client sends the same Host on every request, so the endpoint pays a
+    set lookup instead of decoding and parsing it each time."""
+
+    KEPT = 256
+
+    def __init__(self, allowed: Sequence[str]) -> None:
+        self.allowed = tuple(allowed)
+        self._allowed_raw: set[bytes] = set()
+
+    def check(self, raw: bytes | None) -> None:
+        if raw is not None and raw in self._allowed_raw:
+            return
+        check_host(None if raw is None else raw.decode("latin-1"), self.allowed)
+        if raw is not None and len(self._allowed_raw) < self.KEPT:
+            self._allowed_raw.add(raw)
+
+
+def check_origin(
+    origin: str | None, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]
+) -> None:
+    """A present Origin must be an allowed origin, or name an allowed host; absent is fine."""
+    if origin is None:
+        return
+    if origin in allowed_origins or "*" in allowed_origins:
+        return
+    try:
+        parts = urlsplit(origin)
+        netloc_ok = parts.scheme in ("http", "https") and bool(parts.netloc)
+    except ValueError:
+        netloc_ok = False
+    if netloc_ok and host_allowed(parts.netloc, allowed_hosts):
+        return
+    raise InvalidRequest(f"Origin {origin!r} is not allowed", http_status=403)
+
+
+def _media_ranges(accept: str) -> dict[str, float]:
+    """Media range -> quality; a malformed quality counts as 1 (be lenient)."""
+    ranges: dict[str, float] = {}
+    for item in accept.split(","):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        if not media:
+            continue
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    quality = float(value.strip())
+                except ValueError:
+                    quality = 1.0
+        ranges[media] = quality
+    return ranges
+
+
+def _acceptable(ranges: dict[str, float], media: str) -> bool:
+    # RFC 9110 12.5.1: the most specific matching range decides.
+    kind = media.split("/", maxsplit=1)[0]
+    for candidate in (media, f"{kind}/*", "*/*"):
+        if candidate in ranges:
+            return ranges[candidate] > 0
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def negotiate(accept: str | None) -> tuple[bool, bool]:
+    """(JSON acceptable, SSE acceptable); 406 when neither is."""
+    if accept is None or not accept.strip():
+        return True, True
+    ranges = _media_ranges(accept)
+    json_ok = _acceptable(ranges, "application/json")
+    sse_ok = _acceptable(ranges, "text/event-stream")
+    if not (json_ok or sse_ok):
+        raise InvalidRequest(
+            "Not acceptable: accept application/json or text/event-stream", http_status=406
+        )
+    return json_ok, sse_ok
+
+
+@functools.lru_cache(maxsize=256)  # a client sends the same value every time
+def check_content_type(content_type: str | None) -> None:
+    media, *params = (part.strip().lower() for part in (content_type or "").split(";"))
+    charset_ok = all(
+        not p.startswith("charset=") or p in ("charset=utf-8", 'charset="utf-8"') for p in params
+    )
+    if media != "application/json" or not charset_ok:
+        raise InvalidRequest(
+            "Unsupported media type: send Content-Type: application/json (UTF-8)", http_status=415
+        )

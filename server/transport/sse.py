@@ -1,0 +1,225 @@
+"""Server-Sent Events on the MCP endpoint: frames, and the response that picks JSON or SSE.
+
+:class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
+that finishes without sending anything gets one ``application/json`` response; the first
+notification it sends (progress, a log message) turns the response into an SSE stream, which
+then carries the rest and the result. Long-lived listen streams use sse-starlette's
+``EventSourceResponse`` (keep-alives, send timeouts, disconnect and server-exit detection);
+request streams are short and live inline in the request's task, so they cost no extra tasks
+except a keep-alive while one is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+from sse_starlette import ServerSentEvent
+
+from server.aio import Deadline, coarse_timers, current_task, running_loop
+from server.asgi import ASGIMessage, Receive, Send
+from server.legacy.eventstream import EventStream
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-store"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def message_frame(payload: bytes) -> bytes:
+    """One JSON-RPC message as an SSE event (orjson never emits a raw newline)."""
+    return b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def event_frame(event_id: str, payload: bytes) -> bytes:
+    """A message of a resumable stream: its id lets the client resume after it."""
+    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
+
+
+def priming_frame(event_id: str, retry_ms: int) -> bytes:
+    """An id with empty data: lets a client resume a stream before its first message."""
+    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
+
+
+def comment_frame() -> bytes:
+    return ServerSentEvent(comment="").encode()
+
+
+def json_response_start(
+    status: int, length: int, extra: list[tuple[bytes, bytes]] | None = None
+) -> ASGIMessage:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode())]
+    if extra:
+        headers.extend(extra)
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(json_response_start(status, len(body), extra))
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_empty(
+    send: Send, status: int, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": extra or []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class ResponseWriter:
+    """JSON unless the request sends something before its result; then SSE."""
+
+    def __init__(self, send: Send, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
+        self._send = send
+        self._json_ok = json_ok
+        self._sse_ok = sse_ok
+        self._keepalive_s = keepalive_s
+        self._keepalive: asyncio.Task[None] | None = None
+        self.streaming = False
+
+    async def emit(self, payload: bytes) -> None:
+        """Send a message that precedes the result (dropped if the client takes no SSE)."""
+        if not self._sse_ok:
+            return
+        if not self.streaming:
+            await self._start_stream()
+        await self._send(
+            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+        )
+
+    def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
+        """Send the final message (result or error) and end the response. Not a coroutine
+        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own."""
+        if not self.streaming and (self._json_ok or status != 200):
+            return send_json(self._send, status, payload)
+        return self._finish_stream(payload)
+
+    async def _finish_stream(self, payload: bytes) -> None:
+        if not self.streaming:
+            await self._start_stream()
+        self._stop_keepalive()
+        await self._send(
+            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+        )
+        await self._send({"type": "http.response.body", "body": b""})
+
+    def close(self) -> None:
+        self._stop_keepalive()
+
+    async def _start_stream(self) -> None:
+        self.streaming = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        self._keepalive = asyncio.create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        frame = comment_frame()
+        while True:
+            await asyncio.sleep(self._keepalive_s)
+            await self._send({"type": "http.response.body", "body": frame, "more_body": True})
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+
+
+class DisconnectWatch:
+    """Cancel the current task if the client goes away; ``with`` gives the flag object.
+
+    The request's own task runs the handler, so a closed connection cancels the handler itself,
+    as the 2026-07-28 spec requires. Watching costs a task, so it starts only once the request
+    has run for ``WATCH_AFTER_S``: a call that answers sooner (most do) never pays for it, and
+    one that takes longer is watched for the rest of its life. A plain (not async) context
+    manager: arming and disarming never wait, and this runs on every request.
+    """
+
+    WATCH_AFTER_S = 0.02
+    __slots__ = ("_flag", "_receive", "_task", "_timer", "_timers", "_watcher")
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._flag = Disconnect()
+        self._watcher: asyncio.Task[None] | None = None
+
+    def __enter__(self) -> Disconnect:
+        task = current_task()
+        assert task is not None
+        self._task = task
+        self._timers = coarse_timers()
+        self._timer = self._timers.call_later(self.WATCH_AFTER_S, self._start)
+        return self._flag
+
+    def _start(self) -> None:
+        self._watcher = running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self._flag.happened = True
+                self._task.cancel()
+                return
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timers.cancel(self._timer)
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+
+class Disconnect:
+    __slots__ = ("happened",)
+
+    def __init__(self) -> None:
+        self.happened = False
+
+
+def uncancel() -> None:
+    """Swallow the cancellation the disconnect watcher caused (the request simply ends)."""
+    task = asyncio.current_task(running_loop())
+    if task is not None:
+        task.uncancel()
+
+
+async def send_body(send: Send, body: bytes) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+async def pump(
+    receive: Receive,
+    send: Send,
+    stream: EventStream,
+    after: int,
+    *,
+    keepalive_s: float,
+    generation: int | None = None,
+) -> str:
+    """Write a resumable stream's events after ``after`` until it finishes, the client leaves,
+    or the server ends the connection on purpose (``generation`` moves on); then end the
+    response. Keep-alive comments fill the silences. Returns why it ended: ``complete``,
+    ``client_closed``, or the reason the server gave for ending the connection."""
+    generation = stream.generation if generation is None else generation
+    cursor = after
+    keepalive = comment_frame()
+    with DisconnectWatch(receive) as disconnect:
+        try:
+            while True:
+                for seq, event in stream.events_after(cursor):
+                    await send_body(send, event_frame(event.id, event.payload))
+                    cursor = seq
+                if stream.finished or stream.generation != generation:
+                    break
+                try:
+                    async with Deadline(keepalive_s):
+                        await stream.wait_beyond(cursor, generation)
+                except TimeoutError:
+                    await send_body(send, keepalive)
+        except asyncio.CancelledError:
+            if not disconnect.happened:
+                raise
+            uncancel()
+            return "client_closed"
+    await send({"type": "http.response.body", "body": b""})
+    return "complete" if stream.generation == generation else stream.end_reason
