@@ -32,12 +32,14 @@ from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.pagination import Pager
-from server.records.draft import Privacy, parse_networks
+from server.records.lines import LineWriter
+from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
+from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
@@ -147,7 +149,7 @@ class Application:
             ),
             capacity=settings.records_queue,
             prepare=privacy.apply,
-            line=privacy.line,
+            line=LineWriter(privacy).line,
         )
         self.endpoint = McpEndpoint(
             self.modern,

@@ -19,9 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
-from server.records.draft import Privacy
+from server.records.privacy import Privacy
 from server.records.recorder import Recorder
-from server.records.sinks import JsonlFileSink, SinkBacklogged
+from server.records.sinks.base import SinkBacklogged
+from server.records.sinks.file import JsonlFileSink
 from tests.polling import wait_until_blocking
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from server.records.recorder import Recorder
-from server.records.sinks import JsonlFileSink, StdoutSink, build_sinks
+from server.records.sinks import build_sinks
+from server.records.sinks.file import JsonlFileSink, StdoutSink
 
 
 def line(number: int, width: int = 24) -> bytes:
