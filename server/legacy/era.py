@@ -28,6 +28,7 @@ from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
@@ -36,7 +37,6 @@ from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK
 
 log = logging.getLogger(__name__)
 
-MAX_SUBSCRIPTIONS = 1000
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
 
@@ -222,15 +222,15 @@ class LegacyEra:
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri")
-            if not isinstance(uri, str) or ":" not in uri or len(uri) > 2048:
+            if not isinstance(uri, str) or ":" not in uri or len(uri) > MAX_URI_LENGTH:
                 raise InvalidParams("params.uri must be a URI")
             if method == "resources/subscribe":
                 if (
                     uri not in session.subscriptions
-                    and len(session.subscriptions) >= MAX_SUBSCRIPTIONS
+                    and len(session.subscriptions) >= MAX_RESOURCE_SUBSCRIPTIONS
                 ):
                     raise InvalidParams(
-                        f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                        f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resource subscriptions per session"
                     )
                 session.subscriptions.add(uri)
             else:
