@@ -15,8 +15,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def redis_server():  # type: ignore[no-untyped-def]
-    """One real redis-server for the session's shared-state tests (see tests/redis_server.py)."""
-    from tests.redis_server import RedisServer
+    """One real redis-server for the session's shared-state tests (see
+    tests/support/redis_server.py)."""
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer().start()
     yield server

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SERVER = Path(__file__).resolve().parent.parent / "server"
+SERVER = Path(__file__).resolve().parents[1] / "server"
 CORE = [
     "errors",
     "jsonrpc",

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from server.settings import Settings
 
-ENV_EXAMPLE = Path(__file__).resolve().parent.parent / ".env.example"
+ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 ASSIGNMENT = re.compile(r"^(MCP_[A-Z0-9_]+)=(.*)$")
 
 

@@ -22,7 +22,7 @@ end
   and half a second later.
 
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
-they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/test_http_protocol.py
+they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/serving/test_uvicorn_protocol.py
 fails when the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
 """
 
