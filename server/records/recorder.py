@@ -1,13 +1,11 @@
 """The request records' way out: a bounded queue in, a writer thread out.
 
-:class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
-queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`. A failing sink (unwritable
-path,
-full disk, Redis away) never stops the server: the failure is logged once per streak, counted,
-and reported through :attr:`Recorder.healthy`; the next batch retries. A sink that can keep what
-it could not write (see :class:`~server.records.sinks.SinkBacklogged`) loses nothing while it fits
-in
+:class:`Recorder` takes records from the request path into a bounded in-memory queue (a full queue
+drops the record and counts it; memory stays bounded), and a writer thread serialises and writes
+them in batches to one or several :mod:`server.records.sinks`. A failing sink (unwritable path, full
+disk, Redis away) never stops the server: the failure is logged once per streak, counted, and
+reported through :attr:`Recorder.healthy`; the next batch retries. A sink that can keep what it
+could not write (see :class:`~server.records.sinks.SinkBacklogged`) loses nothing while it fits in
 memory. ``close`` drains the queue, so a graceful shutdown writes every record.
 """
 
@@ -149,8 +147,8 @@ class Recorder:
                 self._write(lines)
 
     def _general(self, item: dict[str, Any] | Deferred) -> bytes:
-        """The general way: build the record, prepare it, encode it; whatever the client sent,
-        the writer never dies of it."""
+        """The general way: build the record, prepare it, encode it; whatever the client sent, the
+        writer never dies of it."""
         record = item if isinstance(item, dict) else item.build()
         if self._prepare is not None:
             try:

@@ -1,6 +1,5 @@
 """server.security.auth and server.security.metadata: Bearer parsing, errors and their challenges,
-static
-tokens, the auth-mode startup check, the token command, protected-resource metadata.
+static tokens, the auth-mode startup check, the token command, protected-resource metadata.
 
 JWT verification is in test_auth_jwt.py.
 """

@@ -1,6 +1,5 @@
 """server.security.limits: token buckets with an injected clock, Retry-After, bounded memory, and
-the
-per-client stream and session counters (never negative, released on exceptions)."""
+the per-client stream and session counters (never negative, released on exceptions)."""
 
 import pytest
 

@@ -1,6 +1,5 @@
 """server.serving.heap: the C heap keeps what it freed, so a burst of large answers does not fault
-its
-pages in again on every loop turn.
+its pages in again on every loop turn.
 
 Run in fresh interpreters: what ran before in this one may have moved glibc's thresholds.
 """

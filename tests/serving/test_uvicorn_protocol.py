@@ -1,7 +1,6 @@
 """server.serving.uvicorn_protocol: the same bytes on the wire as uvicorn's own protocol, in one
-write
-per response where uvicorn takes two, header lines checked once, keep-alive without a timer per
-response, and a tripwire for uvicorn's changes."""
+write per response where uvicorn takes two, header lines checked once, keep-alive without a timer
+per response, and a tripwire for uvicorn's changes."""
 
 from __future__ import annotations
 
@@ -32,6 +31,9 @@ from server.serving.uvicorn_protocol import (
 )
 from server.settings import Settings
 from tests.support.core_helpers import FakeTransport
+
+# Real uvicorn servers on sockets, one per protocol: end to end, outside the inner loop.
+pytestmark = pytest.mark.slow
 
 App = Callable[[dict[str, Any], Any, Any], Any]
 

@@ -34,7 +34,8 @@ from tests.support.deploy_helpers import (
 from tests.support.live_server import ServerThread
 from tests.support.redis_server import fresh_prefix
 
-pytestmark = pytest.mark.anyio
+# Real uvicorn servers and a real Redis per test: end to end, outside the inner loop.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

@@ -1,9 +1,8 @@
 """server.state: which shared-state flavour is built, and what bus events do here.
 
 :class:`~server.state.relay.BusRelay` is exercised on a real :class:`~server.app.Application` (its
-hub, its legacy
-shell and session runtimes), without HTTP: each test calls ``deliver`` as the bus would and
-checks what this process did. The Redis flavour uses the session's ``redis_server``.
+hub, its legacy shell and session runtimes), without HTTP: each test calls ``deliver`` as the bus
+would and checks what this process did. The Redis flavour uses the session's ``redis_server``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Where request records are written: the sinks, and the one way to build them from settings.
 
-A JSON Lines file with size-based rotation (rotated files optionally gzipped), stdout (for
-container log collectors), a Redis stream (:mod:`server.records.sinks.redis`, imported only when
-named,
-so the ``redis`` package stays optional), or nothing. Each sink takes batches of
-newline-terminated lines and raises ``OSError`` (or ``ValueError``) when it cannot write them;
-a sink that keeps what it could not write says so with :class:`SinkBacklogged`. Who calls them,
-off the request path, is :class:`server.records.recorder.Recorder`.
+A JSON Lines file with size-based rotation (rotated files optionally gzipped), stdout (for container
+log collectors), a Redis stream (:mod:`server.records.sinks.redis`, imported only when named, so the
+``redis`` package stays optional), or nothing. Each sink takes batches of newline-terminated lines
+and raises ``OSError`` (or ``ValueError``) when it cannot write them; a sink that keeps what it
+could not write says so with :class:`SinkBacklogged`. Who calls them, off the request path, is
+:class:`server.records.recorder.Recorder`.
 """
 
 from __future__ import annotations
@@ -30,11 +29,10 @@ class Sink(Protocol):
 class SinkBacklogged(OSError):
     """Raised by a sink that could not write now but kept the lines to write later.
 
-    From ``write``: the batch joined the sink's backlog. From ``open`` (the readiness probe,
-    which for such a sink delivers the backlog): some of the backlog is still there. The
+    From ``write``: the batch joined the sink's backlog. From ``open`` (the readiness probe, which
+    for such a sink delivers the backlog): some of the backlog is still there. The
     :class:`~server.records.recorder.Recorder` marks the sink failing, as for any failure, but
-    counts
-    nothing as ``failed`` and does not reset (close) the sink, whose backlog must survive.
+    counts nothing as ``failed`` and does not reset (close) the sink, whose backlog must survive.
 
     A sink that raises it keeps two numbers the Recorder reads after every call: ``backlog``,
     the lines it holds, and ``shed``, the lines it ever gave up on (its backlog was full, or
