@@ -105,6 +105,11 @@ class Application:
             dispatcher,
             self.sessions,
             client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,

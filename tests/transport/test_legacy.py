@@ -957,10 +957,34 @@ async def test_clients_before_2025_11_25_get_no_priming_event(net: httpx.AsyncCl
     assert messages[1]["id"] == 5
 
 
-async def test_no_log_messages_before_set_level(net: httpx.AsyncClient) -> None:
+async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.AsyncClient) -> None:
     client = await session(net)
-    body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
-    assert body["result"]["content"] == [{"type": "text", "text": "chatted"}]
+    async with client.stream(tool_call("chatty", id=6)) as events:
+        messages = await events.rest()
+    assert [message.get("params", {}).get("data") for message in messages[:-1]] == [
+        "debug line",
+        "info line",
+        "warning line",
+    ]
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "chatted"}]
+
+
+async def test_no_log_messages_before_set_level_when_the_default_is_off() -> None:
+    application = create_app(settings(legacy_default_log_level="off"), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await session(http)
+        body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
+        assert body["result"]["content"] == [{"type": "text", "text": "chatted"}]
+
+
+async def test_the_default_log_level_is_a_setting() -> None:
+    application = create_app(settings(legacy_default_log_level="warning"), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await session(http)
+        async with client.stream(tool_call("chatty", id=7)) as events:
+            notes, final = await events.rest()
+    assert notes["params"] == {"level": "warning", "data": "warning line"}
+    assert final["result"]["content"] == [{"type": "text", "text": "chatted"}]
 
 
 async def test_progress_with_a_progress_token(net: httpx.AsyncClient) -> None:
