@@ -1,8 +1,7 @@
 """``create_app``: wires settings, the catalog, the eras and the HTTP shell into one ASGI app.
 
 The MCP path is answered by :class:`~server.transport.endpoint.McpEndpoint` directly (both ``/mcp``
-and
-``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
+and ``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
 nothing Starlette adds; Starlette serves the rest (health) and owns the lifespan.
 """
 
@@ -108,6 +107,11 @@ class Application:
             dispatcher,
             self.sessions,
             client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -264,8 +268,8 @@ class Application:
         self.legacy.end_connections()
 
     async def healthz(self, request: Request) -> JSONResponse:
-        """Alive (the process serves; it stays alive while draining). /readyz says whether to
-        send it traffic."""
+        """Alive (the process serves; it stays alive while draining). /readyz says whether to send
+        it traffic."""
         if not self.started:
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ok", "draining": not self.ready})
