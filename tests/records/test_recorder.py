@@ -228,7 +228,7 @@ def test_status_reports_every_field() -> None:
 def test_a_failing_sink_is_counted_logged_once_and_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="server.records.draft")
+    caplog.set_level(logging.WARNING, logger="server.records")
     sink = MemorySink("file")
     sink.failing = True
     recorder = Recorder([sink], capacity=1000, batch=4)
@@ -280,7 +280,7 @@ def test_one_failing_sink_does_not_stop_the_others() -> None:
 def test_a_file_sink_below_a_regular_file_fails_then_recovers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="server.records.draft")
+    caplog.set_level(logging.WARNING, logger="server.records")
     blocker = tmp_path / "records"
     blocker.write_text("in the way")
     path = blocker / "mcp-requests.jsonl"
@@ -384,7 +384,7 @@ def test_a_sink_whose_close_fails_does_not_stop_close(caplog: pytest.LogCaptureF
     first, second = BadClose("file"), MemorySink("stdout")
     recorder = Recorder([first, second], capacity=10)
     recorder.record({"n": 1})
-    with caplog.at_level(logging.ERROR, logger="server.records.draft"):
+    with caplog.at_level(logging.ERROR, logger="server.records"):
         recorder.close()
     assert second.closed == 1
     assert len(first.lines) == len(second.lines) == 1
@@ -455,7 +455,7 @@ def test_a_record_whose_preparation_fails_is_written_without_params(
     sink = MemorySink()
     recorder = Recorder([sink], capacity=10, prepare=explode)
     recorder.record({"n": 1, "params": {"password": "hunter2"}})
-    with caplog.at_level(logging.ERROR, logger="server.records.draft"):
+    with caplog.at_level(logging.ERROR, logger="server.records"):
         recorder.close()
     assert sink.records() == [{"n": 1, "params": None}]
     assert any("preparing a request record failed" in r.getMessage() for r in caplog.records)
