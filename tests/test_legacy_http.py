@@ -536,6 +536,26 @@ async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) 
     assert delete.status_code == 404
 
 
+@pytest.mark.parametrize(
+    "session_id", ["a:b", "x" * 65, "sess*ion", "a b", "{sid}", "%2F"], ids=repr
+)
+async def test_a_session_id_this_server_cannot_have_made_is_400_for_every_method(
+    app: Application, http: httpx.AsyncClient, session_id: str
+) -> None:
+    client = Client(http)
+    client.session_id = session_id
+    for message in (rpc("tools/list"), notification("notifications/initialized")):
+        response = await client.post(message)
+        assert response.status_code == 400, message
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "Mcp-Session-Id header is not a session id of this server" in error["message"]
+    for method in ("GET", "DELETE"):
+        response = await http.request(method, "/mcp", headers=client.headers("text/event-stream"))
+        assert response.status_code == 400, method
+    assert len(app.runtimes) == 0  # nothing was made for it
+
+
 async def test_delete_ends_the_session_and_its_runtime(
     app: Application, http: httpx.AsyncClient
 ) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.legacy.sessions import Session, SessionLimit
+from server.legacy.sessions import MAX_SESSION_ID_LENGTH, Session, SessionLimit
 from server.state.redis.link import RedisLink
-from server.state.redis.sessions import MAX_SESSION_ID_LENGTH, RedisSessionStore
+from server.state.redis.sessions import RedisSessionStore
 from tests.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio

@@ -10,6 +10,7 @@ the era answers 404 for both.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -17,7 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from server.errors import ServiceUnavailable
+from server.errors import InvalidRequest, ServiceUnavailable
+
+# Ids are made by new_session_id (32 characters today); anything longer or of other characters
+# cannot be one, and never reaches a store.
+MAX_SESSION_ID_LENGTH = 64
+_SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID_LENGTH}}}")
 
 
 class SessionLimit(ServiceUnavailable):
@@ -27,6 +33,23 @@ class SessionLimit(ServiceUnavailable):
 def new_session_id() -> str:
     # 192 bits; urlsafe base64 is visible ASCII (0x21-0x7E) as the transport requires.
     return secrets.token_urlsafe(24)
+
+
+def is_session_id(text: str) -> bool:
+    """Whether ``text`` could be an id :func:`new_session_id` made."""
+    return _SESSION_ID.fullmatch(text) is not None
+
+
+def checked_session_id(header: str) -> str:
+    """The session id an ``Mcp-Session-Id`` header names; a 400 if no session can have it
+    (so it never reaches a store, where it would be a Redis key)."""
+    session_id = header.strip()
+    if not is_session_id(session_id):
+        raise InvalidRequest(
+            "Bad Request: the Mcp-Session-Id header is not a session id of this server "
+            f"(at most {MAX_SESSION_ID_LENGTH} letters, digits, '-' and '_')"
+        )
+    return session_id
 
 
 @dataclass

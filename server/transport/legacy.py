@@ -37,7 +37,7 @@ from server.legacy.calls import PRIMING_SINCE, Call, finished, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
-from server.legacy.sessions import Session
+from server.legacy.sessions import Session, checked_session_id
 from server.protocol import LEGACY_VERSIONS
 from server.records.draft import Draft
 from server.security.gate import Gate
@@ -101,12 +101,13 @@ class LegacyHttp:
             raise InvalidRequest(
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first"
             )
-        session = await self.era.store.get(session_id.strip())
+        session_id = checked_session_id(session_id)  # a 400 before any store sees it
+        session = await self.era.store.get(session_id)
         if session is not None and session.owner != draft.subject:
             # Another subject's session is, for this caller, a session that does not exist.
             session = None
         elif session is None:
-            self.session_ended(session_id.strip())  # found expired just now: release it too
+            self.session_ended(session_id)  # found expired just now: release it too
         if session is None:
             raise InvalidRequest(
                 "Session not found: it ended or expired; send initialize again", http_status=404

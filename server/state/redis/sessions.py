@@ -21,10 +21,8 @@ from typing import Any
 
 import orjson
 
-from server.legacy.sessions import Session, SessionLimit, new_session_id
+from server.legacy.sessions import Session, SessionLimit, is_session_id, new_session_id
 from server.state.redis.link import RedisLink
-
-MAX_SESSION_ID_LENGTH = 128
 
 # HSET only while the hash exists: a save racing a DELETE must not resurrect the session.
 _SAVE_IF_EXISTS = """
@@ -117,7 +115,7 @@ class RedisSessionStore:
         return session
 
     async def get(self, session_id: str) -> Session | None:
-        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        if not is_session_id(session_id):
             return None
         key = self._key(session_id)
         async with self.link.client.pipeline(transaction=False) as pipe:
@@ -136,7 +134,7 @@ class RedisSessionStore:
         await self.link.run(self._save(keys=[self._key(session.id)], args=values))
 
     async def delete(self, session_id: str) -> bool:
-        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        if not is_session_id(session_id):
             return False
         async with self.link.client.pipeline(transaction=True) as pipe:
             pipe.delete(self._key(session_id))
