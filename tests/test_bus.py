@@ -100,9 +100,9 @@ async def test_a_message_reaches_the_other_replica_and_not_its_sender(cluster: C
 
 async def test_every_other_replica_hears_a_message(cluster: Cluster) -> None:
     one, two, three = await cluster.started(3)
-    one.bus.publish("subs", {"sid": "s", "uris": ["file:///a"]})
+    one.bus.publish("subs", {"sid": "s", "add": "file:///a"})
     await wait_until(lambda: two.got and three.got)
-    assert two.got == three.got == [("subs", {"sid": "s", "uris": ["file:///a"]})]
+    assert two.got == three.got == [("subs", {"sid": "s", "add": "file:///a"})]
 
 
 async def test_two_hundred_messages_arrive_in_order(cluster: Cluster) -> None:

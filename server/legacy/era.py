@@ -36,7 +36,6 @@ from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK
 
 log = logging.getLogger(__name__)
 
-MAX_SUBSCRIPTIONS = 1000
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
 
@@ -117,9 +116,9 @@ class LegacyEra:
         client_request_timeout_s: float,
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
     ) -> None:
-        # Told when a session's resource subscriptions change, so a GET stream held by
-        # another replica can follow them.
-        self.on_subscriptions: Callable[[Session], None] | None = None
+        # Told (session id, uri, subscribed) when a session's resource subscriptions change,
+        # so a GET stream held by another replica can follow them.
+        self.on_subscriptions: Callable[[str, str, bool], None] | None = None
         self.catalog = catalog
         self.dispatcher = dispatcher
         self.store = store
@@ -224,21 +223,15 @@ class LegacyEra:
             uri = params.get("uri")
             if not isinstance(uri, str) or ":" not in uri or len(uri) > 2048:
                 raise InvalidParams("params.uri must be a URI")
-            if method == "resources/subscribe":
-                if (
-                    uri not in session.subscriptions
-                    and len(session.subscriptions) >= MAX_SUBSCRIPTIONS
-                ):
-                    raise InvalidParams(
-                        f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
-                    )
-                session.subscriptions.add(uri)
+            # One URI stored and announced, never the whole set (the store caps it).
+            subscribed = method == "resources/subscribe"
+            if subscribed:
+                changed = await self.store.subscribe(session.id, uri)
             else:
-                session.subscriptions.discard(uri)
-            runtime.subscriptions = set(session.subscriptions)
-            await self.store.save(session)
-            if self.on_subscriptions is not None:
-                self.on_subscriptions(session)
+                changed = await self.store.unsubscribe(session.id, uri)
+            runtime.subscriptions.apply(uri, subscribed)
+            if changed and self.on_subscriptions is not None:
+                self.on_subscriptions(session.id, uri, subscribed)
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from server.aio import create_task
@@ -113,7 +114,6 @@ class LegacyHttp:
                 "Session not found: it ended or expired; send initialize again", http_status=404
             )
         runtime = self.runtimes.get(session.id)
-        runtime.subscriptions = set(session.subscriptions)
         # What the client declared at initialize is carried on every record of its session.
         draft.session_id = session.id
         draft.client(session.client_info, session.client_capabilities)
@@ -319,6 +319,8 @@ class LegacyHttp:
         found = locate(runtime, last_event_id, copy, self.runtimes.events_per_stream)
         stream, after, follow = found.stream, found.after, found.follow
         if stream is None:
+            # The standalone stream offers resource updates: it needs the subscriptions.
+            await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
             stream = runtime.standalone_stream(
                 self.hub, lambda: self.era.capabilities(session.protocol_version)
             )
@@ -373,10 +375,17 @@ class LegacyHttp:
         if runtime is not None:
             self.era.cancel(runtime, params)
 
-    def remote_subscriptions(self, session_id: str, uris: set[str]) -> None:
+    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
         runtime = self.runtimes.peek(session_id)
         if runtime is not None:
-            runtime.subscriptions = uris
+            runtime.subscriptions.apply(uri, subscribed)
+
+    def subscriptions_missed(self) -> None:
+        for session_id in self.runtimes.ids():
+            if (runtime := self.runtimes.peek(session_id)) is not None:
+                # Read again now where a GET stream follows them, else when one opens.
+                read = partial(self.era.store.subscriptions, session_id)
+                runtime.subscriptions.stale(read if runtime.standalone is not None else None)
 
     def end_connections(self) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""
