@@ -33,7 +33,7 @@ from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ToolError
-from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH
+from server.hub import MAX_URI_LENGTH
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
@@ -123,9 +123,9 @@ class LegacyEra:
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
         default_log_level: str | None = "debug",
     ) -> None:
-        # Told when a session's resource subscriptions change, so a GET stream held by
-        # another replica can follow them.
-        self.on_subscriptions: Callable[[Session], None] | None = None
+        # Told (session id, uri, subscribed) when a session's resource subscriptions change,
+        # so a GET stream held by another replica can follow them.
+        self.on_subscriptions: Callable[[str, str, bool], None] | None = None
         self.catalog = catalog
         self.dispatcher = dispatcher
         self.store = store
@@ -249,21 +249,15 @@ class LegacyEra:
             uri = params.get("uri")
             if not isinstance(uri, str) or ":" not in uri or len(uri) > MAX_URI_LENGTH:
                 raise InvalidParams("params.uri must be a URI")
-            if method == "resources/subscribe":
-                if (
-                    uri not in session.subscriptions
-                    and len(session.subscriptions) >= MAX_RESOURCE_SUBSCRIPTIONS
-                ):
-                    raise InvalidParams(
-                        f"At most {MAX_RESOURCE_SUBSCRIPTIONS} resource subscriptions per session"
-                    )
-                session.subscriptions.add(uri)
+            # One URI stored and announced, never the whole set (the store caps it).
+            subscribed = method == "resources/subscribe"
+            if subscribed:
+                changed = await self.store.subscribe(session.id, uri)
             else:
-                session.subscriptions.discard(uri)
-            runtime.subscriptions = set(session.subscriptions)
-            await self.store.save(session)
-            if self.on_subscriptions is not None:
-                self.on_subscriptions(session)
+                changed = await self.store.unsubscribe(session.id, uri)
+            runtime.subscriptions.apply(uri, subscribed)
+            if changed and self.on_subscriptions is not None:
+                self.on_subscriptions(session.id, uri, subscribed)
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)

@@ -15,6 +15,7 @@ from server.catalog import Catalog
 from server.context import Context, Elicitation, ElicitResult, LogLevel, Roots, Sampling
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
 from server.jsonrpc import Request, Response, encode_result
 from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
@@ -258,18 +259,47 @@ async def test_set_level_with_an_unknown_level_is_invalid_params(level: Any) -> 
     assert h.session.log_level is None
 
 
-async def test_subscribe_and_unsubscribe_are_kept_on_the_session_and_runtime() -> None:
+async def test_subscribe_and_unsubscribe_are_kept_by_the_store_and_runtime() -> None:
     h = await harness()
+    announced: list[tuple[str, str, bool]] = []
+    h.era.on_subscriptions = lambda *change: announced.append(change)
     assert await h.call("resources/subscribe", {"uri": "test://docs"}) == {}
     assert await h.call("resources/subscribe", {"uri": "test://dir/"}) == {}
-    stored = await h.era.store.get(h.session.id)
-    assert stored is not None
-    assert stored.subscriptions == {"test://docs", "test://dir/"}
-    assert h.runtime.subscriptions == {"test://docs", "test://dir/"}
+    assert await h.call("resources/subscribe", {"uri": "test://docs"}) == {}  # again: no change
+    assert await h.era.store.subscriptions(h.session.id) == {"test://docs", "test://dir/"}
+    assert h.runtime.subscriptions.uris == {"test://docs", "test://dir/"}
     assert await h.call("resources/unsubscribe", {"uri": "test://docs"}) == {}
     assert await h.call("resources/unsubscribe", {"uri": "test://never"}) == {}
-    assert h.session.subscriptions == {"test://dir/"}
-    assert h.runtime.subscriptions == {"test://dir/"}
+    assert await h.era.store.subscriptions(h.session.id) == {"test://dir/"}
+    assert h.runtime.subscriptions.uris == {"test://dir/"}
+    # Each change is announced alone (one URI), and only what changed.
+    assert announced == [
+        (h.session.id, "test://docs", True),
+        (h.session.id, "test://dir/", True),
+        (h.session.id, "test://docs", False),
+    ]
+
+
+async def test_subscriptions_are_capped_per_session_with_a_clear_error() -> None:
+    era = make_era()
+    era.store = MemorySessionStore(max_sessions=10, idle_timeout_s=60, max_subscriptions=3)
+    h = await harness(era)
+    for number in range(3):
+        await h.call("resources/subscribe", {"uri": f"test://{number}"})
+    with pytest.raises(InvalidParams) as refused:
+        await h.call("resources/subscribe", {"uri": "test://one-too-many"})
+    assert refused.value.to_wire("legacy")["code"] == -32602
+    assert "At most 3 resource subscriptions per session" in str(refused.value)
+    assert "test://one-too-many" not in h.runtime.subscriptions.uris
+    await h.call("resources/subscribe", {"uri": "test://0"})  # one it holds: still fine
+    await h.call("resources/unsubscribe", {"uri": "test://0"})
+    await h.call("resources/subscribe", {"uri": "test://one-too-many"})  # room again
+    assert len(await era.store.subscriptions(h.session.id)) == 3
+
+
+def test_the_cap_is_the_hubs() -> None:
+    store = MemorySessionStore(max_sessions=1, idle_timeout_s=1)
+    assert store.max_subscriptions == MAX_RESOURCE_SUBSCRIPTIONS
 
 
 @pytest.mark.parametrize("uri", [None, "", "no-scheme", 5, "x:" + "a" * 2048])
@@ -277,7 +307,7 @@ async def test_subscribe_needs_a_uri(uri: Any) -> None:
     h = await harness()
     with pytest.raises(InvalidParams):
         await h.call("resources/subscribe", {"uri": uri})
-    assert h.session.subscriptions == set()
+    assert await h.era.store.subscriptions(h.session.id) == set()
 
 
 async def test_list_pages_are_encoded_once_per_catalog_version() -> None:

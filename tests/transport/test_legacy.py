@@ -536,6 +536,26 @@ async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) 
     assert delete.status_code == 404
 
 
+@pytest.mark.parametrize(
+    "session_id", ["a:b", "x" * 65, "sess*ion", "a b", "{sid}", "%2F"], ids=repr
+)
+async def test_a_session_id_this_server_cannot_have_made_is_400_for_every_method(
+    app: Application, http: httpx.AsyncClient, session_id: str
+) -> None:
+    client = Client(http)
+    client.session_id = session_id
+    for message in (rpc("tools/list"), notification("notifications/initialized")):
+        response = await client.post(message)
+        assert response.status_code == 400, message
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "Mcp-Session-Id header is not a session id of this server" in error["message"]
+    for method in ("GET", "DELETE"):
+        response = await http.request(method, "/mcp", headers=client.headers("text/event-stream"))
+        assert response.status_code == 400, method
+    assert len(app.runtimes) == 0  # nothing was made for it
+
+
 async def test_delete_ends_the_session_and_its_runtime(
     app: Application, http: httpx.AsyncClient
 ) -> None:
@@ -1290,8 +1310,8 @@ async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
     last = events.frames[-1].id
     assert last is not None
     headers = client.headers("text/event-stream", Content_Type=None)
-    # Unknown streams, malformed ids, and a complete stream read to its end: nothing to send.
-    for last_event_id in ("nosuchstream_3", "not an event id", last):
+    # Unknown streams, and a complete stream read to its end: nothing to send.
+    for last_event_id in ("abcdef99_3", f"abcdef99_{2**64 - 1}", last):
         response = await net.get("/mcp", headers={**headers, "Last-Event-ID": last_event_id})
         assert response.status_code == 410, last_event_id
         assert response.json()["error"]["code"] == -32600
@@ -1300,14 +1320,28 @@ async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
         assert await standalone.next_frame() is not None
 
 
-async def test_a_last_event_id_with_non_ascii_digits_is_410(
-    net: httpx.AsyncClient,
+@pytest.mark.parametrize(
+    "last_event_id",
+    [
+        b"abc_\xb2",  # not ASCII digits
+        b"not an event id",
+        b"nosuchstream_3",  # a stream id of a shape this server never makes
+        b"abc_18446744073709551616",  # past what a Redis stream id holds
+        b"abc_" + b"9" * 5000,
+    ],
+)
+async def test_a_last_event_id_this_server_cannot_have_made_is_400(
+    net: httpx.AsyncClient, last_event_id: bytes
 ) -> None:
     client = await session(net)
     headers: dict[str, Any] = client.headers("text/event-stream", Content_Type=None)
-    headers["Last-Event-ID"] = b"abc_\xb2"
+    headers["Last-Event-ID"] = last_event_id
     response = await net.get("/mcp", headers=headers)
-    assert response.status_code == 410
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert "Last-Event-ID" in error["message"]
+    assert "is not an event id of this server" in error["message"]
 
 
 # -- expiry, shutdown: servers of their own -----------------------------------------------------
