@@ -12,16 +12,19 @@ graceful timeout cancels whatever is left, which uvicorn answers with a bare 500
 It also tunes the collector once the app has started (:func:`tune_collector`), and keeps the C
 heap's freed memory (:func:`server.serving.heap.keep_freed_heap`): process-wide choices, so
 they are made here, where this server owns the process, never by a component that may be
-embedded in someone else's. And it turns uvicorn's access log off below the info level, where
-it would print nothing but still cost every response its formatting: the request records are
-this server's access log. Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's,
-with one write per connection per loop turn and no timer per response) unless
-``MCP_COALESCE_WRITES=false``.
+embedded in someone else's. The same goes for uvicorn's access log: off below the info level,
+where it would print nothing but still cost every response its formatting (the request records
+are this server's access log), and at info or debug never printing a query string
+(:class:`NoQueryString`): a token a client put in the URL (``?access_token=``, refused with a
+400) would be written down for anyone reading the log. The records never hold a query string.
+Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's, with one write per
+connection per loop turn and no timer per response) unless ``MCP_COALESCE_WRITES=false``.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import socket
 from types import FrameType
@@ -122,4 +125,28 @@ def server_for(app: Application, **overrides: object) -> Server:
     # The app's entry itself (an ASGI 3 callable that is not a coroutine function, so uvicorn
     # is told the interface rather than left to guess it).
     config = uvicorn.Config(app.entry, interface="asgi3", **options)  # type: ignore[arg-type]
+    # After the Config, which configures logging: a filter on the logger itself is kept by
+    # logging.config (it replaces handlers, not filters), and applies to every handler.
+    logging.getLogger("uvicorn.access").addFilter(NO_QUERY_STRING)
     return Server(config, app, drain_s)
+
+
+class NoQueryString(logging.Filter):
+    """Cuts the query string off the paths uvicorn's access log prints.
+
+    uvicorn logs ``'%s - "%s %s HTTP/%s" %d'`` with the path and its query (``?...``) as one
+    argument; a path is percent-quoted there, so its first ``?`` starts the query. Every
+    string argument is cut at its first ``?``: none of the others (address, method, version)
+    can hold one, and a future uvicorn that moves the path still prints no query. Query
+    strings are never wanted in a log: a token in one (``?access_token=``, which the
+    authentication refuses) would be written down for anyone reading the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.partition("?")[0] if isinstance(arg, str) else arg for arg in record.args
+            )
+        return True
+
+
+NO_QUERY_STRING = NoQueryString()
