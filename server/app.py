@@ -246,6 +246,7 @@ class Application:
             await asyncio.to_thread(self.recorder.close)
             if self._drain_deadline is not None:
                 self._drain_deadline.cancel()
+                self._drain_deadline = None  # a later start drains afresh
             self.started = False
 
     async def expire_sessions(self) -> None:
