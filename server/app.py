@@ -48,6 +48,10 @@ from server.transport.modern import ModernHttp, StreamOptions
 
 log = logging.getLogger(__name__)
 
+# What the calls the drain deadline ends are told (-32000: the same request may succeed later,
+# on another replica or once this one is back; not -32603, nothing went wrong with the call).
+SHUTTING_DOWN = "Server shutting down"
+
 BUILTIN_CATALOGS = {
     "probe": "server.builtin.probe:catalog",
     "conformance": "server.builtin.conformance:catalog",
@@ -89,7 +93,7 @@ class Application:
             settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
         )
         self.hub = Hub(settings.listen_queue_size)
-        dispatcher = Dispatcher(
+        self.dispatcher = dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
         # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
@@ -195,6 +199,8 @@ class Application:
             )
         self.ready = False
         self.started = False
+        # Armed by begin_shutdown: when it fires, the calls still running are ended.
+        self._drain_deadline: asyncio.TimerHandle | None = None
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
@@ -238,6 +244,9 @@ class Application:
             await self.shared.close()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
+            if self._drain_deadline is not None:
+                self._drain_deadline.cancel()
+                self._drain_deadline = None  # a later start drains afresh
             self.started = False
 
     async def expire_sessions(self) -> None:
@@ -261,11 +270,32 @@ class Application:
         runtime = self.runtimes.peek(session_id)
         return runtime is not None and runtime.busy()
 
-    def begin_shutdown(self) -> None:
-        """Stop taking long-lived work: end every listen stream with its graceful result."""
+    def begin_shutdown(self, drain_timeout_s: float | None = None) -> None:
+        """Stop taking long-lived work: end every listen stream with its graceful result, and
+        give the calls in flight ``drain_timeout_s`` (``MCP_DRAIN_TIMEOUT_S`` by default) to
+        finish; past that they are ended (:meth:`end_calls`).
+
+        Call it (on the app's loop) as soon as the shutdown begins, before waiting for the open
+        connections: :mod:`server.serving` does, and so should a host that mounts this app. The
+        lifespan's shutdown calls it too, but a server sends that only once its connections
+        have closed, which a listen stream never does by itself. Calling it again changes
+        nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()
+        if self._drain_deadline is None:
+            delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+            self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)
+
+    def end_calls(self) -> int:
+        """The drain deadline: every call still running, in either era, ends at once with a
+        -32000 "Server shutting down" error (503, or an error event on a response that already
+        streams) and its record says so; a server's own deadline, which comes later, would
+        cut it off with a bare 500 and leave its record without a status. Returns how many."""
+        ended = self.dispatcher.stop_waiting(SHUTTING_DOWN)
+        if ended:
+            log.warning("drain deadline passed: ended %d call(s) still running", ended)
+        return ended
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive (the process serves; it stays alive while draining). /readyz says whether to send

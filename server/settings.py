@@ -90,7 +90,9 @@ class Settings(BaseSettings):
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
-    shutdown_grace_s: float = Field(2.0, ge=0)
+    # At shutdown the app's drain deadline comes first, the server's this much later (never at
+    # once: the calls the drain ends need a moment to send their error; serving.server_for).
+    shutdown_grace_s: float = Field(2.0, gt=0)
     drain_timeout_s: float = Field(25.0, ge=0)
     coalesce_writes: bool = True
 

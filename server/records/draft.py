@@ -142,6 +142,11 @@ class Draft:
             "events": self.events,
             "bytes_out": self.bytes_out,
             "end": self.stream_end or "complete",
+            # The request record went out when the stream opened: an error its last event
+            # carried (a failure mid-stream, a call the drain deadline ended) is told here.
+            "error": None
+            if self.error_code is None
+            else {"code": self.error_code, "message": self.error_message},
         }
 
     def observe_receive(self, receive: Receive) -> Receive:
