@@ -191,6 +191,16 @@ async def test_a_refused_value_falls_through_to_the_next_template():
     assert found[1] == {"rest": "b%2Fc"}
 
 
+@pytest.mark.parametrize("lat", ["nan", "NaN", "inf", "-Infinity", "1e400"])
+async def test_a_number_variable_is_finite(lat):
+    def spot(lat: float) -> str:
+        raise AssertionError("must not run")
+
+    template = ResourceTemplate("x://spot/{lat}", spot)
+    with pytest.raises(ResourceNotFound):
+        await template.read(f"x://spot/{lat}", {"lat": lat}, make_context())
+
+
 async def test_template_handler_gets_context():
     async def file(ctx: Context, path: str) -> str:
         return f"{ctx.method}:{path}"
