@@ -8,6 +8,7 @@ from core_helpers import make_context
 from server.catalog import Catalog
 from server.catalog.content import BlobContents, TextContents
 from server.catalog.resources import Resource, ResourceTemplate, to_contents
+from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 from server.context import Context
 from server.dispatch import Dispatcher
 from server.errors import ResourceNotFound
@@ -189,6 +190,18 @@ async def test_a_refused_value_falls_through_to_the_next_template():
     assert found is not None
     assert found[0].template.template == "x://a/{+rest}"
     assert found[1] == {"rest": "b%2Fc"}
+
+
+def test_a_uri_past_the_cap_names_no_template_but_may_name_a_resource():
+    catalog = Catalog()
+    catalog.resource_template("x://{+rest}")(lambda rest: rest)
+    longest = "x://" + "a" * (MAX_TEMPLATED_URI_CHARS - len("x://"))
+    catalog.resource(longest + "b")(lambda: "fixed")
+    assert catalog.find_resource(longest) is not None
+    assert catalog.find_resource(longest + "a") is None
+    found = catalog.find_resource(longest + "b")
+    assert found is not None
+    assert found[0].definition["uri"] == longest + "b"
 
 
 @pytest.mark.parametrize("lat", ["nan", "NaN", "inf", "-Infinity", "1e400"])

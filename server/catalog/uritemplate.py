@@ -12,6 +12,8 @@ A backtracking regex finds that split in time that grows with the URI's length t
 of the number of variables (a 40 KB URI held the loop for seconds), so :meth:`UriTemplate.match`
 computes it in two linear passes instead: right to left, the positions where each variable
 may start so that the rest matches; then left to right, the shortest value at each step.
+The catalog still tries no template on a URI past ``MAX_TEMPLATED_URI_CHARS``, since linear
+in a request body's megabytes is still seconds.
 
 A matched value is then decoded and vetted, because a handler treats it as a name below the
 template's prefix: ``{var}`` is fully percent-decoded and refused if the result holds ``/``,
@@ -35,6 +37,12 @@ _RESERVED = ":/?#[]@!$&'()*+,;="
 _DELIMITER = re.compile(r"[/?#,]")
 _ESCAPES = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _DOT_SEGMENTS = (".", "..")
+
+# The catalog matches no template against a longer URI. Matching is linear, but a URI as long
+# as a request body may be (megabytes) would still hold the loop for seconds against a
+# template with many candidate splits; twice the 8000 octets RFC 9110 asks every recipient to
+# support is plenty for a name.
+MAX_TEMPLATED_URI_CHARS = 16_384
 
 
 class TemplateError(ValueError):
