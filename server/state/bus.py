@@ -21,8 +21,7 @@ away, so after an outage the bus delivers ``resync`` locally: list streams are t
 lists changed, and clients re-read what they may have missed.
 
 The Redis flavour is :mod:`server.state.redis.bus`, imported only when ``MCP_REDIS_URL`` is set, so
-the
-``redis`` package stays an optional extra.
+the ``redis`` package stays an optional extra.
 """
 
 from __future__ import annotations

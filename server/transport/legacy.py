@@ -33,12 +33,12 @@ from server.jsonrpc import (
     encode_error,
     encode_result,
 )
-from server.legacy.calls import PRIMING_SINCE, Call, finished, start_call
+from server.legacy.calls import Call, finished, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
 from server.legacy.sessions import Session
-from server.protocol import LEGACY_VERSIONS
+from server.protocol import LEGACY_VERSIONS, PRIMING_SINCE
 from server.records.draft import Draft
 from server.security.gate import Gate
 from server.state.bus import Bus, LocalBus
