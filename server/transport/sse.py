@@ -12,9 +12,8 @@ except a keep-alive while one is open.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable
-
-from sse_starlette import ServerSentEvent
 
 from server.aio import Deadline, coarse_timers, current_task, running_loop
 from server.asgi import ASGIMessage, Receive, Send
@@ -27,23 +26,49 @@ SSE_HEADERS = [
 ]
 
 
-def message_frame(payload: bytes) -> bytes:
-    """One JSON-RPC message as an SSE event (orjson never emits a raw newline)."""
-    return b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+CRLF = b"\r\n"
+CR, LF = CRLF
 
 
-def event_frame(event_id: str, payload: bytes) -> bytes:
-    """A message of a resumable stream: its id lets the client resume after it."""
-    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
+def sse_frame(
+    data: bytes | None = None,
+    *,
+    event_id: str | None = None,
+    retry_ms: int | None = None,
+    comment: str | None = None,
+) -> bytes:
+    """One SSE frame, its fields in sse-starlette's order (comment, ``id``, ``event``, ``data``,
+    ``retry``), lines ended by CRLF, then the blank line that ends the frame. A frame with data
+    is a JSON-RPC message (``event: message``); empty data is a priming event (an id to resume
+    from, no message); a comment alone is a keep-alive. Data with line breaks becomes several
+    ``data:`` lines (the client joins them with ``\\n``); orjson never writes one, so a message
+    is one line, copied once."""
+    parts: list[bytes] = []
+    if comment is not None:
+        for line in _LINE_BREAK.split(comment.encode()):
+            parts += (b": ", line, CRLF)
+    if event_id is not None:
+        if "\n" in event_id or "\r" in event_id or "\0" in event_id:
+            # A client would cut the id at the break or drop it: resuming would go wrong.
+            raise ValueError(f"an SSE event id cannot hold CR, LF or NUL: {event_id!r}")
+        parts += (b"id: ", event_id.encode(), CRLF)
+    if data:
+        parts.append(b"event: message\r\n")
+    if data is not None:
+        if LF in data or CR in data:  # (an int: memchr, four times faster than b"\n")
+            for line in _LINE_BREAK.split(data):
+                parts += (b"data: ", line, CRLF)
+        else:
+            parts += (b"data: ", data, CRLF)
+    if retry_ms is not None:
+        parts.append(b"retry: %d\r\n" % retry_ms)
+    parts.append(CRLF)
+    return b"".join(parts)
 
 
-def priming_frame(event_id: str, retry_ms: int) -> bytes:
-    """An id with empty data: lets a client resume a stream before its first message."""
-    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
-
-
-def comment_frame() -> bytes:
-    return ServerSentEvent(comment="").encode()
+KEEP_ALIVE = sse_frame(comment="")
+"""An empty comment: keeps proxies from closing a quiet stream; clients ignore it."""
 
 
 def json_response_start(
@@ -87,7 +112,7 @@ class ResponseWriter:
         if not self.streaming:
             await self._start_stream()
         await self._send(
-            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
         )
 
     def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
@@ -102,7 +127,7 @@ class ResponseWriter:
             await self._start_stream()
         self._stop_keepalive()
         await self._send(
-            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
         )
         await self._send({"type": "http.response.body", "body": b""})
 
@@ -115,10 +140,9 @@ class ResponseWriter:
         self._keepalive = asyncio.create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
-        frame = comment_frame()
         while True:
             await asyncio.sleep(self._keepalive_s)
-            await self._send({"type": "http.response.body", "body": frame, "more_body": True})
+            await self._send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:
@@ -202,12 +226,11 @@ async def pump(
     ``client_closed``, or the reason the server gave for ending the connection."""
     generation = stream.generation if generation is None else generation
     cursor = after
-    keepalive = comment_frame()
     with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):
-                    await send_body(send, event_frame(event.id, event.payload))
+                    await send_body(send, sse_frame(event.payload, event_id=event.id))
                     cursor = seq
                 if stream.finished or stream.generation != generation:
                     break
@@ -215,7 +238,7 @@ async def pump(
                     async with Deadline(keepalive_s):
                         await stream.wait_beyond(cursor, generation)
                 except TimeoutError:
-                    await send_body(send, keepalive)
+                    await send_body(send, KEEP_ALIVE)
         except asyncio.CancelledError:
             if not disconnect.happened:
                 raise
