@@ -1,8 +1,7 @@
 """``create_app``: wires settings, the catalog, the eras and the HTTP shell into one ASGI app.
 
 The MCP path is answered by :class:`~server.transport.endpoint.McpEndpoint` directly (both ``/mcp``
-and
-``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
+and ``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
 nothing Starlette adds; Starlette serves the rest (health) and owns the lifespan.
 """
 
@@ -32,12 +31,14 @@ from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.pagination import Pager
-from server.records.draft import Privacy, parse_networks
+from server.records.lines import LineWriter
+from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
+from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
@@ -106,6 +107,11 @@ class Application:
             dispatcher,
             self.sessions,
             client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -147,7 +153,7 @@ class Application:
             ),
             capacity=settings.records_queue,
             prepare=privacy.apply,
-            line=privacy.line,
+            line=LineWriter(privacy).line,
         )
         self.endpoint = McpEndpoint(
             self.modern,
@@ -262,8 +268,8 @@ class Application:
         self.legacy.end_connections()
 
     async def healthz(self, request: Request) -> JSONResponse:
-        """Alive (the process serves; it stays alive while draining). /readyz says whether to
-        send it traffic."""
+        """Alive (the process serves; it stays alive while draining). /readyz says whether to send
+        it traffic."""
         if not self.started:
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ok", "draining": not self.ready})

@@ -6,11 +6,10 @@ A handler declares a parameter typed :class:`Context` and uses one API whatever 
   request's own response stream, only when the request asked for them (a progress token; a
   log level at or below the message's);
 - ``await ctx.elicit(...)``, ``ctx.sample(...)``, ``ctx.list_roots()``, or ``ctx.ask(...)``
-  for several at once, ask the client. How the question travels is the :class:`Exchange`'s
-  business: the modern era answers with an input-required result and replays the handler
-  with the answers (:mod:`server.modern.input_required`); the legacy era sends server-to-client
-  requests.
-  Either way the handler sees the answers as return values.
+  for several at once, ask the client. How the question travels is the :class:`Exchange`'s business:
+  the modern era answers with an input-required result and replays the handler with the answers
+  (:mod:`server.modern.input_required`); the legacy era sends server-to-client requests. Either way
+  the handler sees the answers as return values.
 
 Asking for something the client did not declare raises
 :class:`~server.errors.MissingClientCapability` before anything is sent.

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     client_request_timeout_s: float = Field(120.0, gt=0)
     events_per_stream: int = Field(256, ge=1)
     sse_retry_ms: int = Field(1000, ge=0)
+    legacy_default_log_level: Literal[
+        "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency", "off"
+    ] = "debug"
 
     records: CommaList = ["file"]
     records_file: str = "records/mcp-requests.jsonl"

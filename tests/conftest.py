@@ -1,11 +1,24 @@
-"""Shared pytest configuration: async tests run on asyncio through anyio's plugin."""
+"""Shared pytest configuration: async tests run on asyncio through anyio's plugin, and the
+end-to-end suites are marked ``slow`` so that ``pytest -m "not slow"`` is the inner loop."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 # Apps built by tests write no request records unless a test asks for a sink itself.
 os.environ.setdefault("MCP_RECORDS", "none")
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything under tests/e2e/ starts processes, proxies or real clients: slow by folder,
+    # so a new end-to-end test cannot forget its marker.
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -15,8 +28,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def redis_server():  # type: ignore[no-untyped-def]
-    """One real redis-server for the session's shared-state tests (see tests/redis_server.py)."""
-    from tests.redis_server import RedisServer
+    """One real redis-server for the session's shared-state tests (see
+    tests/support/redis_server.py)."""
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer().start()
     yield server

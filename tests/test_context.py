@@ -3,10 +3,10 @@
 import contextlib
 
 import pytest
-from core_helpers import RecordingExchange, make_context
 
 from server.context import Elicitation, ElicitResult, Roots, Sampling
 from server.errors import MissingClientCapability
+from tests.support.core_helpers import RecordingExchange, make_context
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,6 @@
 
 import orjson
 import pytest
-from core_helpers import make_context
 
 from server.catalog import Catalog
 from server.catalog.content import Completion
@@ -10,6 +9,7 @@ from server.dispatch import Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from server.pagination import Pager
 from server.sealing import Sealer
+from tests.support.core_helpers import make_context
 
 pytestmark = pytest.mark.anyio
 

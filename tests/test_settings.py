@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from server.settings import Settings
 
-ENV_EXAMPLE = Path(__file__).resolve().parent.parent / ".env.example"
+ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 ASSIGNMENT = re.compile(r"^(MCP_[A-Z0-9_]+)=(.*)$")
 
 
@@ -106,6 +106,7 @@ def test_path_is_normalised(clean_env, raw, expected):
         {"page_size": 0},
         {"cache_scope": "shared"},
         {"log_level": "verbose"},
+        {"legacy_default_log_level": "verbose"},
         {"max_body_bytes": 10},
         {"keepalive_s": 0},
         {"listen_queue_size": 0},

@@ -1,10 +1,9 @@
 """Declared resources and resource templates, and how ``resources/read`` renders them.
 
-A resource is a fixed URI; a template is an RFC 6570 pattern whose variables become the
-handler's parameters (validated and converted by their type hints). A handler returns text
-(``str``), bytes, or :class:`~server.catalog.content.TextContents` / ``BlobContents`` (one or a
-list);
-the declared MIME type is applied to the simple forms.
+A resource is a fixed URI; a template is an RFC 6570 pattern whose variables become the handler's
+parameters (validated and converted by their type hints). A handler returns text (``str``), bytes,
+or :class:`~server.catalog.content.TextContents` / ``BlobContents`` (one or a list); the declared
+MIME type is applied to the simple forms.
 """
 
 from __future__ import annotations

@@ -2,13 +2,12 @@
 
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
 queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`. A failing sink (unwritable
-path,
-full disk, Redis away) never stops the server: the failure is logged once per streak, counted,
-and reported through :attr:`Recorder.healthy`; the next batch retries. A sink that can keep what
-it could not write (see :class:`~server.records.sinks.SinkBacklogged`) loses nothing while it fits
-in
-memory. ``close`` drains the queue, so a graceful shutdown writes every record.
+writes them in batches to one or several :mod:`server.records.sinks`. A failing sink
+(unwritable path, full disk, Redis away) never stops the server: the failure is logged once per
+streak, counted, and reported through :attr:`Recorder.healthy`; the next batch retries. A sink
+that can keep what it could not write (see :class:`~server.records.sinks.base.SinkBacklogged`)
+loses nothing while it fits in memory. ``close`` drains the queue, so a graceful shutdown
+writes every record.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from server.records.sinks import Sink, SinkBacklogged
+from server.records.sinks.base import Sink, SinkBacklogged
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ class Recorder:
         # thread so the request path only hands the record over.
         self._prepare = prepare
         # A cheaper way from a handed-over record to its prepared line (None: take the general
-        # way, build, prepare, encode), e.g. Privacy.line.
+        # way, build, prepare, encode), e.g. LineWriter.line.
         self._line = line
         self.capacity = capacity
         self.batch = batch

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import orjson
 
-from server.records.draft import SCHEMA_VERSION
+from server.records.schema import SCHEMA_VERSION
 from server.report.model import ClientReport, InputSummary, MethodUse, Report
 from server.report.read import READ_ERRORS, line_batches
 

@@ -1,5 +1,5 @@
 """Drawing a :class:`~server.report.model.Report`: terminal table, JSON, Markdown (HTML is in
-``report_html``).
+:mod:`server.report.html`).
 
 Client names, versions, user agents and method names come from the network, so every format
 treats them as hostile: the table replaces control and format characters (no terminal escape

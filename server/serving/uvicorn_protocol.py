@@ -5,11 +5,10 @@ inherited. Three things differ, each measured on this project's machines (docs/b
 where uvicorn's per-response work was a quarter of the server's CPU on a ``tools/call``:
 
 - **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for the
-end
-  of the loop's turn and go out as one, so a response costs one system call instead of two
-  and the responses of one turn wake their clients together. Holding only the head until the
-  body (ASGI allows it) was tried instead: the same one write per response, but 13% fewer
-  requests/s under load, because clients were woken one response at a time.
+end of the loop's turn and go out as one, so a response costs one system call instead of two and the
+responses of one turn wake their clients together. Holding only the head until the body (ASGI allows
+it) was tried instead: the same one write per response, but 13% fewer requests/s under load, because
+clients were woken one response at a time.
 - **Header lines are checked once.** uvicorn checks every response header against two
   patterns and lower-cases it on every response. The lines repeat from response to response,
   so each distinct (name, value) is checked, encoded and classified once and remembered
@@ -22,7 +21,7 @@ end
   and half a second later.
 
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
-they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/test_http_protocol.py
+they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/serving/test_uvicorn_protocol.py
 fails when the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
 """
 

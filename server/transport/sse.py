@@ -4,14 +4,14 @@
 streams and listen streams, the events of legacy call and GET streams with their ids, priming
 events with ``retry``, and the keep-alive comment (:data:`KEEP_ALIVE`). Lines end with CRLF,
 sse-starlette's default. The bytes are what sse-starlette's ``ServerSentEvent(...).encode()``
-writes for the same fields (tests/test_sse_frames.py checks that, and that the SDK client's
-parser reads every field back), but the function is this module's own: that class takes text,
-so orjson's bytes would be decoded, split by a regex, written through a ``StringIO`` and encoded
-again, 1.8 us for a 200-byte message against 0.2 (``tests/bench/sse_frames_bench.py``). A
-listen notification costs the server about 23 us of CPU in all; with that class, 26.5
-(``tests/bench/fanout_cpu.py``, 1,000 streams). The server does not import sse-starlette at
-all: its import replaces uvicorn's ``Server.handle_exit`` for the whole process (its
-``AppStatus``). The tests keep it, as the reference for the bytes.
+writes for the same fields (tests/transport/test_sse_frames.py checks that, and that the SDK
+client's parser reads every field back), but the function is this module's own: that class
+takes text, so orjson's bytes would be decoded, split by a regex, written through a
+``StringIO`` and encoded again, 1.8 us for a 200-byte message against 0.2
+(``tests/bench/sse_frames_bench.py``). A listen notification costs the server about 23 us of
+CPU in all; with that class, 26.5 (``tests/bench/fanout_cpu.py``, 1,000 streams). The server
+does not import sse-starlette at all: its import replaces uvicorn's ``Server.handle_exit`` for
+the whole process (its ``AppStatus``). The tests keep it, as the reference for the bytes.
 
 Nor are listen streams its ``EventSourceResponse``. A listen stream stays open as long as its
 client, idle most of the time, reads a bounded queue with a send timeout, and is ended by the

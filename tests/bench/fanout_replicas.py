@@ -3,7 +3,7 @@
     python tests/bench/fanout_replicas.py [--streams 1000] [--changes 20] [--replicas 2]
                                           [--gap 0.25] [--records none|file]
 
-Starts (with :class:`tests.replicas.Replicas`, no nginx) one redis-server and ``--replicas``
+Starts (with :class:`tests.support.replicas.Replicas`, no nginx) one redis-server and ``--replicas``
 ``python -m server`` processes (probe catalog, one ``MCP_STATE_SECRET``/``MCP_REDIS_URL``,
 ``MCP_MAX_STREAMS_PER_CLIENT=0``: one client opens every stream; rate limits do not apply,
 loopback is exempt). The streams are opened **directly on the replicas, not through nginx**, so
@@ -47,7 +47,7 @@ from tests.bench.streams_bench import (
     raise_fd_limit,
     trigger_request,
 )
-from tests.replicas import Replicas
+from tests.support.replicas import Replicas
 
 DELIVERY_WAIT_S = 5.0
 OVERALL_LIMIT_S = 100.0

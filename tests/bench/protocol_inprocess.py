@@ -3,15 +3,14 @@
     python tests/bench/protocol_inprocess.py [--protocol this|uvicorn] [--app bare|server]
                                              [--requests 20000] [--rounds 3]
 
-Feeds raw HTTP/1.1 requests (the modern ``tools/call`` of ``echo`` that the HTTP benchmark
-sends) to one connection's protocol object on a uvloop loop, with a transport that only counts
-what is written, and waits for each answer: uvicorn's httptools protocol as it comes
-(``uvicorn``) or this server's (``this``: :mod:`server.serving.uvicorn_protocol`, with coalesced
-writes).
-``--app bare`` answers with a fixed result (the HTTP benchmark's limit app), so the numbers are
-the protocol's own (parsing, the request's task, the response's head and writes, keep-alive)
-plus this harness; ``--app server`` puts this server's app behind it. Compare the protocols at
-the same app; the absolute numbers include the harness's own loop turns.
+Feeds raw HTTP/1.1 requests (the modern ``tools/call`` of ``echo`` that the HTTP benchmark sends) to
+one connection's protocol object on a uvloop loop, with a transport that only counts what is
+written, and waits for each answer: uvicorn's httptools protocol as it comes (``uvicorn``) or this
+server's (``this``: :mod:`server.serving.uvicorn_protocol`, with coalesced writes). ``--app bare``
+answers with a fixed result (the HTTP benchmark's limit app), so the numbers are the protocol's own
+(parsing, the request's task, the response's head and writes, keep-alive) plus this harness; ``--app
+server`` puts this server's app behind it. Compare the protocols at the same app; the absolute
+numbers include the harness's own loop turns.
 """
 
 from __future__ import annotations

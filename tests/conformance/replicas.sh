@@ -3,7 +3,7 @@
 #
 #   tests/conformance/replicas.sh [legacy|modern|all]      (default: all)
 #
-# Starts `python tests/replicas.py --catalog conformance` (one redis-server, two
+# Starts `python tests/support/replicas.py --catalog conformance` (one redis-server, two
 # `python -m server` replicas with the same MCP_STATE_SECRET and MCP_REDIS_URL, nginx with the
 # shipped deploy/nginx/mcp.conf made plain round robin: no affinity), then runs
 #   MCP_CONFORMANCE_URL=<nginx>/api/mcp tests/conformance/run.sh legacy
@@ -64,7 +64,7 @@ trap 'exit 143' TERM
 
 (
   cd "$REPO_ROOT"
-  exec "$PY" tests/replicas.py --catalog conformance --workdir "$WORK" --keep
+  exec "$PY" tests/support/replicas.py --catalog conformance --workdir "$WORK" --keep
 ) >"$HARNESS_OUT" 2>&1 &
 HARNESS_PID=$!
 

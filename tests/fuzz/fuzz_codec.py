@@ -8,8 +8,7 @@ Targets, chosen by the first input byte:
   reads them) is returned trimmed or refused with ``HeaderMismatch``, and every string survives
   the ``=?base64?...?=`` sentinel round trip;
 - ``server.security.auth.bearer_token``: an ``Authorization`` value gives a token that is a valid
-RFC 6750
-  b64token taken from the value, None, or ``InvalidAuthRequest``.
+RFC 6750 b64token taken from the value, None, or ``InvalidAuthRequest``.
 
 Run from the repository root::
 

@@ -1,17 +1,16 @@
 """The Redis stream record sink: every replica adds its request records to one stream.
 
 Used from the :class:`~server.records.recorder.Recorder`'s writer thread, so it takes the
-synchronous
-client. Each batch is one ``MULTI`` pipeline of ``XADD key MAXLEN ~ maxlen * r <line>`` (the
-line without its newline, in the field ``r``), so the stream keeps about ``maxlen`` records,
-oldest trimmed first, and ``python -m server report redis://...`` reads them back.
+synchronous client. Each batch is one ``MULTI`` pipeline of
+``XADD key MAXLEN ~ maxlen * r <line>`` (the line without its newline, in the field ``r``), so
+the stream keeps about ``maxlen`` records, oldest trimmed first, and
+``python -m server report redis://...`` reads them back.
 
 Redis being away loses nothing that fits in memory: a batch that cannot be added joins a
 bounded backlog (past the bound the oldest lines are shed and counted) and the sink raises
-:class:`~server.records.sinks.SinkBacklogged`, so the Recorder shows it failing. The next write, or
-the
-Recorder's probe (``open``) when there is no traffic, delivers the backlog first, oldest
-first. After a failure the sink waits ``retry_s`` before trying again, so a Redis that times
+:class:`~server.records.sinks.base.SinkBacklogged`, so the Recorder shows it failing. The next
+write, or the Recorder's probe (``open``) when there is no traffic, delivers the backlog first,
+oldest first. After a failure the sink waits ``retry_s`` before trying again, so a Redis that times
 out costs the writer one timeout per interval, not one per batch. ``close`` tries once more
 and counts what it could not deliver. Delivery is at least once: a batch whose reply was lost
 may be added twice.
@@ -28,7 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from server.records.sinks import SinkBacklogged
+from server.records.sinks.base import SinkBacklogged
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1291 @@
+"""Abuse bench: what hostile request shapes cost a fresh server, class by class.
+
+Run from anywhere (not collected by pytest: ``addopts`` ignores ``tests/bench``)::
+
+    python tests/bench/abuse.py                          # every class, full sizes (< ~5 min)
+    python tests/bench/abuse.py --quick                  # smaller sizes (< ~2 min)
+    python tests/bench/abuse.py --classes batch,template # some classes only
+    python tests/bench/abuse.py --server-root /path/to/other/checkout --env MCP_MAX_BATCH=64
+
+For each size class it starts a **fresh** ``<python> -m server`` (cwd: ``--server-root``, by
+default the repository this script lives in; ``MCP_HOST=127.0.0.1``, a free port,
+``MCP_RECORDS=file`` into a temporary directory, ``MCP_RATE_LIMIT_RPS=0`` so the rate limit
+does not hide the effect, ``MCP_DRAIN_TIMEOUT_S=5`` so a stop stays bounded, the ``probe``
+catalog unless ``--catalog``), sends a few ordinary requests (the warm-up, which also checks
+the requests are well formed), then the class's hostile traffic, and measures:
+
+- **healthz worst**: the slowest ``GET /healthz`` seen while the attack ran, polled every
+  20 ms from its own thread on its own keep-alive connection (a poll still waiting when the
+  attack ends counts with its age then);
+- **RSS**: ``VmRSS`` of the server process before the attack (after the warm-up) and after
+  it, and ``VmHWM`` (its peak since it started), from ``/proc/<pid>/status``;
+- **sent / statuses**: how many HTTP requests went to the endpoint (warm-up included) and
+  their status codes (``timeout``, ``reset``, ``aborted`` when no full answer came);
+- **records**: after the attack the server is stopped with SIGTERM (SIGKILL after
+  ``--stop-timeout`` s) and the lines of every ``records*.jsonl*`` file (rotated and gzipped
+  ones too) are counted against the requests sent.
+
+The classes (full size; ``--quick`` in brackets), from an adversarial report:
+
+``batch``
+    a 2025-03-26 session (initialize, notifications/initialized), then one JSON-RPC batch of
+    32,000 [8,000] ``ping`` requests (about 1.4 MB) and one of 8,000 [2,000] ``tools/list``;
+    each answer's time, size and message count (client timeout 60 s or what is left of the
+    budget).
+``headers``
+    1,000 [200] requests each for a distinct 1 MiB ``Host`` (expected 403), ``Origin`` (403)
+    and ``User-Agent`` (200) value: 3,000 [600] requests, 3 GiB [600 MiB] of headers. RSS after
+    each of the three phases.
+``body-keys``
+    a small modern ``tools/call`` of ``echo`` must answer 200 first; then 1,000 [200] modern
+    ``tools/call`` requests whose ``arguments`` carry a distinct 1 MiB key name.
+``init-caps``
+    40 [10] legacy ``initialize`` requests (2025-11-25) whose capabilities are 3.7 MB of nested
+    objects; how many sessions were created (a ``ping`` on each) and the RSS per session.
+    ``MCP_MAX_SESSIONS_PER_CLIENT=0`` for this class, so the per-client cap hides nothing.
+``user-agent``
+    200 [100] ordinary requests with a marked ``User-Agent``, then 60 requests with a distinct
+    8 MiB ``User-Agent``, 0.25 s apart (``--ua-pause``: the records writer wakes every 200 ms,
+    so each record is a write, and a rotation check, of its own); how many of the marked
+    records are still in the files (``records.jsonl`` and its rotated ``.N.gz``) at the end.
+``template``
+    served with ``--template-catalog`` (default ``abuse_catalog:catalog``: the probe catalog
+    plus ``weather://{city}.{format}``, from ``tests/bench/abuse_catalog.py``): lists the
+    templates, picks one with two variables not separated by ``/`` (skipped, and said so, if
+    there is none) and reads one 40 KB [20 KB] URI through it that makes the match backtrack
+    (for ``weather://{city}.{format}``: ``weather://`` + 40,000 dots + ``/``).
+
+Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
+capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
+its own timeout within it), and the whole run a budget (``--total-budget``, 290 s, at most 900)
+after which no class starts; a running class's attack ends at it, and its server gets SIGTERM
+and then at most ``--stop-timeout`` s (60) but no more than what is left of the run (at least
+10 s) before SIGKILL. The full run takes about 2-3 minutes on 2 CPUs, ``--quick`` under one.
+An RSS watchdog ends a class's attack when the server passes ``--max-rss-mib`` (6144; the
+full sizes pinned up to ~2.8 GiB before the fixes of the adversarial report). About 3.5 GB of
+loopback traffic in all. Every request goes to 127.0.0.1 only (the address is a constant; the
+``Host`` header is only a header), and the one server process per class that this script
+starts is stopped by its PID on every exit path (try/finally, SIGTERM to this script too).
+The records files (hundreds of MB in ``user-agent``) are deleted at the end unless ``--keep``.
+
+Output: progress on stderr; on stdout one line per class, then a table of all classes.
+Exit status 0 whatever the numbers (this measures; it does not judge), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"  # the only address this script ever connects to
+PATH = "/mcp"
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parents[1]
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+BATCH_VERSION = "2025-03-26"
+ACCEPT = "application/json, text/event-stream"
+KIB = 1024
+MIB = 1024 * 1024
+POLL_INTERVAL_S = 0.02
+RSS_INTERVAL_S = 0.05
+SLICE_S = 0.25  # socket operations wait at most this long before checking the budget
+SEND_CHUNK = 256 * KIB
+NORMAL_UA = "abuse-bench-normal/1.0"
+BENCH_UA = "abuse-bench/1.0"
+CLASSES = ("batch", "headers", "body-keys", "init-caps", "user-agent", "template")
+
+Header = tuple[str, str | bytes]
+
+
+# -- sizes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    batch_pings: int
+    batch_tools: int
+    header_count: int
+    header_bytes: int
+    key_count: int
+    key_bytes: int
+    caps_count: int
+    caps_bytes: int
+    ua_normal: int
+    ua_count: int
+    ua_bytes: int
+    uri_bytes: int
+
+
+FULL = Sizes(
+    batch_pings=32_000,
+    batch_tools=8_000,
+    header_count=1_000,
+    header_bytes=MIB,
+    key_count=1_000,
+    key_bytes=MIB,
+    caps_count=40,
+    caps_bytes=3_700_000,
+    ua_normal=200,
+    ua_count=60,
+    ua_bytes=8 * MIB,
+    uri_bytes=40_000,
+)
+QUICK = Sizes(
+    batch_pings=8_000,
+    batch_tools=2_000,
+    header_count=200,
+    header_bytes=MIB,
+    key_count=200,
+    key_bytes=MIB,
+    caps_count=10,
+    caps_bytes=3_700_000,
+    ua_normal=100,
+    ua_count=60,
+    ua_bytes=8 * MIB,
+    uri_bytes=20_000,
+)
+# Upper bounds on what the size options accept: the run stays bounded whatever is asked.
+LIMITS = Sizes(
+    batch_pings=100_000,
+    batch_tools=100_000,
+    header_count=2_000,
+    header_bytes=16 * MIB,
+    key_count=2_000,
+    key_bytes=4 * MIB,
+    caps_count=100,
+    caps_bytes=4 * MIB,
+    ua_normal=1_000,
+    ua_count=100,
+    ua_bytes=16 * MIB,
+    uri_bytes=1 * MIB,
+)
+
+
+# -- a small HTTP/1.1 client on blocking sockets -------------------------------------------
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int | None  # None: no complete answer (see error)
+    error: str | None
+    headers: dict[str, str]
+    body: bytes
+    seconds: float
+
+    @property
+    def code(self) -> str:
+        return str(self.status) if self.status is not None else (self.error or "?")
+
+    def json(self) -> Any:
+        kind = self.headers.get("content-type", "")
+        if kind.startswith("text/event-stream"):  # the last data: line holds the answer
+            data = [
+                line[5:].strip()
+                for line in self.body.split(b"\n")
+                if line.startswith(b"data:") and line[5:].strip()
+            ]
+            return json.loads(data[-1]) if data else None
+        return json.loads(self.body) if self.body else None
+
+
+def _dechunk(body: bytes) -> bytes:
+    out: list[bytes] = []
+    position = 0
+    while True:
+        end = body.index(b"\r\n", position)
+        size = int(body[position:end].split(b";")[0], 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(body[end + 2 : end + 2 + size])
+        position = end + 2 + size + 2
+
+
+def _complete(data: bytearray, head_end: int, headers: dict[str, str]) -> bool:
+    body_length = len(data) - head_end
+    if "content-length" in headers:
+        return body_length >= int(headers["content-length"])
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return data.endswith(b"\r\n0\r\n\r\n") or bytes(data[head_end:]) == b"0\r\n\r\n"
+    return False  # read to the end of the connection
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+def _send(sock: socket.socket, payload: bytes, over: Callable[[], str | None]) -> str | None:
+    """Sends everything; None, or why it stopped ("timeout", "aborted", "closed")."""
+    view, sent = memoryview(payload), 0
+    while sent < len(view):
+        if reason := over():
+            return reason
+        try:
+            sent += sock.send(view[sent : sent + SEND_CHUNK])
+        except TimeoutError:
+            continue
+        except OSError:
+            return "closed"  # the server gave up reading: its answer may still be there
+    return None
+
+
+def _receive(sock: socket.socket, over: Callable[[], str | None]) -> tuple[bytearray, str | None]:
+    data = bytearray()
+    head_end, headers = -1, {}
+    while True:
+        if reason := over():
+            return data, reason
+        try:
+            chunk = sock.recv(MIB)
+        except TimeoutError:
+            continue
+        except OSError:
+            return data, "reset"
+        if not chunk:
+            return data, None
+        data += chunk
+        if head_end < 0 and (found := data.find(b"\r\n\r\n")) >= 0:
+            head_end = found + 4
+            headers = _parse_head(bytes(data[:found]))[1]
+        if head_end >= 0 and _complete(data, head_end, headers):
+            return data, None
+
+
+def http_request(
+    port: int,
+    verb: str,
+    headers: Sequence[Header],
+    body: bytes,
+    *,
+    deadline: float,
+    abort: threading.Event,
+) -> Reply:
+    """One request on its own connection (``Connection: close``) to 127.0.0.1:``port``."""
+    names = {name.lower() for name, _ in headers}
+    head = [f"{verb} {PATH} HTTP/1.1\r\n".encode()]
+    if "host" not in names:
+        head.append(f"Host: {HOST}:{port}\r\n".encode())
+    for name, value in headers:
+        raw = value if isinstance(value, bytes) else value.encode("latin-1")
+        head.append(name.encode() + b": " + raw + b"\r\n")
+    head.append(f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+    payload = b"".join(head) + body
+    del head
+
+    def over() -> str | None:
+        if abort.is_set():
+            return "aborted"
+        return "timeout" if time.monotonic() >= deadline else None
+
+    start = time.monotonic()
+    try:
+        sock = socket.create_connection((HOST, port), timeout=5)
+    except OSError:
+        return Reply(None, "refused", {}, b"", time.monotonic() - start)
+    with sock:
+        sock.settimeout(SLICE_S)
+        stopped = _send(sock, payload, over)
+        del payload
+        if stopped in ("timeout", "aborted"):
+            return Reply(None, stopped, {}, b"", time.monotonic() - start)
+        data, stopped = _receive(sock, over)
+    seconds = time.monotonic() - start
+    head_end = data.find(b"\r\n\r\n")
+    if head_end < 0:
+        return Reply(None, stopped or "no answer", {}, b"", seconds)
+    status, reply_headers = _parse_head(bytes(data[:head_end]))
+    body = bytes(data[head_end + 4 :])
+    framed = "content-length" in reply_headers or "chunked" in reply_headers.get(
+        "transfer-encoding", ""
+    )
+    if stopped is None and framed and not _complete(data, head_end + 4, reply_headers):
+        stopped = "cut off"  # the connection ended before the announced body did
+    if stopped is not None:
+        return Reply(None, stopped, reply_headers, body, seconds)
+    if "chunked" in reply_headers.get("transfer-encoding", "").lower():
+        body = _dechunk(body)
+    return Reply(status, None, reply_headers, body, seconds)
+
+
+# -- the server process --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of a process, in bytes (empty when it is gone)."""
+    values: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) * KIB
+    return values
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def server_env(
+    args: argparse.Namespace, port: int, workdir: Path, extra: dict[str, str]
+) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("MCP_") and key != "PYTHONPATH"
+    }
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(args.server_root), str(BENCH_DIR)]),
+            "MCP_HOST": HOST,
+            "MCP_PORT": str(port),
+            "MCP_CATALOG": args.catalog,
+            "MCP_LOG_LEVEL": "warning",
+            "MCP_RECORDS": "file",
+            "MCP_RECORDS_FILE": str(workdir / "records.jsonl"),
+            "MCP_RATE_LIMIT_RPS": "0",
+            "MCP_DRAIN_TIMEOUT_S": "5",
+        }
+    )
+    env.update(extra)
+    for pair in args.env:
+        key, _, value = pair.partition("=")
+        env[key] = value
+    return env
+
+
+def start_server(args: argparse.Namespace, workdir: Path, extra: dict[str, str]) -> Server:
+    port = free_port()
+    env = server_env(args, port, workdir, extra)
+    with (workdir / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            [args.python, "-m", "server"],
+            cwd=args.server_root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = Server(process, port, workdir)
+    try:
+        wait_healthy(server)
+    except BaseException:
+        stop_server(server, 5)
+        raise
+    return server
+
+
+def wait_healthy(server: Server) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            tail = (server.workdir / "server.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the server exited with {server.process.returncode}:\n{tail}")
+        connection = http.client.HTTPConnection(HOST, server.port, timeout=1)
+        try:
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            connection.close()
+        time.sleep(0.1)
+    raise RuntimeError("the server did not answer /healthz within 30 s")
+
+
+@dataclass
+class Stopped:
+    seconds: float
+    returncode: int | None
+    killed: bool
+
+    def text(self) -> str:
+        how = "SIGKILL after SIGTERM timed out" if self.killed else "SIGTERM"
+        return f"{how}, exit {self.returncode} in {self.seconds:.1f} s"
+
+
+def stop_server(server: Server, timeout: float) -> Stopped:
+    """SIGTERM, then SIGKILL after ``timeout`` s: to this one PID only."""
+    start = time.monotonic()
+    process = server.process
+    if process.poll() is not None:
+        return Stopped(0.0, process.returncode, False)
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+        return Stopped(time.monotonic() - start, process.returncode, False)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+        return Stopped(time.monotonic() - start, process.returncode, True)
+    except BaseException:  # interrupted while waiting (Ctrl-C, SIGTERM): do not leave it behind
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(10)
+        raise
+
+
+# -- watching the server while it is attacked ----------------------------------------------
+
+
+class HealthPoller(threading.Thread):
+    """GET /healthz every 20 ms on one keep-alive connection; the slowest answer wins."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(name="healthz", daemon=True)
+        self.port = port
+        self.done = threading.Event()
+        self.latencies: list[float] = []
+        self.failed = 0
+        self.inflight: float | None = None
+        self.connection: http.client.HTTPConnection | None = None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            start = time.monotonic()
+            self.inflight = start
+            ok = self._poll()
+            elapsed = time.monotonic() - start
+            self.inflight = None
+            if self.done.is_set():
+                break
+            self.latencies.append(elapsed)
+            if not ok:
+                self.failed += 1
+            self.done.wait(max(0.0, POLL_INTERVAL_S - elapsed))
+
+    def _poll(self) -> bool:
+        try:
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection(HOST, self.port, timeout=600)
+            self.connection.request("GET", "/healthz")
+            response = self.connection.getresponse()
+            response.read()
+            return response.status == 200
+        except (OSError, http.client.HTTPException):
+            if self.connection is not None:
+                self.connection.close()
+            self.connection = None
+            return False
+
+    def finish(self) -> tuple[float, float, int, int]:
+        """(worst, median, polls, failed); a poll still waiting counts with its age."""
+        inflight = self.inflight
+        waiting = time.monotonic() - inflight if inflight is not None else 0.0
+        self.done.set()
+        connection = self.connection
+        if connection is not None and connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        self.join(5)
+        latencies = list(self.latencies)
+        worst = max([waiting, *latencies]) if latencies or inflight else 0.0
+        median = statistics.median(latencies) if latencies else 0.0
+        return worst, median, len(latencies) + (inflight is not None), self.failed
+
+
+class RssWatch(threading.Thread):
+    """Samples VmRSS; sets ``abort`` when the server passes the cap or is gone."""
+
+    def __init__(self, server: Server, cap: int, abort: threading.Event) -> None:
+        super().__init__(name="rss", daemon=True)
+        self.server = server
+        self.cap = cap
+        self.abort = abort
+        self.done = threading.Event()
+        self.peak = 0
+        self.reason: str | None = None
+
+    def run(self) -> None:
+        while not self.done.wait(RSS_INTERVAL_S):
+            rss = proc_status(self.server.pid).get("VmRSS")
+            if rss is None or self.server.process.poll() is not None:
+                self.reason = f"the server exited ({self.server.process.poll()})"
+                self.abort.set()
+                return
+            self.peak = max(self.peak, rss)
+            if rss > self.cap:
+                self.reason = f"RSS {rss / MIB:,.0f} MiB passed the cap {self.cap / MIB:,.0f} MiB"
+                self.abort.set()
+                return
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join(5)
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+class OutOfBudget(Exception):
+    pass
+
+
+@dataclass
+class Attack:
+    """What a class sends through: counts every request and its status, keeps the budget."""
+
+    port: int
+    pid: int
+    deadline: float
+    abort: threading.Event = field(default_factory=threading.Event)
+    statuses: Counter[str] = field(default_factory=Counter)
+    sent: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        if self.abort.is_set():
+            raise OutOfBudget("aborted")
+        if self.left() <= 0:
+            raise OutOfBudget("time budget spent")
+
+    def post(self, headers: Sequence[Header], body: bytes, *, timeout: float = 60.0) -> Reply:
+        return self.send("POST", headers, body, timeout=timeout)
+
+    def send(self, verb: str, headers: Sequence[Header], body: bytes, *, timeout: float) -> Reply:
+        self.check()
+        self.sent += 1
+        deadline = min(self.deadline, time.monotonic() + timeout)
+        reply = http_request(self.port, verb, headers, body, deadline=deadline, abort=self.abort)
+        self.statuses[reply.code] += 1
+        return reply
+
+
+def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+    }
+
+
+def modern(
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    request_id: int = 1,
+    name: str | None = None,
+    user_agent: str | bytes = BENCH_UA,
+) -> tuple[list[Header], bytes]:
+    """A 2026-07-28 request: ``_meta`` in the params, version, method (and name) in headers."""
+    message = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**(params or {}), "_meta": meta()},
+    }
+    headers: list[Header] = [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT),
+        ("User-Agent", user_agent),
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", method),
+    ]
+    if name is not None:
+        headers.append(("Mcp-Name", name))
+    return headers, json.dumps(message).encode()
+
+
+def legacy_headers(version: str | None = None, session: str | None = None) -> list[Header]:
+    headers: list[Header] = [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT),
+        ("User-Agent", BENCH_UA),
+    ]
+    if version is not None:
+        headers.append(("MCP-Protocol-Version", version))
+    if session is not None:
+        headers.append(("Mcp-Session-Id", session))
+    return headers
+
+
+def initialize_body(version: str, capabilities: bytes = b"{}", request_id: int = 0) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"%s",'
+        b'"clientInfo":{"name":"abuse-bench","version":"1.0"},"capabilities":'
+        % (request_id, version.encode())
+        + capabilities
+        + b"}}"
+    )
+
+
+def open_session(attack: Attack, version: str) -> str | None:
+    """initialize and notifications/initialized; the session id, or None (noted)."""
+    reply = attack.post(legacy_headers(), initialize_body(version))
+    session = reply.headers.get("mcp-session-id")
+    if reply.status != 200 or not session:
+        attack.notes.append(f"initialize {version} answered {reply.code}: {reply.body[:200]!r}")
+        return None
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    attack.post(legacy_headers(version, session), initialized)
+    return session
+
+
+def warm_up(attack: Attack) -> bool:
+    """Ordinary requests of both eras; False (noted) when one is not answered as expected."""
+    expected: list[tuple[str, Reply]] = []
+    for method, params, name in (
+        ("server/discover", None, None),
+        ("tools/list", None, None),
+        ("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, "echo"),
+    ):
+        headers, body = modern(method, params, name=name)
+        expected.append((f"modern {method}", attack.post(headers, body)))
+    session = open_session(attack, LEGACY)
+    if session is not None:
+        ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+        expected.append(("legacy ping", attack.post(legacy_headers(LEGACY, session), ping)))
+        expected.append(
+            (
+                "legacy DELETE",
+                attack.send("DELETE", legacy_headers(LEGACY, session), b"", timeout=10),
+            )
+        )
+    bad = [f"{label}: {reply.code}" for label, reply in expected if reply.status != 200]
+    if session is None or bad:
+        attack.notes.append("warm-up not as expected: " + (", ".join(bad) or "no session"))
+        return False
+    return True
+
+
+def mb(size: float) -> str:
+    return f"{size / 1e6:,.2f} MB"
+
+
+def answer_text(reply: Reply) -> str:
+    """'200 in 1.23 s, 0.45 MB' (or why there was no answer)."""
+    if reply.status is None:
+        return f"no answer ({reply.error}) after {reply.seconds:.1f} s"
+    return f"{reply.status} in {reply.seconds:.2f} s, {mb(len(reply.body))}"
+
+
+def error_of(reply: Reply) -> str:
+    try:
+        message = reply.json()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if isinstance(message, dict) and isinstance(message.get("error"), dict):
+        error = message["error"]
+        return f" (error {error.get('code')}: {str(error.get('message'))[:80]})"
+    return ""
+
+
+# -- the classes ---------------------------------------------------------------------------
+
+
+def attack_batch(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    session = open_session(attack, BATCH_VERSION)
+    if session is None:
+        return
+    headers = legacy_headers(BATCH_VERSION, session)
+    for method, count in (("ping", sizes.batch_pings), ("tools/list", sizes.batch_tools)):
+        body = (
+            b"["
+            + b",".join(
+                b'{"jsonrpc":"2.0","id":%d,"method":"%s"}' % (i, method.encode())
+                for i in range(count)
+            )
+            + b"]"
+        )
+        if len(body) > args.max_body:
+            attack.notes.append(
+                f"{method} batch of {count:,} is {mb(len(body))}, over the body limit"
+            )
+        reply = attack.post(headers, body, timeout=args.batch_timeout)
+        text = f"{method} batch x{count:,} ({mb(len(body))}): {answer_text(reply)}"
+        if reply.status is not None:
+            try:
+                answer = reply.json()
+            except ValueError:
+                answer = None
+            if isinstance(answer, list):
+                text += f", {len(answer):,} answer{'' if len(answer) == 1 else 's'}"
+            else:
+                text += error_of(reply)
+        attack.notes.append(text)
+
+
+def big_value(index: int, size: int, tail: str = "") -> str:
+    """A distinct header-safe value of ``size`` characters."""
+    prefix = f"v{index:07d}"
+    return prefix + "a" * max(0, size - len(prefix) - len(tail)) + tail
+
+
+def attack_headers(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    headers, body = modern("server/discover")
+    for kind in ("Host", "Origin", "User-Agent"):
+        codes: Counter[str] = Counter()
+        try:
+            for index in range(sizes.header_count):
+                if kind == "Host":
+                    value = big_value(index, sizes.header_bytes, ".example")
+                elif kind == "Origin":
+                    value = "http://" + big_value(index, sizes.header_bytes - 7, ".example")
+                else:
+                    value = big_value(index, sizes.header_bytes)
+                sent = [(name, v) for name, v in headers if name != "User-Agent"] + [
+                    (kind, value.encode())
+                ]
+                if kind != "User-Agent":
+                    sent.append(("User-Agent", BENCH_UA))
+                codes[attack.post(sent, body, timeout=30).code] += 1
+        finally:
+            rss = proc_status(attack.pid).get("VmRSS", 0)
+            attack.notes.append(
+                f"{kind}: {sum(codes.values()):,} x {sizes.header_bytes / MIB:g} MiB "
+                f"[{summary(codes)}] -> RSS {rss / MIB:,.0f} MiB"
+            )
+
+
+def attack_body_keys(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    headers, body = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, name="echo")
+    reply = attack.post(headers, body)
+    answer = reply.json() if reply.status == 200 else None
+    content = (answer or {}).get("result", {}).get("content") if isinstance(answer, dict) else None
+    if not content or content[0].get("text") != "hi":
+        attack.notes.append(
+            f"a small tools/call answered {reply.code} {reply.body[:200]!r}: skipped"
+        )
+        return
+    attack.notes.append("small tools/call echo: 200, 'hi'")
+    codes: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    slowest = 0.0
+    try:
+        for index in range(sizes.key_count):
+            key = big_value(index, sizes.key_bytes)
+            arguments = {"text": "hi", key: 1}
+            headers, body = modern(
+                "tools/call",
+                {"name": "echo", "arguments": arguments},
+                request_id=index,
+                name="echo",
+            )
+            reply = attack.post(headers, body, timeout=30)
+            codes[reply.code] += 1
+            slowest = max(slowest, reply.seconds)
+            if reply.status == 200 and index < 3:
+                errors[result_kind(reply)] += 1
+    finally:
+        attack.notes.append(
+            f"{sum(codes.values()):,} tools/call with a {sizes.key_bytes / MIB:g} MiB key "
+            f"[{summary(codes)}], slowest {slowest:.2f} s; first answers: {summary(errors)}"
+        )
+
+
+def result_kind(reply: Reply) -> str:
+    try:
+        answer = reply.json()
+    except ValueError:
+        return "not JSON"
+    if not isinstance(answer, dict):
+        return "not an object"
+    if "error" in answer:
+        return f"error {answer['error'].get('code')}"
+    result = answer.get("result") or {}
+    return "isError result" if result.get("isError") else "result"
+
+
+def nested_capabilities(size: int) -> bytes:
+    """About ``size`` bytes of capabilities: many small nested objects, as a client could."""
+    shell = b'{"experimental":{"abuse":{}}}'
+    count = max(1, (size - len(shell)) // len(b'"k0000000":{"v":[0]},'))
+    parts = [b'"k%07d":{"v":[%d]}' % (i, i % 10) for i in range(count)]
+    return b'{"experimental":{"abuse":{' + b",".join(parts) + b"}}}"
+
+
+def attack_init_caps(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    capabilities = nested_capabilities(sizes.caps_bytes)
+    sessions: list[str] = []
+    codes: Counter[str] = Counter()
+    before = proc_status(attack.pid).get("VmRSS", 0)
+    try:
+        for index in range(sizes.caps_count):
+            body = initialize_body(LEGACY, capabilities, request_id=index)
+            reply = attack.post(legacy_headers(), body, timeout=30)
+            codes[reply.code] += 1
+            session = reply.headers.get("mcp-session-id")
+            if reply.status == 200 and session:
+                sessions.append(session)
+    finally:
+        grown = proc_status(attack.pid).get("VmRSS", 0) - before
+        per = f", {grown / max(1, len(sessions)) / MIB:,.1f} MiB RSS each" if sessions else ""
+        attack.notes.append(
+            f"{sum(codes.values())} initialize x {mb(len(capabilities))} of capabilities "
+            f"[{summary(codes)}]: {len(sessions)} sessions{per}"
+        )
+    alive = 0
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    try:
+        for session in sessions:
+            alive += attack.post(legacy_headers(LEGACY, session), ping, timeout=10).status == 200
+    finally:
+        attack.notes.append(f"{alive} of {len(sessions)} answer a ping")
+
+
+def attack_user_agent(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    normal = 0
+    for index in range(sizes.ua_normal):
+        headers, body = modern(
+            "tools/call",
+            {"name": "echo", "arguments": {"text": f"n{index}"}},
+            request_id=index,
+            name="echo",
+            user_agent=f"{NORMAL_UA} #{index}",
+        )
+        normal += attack.post(headers, body, timeout=10).status == 200
+    attack.notes.append(f"{normal} of {sizes.ua_normal} marked requests answered 200")
+    codes: Counter[str] = Counter()
+    try:
+        for index in range(sizes.ua_count):
+            headers, body = modern(
+                "server/discover", request_id=index, user_agent=big_value(index, sizes.ua_bytes)
+            )
+            codes[attack.post(headers, body, timeout=30).code] += 1
+            # Paced so each record is a write of its own (the records writer wakes every
+            # 200 ms) and may rotate the file: what a patient client gets.
+            time.sleep(args.ua_pause)
+    finally:
+        attack.notes.append(
+            f"{sum(codes.values())} x {sizes.ua_bytes / MIB:g} MiB User-Agent, "
+            f"{args.ua_pause:g} s apart [{summary(codes)}]"
+        )
+
+
+def two_variable_templates(templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Templates with two variables in a row whose literal between has no '/'."""
+    found = []
+    for template in templates:
+        uri = str(template.get("uriTemplate", ""))
+        pieces = uri.replace("}", "{").split("{")  # literal, var, literal, var, ...
+        between = pieces[2:-1:2]
+        if any("/" not in literal and not literal.startswith(("?", "#")) for literal in between):
+            found.append(template)
+    return found
+
+
+def hostile_uri(template: str, size: int) -> str:
+    """A URI the template's regex fails to match only after trying every split: the literal
+    before the first variable, the separator between the two variables repeated (each copy is
+    one more place to split), then '/', which no simple variable takes."""
+    pieces = template.replace("}", "{").split("{")  # literal, var, literal, var, ...
+    prefix = pieces[0]
+    separator = next(literal for literal in pieces[2:-1:2] if "/" not in literal) or "a"
+    return prefix + separator * max(1, (size - len(prefix) - 1) // len(separator)) + "/"
+
+
+def list_templates(attack: Attack) -> list[dict[str, Any]]:
+    templates: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for page in range(20):
+        params = {"cursor": cursor} if cursor else None
+        headers, body = modern("resources/templates/list", params, request_id=page)
+        reply = attack.post(headers, body, timeout=10)
+        answer = reply.json() if reply.status == 200 else None
+        result = answer.get("result", {}) if isinstance(answer, dict) else {}
+        templates.extend(result.get("resourceTemplates", []))
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    return templates
+
+
+def attack_template(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    templates = list_templates(attack)
+    served = ", ".join(str(t.get("uriTemplate")) for t in templates) or "none"
+    found = two_variable_templates(templates)
+    if not found:
+        attack.notes.append(
+            f"SKIPPED: catalog {args.template_catalog} has no template with two variables not "
+            f"separated by '/' (templates: {served})"
+        )
+        return
+    template = found[0]
+    origin = "this bench's" if str(template.get("name", "")).startswith("abuse-") else "catalog's"
+    own = [t for t in found if not str(t.get("name", "")).startswith("abuse-")]
+    attack.notes.append(
+        f"templates: {served}; {origin} {template['uriTemplate']} used"
+        + ("" if own else " (the catalog's own have none with two variables not split by '/')")
+    )
+    uri = hostile_uri(str(template["uriTemplate"]), sizes.uri_bytes)
+    headers, body = modern("resources/read", {"uri": uri}, name=uri)
+    reply = attack.post(headers, body, timeout=args.budget)
+    attack.notes.append(
+        f"resources/read of a {len(uri) / 1000:,.0f} KB URI: {answer_text(reply)}" + error_of(reply)
+    )
+
+
+@dataclass(frozen=True)
+class Kind:
+    run: Callable[[Attack, Sizes, argparse.Namespace], None]
+    env: Callable[[Sizes, argparse.Namespace], dict[str, str]]
+    marker: bytes | None = None  # records holding it are counted (they are the earlier ones)
+
+
+def no_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
+    return {}
+
+
+KINDS: dict[str, Kind] = {
+    "batch": Kind(attack_batch, no_env),
+    "headers": Kind(attack_headers, no_env),
+    "body-keys": Kind(attack_body_keys, no_env),
+    "init-caps": Kind(attack_init_caps, lambda s, a: {"MCP_MAX_SESSIONS_PER_CLIENT": "0"}),
+    "user-agent": Kind(attack_user_agent, no_env, marker=f'"{NORMAL_UA} #'.encode()),
+    "template": Kind(attack_template, lambda s, a: {"MCP_CATALOG": a.template_catalog}),
+}
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordCount:
+    lines: int = 0
+    requests: int = 0
+    marked: int = 0
+    files: int = 0
+    size: int = 0
+
+
+def count_records(workdir: Path, marker: bytes | None) -> RecordCount:
+    """Lines of every records*.jsonl* file (gzipped rotations too)."""
+    count = RecordCount()
+    for path in sorted(workdir.glob("records*.jsonl*")):
+        count.files += 1
+        count.size += path.stat().st_size
+        gzipped = path.name.endswith(".gz")
+        with (
+            contextlib.suppress(OSError, EOFError),
+            gzip.open(path, "rb") if gzipped else path.open("rb") as lines,
+        ):
+            for line in lines:
+                count.lines += 1
+                count.requests += b'"kind":"request"' in line[:64]
+                count.marked += marker is not None and marker in line
+    return count
+
+
+# -- running a class -----------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    sent: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    healthz: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)
+    rss_before: int = 0
+    rss_after: int = 0
+    hwm: int = 0
+    records: RecordCount | None = None
+    stopped: Stopped | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    marker: bool = False
+
+
+def summary(codes: Counter[str]) -> str:
+    return " ".join(f"{code}:{count:,}" for code, count in sorted(codes.items())) or "-"
+
+
+def run_class(name: str, sizes: Sizes, args: argparse.Namespace, tmp: Path, until: float) -> Result:
+    """One class on its own fresh server; ``until``: the whole run's deadline (monotonic)."""
+    kind = KINDS[name]
+    result = Result(name, marker=kind.marker is not None)
+    workdir = tmp / name
+    workdir.mkdir()
+    progress(f"[{name}] starting a server")
+    server = start_server(args, workdir, kind.env(sizes, args))
+    try:
+        attack = Attack(server.port, server.pid, time.monotonic() + 30)
+        try:
+            warmed = warm_up(attack)
+        except OutOfBudget:
+            warmed = False
+            attack.notes.append("warm-up took over 30 s")
+        result.rss_before = proc_status(server.pid).get("VmRSS", 0)
+        attack.deadline = min(time.monotonic() + args.budget, until)
+        if warmed:
+            run_attack(attack, kind, sizes, args, server, result)
+        result.sent, result.statuses, result.notes = attack.sent, attack.statuses, attack.notes
+        status = proc_status(server.pid)
+        result.rss_after, result.hwm = status.get("VmRSS", 0), status.get("VmHWM", 0)
+    finally:
+        progress(f"[{name}] stopping the server (pid {server.pid})")
+        # What is left of the whole run's budget, but never less than 10 s.
+        wait = min(args.stop_timeout, max(10.0, until - time.monotonic()))
+        result.stopped = stop_server(server, wait)
+    result.records = count_records(workdir, kind.marker)
+    return result
+
+
+def run_attack(
+    attack: Attack,
+    kind: Kind,
+    sizes: Sizes,
+    args: argparse.Namespace,
+    server: Server,
+    result: Result,
+) -> None:
+    poller = HealthPoller(server.port)
+    watch = RssWatch(server, args.max_rss_mib * MIB, attack.abort)
+    poller.start()
+    watch.start()
+    start = time.monotonic()
+    progress(f"[{result.name}] attacking (budget {attack.left():.0f} s)")
+    try:
+        kind.run(attack, sizes, args)
+    except OutOfBudget as stop:
+        attack.notes.append(f"STOPPED: {watch.reason or stop}")
+    finally:
+        result.seconds = time.monotonic() - start
+        result.healthz = poller.finish()
+        watch.finish()
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def mib(size: int) -> str:
+    return f"{size / MIB:,.0f}"
+
+
+def records_text(result: Result) -> str:
+    records = result.records
+    if records is None:
+        return "-"
+    text = f"{records.lines:,} lines / {result.sent:,} sent"
+    if records.lines != records.requests:
+        text += f" ({records.requests:,} request records)"
+    return text + f", {records.files} file(s), {mb(records.size)} on disk"
+
+
+def line_for(result: Result) -> str:
+    worst, median, polls, failed = result.healthz
+    parts = [
+        f"[{result.name}] sent {result.sent:,} ({summary(result.statuses)}) "
+        f"in {result.seconds:.1f} s",
+        f"healthz worst {worst:.3f} s (median {median * 1000:.1f} ms, {polls:,} polls, "
+        f"{failed} failed)",
+        f"RSS {mib(result.rss_before)} -> {mib(result.rss_after)} MiB "
+        f"({(result.rss_after - result.rss_before) / MIB:+,.0f}), VmHWM {mib(result.hwm)} MiB",
+        f"records {records_text(result)}",
+    ]
+    if result.marker and result.records is not None:
+        parts.append(f"earlier (marked) records still kept: {result.records.marked:,}")
+    if result.stopped is not None:
+        parts.append(f"stop: {result.stopped.text()}")
+    parts.extend(result.notes)
+    return " | ".join(parts)
+
+
+def table(results: list[Result]) -> str:
+    header = (
+        "class",
+        "sent",
+        "statuses",
+        "healthz worst",
+        "RSS before->after MiB",
+        "growth",
+        "VmHWM MiB",
+        "records/sent",
+        "stop",
+    )
+    rows = [header]
+    for result in results:
+        worst = result.healthz[0]
+        records = result.records.lines if result.records is not None else 0
+        kept = f" (kept {result.records.marked})" if result.marker and result.records else ""
+        stop = result.stopped
+        rows.append(
+            (
+                result.name,
+                f"{result.sent:,}",
+                summary(result.statuses),
+                f"{worst:.3f} s",
+                f"{mib(result.rss_before)}->{mib(result.rss_after)}",
+                f"{(result.rss_after - result.rss_before) / MIB:+,.0f} MiB",
+                mib(result.hwm),
+                f"{records:,}/{result.sent:,}{kept}",
+                ("KILL" if stop.killed else f"rc {stop.returncode}") + f" {stop.seconds:.1f} s"
+                if stop
+                else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Hostile request shapes against a fresh server per class; see the docstring."
+    )
+    parser.add_argument(
+        "--classes", default=",".join(CLASSES), help="comma-separated: " + ",".join(CLASSES)
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--server-root", type=Path, default=ROOT, help="cwd of python -m server")
+    parser.add_argument(
+        "--python", help="the server's interpreter (default: <root>/.venv/bin/python or this one)"
+    )
+    parser.add_argument(
+        "--catalog", default="probe", help="MCP_CATALOG for every class but template"
+    )
+    parser.add_argument(
+        "--template-catalog", default="abuse_catalog:catalog", help="MCP_CATALOG for template"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=60.0, help="seconds of attack per class (max 120)"
+    )
+    parser.add_argument(
+        "--total-budget", type=float, default=290.0, help="seconds for the whole run (max 900)"
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=60.0,
+        help="SIGTERM to SIGKILL, seconds (max 120; never past the total budget + 10 s)",
+    )
+    parser.add_argument(
+        "--batch-timeout", type=float, default=60.0, help="client timeout per batch"
+    )
+    parser.add_argument("--max-rss-mib", type=int, default=6144, help="end an attack past this RSS")
+    parser.add_argument(
+        "--max-body", type=int, default=4 * MIB, help="the server's body limit (to warn)"
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="extra server setting"
+    )
+    parser.add_argument(
+        "--ua-pause", type=float, default=0.25, help="seconds between big User-Agent requests"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the records and server logs")
+    for name in Sizes.__dataclass_fields__:
+        parser.add_argument("--" + name.replace("_", "-"), type=int, help=f"size: {name}")
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in args.classes.split(",") if name.strip()]
+    unknown = [name for name in names if name not in KINDS]
+    if unknown or not names:
+        parser.error(f"unknown classes {unknown}; choose from {', '.join(CLASSES)}")
+    args.names = names
+    args.budget = min(args.budget, 120.0)
+    args.total_budget = min(args.total_budget, 900.0)
+    args.stop_timeout = min(args.stop_timeout, 120.0)
+    args.ua_pause = max(0.0, min(args.ua_pause, 1.0))
+    args.server_root = args.server_root.resolve()
+    if args.python is None:
+        venv = args.server_root / ".venv" / "bin" / "python"
+        args.python = str(venv) if venv.exists() else sys.executable
+    base = QUICK if args.quick else FULL
+    chosen = {}
+    for name in Sizes.__dataclass_fields__:
+        value = getattr(args, name)
+        chosen[name] = (
+            getattr(base, name) if value is None else max(1, min(value, getattr(LIMITS, name)))
+        )
+    args.sizes = Sizes(**chosen)
+    return args
+
+
+def server_package(args: argparse.Namespace) -> str:
+    """Where ``import server`` resolves for the server (to show which code is measured)."""
+    env = server_env(args, 0, Path(tempfile.gettempdir()), {})
+    found = subprocess.run(
+        [args.python, "-c", "import server; print(server.__file__)"],
+        cwd=args.server_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return found.stdout.strip() or found.stderr.strip()[-300:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks stop the server
+    started = time.monotonic()
+    progress(f"server code: {server_package(args)} (python {args.python})")
+    if (args.server_root / ".env").exists():
+        progress(f"note: {args.server_root / '.env'} exists; settings not set here come from it")
+    progress(f"sizes: {args.sizes}")
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-abuse-"))
+    results: list[Result] = []
+    try:
+        for name in args.names:
+            if started + args.total_budget - time.monotonic() < 5:
+                print(f"[{name}] not run: the total budget ({args.total_budget:g} s) is spent")
+                continue
+            try:
+                result = run_class(name, args.sizes, args, tmp, started + args.total_budget)
+            except RuntimeError as failure:
+                print(f"[{name}] failed: {failure}")
+                continue
+            results.append(result)
+            print(line_for(result), flush=True)
+    finally:
+        if args.keep:
+            progress(f"records and server logs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(table(results))
+    print(f"\nwhole run: {time.monotonic() - started:.0f} s; sizes: {args.sizes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""The curl examples in README.md work as printed, against a fresh ``python -m server``.
+
+Every ```bash block that runs curl is taken from the README verbatim; only the port is
+rewritten (``127.0.0.1:8000`` to a free port) and ``--max-time`` added so nothing can hang.
+Each example gets its own freshly started server process (probe catalog), stopped by its PID
+afterwards. Every example must answer with JSON-RPC results, never an error; what the prose
+around an example promises is checked too.
+"""
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.deploy_helpers import free_port, stop_process
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```bash\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
+EXAMPLES = [block for block in BLOCKS if "curl " in block]
+SUB_ID = "io.modelcontextprotocol/subscriptionId"
+PAYLOAD = re.compile(r"-d '(.*?)'(?=\s*$)", flags=re.DOTALL | re.MULTILINE)
+
+
+def payloads(block: str) -> list[dict[str, Any]]:
+    return [json.loads(found) for found in PAYLOAD.findall(block)]
+
+
+def label(block: str) -> str:
+    """``method`` (plus the tool or resource name) of each request in the block."""
+    parts = []
+    for payload in payloads(block):
+        params = payload.get("params", {})
+        target = params.get("name") or params.get("uri")
+        parts.append(payload["method"] + (f" {target}" if target else ""))
+    if "-X DELETE" in block:
+        parts.append("DELETE")
+    return " + ".join(parts)
+
+
+LABELS = [label(block) for block in EXAMPLES]
+
+
+def test_the_readme_curl_examples_are_all_found() -> None:
+    assert set(LABELS) >= {
+        "server/discover",
+        "tools/list",
+        "tools/call add",
+        "tools/call count_slowly",
+        "resources/read probe://readme",
+        "subscriptions/listen",
+        "tools/call ask_name",
+        "initialize",
+        "tools/call echo + DELETE",
+    }
+    assert len(set(LABELS)) == len(LABELS)
+    assert set(CHECKS) <= set(LABELS)
+
+
+# -- a fresh server per example -----------------------------------------------------------
+
+
+@pytest.fixture
+def server_url(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
+    env.update(
+        MCP_PORT=str(port), MCP_CATALOG="probe", MCP_LOG_LEVEL="warning", PYTHONPATH=str(ROOT)
+    )
+    log_path = tmp_path / "server.log"
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        # cwd is an empty directory, so no developer's .env is picked up.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "server"], cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                assert process.poll() is None, log_path.read_text()
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                assert time.monotonic() < deadline, "python -m server did not become ready"
+                time.sleep(0.05)
+            yield url
+        finally:
+            stop_process(process, grace_s=5)
+
+
+def localize(block: str, url: str) -> str:
+    assert "127.0.0.1:8000" in block
+    command = block.replace("http://127.0.0.1:8000", url)
+    return re.sub(r"(?m)^curl ", "curl --max-time 5 ", command)
+
+
+def run(command: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# -- reading what curl printed --------------------------------------------------------------
+
+
+def split_head(output: str) -> tuple[dict[str, str], str]:
+    """(response headers, body) of ``curl -i`` output; no headers for plain output."""
+    output = output.replace("\r\n", "\n")
+    if not output.startswith("HTTP/"):
+        return {}, output
+    head, _, body = output.partition("\n\n")
+    status, *lines = head.split("\n")
+    assert " 200" in status, output
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return headers, body
+
+
+def jsonrpc_messages(body: str) -> tuple[bool, list[dict[str, Any]]]:
+    """(was SSE, the messages): SSE data lines, or one or more JSON documents."""
+    lines = body.splitlines()
+    if any(line.startswith("data:") for line in lines):
+        for line in lines:
+            assert line == "" or line.startswith(("event:", "data:", "id:", "retry:", ":")), line
+        data = [line[5:].strip() for line in lines if line.startswith("data:")]
+        return True, [json.loads(item) for item in data if item]
+    decoder = json.JSONDecoder()
+    messages, position = [], 0
+    while position < len(body):
+        if body[position].isspace():
+            position += 1
+            continue
+        message, position = decoder.raw_decode(body, position)
+        messages.append(message)
+    return False, messages
+
+
+def assert_results(output: str) -> list[dict[str, Any]]:
+    """Every request in the output was answered with a result; returns the messages."""
+    _, body = split_head(output)
+    sse, messages = jsonrpc_messages(body)
+    assert messages, f"no JSON-RPC message in {output!r}"
+    for message in messages:
+        assert message.get("jsonrpc") == "2.0", message
+        assert "error" not in message, message
+    if sse:
+        *notes, last = messages
+        assert "result" in last
+        assert "id" in last
+        assert all("method" in note and "id" not in note for note in notes), notes
+    else:
+        assert all("result" in message and "id" in message for message in messages), messages
+    return messages
+
+
+# -- the examples ---------------------------------------------------------------------------
+
+
+def check_discover(messages: list[dict[str, Any]], **_: Any) -> None:
+    result = messages[-1]["result"]
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert {"tools", "resources", "prompts"} <= set(result["capabilities"])
+
+
+def check_tools_list(messages: list[dict[str, Any]], **_: Any) -> None:
+    names = {tool["name"] for tool in messages[-1]["result"]["tools"]}
+    assert {"add", "count_slowly", "toggle_extra_tool", "ask_name", "echo"} <= names
+
+
+def check_add(messages: list[dict[str, Any]], **_: Any) -> None:
+    # "The answer is structured content plus a text block"
+    result = messages[-1]["result"]
+    assert result["structuredContent"] == {"a": 2, "b": 3, "sum": 5}
+    (text,) = result["content"]
+    assert text["type"] == "text"
+    assert json.loads(text["text"]) == result["structuredContent"]
+
+
+def check_count_slowly(messages: list[dict[str, Any]], output: str, **_: Any) -> None:
+    # "the response becomes an SSE stream that carries them before the result"
+    assert jsonrpc_messages(output)[0]
+    *notes, last = messages
+    assert last["result"]["content"] == [{"type": "text", "text": "Counted to 3."}]
+    progress = [note["params"] for note in notes if note["method"] == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"], p["total"]) for p in progress] == [
+        ("p1", 1, 3),
+        ("p1", 2, 3),
+        ("p1", 3, 3),
+    ]
+    logs = [note["params"]["data"] for note in notes if note["method"] == "notifications/message"]
+    assert logs == ["counted 1", "counted 2", "counted 3"]
+
+
+def check_resource(messages: list[dict[str, Any]], **_: Any) -> None:
+    (contents,) = messages[-1]["result"]["contents"]
+    assert contents["uri"] == "probe://readme"
+    assert "probe server" in contents["text"]
+
+
+def check_ask_name(messages: list[dict[str, Any]], block: str, url: str, **_: Any) -> None:
+    # "send the same request again with inputResponses and the requestState it gave you"
+    first = messages[-1]["result"]
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["name"]["method"] == "elicitation/create"
+    (payload,) = payloads(block)
+    payload["params"]["inputResponses"] = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+    payload["params"]["requestState"] = first["requestState"]
+    (original,) = PAYLOAD.findall(block)
+    again = assert_results(run(localize(block.replace(original, json.dumps(payload)), url)))
+    assert again[-1]["result"]["resultType"] == "complete"
+    assert again[-1]["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}]
+
+
+def check_initialize(messages: list[dict[str, Any]], output: str, **_: Any) -> None:
+    # "the answer carries its id in the Mcp-Session-Id header"
+    headers, _ = split_head(output)
+    assert headers.get("mcp-session-id")
+    result = messages[-1]["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["name"] == "mcp-http-server-probe"
+
+
+def check_session_call(messages: list[dict[str, Any]], url: str, session: str, **_: Any) -> None:
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "hi"}]
+    # "... and end the session": the session is gone afterwards.
+    after = httpx.post(
+        f"{url}/mcp",
+        json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+        headers={"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+    )
+    assert after.status_code == 404
+
+
+CHECKS: dict[str, Callable[..., None]] = {
+    "server/discover": check_discover,
+    "tools/list": check_tools_list,
+    "tools/call add": check_add,
+    "tools/call count_slowly": check_count_slowly,
+    "resources/read probe://readme": check_resource,
+    "tools/call ask_name": check_ask_name,
+    "initialize": check_initialize,
+    "tools/call echo + DELETE": check_session_call,
+}
+
+
+def open_session(url: str) -> str:
+    response = httpx.post(
+        f"{url}/mcp",
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        },
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 200
+    return response.headers["mcp-session-id"]
+
+
+# The listen stream never ends by itself: it has its own test below.
+@pytest.mark.parametrize(
+    "block", [b for b in EXAMPLES if "subscriptions/listen" not in b], ids=label
+)
+def test_curl_example_answers_with_results(block: str, server_url: str) -> None:
+    env = {}
+    if "$SESSION" in block:
+        env["SESSION"] = open_session(server_url)
+    output = run(localize(block, server_url), env)
+    messages = assert_results(output)
+    check = CHECKS.get(label(block))
+    if check is not None:
+        check(messages, output=output, block=block, url=server_url, session=env.get("SESSION"))
+
+
+def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) -> None:
+    (block,) = [b for b in EXAMPLES if label(b) == "subscriptions/listen"]
+    listener = subprocess.Popen(
+        ["bash", "-c", f"exec {localize(block, server_url)}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert listener.stdout is not None
+        data = (line.decode() for line in listener.stdout if line.startswith(b"data: "))
+        ack = json.loads(next(data)[len("data: ") :])
+        assert ack == {
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {SUB_ID: "listen-1"}, "notifications": {"toolsListChanged": True}},
+        }
+        # "in another terminal call the tool toggle_extra_tool": the add example, retargeted.
+        (add,) = [b for b in EXAMPLES if label(b) == "tools/call add"]
+        toggle = localize(add, server_url).replace('"add"', '"toggle_extra_tool"')
+        toggle = toggle.replace("Mcp-Name: add", "Mcp-Name: toggle_extra_tool")
+        toggle = toggle.replace('{"a":2,"b":3}', "{}")
+        (answer,) = assert_results(run(toggle))
+        assert answer["result"]["content"][0]["text"] == "Added the tool 'extra'."
+        changed = json.loads(next(data)[len("data: ") :])
+        assert changed == {
+            "jsonrpc": "2.0",
+            "method": "notifications/tools/list_changed",
+            "params": {"_meta": {SUB_ID: "listen-1"}},
+        }
+    finally:
+        listener.kill()  # the curl started above, by its PID
+        listener.wait(5)
+        for stream in (listener.stdout, listener.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,337 @@
+"""server.records.sinks.redis and ``report redis://``: request records through a real Redis stream.
+
+Uses the session's ``redis_server`` (a real redis-server on a free port); every test has its
+own stream key. Tests that stop Redis start it again in a ``finally``. A restarted Redis is
+empty (no persistence), so after an outage the stream holds exactly what was kept meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+
+import server.__main__ as entry
+import server.records.sinks
+import server.report
+from server.records.recorder import Recorder
+from server.records.sinks import build_sinks
+from server.records.sinks.redis import RedisStreamSink
+from server.report import redis as report_redis
+from tests.report.test_report import MIXED
+from tests.support.polling import wait_until_blocking
+from tests.support.redis_server import RedisServer, free_port
+
+
+@pytest.fixture
+def key() -> str:
+    return f"test:records:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Any:
+    connection = redis.Redis.from_url(redis_server.url)
+    yield connection
+    connection.close()
+
+
+def sink_for(url: str, key: str, **options: Any) -> RedisStreamSink:
+    options.setdefault("maxlen", 1_000_000)
+    options.setdefault("timeout_s", 0.5)
+    options.setdefault("retry_s", 0.02)
+    return RedisStreamSink(url, key=key, **options)
+
+
+def dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def stream_numbers(client: Any, key: str) -> list[int]:
+    return [orjson.loads(fields[b"r"])["n"] for _, fields in client.xrange(key)]
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def test_records_land_in_the_stream_in_order(
+    redis_server: RedisServer, client: Any, key: str
+) -> None:
+    recorder = Recorder([sink_for(redis_server.url, key)], capacity=10_000, batch=64)
+    recorder.start()
+    assert recorder.healthy  # Redis answered the probe at start
+    records = [{"n": n, "text": 'é\n"quoted"'} for n in range(1000)]
+    for record in records:
+        recorder.record(record)
+    wait_until_blocking(lambda: recorder.written == 1000)
+    recorder.close()
+    entries = client.xrange(key)
+    assert [orjson.loads(fields[b"r"]) for _, fields in entries] == records
+    assert all(list(fields) == [b"r"] for _, fields in entries)  # one field, no newline
+    assert all(not fields[b"r"].endswith(b"\n") for _, fields in entries)
+    assert recorder.status() | {"sinks": None} == {
+        "sinks": None,
+        "healthy": True,
+        "failing": [],
+        "written": 1000,
+        "dropped": 0,
+        "failed": 0,
+        "queued": 0,
+        "backlog": 0,
+    }
+
+
+def test_maxlen_trims_the_oldest_records(redis_server: RedisServer, client: Any, key: str) -> None:
+    sink = sink_for(redis_server.url, key, maxlen=100)
+    for start in range(0, 3000, 50):
+        sink.write([orjson.dumps({"n": n}) + b"\n" for n in range(start, start + 50)])
+    sink.close()
+    kept = stream_numbers(client, key)
+    # "MAXLEN ~": at least maxlen kept, trimmed in whole nodes, so a little more at most.
+    assert 100 <= len(kept) <= 300
+    assert kept == list(range(3000 - len(kept), 3000))
+
+
+def test_redis_away_at_start_shows_in_readiness_and_recovers_without_traffic(
+    redis_server: RedisServer, key: str
+) -> None:
+    recorder = Recorder([sink_for(redis_server.url, key)], capacity=100)
+    redis_server.stop()
+    try:
+        recorder.start()
+        status = recorder.status()
+        assert (status["healthy"], status["failing"], status["failed"]) == (False, ["redis"], 0)
+    finally:
+        redis_server.start()
+    try:
+        wait_until_blocking(lambda: recorder.healthy)
+    finally:
+        recorder.close()
+
+
+def test_no_record_is_lost_while_redis_is_away(
+    redis_server: RedisServer, client: Any, key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder([sink_for(redis_server.url, key)], capacity=10_000, batch=16)
+    recorder.start()
+    try:
+        for number in range(200):
+            recorder.record({"n": number})
+        wait_until_blocking(lambda: recorder.written == 200)
+        redis_server.stop()
+        try:
+            for number in range(200, 700):
+                recorder.record({"n": number})
+            wait_until_blocking(lambda: recorder.status()["backlog"] == 500)
+            status = recorder.status()
+            assert (status["healthy"], status["failing"]) == (False, ["redis"])
+            assert (status["written"], status["failed"], status["queued"]) == (200, 0, 0)
+            assert any("redis sink failed" in r.getMessage() for r in caplog.records)
+        finally:
+            redis_server.start()
+        # No traffic: the writer's probe delivers the backlog.
+        wait_until_blocking(lambda: recorder.healthy and recorder.written == 700)
+        for number in range(700, 750):
+            recorder.record({"n": number})
+    finally:
+        recorder.close()
+    status = recorder.status()
+    assert (status["written"], status["failed"], status["backlog"]) == (750, 0, 0)
+    # The restarted Redis is empty: it holds exactly what came during and after the outage.
+    assert stream_numbers(client, key) == list(range(200, 750))
+
+
+def test_the_backlog_is_bounded_and_sheds_the_oldest(
+    redis_server: RedisServer, client: Any, key: str
+) -> None:
+    sink = sink_for(redis_server.url, key, backlog_lines=50)
+    recorder = Recorder([sink], capacity=1000, batch=10)
+    redis_server.stop()
+    try:
+        for number in range(120):
+            recorder.record({"n": number})
+        recorder._drain()
+        status = recorder.status()
+        assert (status["backlog"], status["failed"], status["written"]) == (50, 70, 0)
+        assert sink.shed == 70
+    finally:
+        redis_server.start()
+    wait_until_blocking(lambda: (recorder._probe(), recorder.healthy)[1])
+    recorder.close()
+    assert stream_numbers(client, key) == list(range(70, 120))
+    assert (recorder.written, recorder.failed, recorder.backlog) == (50, 70, 0)
+
+
+def test_the_backlog_is_bounded_in_bytes_too(key: str) -> None:
+    sink = sink_for(dead_url(), key, backlog_bytes=1000)
+    line = orjson.dumps({"n": 0, "pad": "x" * 84}) + b"\n"
+    assert len(line) == 101  # 100 bytes kept: the newline is not
+    for _ in range(5):
+        with pytest.raises(OSError, match="kept to add later"):
+            sink.write([line] * 5)
+    assert (sink.backlog, sink.shed) == (10, 15)
+    sink.close()
+
+
+def test_close_counts_what_it_could_not_deliver(key: str, caplog: pytest.LogCaptureFixture) -> None:
+    recorder = Recorder([sink_for(dead_url(), key)], capacity=100, batch=4)
+    for number in range(10):
+        recorder.record({"n": number})
+    started = time.monotonic()
+    recorder.close()
+    assert time.monotonic() - started < 2  # refused at once, not retried in the client
+    assert (recorder.written, recorder.failed, recorder.backlog) == (0, 10, 0)
+    assert recorder.healthy is False
+    assert any("10 records could not be added" in r.getMessage() for r in caplog.records)
+
+
+# -- build_sinks -------------------------------------------------------------------------------
+
+
+def build(names: list[str], tmp_path: Path, **redis: Any) -> list[Any]:
+    return build_sinks(
+        names, path=str(tmp_path / "r.jsonl"), max_bytes=0, backups=1, compress=False, **redis
+    )
+
+
+def test_build_sinks_makes_a_redis_sink(tmp_path: Path) -> None:
+    file_sink, sink = build(
+        ["file", "redis"],
+        tmp_path,
+        redis_url="redis://127.0.0.1:1/0",
+        redis_key="pre:records",
+        redis_maxlen=5000,
+        redis_timeout_s=0.25,
+    )
+    assert (file_sink.name, sink.name) == ("file", "redis")
+    assert isinstance(sink, RedisStreamSink)
+    assert (sink.key, sink.maxlen) == ("pre:records", 5000)
+    sink.close()  # nothing was connected: nothing to do
+
+
+def test_build_sinks_refuses_redis_without_a_url(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="MCP_RECORDS=redis needs MCP_REDIS_URL"):
+        build(["redis"], tmp_path)
+    with pytest.raises(ValueError, match="unknown record sink 'Redis': use file, stdout, redis"):
+        build(["Redis"], tmp_path, redis_url="redis://127.0.0.1:1/0")
+    with pytest.raises(ValueError, match="names a sink twice"):
+        build(["redis", "redis"], tmp_path, redis_url="redis://127.0.0.1:1/0")
+
+
+def test_build_sinks_says_when_the_redis_package_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "server.records.sinks.redis")
+    monkeypatch.delattr(server.records.sinks, "redis")
+    with pytest.raises(ValueError, match=r"needs the redis package: pip install"):
+        build(["redis"], tmp_path, redis_url="redis://127.0.0.1:1/0")
+    assert build(["file"], tmp_path)  # the other sinks do not need it
+
+
+# -- report redis://... ------------------------------------------------------------------------
+
+
+def write_lines(url: str, key: str, lines: list[bytes]) -> None:
+    sink = sink_for(url, key)
+    for start in range(0, len(lines), 4):
+        sink.write(lines[start : start + 4])
+    sink.close()
+
+
+def report_json(tmp_path: Path, *arguments: str) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    assert entry.main(["report", *arguments, "--format", "json", "--output", str(out)]) == 0
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+def test_report_of_a_stream_equals_the_report_of_the_same_file(
+    redis_server: RedisServer,
+    client: Any,
+    key: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = MIXED + b"not a record\n"
+    write_lines(redis_server.url, key, data.splitlines(keepends=True))
+    client.xadd(key, {"other": "field"})  # an entry without r: malformed, like a bad line
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(data + b"{\n")
+    monkeypatch.setattr(report_redis, "BATCH", 3)  # several XRANGE batches
+
+    from_file = report_json(tmp_path, str(path))
+    from_stream = report_json(tmp_path, f"{redis_server.url}#{key}")
+    assert from_stream["input"].pop("files") == [f"{redis_server.url}#{key}"]
+    from_file["input"].pop("files")
+    assert from_stream == from_file
+    assert from_stream["input"]["requests"] == 11
+    assert from_stream["input"]["malformed"] == 2
+
+    # The key can come from --redis-key too, and files and streams mix.
+    both = report_json(tmp_path, redis_server.url, str(path), "--redis-key", key)
+    assert both["input"]["requests"] == 22
+
+
+def test_the_stream_is_read_up_to_where_it_ended_when_the_report_started(
+    redis_server: RedisServer, key: str
+) -> None:
+    write_lines(redis_server.url, key, [b'{"n": %d}\n' % n for n in range(10)])
+    batches = report_redis.open_stream(redis_server.url, key, batch=4)
+    write_lines(redis_server.url, key, [b'{"n": 99}\n'])  # added while the report runs
+    assert [len(lines) for lines in batches] == [4, 4, 2]
+
+
+def test_report_of_an_unreadable_stream_is_a_usage_error(
+    redis_server: RedisServer, client: Any, key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert entry.main(["report", f"{redis_server.url}#{key}"]) == 2
+    assert f"no stream at key '{key}'" in capsys.readouterr().err
+    client.set(key, "a string")
+    assert entry.main(["report", f"{redis_server.url}#{key}"]) == 2
+    assert "holds a string, not a stream" in capsys.readouterr().err
+    assert entry.main(["report", dead_url()]) == 2
+    assert "cannot read redis://127.0.0.1:" in capsys.readouterr().err
+    assert entry.main(["report", "redis://127.0.0.1:port/0"]) == 2
+    assert "cannot read a Redis source" in capsys.readouterr().err
+
+
+def test_an_empty_stream_is_an_empty_report(
+    redis_server: RedisServer, client: Any, key: str, tmp_path: Path
+) -> None:
+    entry_id = client.xadd(key, {"r": "{}"})
+    client.xdel(key, entry_id)
+    document = report_json(tmp_path, f"{redis_server.url}#{key}")
+    assert (document["input"]["lines"], document["clients"]) == (0, [])
+
+
+def test_the_report_names_a_stream_without_its_password() -> None:
+    url, key, name = report_redis.parse_source(
+        "rediss://user:s3cret@cache.internal:6380/2#pre%3Arecords", "mcp:records"
+    )
+    assert url == "rediss://user:s3cret@cache.internal:6380/2"
+    assert key == "pre:records"
+    assert name == "rediss://cache.internal:6380/2#pre:records"
+    assert report_redis.parse_source("redis://[::1]/0", "k") == (
+        "redis://[::1]/0",
+        "k",
+        "redis://[::1]/0#k",
+    )
+    assert report_redis.after(b"5-3") == "5-4"
+    assert report_redis.after(b"5-%d" % report_redis.MAX_SEQUENCE) == "6-0"
+
+
+def test_the_report_says_when_the_redis_package_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "server.report.redis")
+    monkeypatch.delattr(server.report, "redis")  # else "from server import" finds it there
+    assert entry.main(["report", "redis://127.0.0.1:1/0"]) == 2
+    assert "needs the redis package" in capsys.readouterr().err

@@ -1,0 +1,250 @@
+"""server.state.redis.link: bounded Redis operations, 503 on failure, connection state.
+
+Uses the session's ``redis_server`` (a real redis-server); a test that stops it starts it again
+in a ``finally``. Every test has its own key prefix.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from server.errors import ServiceUnavailable, http_status
+from server.state.redis.link import (
+    PING_LOST_S,
+    CommandRefused,
+    RedisLink,
+    command_refused,
+    redis_failure,
+)
+from tests.support.polling import wait_until
+from tests.support.redis_server import RedisServer, free_port, fresh_prefix
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT_S = 0.5
+
+
+@pytest.fixture
+async def link(redis_server: RedisServer) -> AsyncIterator[RedisLink]:
+    redis_link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
+    yield redis_link
+    await redis_link.close()
+
+
+async def expect_unavailable(link: RedisLink, operation: Any) -> float:
+    """Run ``operation`` through the link; it must fail with 503 in bounded time."""
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable) as caught:
+        await link.run(operation)
+    elapsed = time.monotonic() - started
+    assert elapsed < link.timeout_s * 2 + 1
+    assert caught.value.retry_after == PING_LOST_S
+    assert http_status(caught.value, "legacy") == 503
+    assert http_status(caught.value, "modern") == 503
+    return elapsed
+
+
+# -- success ------------------------------------------------------------------------------------
+
+
+async def test_a_new_link_is_not_connected_yet(link: RedisLink) -> None:
+    assert link.connected is False
+    assert link.status() == {"connected": False, "error": "not connected yet"}
+
+
+async def test_run_returns_the_result_and_marks_connected(link: RedisLink) -> None:
+    assert await link.run(link.client.ping()) is True
+    assert link.connected is True
+    assert link.last_error is None
+    assert link.lost_at is None
+    assert link.status() == {"connected": True}
+    await link.run(link.client.set(link.key("k"), b"v"))
+    assert await link.run(link.client.get(link.key("k"))) == b"v"
+
+
+async def test_key_joins_the_prefix_and_parts(link: RedisLink) -> None:
+    assert link.key("session", "abc") == f"{link.prefix}:session:abc"
+    assert link.key() == link.prefix
+
+
+async def test_errors_that_are_not_redis_failures_pass_through(link: RedisLink) -> None:
+    async def broken() -> None:
+        raise ValueError("a bug of ours")
+
+    with pytest.raises(ValueError, match="a bug of ours"):
+        await link.run(broken())
+    assert link.status()["error"] == "not connected yet"  # not taken for an outage
+
+
+def test_redis_failure_classifies_errors() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    assert redis_failure(RedisConnectionError("gone"))
+    assert redis_failure(ConnectionRefusedError())
+    assert redis_failure(TimeoutError())
+    assert not redis_failure(ValueError())
+    assert not redis_failure(KeyError("x"))
+
+
+# -- an error reply is a failed command, not a lost Redis ---------------------------------------
+
+
+async def test_an_error_reply_fails_the_command_and_leaves_the_link_connected(
+    link: RedisLink,
+) -> None:
+    heard: list[str] = []
+    link.on_reconnect(lambda: heard.append("back"))
+    await link.run(link.client.ping())
+    # A sequence past what a stream id holds: Redis answers "ERR Invalid stream ID".
+    with pytest.raises(CommandRefused) as refused:
+        await link.run(link.client.xrange(link.key("s"), f"0-{2**64}", "+"))
+    assert isinstance(refused.value, ServiceUnavailable)
+    assert http_status(refused.value, "legacy") == 503
+    assert "refused" in str(refused.value)
+    assert link.connected is True
+    assert link.lost_at is None
+    status = link.status()
+    assert status["connected"] is True
+    assert "error" not in status  # readiness's error: none, Redis answers
+    assert status["refused_commands"] == 1
+    assert "Invalid stream ID" in status["last_refusal"]
+    # In a pipeline too (the error reply comes after the others are read).
+    async with link.client.pipeline(transaction=False) as pipe:
+        pipe.ping()
+        pipe.xrange(link.key("s"), "not-an-id", "+")
+        with pytest.raises(CommandRefused):
+            await link.run(pipe.execute())
+    assert link.connected is True
+    assert link.status()["refused_commands"] == 2
+    assert await link.run(link.client.ping()) is True
+    assert heard == []  # never taken for an outage, so never "back" either
+
+
+async def test_an_error_reply_while_lost_shows_redis_answers_again(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    with redis_server.stopped(), pytest.raises(ServiceUnavailable):
+        await link.run(link.client.ping())
+    assert link.connected is False
+    with pytest.raises(CommandRefused):
+        await link.run(link.client.xrange(link.key("s"), "not-an-id", "+"))
+    assert link.connected is True
+
+
+def test_command_refused_classifies_error_replies() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import DataError, ReadOnlyError, ResponseError
+
+    assert command_refused(ResponseError("ERR Invalid stream ID"))
+    assert command_refused(ReadOnlyError("READONLY"))
+    assert command_refused(DataError("Invalid input of type: 'NoneType'"))
+    assert not command_refused(RedisConnectionError("gone"))
+    assert not command_refused(TimeoutError())
+    assert not command_refused(ValueError())
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+async def test_a_closed_port_is_a_prompt_503() -> None:
+    link = RedisLink(
+        f"redis://127.0.0.1:{free_port()}/0", prefix=fresh_prefix(), timeout_s=TIMEOUT_S
+    )
+    try:
+        await expect_unavailable(link, link.client.ping())
+        assert link.connected is False
+        assert link.lost_at is not None
+        status = link.status()
+        assert status["connected"] is False
+        assert "Connect" in status["error"] or "refused" in status["error"].lower()
+    finally:
+        await link.close()
+
+
+async def test_a_redis_that_never_answers_is_a_bounded_503() -> None:
+    # Accepts connections (the kernel completes the handshake) but never says a word.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        link = RedisLink(f"redis://127.0.0.1:{port}/0", prefix=fresh_prefix(), timeout_s=0.2)
+        try:
+            elapsed = await expect_unavailable(link, link.client.ping())
+            assert elapsed >= 0.2  # it did wait for the timeout, then gave up
+            assert link.connected is False
+            assert link.status()["error"]
+        finally:
+            await link.close()
+
+
+async def test_redis_stopped_is_a_503_and_the_link_says_so(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    await link.run(link.client.ping())
+    assert link.connected
+    with redis_server.stopped():
+        await expect_unavailable(link, link.client.ping())
+        assert link.connected is False
+        assert link.status()["error"]
+        lost_at = link.lost_at
+        assert lost_at is not None
+        # Still away: the outage keeps its start time.
+        await expect_unavailable(link, link.client.get(link.key("k")))
+        assert link.lost_at == lost_at
+    # Redis is back: the next operation (a stale pooled connection, retried once) works.
+    assert await link.run(link.client.ping()) is True
+    assert link.status() == {"connected": True}
+    assert link.lost_at is None
+
+
+async def test_reconnect_listeners_hear_once_that_redis_is_back(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    await link.run(link.client.ping())
+    heard: list[str] = []
+
+    def failing_listener() -> None:
+        raise RuntimeError("a listener's bug must not stop the others")
+
+    link.on_reconnect(failing_listener)
+    link.on_reconnect(lambda: heard.append("back"))
+    await link.run(link.client.ping())
+    assert heard == []  # no outage yet
+    with redis_server.stopped():
+        for _ in range(2):
+            with pytest.raises(ServiceUnavailable):
+                await link.run(link.client.ping())
+        assert heard == []
+    await link.run(link.client.ping())
+    assert heard == ["back"]
+    await link.run(link.client.ping())
+    await link.run(link.client.set(link.key("k"), b"v"))
+    assert heard == ["back"]  # once per outage, not per operation
+
+
+async def test_the_monitor_notices_redis_going_and_coming_back(
+    link: RedisLink, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import server.state.redis.link as redis_link_module
+
+    monkeypatch.setattr(redis_link_module, "PING_CONNECTED_S", 0.05)
+    monkeypatch.setattr(redis_link_module, "PING_LOST_S", 0.05)
+    heard: list[str] = []
+    link.on_reconnect(lambda: heard.append("back"))
+    link.start()
+
+    await wait_until(lambda: link.connected)
+    heard.clear()  # the first connection is not what this test is about
+    with redis_server.stopped():
+        await wait_until(lambda: not link.connected)
+        assert link.status()["error"]
+    await wait_until(lambda: link.connected)
+    assert heard == ["back"]
+    started = time.monotonic()
+    await link.close()
+    assert time.monotonic() - started < 1

@@ -1,0 +1,444 @@
+"""server.state: which shared-state flavour is built, and what bus events do here.
+
+:class:`~server.state.relay.BusRelay` is exercised on a real :class:`~server.app.Application` (its
+hub, its legacy shell and session runtimes), without HTTP: each test calls ``deliver`` as the bus
+would and checks what this process did. The Redis flavour uses the session's ``redis_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from server.app import Application
+from server.catalog import Catalog, Change
+from server.hub import Closed, Stream
+from server.legacy.runtime import SessionRuntime
+from server.legacy.sessions import MemorySessionStore
+from server.settings import Settings
+from server.state import SharedState, shared_state
+from server.state.bus import LocalBus
+from server.state.mirror import LocalMirror
+from server.state.redis.bus import RedisBus
+from server.state.redis.link import RedisLink
+from server.state.redis.mirror import RedisMirror
+from server.state.redis.sessions import RedisSessionStore
+from server.state.relay import BusRelay
+from tests.support.polling import wait_until
+from tests.support.redis_server import RedisServer, fresh_prefix
+
+pytestmark = pytest.mark.anyio
+
+ALL_CAPS = {"tools": {}, "prompts": {}, "resources": {"subscribe": True}}
+
+
+def settings(**overrides: Any) -> Settings:
+    overrides.setdefault("redis_url", "")
+    return Settings(_env_file=None, **overrides)
+
+
+class Calls:
+    """The three callables shared_state wires into the session store."""
+
+    def __init__(self, local: list[str] | None = None) -> None:
+        self.local = local or []
+        self.ended: list[str] = []
+
+    def build(self, config: Settings) -> SharedState:
+        return shared_state(
+            config, local_sessions=lambda: self.local, busy=lambda _: False, ended=self.ended.append
+        )
+
+
+@pytest.fixture
+def app() -> Application:
+    return Application(settings(), Catalog("replication-test", "1.0.0"))
+
+
+def frames(stream: Stream) -> list[bytes]:
+    got = []
+    while not stream.queue.empty():
+        item = stream.queue.get_nowait()
+        assert not isinstance(item, Closed)
+        got.append(item)
+    return got
+
+
+def attach(app: Application) -> Stream:
+    """A hub stream that turns every change into ``kind uri``."""
+    return app.hub.attach(lambda change: f"{change.kind} {change.uri}".encode())
+
+
+async def sleeper(runtime: SessionRuntime, request_id: str | int) -> asyncio.Task[None]:
+    task = asyncio.create_task(asyncio.sleep(30))
+    runtime.inflight[request_id] = task
+    await asyncio.sleep(0)
+    return task
+
+
+# -- shared_state -------------------------------------------------------------------------------
+
+
+async def test_without_a_url_the_state_is_this_process() -> None:
+    calls = Calls()
+    shared = calls.build(settings(max_sessions=7, session_idle_timeout_s=12.0))
+    assert isinstance(shared.store, MemorySessionStore)
+    assert isinstance(shared.bus, LocalBus)
+    assert isinstance(shared.mirror, LocalMirror)
+    assert shared.link is None
+    assert shared.status() is None
+    assert shared.healthy is True
+    assert shared.store.max_sessions == 7
+    assert shared.store.idle_timeout_s == 12.0
+    # The store reports what expires to the ``ended`` it was given.
+    session = await shared.store.create("2025-11-25", {}, {})
+    session.last_seen -= 60
+    assert await shared.store.expire() == [session.id]
+    assert calls.ended == [session.id]
+
+
+async def test_with_a_url_the_state_is_in_redis(redis_server: RedisServer) -> None:
+    prefix = fresh_prefix()
+    calls = Calls(local=["gone-elsewhere"])
+    shared = calls.build(
+        settings(
+            redis_url=redis_server.url,
+            redis_prefix=prefix,
+            redis_timeout_s=0.5,
+            state_secret="one secret for every replica",
+            max_sessions=7,
+            session_idle_timeout_s=12.0,
+            events_per_stream=9,
+        )
+    )
+    link = shared.link
+    assert isinstance(link, RedisLink)
+    try:
+        assert isinstance(shared.store, RedisSessionStore)
+        assert isinstance(shared.bus, RedisBus)
+        assert isinstance(shared.mirror, RedisMirror)
+        assert (link.prefix, link.timeout_s) == (prefix, 0.5)
+        assert shared.store.max_sessions == 7
+        assert shared.store.idle_timeout_s == 12.0
+        assert shared.mirror.capacity == 9
+        assert shared.bus.channel == f"{prefix}:bus"
+        # Not connected yet: readiness says so.
+        assert shared.healthy is False
+        status = shared.status()
+        assert status is not None
+        assert status["connected"] is False
+        assert status["error"] == "not connected yet"
+        assert status["bus"]["kind"] == "redis"
+        # The sweep asks Redis about this process's sessions and reports the ones gone.
+        assert await shared.store.expire() == ["gone-elsewhere"]
+        assert calls.ended == ["gone-elsewhere"]
+        assert shared.healthy is True
+        assert shared.status() == {"connected": True, "bus": shared.bus.status()}
+    finally:
+        await link.close()
+
+
+def test_a_url_without_a_shared_secret_is_refused(redis_server: RedisServer) -> None:
+    with pytest.raises(ValueError, match="MCP_STATE_SECRET"):
+        settings(redis_url=redis_server.url)
+
+
+# -- BusRelay.deliver: catalog changes -----------------------------------------------------------
+
+
+async def test_a_change_reaches_the_hub(app: Application) -> None:
+    stream = attach(app)
+    app.replica.deliver("change", {"kind": "tools", "uri": None})
+    app.replica.deliver("change", {"kind": "prompts"})
+    app.replica.deliver("change", {"kind": "resource_updated", "uri": "file:///a.txt"})
+    assert frames(stream) == [b"tools None", b"prompts None", b"resource_updated file:///a.txt"]
+
+
+async def test_a_malformed_change_is_ignored(app: Application) -> None:
+    stream = attach(app)
+    malformed: list[dict[str, Any]] = [
+        {},
+        {"kind": "bogus"},
+        {"kind": None},
+        {"kind": ["tools"]},
+        {"kind": "tools", "uri": 5},
+        {"kind": "tools", "uri": "file:///a"},
+        {"kind": "resource_updated"},
+        {"kind": "resource_updated", "uri": None},
+        {"kind": "resource_updated", "uri": {"x": 1}},
+    ]
+    # A session's GET stream is fed by the hub too (it needs a resource update's uri).
+    runtime = app.legacy.runtimes.get("s1")
+    runtime.subscriptions = {"file:///"}
+    standalone = runtime.standalone_stream(app.hub, lambda: ALL_CAPS)
+    for data in malformed:
+        app.replica.deliver("change", data)
+    assert frames(stream) == []
+    assert standalone.events_after(0) == []
+    app.replica.deliver("change", {"kind": "resource_updated", "uri": "file:///b"})
+    assert frames(stream) == [b"resource_updated file:///b"]
+    assert len(standalone.events_after(0)) == 1
+
+
+async def test_resync_offers_the_three_list_changes(app: Application) -> None:
+    stream = attach(app)
+    app.replica.deliver("resync", {})
+    assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
+
+
+def test_announce_change_publishes_on_the_bus(app: Application) -> None:
+    published: list[tuple[str, dict[str, Any]]] = []
+
+    class RecordingBus(LocalBus):
+        def publish(self, kind: str, data: dict[str, Any]) -> None:
+            published.append((kind, data))
+
+    app.replica.bus = RecordingBus()
+    app.replica.announce_change(Change("resource_updated", "file:///a"))
+    app.replica.announce_change(Change("tools"))
+    assert published == [
+        ("change", {"kind": "resource_updated", "uri": "file:///a"}),
+        ("change", {"kind": "tools", "uri": None}),
+    ]
+
+
+# -- BusRelay.deliver: a session's events --------------------------------------------------------
+
+
+async def test_ended_releases_what_the_session_holds_here(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = app.legacy.runtimes.get("s1")
+    question = asyncio.get_running_loop().create_future()
+    runtime.pending["srv-1"] = question
+    call = await sleeper(runtime, 1)
+    stream = runtime.open_stream()
+    ended: list[str] = []
+    real = app.legacy.session_ended
+
+    def session_ended(session_id: str) -> None:
+        ended.append(session_id)
+        real(session_id)
+
+    monkeypatch.setattr(app.legacy, "session_ended", session_ended)
+    app.replica.deliver("ended", {"sid": "s1"})
+    assert ended == ["s1"]
+    assert app.legacy.runtimes.peek("s1") is None
+    assert question.cancelled()
+    await asyncio.sleep(0)
+    assert call.cancelled()
+    assert stream.finished
+    app.replica.deliver("ended", {"sid": "never-here"})  # nothing here: nothing to do
+    assert ended == ["s1", "never-here"]
+
+
+async def test_an_answer_resolves_the_question_waiting_here(app: Application) -> None:
+    runtime = app.legacy.runtimes.get("s1")
+    loop = asyncio.get_running_loop()
+    ok, failed, numeric = loop.create_future(), loop.create_future(), loop.create_future()
+    runtime.pending.update({"srv-a-1": ok, "srv-a-2": failed, "7": numeric})
+    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "accept"}})
+    error = {"code": -32600, "message": "declined"}
+    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-2", "error": error})
+    app.replica.deliver("answer", {"sid": "s1", "id": 7, "result": {}})
+    assert ok.result() == {"result": {"action": "accept"}}
+    assert failed.result() == {"error": error}
+    assert numeric.result() == {"result": {}}
+    # A second answer to the same question changes nothing.
+    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "no"}})
+    assert ok.result() == {"result": {"action": "accept"}}
+
+
+async def test_malformed_answers_are_ignored(app: Application) -> None:
+    runtime = app.legacy.runtimes.get("s1")
+    waiting = asyncio.get_running_loop().create_future()
+    runtime.pending["1"] = waiting
+    malformed: list[dict[str, Any]] = [
+        {"sid": "s1"},
+        {"sid": "s1", "id": None, "result": {}},
+        {"sid": "s1", "id": True, "result": {}},
+        {"sid": "s1", "id": 1.0, "result": {}},
+        {"sid": "s1", "id": ["1"], "result": {}},
+        {"sid": "s1", "id": "1", "error": "not an object"},
+        {"sid": "s1", "id": "1", "error": ["x"]},
+        {"sid": "s1", "id": "unknown", "result": {}},
+    ]
+    for data in malformed:
+        app.replica.deliver("answer", data)
+    assert not waiting.done()
+
+
+async def test_cancel_stops_the_call_running_here(app: Application) -> None:
+    runtime = app.legacy.runtimes.get("s1")
+    target = await sleeper(runtime, "req-1")
+    other = await sleeper(runtime, 2)
+    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": "other"}})
+    app.replica.deliver("cancel", {"sid": "s1", "params": "req-1"})
+    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": True}})
+    app.replica.deliver("cancel", {"sid": "s1"})
+    await asyncio.sleep(0)
+    assert not target.done()
+    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": "req-1", "reason": "x"}})
+    await asyncio.sleep(0)
+    assert target.cancelled()
+    assert not other.done()
+    other.cancel()
+
+
+async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
+    app: Application,
+) -> None:
+    runtime = app.legacy.runtimes.get("s1")
+    runtime.subscriptions.apply("file:///old", True)
+    app.replica.deliver("subs", {"sid": "s1", "add": "file:///a"})
+    app.replica.deliver("subs", {"sid": "s1", "add": "db://b"})
+    assert runtime.subscriptions.uris == {"file:///old", "file:///a", "db://b"}
+    app.replica.deliver("subs", {"sid": "s1", "remove": "file:///old"})
+    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
+    # Malformed: no URI string, or the whole-set shape of older replicas: nothing changes.
+    for data in (
+        {"sid": "s1", "add": 5},
+        {"sid": "s1", "remove": ["file:///a"]},
+        {"sid": "s1", "uris": []},
+        {"sid": "s1"},
+    ):
+        app.replica.deliver("subs", data)
+    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
+
+
+def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
+    published: list[tuple[str, dict[str, Any]]] = []
+
+    class RecordingBus(LocalBus):
+        def publish(self, kind: str, data: dict[str, Any]) -> None:
+            published.append((kind, data))
+
+    app.replica.bus = RecordingBus()
+    app.replica.announce_subscriptions("s1", "file:///a", True)
+    app.replica.announce_subscriptions("s1", "file:///a", False)
+    assert published == [
+        ("subs", {"sid": "s1", "add": "file:///a"}),
+        ("subs", {"sid": "s1", "remove": "file:///a"}),
+    ]
+
+
+async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Application) -> None:
+    session = await app.sessions.create("2025-11-25", {}, {})
+    await app.sessions.subscribe(session.id, "file:///kept")
+    following = app.legacy.runtimes.get(session.id)
+    await following.subscriptions.load(lambda: app.sessions.subscriptions(session.id))
+    following.standalone_stream(app.hub, lambda: ALL_CAPS)
+    # A removal this replica never heard of (the bus was away when it was announced).
+    following.subscriptions.apply("file:///removed-elsewhere", True)
+    idle = app.legacy.runtimes.get("s2")
+    idle.subscriptions.loaded = True
+    app.replica.deliver("resync", {})
+    assert not idle.subscriptions.loaded  # read again when its GET stream opens
+    await wait_until(lambda: following.subscriptions.loaded)
+    assert following.subscriptions.uris == {"file:///kept"}
+
+
+async def test_unknown_sessions_and_malformed_events_are_ignored(app: Application) -> None:
+    stream = attach(app)
+    runtime = app.legacy.runtimes.get("s1")
+    runtime.subscriptions.apply("file:///keep", True)
+    waiting = asyncio.get_running_loop().create_future()
+    runtime.pending["1"] = waiting
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("answer", {"sid": "unknown", "id": "1", "result": {}}),
+        ("cancel", {"sid": "unknown", "params": {"requestId": 1}}),
+        ("subs", {"sid": "unknown", "add": "file:///x"}),
+        ("answer", {"id": "1", "result": {}}),
+        ("answer", {"sid": None, "id": "1", "result": {}}),
+        ("subs", {"sid": ["s1"], "remove": "file:///keep"}),
+        ("ended", {"sid": 1}),
+        ("ended", {}),
+        ("no-such-kind", {"sid": "s1"}),
+        ("no-such-kind", {}),
+    ]
+    for kind, data in events:
+        app.replica.deliver(kind, data)
+    # Nothing was created for the unknown session, and s1 is as it was.
+    assert app.legacy.runtimes.peek("unknown") is None
+    assert app.legacy.runtimes.ids() == ["s1"]
+    assert runtime.subscriptions.uris == {"file:///keep"}
+    assert not waiting.done()
+    assert frames(stream) == []
+
+
+# -- over a real bus ----------------------------------------------------------------------------
+
+
+async def test_events_from_another_replica_arrive_through_the_bus(
+    redis_server: RedisServer,
+) -> None:
+    prefix = fresh_prefix()
+    links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
+    there, here = RedisBus(links[0]), RedisBus(links[1])
+    app = Application(settings(), Catalog("replication-test", "1.0.0"))
+    replica = BusRelay(app.hub, app.legacy, here)
+    try:
+        there.start(lambda kind, data: None)
+        here.start(replica.deliver)
+        async with asyncio.timeout(5):
+            while not (there.subscribed and here.subscribed):  # noqa: ASYNC110 - no event
+                await asyncio.sleep(0.005)
+        stream = attach(app)
+        runtime = app.legacy.runtimes.get("s1")
+        question = asyncio.get_running_loop().create_future()
+        runtime.pending["srv-x-1"] = question
+        there.publish("change", {"kind": "tools", "uri": None})
+        there.publish("answer", {"sid": "s1", "id": "srv-x-1", "result": {"ok": True}})
+        async with asyncio.timeout(5):
+            await question
+        assert question.result() == {"result": {"ok": True}}
+        assert frames(stream) == [b"tools None"]
+    finally:
+        for bus in (there, here):
+            await bus.close()
+        for link in links:
+            await link.close()
+
+
+NO_REDIS = r"""
+import sys
+sys.modules["redis"] = None  # as if the optional redis extra were not installed
+import asyncio, httpx
+from server.app import create_app
+from server.settings import Settings
+
+async def main():
+    app = create_app(Settings(_env_file=None, records=["none"]))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        answer = await client.post("/mcp", json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "x", "version": "1"}}},
+            headers={"Accept": "application/json, text/event-stream"})
+        print(answer.status_code)
+    try:
+        create_app(Settings(_env_file=None, records=["none"], redis_url="redis://127.0.0.1:1/0",
+                            state_secret="0123456789abcdef0123"))
+    except RuntimeError as refused:
+        print("refused:", refused)
+
+asyncio.run(main())
+print("redis imported:", any(name == "redis" or name.startswith("redis.") for name in sys.modules
+                             if sys.modules[name] is not None))
+"""
+
+
+def test_one_process_needs_no_redis_package_and_a_redis_url_without_it_is_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_REDIS], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "200"
+    assert lines[1].startswith("refused: MCP_REDIS_URL is set but the redis package is missing")
+    assert lines[2] == "redis imported: False"
