@@ -17,7 +17,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from sse_starlette.sse import AppStatus
 
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
@@ -850,10 +849,8 @@ def live(tmp_path: Path) -> Iterator[tuple[ServerThread, Path]]:
     try:
         yield running, path
     finally:
-        AppStatus.should_exit = False  # process-wide in sse-starlette
         if running.thread.is_alive():
             running.stop()
-        AppStatus.should_exit = False
 
 
 def listen_message(id: Any) -> dict[str, Any]:
