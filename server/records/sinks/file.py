@@ -164,8 +164,9 @@ class JsonlFileSink:
         try:
             self._check()
             limit = self.max_bytes
-            if not limit or self._size + sum(map(len, lines)) <= limit:
-                self._put(lines)
+            data = b"".join(lines)
+            if not limit or self._size + len(data) <= limit:
+                self._put(lines, data)
                 return len(lines), None
             # The batch passes the limit: find where each file ends.
             start, filled, room = 0, 0, limit - self._size
@@ -230,13 +231,17 @@ class JsonlFileSink:
         except OSError:
             return False
 
-    def _put(self, lines: list[bytes]) -> None:
-        """One write of whole lines; a write the disk took only part of is cut back, and if
-        that fails too, :class:`PartlyWritten` says how many lines are in the file whole."""
+    def _put(self, lines: list[bytes], data: bytes | None = None) -> None:
+        """One write of whole lines (``data``, if given, is them joined); a write the disk took
+        only part of is cut back, and if that fails too, :class:`PartlyWritten` says how many
+        lines are in the file whole."""
         if not lines:
             return
+        if data is None:
+            data = b"".join(lines)
         lead = b"\n" if self._open_line else b""
-        data = lead + b"".join(lines) if lead or len(lines) > 1 else lines[0]
+        if lead:
+            data = lead + data
         fd = self._fd
         if fd is None:  # _check opened it; a closed sink is a failure, never a crash
             raise OSError(errno.EBADF, f"{self.path} is not open")
