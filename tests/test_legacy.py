@@ -184,6 +184,29 @@ async def test_initialize_result_and_the_session_it_creates() -> None:
     assert session.initialized
 
 
+async def test_initialize_writes_the_session_with_its_owner_once() -> None:
+    era = make_era()
+    store = era.store
+    writes: list[str] = []
+    create, save = store.create, store.save
+
+    async def counting_create(*args: Any, **kwargs: Any) -> Session:
+        writes.append("create")
+        return await create(*args, **kwargs)
+
+    async def counting_save(session: Session) -> None:
+        writes.append("save")
+        await save(session)
+
+    store.create, store.save = counting_create, counting_save  # type: ignore[method-assign]
+    session, _ = await era.initialize(Request(1, "initialize", init_params("2025-11-25")), "bob")
+    assert writes == ["create"]  # one write, the owner in it: no save after
+    assert session.owner == "bob"
+    found = await store.get(session.id)
+    assert found is not None
+    assert found.owner == "bob"
+
+
 async def test_initialize_with_an_unknown_version_answers_and_records_its_own() -> None:
     era = make_era()
     session, result = await era.initialize(Request(1, "initialize", init_params("2030-01-01")))

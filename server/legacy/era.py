@@ -144,7 +144,11 @@ class LegacyEra:
                 capabilities.pop(name, None)
         return capabilities
 
-    async def initialize(self, request: Request) -> tuple[Session, dict[str, Any]]:
+    async def initialize(
+        self, request: Request, owner: str | None = None
+    ) -> tuple[Session, dict[str, Any]]:
+        """The new session (opened by ``owner``, the authenticated subject, in the same store
+        write) and the ``initialize`` result."""
         params = request.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -156,7 +160,7 @@ class LegacyEra:
                 "initialize needs params.capabilities and params.clientInfo objects"
             )
         version = self.negotiate(requested)
-        session = await self.store.create(version, client_info, capabilities)
+        session = await self.store.create(version, client_info, capabilities, owner=owner)
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
