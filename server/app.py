@@ -150,10 +150,10 @@ class Application:
             line=privacy.line,
         )
         self.endpoint = McpEndpoint(
-            self.modern,
             ModernHttp(
                 self.modern,
                 self.hub,
+                self.gate,
                 StreamOptions(
                     keepalive_s=settings.keepalive_s,
                     send_timeout_s=settings.send_timeout_s,

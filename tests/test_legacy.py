@@ -96,7 +96,8 @@ class Harness:
     async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
         request = Request(id, method, params or {})
         context = self.era.context(self.session, request, self.exchange)
-        result = await self.era.handle(self.session, self.runtime, request, context)
+        target = self.era.resolve(request)
+        result = await self.era.handle(self.session, self.runtime, request, context, target)
         # A list page comes encoded (a Fragment has no way back but encoding it).
         return orjson.loads(encode_result(id, result))["result"]
 
@@ -306,8 +307,8 @@ async def test_list_pages_are_encoded_once_per_catalog_version() -> None:
     h = await harness(make_era(catalog))
     request = Request(1, "tools/list", {})
     context = h.era.context(h.session, request, h.exchange)
-    first = await h.era.handle(h.session, h.runtime, request, context)
-    assert await h.era.handle(h.session, h.runtime, request, context) is first
+    first = await h.era.handle(h.session, h.runtime, request, context, None)
+    assert await h.era.handle(h.session, h.runtime, request, context, None) is first
     # The same bytes the dispatcher's page encodes to: no envelope in this era.
     assert encode_result(1, first) == encode_result(
         1, h.era.dispatcher.list_page("tools/list", None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import orjson
@@ -26,7 +26,7 @@ import orjson
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
 from server.context import Context, InputRequest
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
 from server.legacy.eventstream import EventStream
@@ -207,9 +207,20 @@ class LegacyEra:
             progress_token=token if is_valid_id(token) else None,
         )
 
+    def resolve(self, request: Request) -> Target:
+        """What the request names (its tool, prompt or resource), looked up once: the HTTP side
+        checks a tool's scopes with it and :meth:`handle` calls it."""
+        return self.dispatcher.resolve(request.method, request.params)
+
     async def handle(
-        self, session: Session, runtime: SessionRuntime, request: Request, context: Context
+        self,
+        session: Session,
+        runtime: SessionRuntime,
+        request: Request,
+        context: Context,
+        target: Target,
     ) -> dict[str, Any] | orjson.Fragment:
+        """The result of a request in a session; ``target`` is what :meth:`resolve` found."""
         method, params = request.method, request.params
         if not self.serves(method):
             raise MethodNotFound(method)
@@ -246,7 +257,13 @@ class LegacyEra:
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
-        return await self.dispatcher.call(method, params, context)
+        return await self.dispatcher.call(method, params, context, target)
+
+    def finish(
+        self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]
+    ) -> Coroutine[Any, Any, dict[str, Any] | orjson.Fragment]:
+        """The rest of a :meth:`handle` that waits, within the handler timeout."""
+        return self.dispatcher.finish(request.method, started)
 
     async def initialized(self, session: Session) -> None:
         session.initialized = True
