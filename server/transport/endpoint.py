@@ -12,6 +12,7 @@ WWW-Authenticate and Retry-After), with what :func:`server.errors.wire_error` ma
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,11 +40,15 @@ class EndpointOptions:
     trusted_proxies: tuple[Network, ...]
 
 
+# Batches and the client's responses (a tuple: isinstance with an X | Y union costs more).
+_LEGACY_ONLY = (list, Response)
+
+
 class EraHttp(Protocol):
     """The HTTP half of an era: takes a decoded POST the rest of the way, answer included. A
     refusal before anything is sent is raised, for the endpoint to write."""
 
-    async def post(
+    def post(
         self,
         receive: Receive,
         send: Send,
@@ -54,7 +59,7 @@ class EraHttp(Protocol):
         *,
         json_ok: bool,
         sse_ok: bool,
-    ) -> None: ...
+    ) -> Awaitable[None]: ...
 
 
 def choose_era(message: Message | list[Message], headers: Headers) -> Era:
@@ -65,7 +70,7 @@ def choose_era(message: Message | list[Message], headers: Headers) -> Era:
     version header is modern (so ``v999.0.0`` gets -32022, not a session error); and a message
     with neither (``initialize`` above all) is legacy.
     """
-    if isinstance(message, list | Response):
+    if isinstance(message, _LEGACY_ONLY):
         return "legacy"
     meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:

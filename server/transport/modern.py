@@ -25,6 +25,7 @@ first: its task group (four tasks a stream) cost ~54 KiB per idle stream; this c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,7 @@ class ModernHttp:
         self.gate = gate
         self.options = options
 
-    async def post(
+    def post(
         self,
         receive: Receive,
         send: Send,
@@ -86,31 +87,25 @@ class ModernHttp:
         *,
         json_ok: bool,
         sse_ok: bool,
-    ) -> None:
-        """One modern message, from validation to the last byte of its answer."""
+    ) -> Awaitable[None]:
+        """One modern message, from validation to the last byte of its answer. Not a coroutine
+        function: a refusal raises from here, before anything is sent, and what it returns is
+        the answer's own awaitable (no coroutine of its own on every request)."""
         if isinstance(message, Notification):
             # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
-            await send_empty(send, 202)
-            return
+            return send_empty(send, 202)
         if not isinstance(message, Request):  # the endpoint sends these to the legacy era
             raise InvalidRequest("Invalid request: batches and responses are legacy messages")
         call = self.modern.validate(message, headers)
         if isinstance(call.target, Tool) and self.gate.authenticates:
             # Per-tool scopes, before the call runs, while a 403 can still be sent.
             self.gate.require_tool(principal, call.target.scopes)
-        method = message.method
-        if method == "subscriptions/listen":
-            opened, slot = self.open_listen(call, draft, sse_ok=sse_ok)
-            # A listen stream may stay open for hours: keep nothing of the request itself.
-            del call, message
-            try:
-                await self.listen(receive, send, opened, draft)
-            finally:
-                slot.release()
-            return
-        if method == "server/discover":
+        if message.method == "subscriptions/listen":
+            # What the stream gets is all it needs: nothing of the request itself is kept.
+            return self.listen(receive, send, *self.open_listen(call, draft, sse_ok=sse_ok), draft)
+        if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
-        await self.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
+        return self.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
 
     async def answer(
         self,
@@ -123,48 +118,50 @@ class ModernHttp:
         sse_ok: bool,
     ) -> None:
         request_id = call.request.id
+        failure: Exception | None = None
         try:
             cached = self.modern.cached_result(call)
         except Exception as error:  # a cursor this list never issued
-            writer = self._writer(send, json_ok=json_ok, sse_ok=sse_ok)
-            await self._finish(writer, *self._failed(call, error, writer, draft))
-            return
-        if cached is not None:
-            if json_ok:
+            cached, failure = None, error
+        else:
+            if cached is not None and json_ok:
                 # A cached page (lists, discover) is answered at once: nothing to wait for,
                 # so no response writer and no handler coroutine.
                 await send_json(send, 200, encode_result(request_id, cached))
-            else:
-                writer = self._writer(send, json_ok=json_ok, sse_ok=sse_ok)
-                await self._finish(writer, encode_result(request_id, cached), 200)
-            return
-        writer = self._writer(send, json_ok=json_ok, sse_ok=sse_ok)
-        disconnect: Disconnect | None = None
-        try:
-            try:
-                started = Started(self.modern.handle(call, writer.emit))
-                if started.done:
-                    result = started.result  # answered without waiting: nothing to watch
-                else:
-                    with DisconnectWatch(receive) as disconnect:
-                        result = await self.modern.finish(call, started)
-                payload = encode_result(request_id, result)
-                status = 200
-            except Exception as error:
-                payload, status = self._failed(call, error, writer, draft)
-        except asyncio.CancelledError:
-            writer.close()
-            if disconnect is not None and disconnect.happened:
-                # The client closed the stream: that is the cancellation; nothing more is sent.
-                uncancel()
                 return
-            raise
-        await self._finish(writer, payload, status)
-
-    def _writer(self, send: Send, *, json_ok: bool, sse_ok: bool) -> ResponseWriter:
-        return ResponseWriter(
+        writer = ResponseWriter(
             send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
         )
+        if failure is not None:
+            payload, status = self._failed(call, failure, writer, draft)
+        elif cached is not None:
+            payload, status = encode_result(request_id, cached), 200  # as one SSE event
+        else:
+            disconnect: Disconnect | None = None
+            try:
+                try:
+                    started = Started(self.modern.handle(call, writer.emit))
+                    if started.done:
+                        result = started.result  # answered without waiting: nothing to watch
+                    else:
+                        with DisconnectWatch(receive) as disconnect:
+                            result = await self.modern.finish(call, started)
+                    payload = encode_result(request_id, result)
+                    status = 200
+                except Exception as error:
+                    payload, status = self._failed(call, error, writer, draft)
+            except asyncio.CancelledError:
+                writer.close()
+                if disconnect is not None and disconnect.happened:
+                    # The client closed the stream: that is the cancellation; nothing more is
+                    # sent.
+                    uncancel()
+                    return
+                raise
+        try:
+            await writer.finish(payload, status)
+        finally:
+            writer.close()
 
     @staticmethod
     def _failed(
@@ -175,13 +172,6 @@ class ModernHttp:
         wire = wire_error(error, "modern", call.request.method)
         draft.error(wire.code, wire.message)
         return encode_error(call.request.id, wire.body), 200 if writer.streaming else wire.status
-
-    @staticmethod
-    async def _finish(writer: ResponseWriter, payload: bytes, status: int) -> None:
-        try:
-            await writer.finish(payload, status)
-        finally:
-            writer.close()
 
     def open_listen(
         self, call: ModernCall, draft: Draft, *, sse_ok: bool
@@ -205,13 +195,16 @@ class ModernHttp:
         # orjson's output keeps a 4 KiB buffer: only the exact-size frame is kept.
         return OpenListen(stream, message_frame(ack), request_id), slot
 
-    async def listen(self, receive: Receive, send: Send, opened: OpenListen, draft: Draft) -> None:
+    async def listen(
+        self, receive: Receive, send: Send, opened: OpenListen, slot: Slot, draft: Draft
+    ) -> None:
         try:
             await self._stream_listen(
                 receive, send, opened.stream, opened.ack_frame, opened.request_id, draft
             )
         finally:
             self.hub.detach(opened.stream)
+            slot.release()
 
     async def _stream_listen(
         self,
