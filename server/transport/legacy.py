@@ -19,6 +19,7 @@ the replica that waits, and a resume of a stream another replica holds is served
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,7 +118,7 @@ class LegacyHttp:
 
     # -- POST ------------------------------------------------------------------------------
 
-    async def post(
+    def post(
         self,
         receive: Receive,
         send: Send,
@@ -128,13 +129,24 @@ class LegacyHttp:
         *,
         json_ok: bool,
         sse_ok: bool,
-    ) -> None:
-        """One legacy POST, from its session to the last byte of its answer."""
+    ) -> Awaitable[None]:
+        """One legacy POST, from its session to the last byte of its answer (not a coroutine
+        function: a request is :meth:`request`'s own coroutine, one fewer per call)."""
         if isinstance(message, Request):
-            await self.request(
+            return self.request(
                 receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
             )
-            return
+        return self.deliver(send, headers, message, draft, principal)
+
+    async def deliver(
+        self,
+        send: Send,
+        headers: Headers,
+        message: Notification | Response | list[Message],
+        draft: Draft,
+        principal: Principal,
+    ) -> None:
+        """A batch, or a client's notification or response (202)."""
         targets: list[Target] = []
         if isinstance(message, list):
             # A batch is charged to the rate per message; the tool scopes of every request in
