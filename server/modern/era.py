@@ -165,7 +165,8 @@ class ModernEra:
             self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
         if not self.serves(request.method):
             raise MethodNotFound(request.method)
-        target = self.dispatcher.resolve(request.method, request.params)
+        # Only the methods with a name header name something to look up (lists do not).
+        target = self.dispatcher.resolve(request.method, request.params) if name_field else None
         if isinstance(target, Tool) and target.header_params:
             self._check_param_headers(target, request.params, headers)
         return ModernCall(
