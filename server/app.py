@@ -102,7 +102,7 @@ class Application:
             # Late-bound: the runtimes and the legacy shell are built below, with the store.
             local_sessions=lambda: self.runtimes.ids(),  # noqa: PLW0108
             busy=self._busy,
-            ended=lambda session_id: self.legacy.session_ended(session_id),  # noqa: PLW0108
+            ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
         )
         self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
         self.sessions = self.shared.store
@@ -126,7 +126,7 @@ class Application:
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = BusRelay(self.hub, self.legacy, self.shared.bus)
+        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -161,10 +161,10 @@ class Application:
             line=LineWriter(privacy).line,
         )
         self.endpoint = McpEndpoint(
-            self.modern,
             ModernHttp(
                 self.modern,
                 self.hub,
+                self.gate,
                 StreamOptions(
                     keepalive_s=settings.keepalive_s,
                     send_timeout_s=settings.send_timeout_s,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ import orjson
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
 from server.context import Context, InputRequest
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
@@ -154,7 +154,11 @@ class LegacyEra:
                 capabilities.pop(name, None)
         return capabilities
 
-    async def initialize(self, request: Request) -> tuple[Session, dict[str, Any]]:
+    async def initialize(
+        self, request: Request, owner: str | None = None
+    ) -> tuple[Session, dict[str, Any]]:
+        """The new session (opened by ``owner``, the authenticated subject, in the same store
+        write) and the ``initialize`` result."""
         params = request.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -166,7 +170,7 @@ class LegacyEra:
                 "initialize needs params.capabilities and params.clientInfo objects"
             )
         version = self.negotiate(requested)
-        session = await self.store.create(version, client_info, capabilities)
+        session = await self.store.create(version, client_info, capabilities, owner=owner)
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
@@ -228,9 +232,20 @@ class LegacyEra:
             return session.log_level
         return self.default_log_level
 
+    def resolve(self, request: Request) -> Target:
+        """What the request names (its tool, prompt or resource), looked up once: the HTTP side
+        checks a tool's scopes with it and :meth:`handle` calls it."""
+        return self.dispatcher.resolve(request.method, request.params)
+
     async def handle(
-        self, session: Session, runtime: SessionRuntime, request: Request, context: Context
+        self,
+        session: Session,
+        runtime: SessionRuntime,
+        request: Request,
+        context: Context,
+        target: Target,
     ) -> dict[str, Any] | orjson.Fragment:
+        """The result of a request in a session; ``target`` is what :meth:`resolve` found."""
         method, params = request.method, request.params
         if not self.serves(method):
             raise MethodNotFound(method)
@@ -261,7 +276,13 @@ class LegacyEra:
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
-        return await self.dispatcher.call(method, params, context)
+        return await self.dispatcher.call(method, params, context, target)
+
+    def finish(
+        self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]
+    ) -> Coroutine[Any, Any, dict[str, Any] | orjson.Fragment]:
+        """The rest of a :meth:`handle` that waits, within the handler timeout."""
+        return self.dispatcher.finish(request.method, started)
 
     async def initialized(self, session: Session) -> None:
         session.initialized = True

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.asgi import ASGIMessage, Receive, Send
+from server.jsonrpc import Message, Notification, Request, Response
+from server.protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
 
 # The request path only takes a number; the record writer formats it (see Draft.request_id).
@@ -73,7 +75,34 @@ class Draft:
     def request_id(self) -> str:
         return request_id_of(self.serial)
 
-    def client(self, info: Any, capabilities: Any) -> None:
+    def describe(self, message: Message | list[Message]) -> None:
+        """What the request is, as far as its body says, before anything can reject it."""
+        if isinstance(message, list):
+            self.batch_size = len(message)
+            self.method = "(batch)"
+            return
+        if isinstance(message, Response):
+            self.method = "(response)"
+            self.jsonrpc_id = message.id
+            return
+        self.method = message.method
+        self.notification = isinstance(message, Notification)
+        if isinstance(message, Request):
+            self.jsonrpc_id = message.id
+        # Raw here; the record writer applies the privacy rules off the request path.
+        params = self.params = message.params
+        meta = params.get("_meta")
+        if message.method == "initialize":
+            version = params.get("protocolVersion")
+            self.body_version = version if isinstance(version, str) else None
+            self.set_client(params.get("clientInfo"), params.get("capabilities"))
+        elif isinstance(meta, dict):
+            version = meta.get(META_PROTOCOL_VERSION)
+            self.body_version = version if isinstance(version, str) else None
+            self.set_client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
+
+    def set_client(self, info: Any, capabilities: Any) -> None:
+        """The client's name, version and capabilities as it declared them."""
         if isinstance(info, dict):
             name, version = info.get("name"), info.get("version")
             self.client_name = name if isinstance(name, str) else None

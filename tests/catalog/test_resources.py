@@ -156,8 +156,12 @@ async def test_a_variable_that_would_leave_its_place_names_no_resource(uri):
     catalog = _file_catalog()
     assert catalog.find_resource(uri) is None
     dispatcher = Dispatcher(catalog, Pager(Sealer(b"d" * 32), 10))
+    params = {"uri": uri}
+    target = dispatcher.resolve("resources/read", params)
     with pytest.raises(ResourceNotFound) as caught:
-        await dispatcher.call("resources/read", {"uri": uri}, make_context(method="resources/read"))
+        await dispatcher.call(
+            "resources/read", params, make_context(method="resources/read"), target
+        )
     assert caught.value.to_wire("modern") == {
         "code": -32602,
         "message": f"Resource not found: {uri}",
@@ -178,7 +182,9 @@ async def test_a_variable_that_would_leave_its_place_names_no_resource(uri):
 )
 async def test_variables_below_the_prefix_are_served(uri, text):
     dispatcher = Dispatcher(_file_catalog(), Pager(Sealer(b"d" * 32), 10))
-    result = await dispatcher.call("resources/read", {"uri": uri}, make_context())
+    params = {"uri": uri}
+    target = dispatcher.resolve("resources/read", params)
+    result = await dispatcher.call("resources/read", params, make_context(), target)
     assert result["contents"][0]["text"] == text
 
 

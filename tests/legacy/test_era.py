@@ -99,7 +99,8 @@ class Harness:
     async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
         request = Request(id, method, params or {})
         context = self.era.context(self.session, request, self.exchange)
-        result = await self.era.handle(self.session, self.runtime, request, context)
+        target = self.era.resolve(request)
+        result = await self.era.handle(self.session, self.runtime, request, context, target)
         # A list page comes encoded (a Fragment has no way back but encoding it).
         return orjson.loads(encode_result(id, result))["result"]
 
@@ -185,6 +186,29 @@ async def test_initialize_result_and_the_session_it_creates() -> None:
     assert await era.store.get(session.id) is session
     await era.initialized(session)
     assert session.initialized
+
+
+async def test_initialize_writes_the_session_with_its_owner_once() -> None:
+    era = make_era()
+    store = era.store
+    writes: list[str] = []
+    create, save = store.create, store.save
+
+    async def counting_create(*args: Any, **kwargs: Any) -> Session:
+        writes.append("create")
+        return await create(*args, **kwargs)
+
+    async def counting_save(session: Session) -> None:
+        writes.append("save")
+        await save(session)
+
+    store.create, store.save = counting_create, counting_save  # type: ignore[method-assign]
+    session, _ = await era.initialize(Request(1, "initialize", init_params("2025-11-25")), "bob")
+    assert writes == ["create"]  # one write, the owner in it: no save after
+    assert session.owner == "bob"
+    found = await store.get(session.id)
+    assert found is not None
+    assert found.owner == "bob"
 
 
 async def test_initialize_with_an_unknown_version_answers_and_records_its_own() -> None:
@@ -315,8 +339,8 @@ async def test_list_pages_are_encoded_once_per_catalog_version() -> None:
     h = await harness(make_era(catalog))
     request = Request(1, "tools/list", {})
     context = h.era.context(h.session, request, h.exchange)
-    first = await h.era.handle(h.session, h.runtime, request, context)
-    assert await h.era.handle(h.session, h.runtime, request, context) is first
+    first = await h.era.handle(h.session, h.runtime, request, context, None)
+    assert await h.era.handle(h.session, h.runtime, request, context, None) is first
     # The same bytes the dispatcher's page encodes to: no envelope in this era.
     assert encode_result(1, first) == encode_result(
         1, h.era.dispatcher.list_page("tools/list", None)

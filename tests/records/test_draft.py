@@ -292,7 +292,7 @@ def test_request_record_carries_what_the_request_turned_out_to_be() -> None:
     draft.method = "tools/call"
     draft.jsonrpc_id = "abc"
     draft.notification = False
-    draft.client({"name": "cli", "version": "2.0", "extra": 1}, {"roots": {}})
+    draft.set_client({"name": "cli", "version": "2.0", "extra": 1}, {"roots": {}})
     draft.session_id = "sess"
     draft.params = {"name": "echo"}
     draft.error(-32602, "bad")
@@ -320,7 +320,7 @@ def test_optional_fields_appear_only_when_set() -> None:
 
 def test_stream_record_has_exactly_the_documented_fields() -> None:
     draft = make_draft(started=1_700_000_000.25)
-    draft.client({"name": "cli", "version": "2.0"}, {"sampling": {}})
+    draft.set_client({"name": "cli", "version": "2.0"}, {"sampling": {}})
     draft.era = "modern"
     draft.method = "tools/call"
     draft.streaming = True
@@ -356,13 +356,13 @@ def test_request_ids_are_unique_16_hex() -> None:
 
 def test_client_ignores_what_is_not_the_right_shape() -> None:
     draft = make_draft()
-    draft.client({"name": 5, "version": ["1"]}, "not a dict")
+    draft.set_client({"name": 5, "version": ["1"]}, "not a dict")
     assert (draft.client_name, draft.client_version, draft.client_capabilities) == (
         None,
         None,
         None,
     )
-    draft.client("nope", None)
+    draft.set_client("nope", None)
     assert draft.request_record()["client"] == {
         "name": None,
         "version": None,
@@ -719,7 +719,7 @@ def modern(
     draft.notification = False
     draft.params = params
     draft.body_version = params["_meta"][PROTOCOL_VERSION_KEY]
-    draft.client(params["_meta"][CLIENT_INFO_KEY], params["_meta"][CAPABILITIES_KEY])
+    draft.set_client(params["_meta"][CLIENT_INFO_KEY], params["_meta"][CAPABILITIES_KEY])
     draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
     return draft
 
@@ -735,7 +735,7 @@ def legacy(params: Any, capabilities: Any = SESSION_CAPABILITIES, **overrides: A
     draft.session_id = "3f2a9c1e5b7d4a60"
     draft.body_version = "2025-11-25"
     draft.params = parsed(params)
-    draft.client({"name": "old-client", "version": "0.9"}, capabilities)
+    draft.set_client({"name": "old-client", "version": "0.9"}, capabilities)
     draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
     return draft
 
@@ -788,7 +788,7 @@ def line_drafts() -> list[Draft]:
     }
     draft = legacy(initialize, capabilities=None, header_version=None)
     draft.method = "initialize"
-    draft.client(draft.params["clientInfo"], draft.params["capabilities"])
+    draft.set_client(draft.params["clientInfo"], draft.params["capabilities"])
     draft.advertised = ["initialize", "tools/list", "tools/call"]
     drafts.append(draft)
     # A batch, a client's response, a notification, errors, a rejection, a GET stream.
