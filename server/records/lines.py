@@ -56,12 +56,15 @@ class Declared:
 
     __slots__ = ("cleaned", "encoded", "fits", "sensitive")
 
-    def __init__(self, encoded: bytes, sensitive: bool, fits: bool) -> None:
+    def __init__(self, encoded: bytes, fits: bool) -> None:
         self.encoded = orjson.Fragment(encoded)
-        self.sensitive = sensitive
         # Within the rules' size cap as written (a legacy session's are not part of the body
         # that the cap was checked against).
         self.fits = fits
+        # Whether a key in them is sensitive, judged when a record first needs to know: one
+        # whose body or capabilities are over the cap never does (they are cleaned anyway),
+        # and judging a large object is a walk over all of it.
+        self.sensitive: bool | None = None
         # Their redacted and capped form, encoded when a record first needs it.
         self.cleaned: orjson.Fragment | None = None
 
@@ -72,8 +75,9 @@ class MetaSeen:
 
     __slots__ = ("capabilities_key", "declared", "sensitive")
 
-    def __init__(self, sensitive: bool) -> None:
-        self.sensitive = sensitive
+    def __init__(self) -> None:
+        # Judged when a record first needs to know, as Declared.sensitive.
+        self.sensitive: bool | None = None
         self.capabilities_key: str | None = None
         self.declared: Declared | None = None
 
@@ -93,9 +97,10 @@ class LineMemo:
         self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def meta_seen(self, encoded: bytes, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
-        """``meta`` (``encoded``) judged: ``sensitive`` is whether the key ``_meta`` or a key at
-        any depth of its value is, judged where params hold it (one level down)."""
-        seen = MetaSeen(privacy.has_sensitive_key({"_meta": meta}))
+        """``meta`` (``encoded``) remembered with the capabilities it holds; its ``sensitive``
+        (whether the key ``_meta`` or a key at any depth of its value is, judged where params
+        hold it, one level down) is judged by the first record that needs it."""
+        seen = MetaSeen()
         if type(meta) is dict and capabilities is not None:
             for key, value in meta.items():
                 if value is capabilities:
@@ -109,8 +114,7 @@ class LineMemo:
         encoded = orjson.dumps(capabilities)
         known = self.declared.get(encoded)
         if known is None:
-            fits = len(encoded) <= privacy.max_params_bytes
-            known = Declared(encoded, privacy.has_sensitive_key(capabilities), fits)
+            known = Declared(encoded, len(encoded) <= privacy.max_params_bytes)
             _remember(self.declared, encoded, known, len(encoded), DECLARED_MEMO_MAX_BYTES)
         return known
 
@@ -260,13 +264,19 @@ def _apply_privacy(
     # Harmless: the body is within the cap, the capabilities too, and no key in them or in
     # the params (``_meta`` included) is sensitive. Then the params are written without
     # ``_meta``.
-    harmless = small and (declared is None or (declared.fits and not declared.sensitive))
+    harmless = small and (declared is None or declared.fits)
+    if harmless and declared is not None:
+        if declared.sensitive is None:
+            declared.sensitive = privacy.has_sensitive_key(capabilities)
+        harmless = not declared.sensitive
     written: Any = params
     if harmless and params is not None:
         if seen is not None:
             # A shallow copy without the key writes the same as Privacy.apply's own copy.
             written = params.copy()
             del written["_meta"]
+            if seen.sensitive is None:
+                seen.sensitive = privacy.has_sensitive_key({"_meta": meta})
             harmless = not seen.sensitive
         harmless = harmless and not privacy.has_sensitive_key(written)
     if not (harmless and privacy.keep_params):
