@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
+from server.jsonrpc import MAX_DECLARED_BYTES, MAX_DECLARED_DEPTH
 from server.records.draft import Draft
 from server.records.lines import (
     DECLARED_MEMO_MAX_BYTES,
@@ -413,6 +414,21 @@ def test_clipping_twice_is_clipping_once() -> None:
     assert clip(clip("z" * 400, MAX_ERROR_MESSAGE), MAX_ERROR_MESSAGE) == clip(
         "z" * 400, MAX_ERROR_MESSAGE
     )
+
+
+def test_the_document_states_the_limits_and_the_marker() -> None:
+    text = DOC.read_text()
+    assert f"**{MAX_CLIENT_STRING} characters**" in text
+    assert f"**{MAX_ERROR_MESSAGE}**" in text
+    assert "`…[truncated, N chars]`" in text
+    # The expression the document gives readers finds the marker, and only there.
+    documented = re.search(r"regular expression `([^`]+)`", text)
+    assert documented is not None
+    assert re.search(documented.group(1), clip("x" * 300))
+    assert re.search(documented.group(1), clip("x" * 400, MAX_ERROR_MESSAGE))
+    assert not re.search(documented.group(1), "x" * MAX_CLIENT_STRING)
+    assert f"larger than {MAX_DECLARED_BYTES // 1024} KiB encoded" in text
+    assert f"more than {MAX_DECLARED_DEPTH} levels" in text
 
 
 def test_a_string_that_only_looks_clipped_is_still_bounded() -> None:
