@@ -8,9 +8,10 @@ exceptions that carry the request id whenever it could be read, so the boundary 
 Encoding uses orjson and accepts ``orjson.Fragment`` values, which is how precomputed results
 are spliced in without being serialised again.
 
-What a client declares about itself (``initialize``'s ``capabilities`` and ``clientInfo``, the
-same in a modern request's ``_meta``) is bounded here for both eras: a legacy session keeps it
-for as long as it lives, and every record of the session carries it (:func:`declared_problem`).
+What a client declares about itself in ``initialize`` (``capabilities``, ``clientInfo``) is
+bounded here (:func:`declared_problem`): a legacy session keeps it for as long as it lives, and
+every record of the session carries it. The same in a modern request's ``_meta`` is not: the
+request keeps nothing of it past its answer, and the body cap bounds it.
 """
 
 from __future__ import annotations
