@@ -16,6 +16,10 @@ key, honoured here too), else the session's ``logging/setLevel``, else ``default
 the 2025-11-25 spec lets the server choose before a level is set, and clients rarely send
 ``setLevel`` by themselves, so the default is what the official SDKs' servers send (every level).
 
+What ``initialize`` declares (``capabilities``, ``clientInfo``) is kept with the session, so it
+is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -32602 and no
+session.
+
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 """
 
@@ -34,7 +38,14 @@ from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
-from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
+from server.jsonrpc import (
+    Request,
+    Response,
+    declared_problem,
+    encode_notification,
+    encode_request,
+    is_valid_id,
+)
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
@@ -169,6 +180,12 @@ class LegacyEra:
             raise InvalidParams(
                 "initialize needs params.capabilities and params.clientInfo objects"
             )
+        # The session keeps both for as long as it lives (and a shared store holds them):
+        # bounded before any session exists.
+        for name, declared in (("capabilities", capabilities), ("clientInfo", client_info)):
+            problem = declared_problem(f"initialize params.{name}", declared)
+            if problem is not None:
+                raise InvalidParams(problem)
         version = self.negotiate(requested)
         session = await self.store.create(version, client_info, capabilities, owner=owner)
         result: dict[str, Any] = {

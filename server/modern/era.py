@@ -141,6 +141,9 @@ class ModernEra:
         version = meta.get(META_PROTOCOL_VERSION)
         if not isinstance(version, str) or not version:
             raise MalformedMeta(f"params._meta[{META_PROTOCOL_VERSION!r}] is required")
+        # Shape only: unlike initialize's (server.jsonrpc.declared_problem), nothing of these
+        # outlives the answer, the body cap bounds them, and the record caps them; measuring
+        # them would cost every request an encoding.
         capabilities = meta.get(META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
             raise MalformedMeta(f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object")

@@ -16,7 +16,14 @@ from server.context import Context, Elicitation, ElicitResult, LogLevel, Roots, 
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
-from server.jsonrpc import Request, Response, encode_result
+from server.jsonrpc import (
+    MAX_DECLARED_BYTES,
+    MAX_DECLARED_DEPTH,
+    Request,
+    Response,
+    declared_problem,
+    encode_result,
+)
 from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
@@ -253,6 +260,99 @@ async def test_initialize_with_bad_params_is_invalid_params(params: dict[str, An
         await era.initialize(Request(1, "initialize", params))
     assert raised.value.to_wire("legacy")["code"] == -32602
     assert era.store.count() == 0
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep (itself the first)."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def sized_capabilities(size: int) -> dict[str, Any]:
+    """Capabilities of exactly ``size`` bytes encoded."""
+    shell = len(orjson.dumps({"experimental": {"pad": ""}}))
+    capabilities = {"experimental": {"pad": "x" * (size - shell)}}
+    assert len(orjson.dumps(capabilities)) == size
+    return capabilities
+
+
+async def test_what_initialize_declares_is_kept_up_to_the_limits() -> None:
+    era = make_era()
+    capabilities = sized_capabilities(MAX_DECLARED_BYTES)
+    capabilities["deep"] = nested(MAX_DECLARED_DEPTH - 1)  # the capabilities are level 1
+    capabilities["experimental"]["pad"] = capabilities["experimental"]["pad"][:-200]
+    info = {"name": "big", "version": "1", "description": "d" * (MAX_DECLARED_BYTES - 100)}
+    session, _ = await era.initialize(
+        Request(
+            1,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info},
+        )
+    )
+    assert session.client_capabilities == capabilities
+    assert session.client_info == info
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "capabilities",
+            sized_capabilities(MAX_DECLARED_BYTES + 1),
+            "initialize params.capabilities too large: 16,385 bytes, at most 16,384",
+        ),
+        (
+            "capabilities",
+            sized_capabilities(3_700_000),
+            "initialize params.capabilities too large: 3,700,000 bytes, at most 16,384",
+        ),
+        (
+            "clientInfo",
+            {"name": "n" * MAX_DECLARED_BYTES, "version": "1"},
+            "initialize params.clientInfo too large: 16,409 bytes, at most 16,384",
+        ),
+        (
+            "capabilities",
+            {"experimental": nested(MAX_DECLARED_DEPTH)},
+            "initialize params.capabilities nested too deep: more than 32 levels",
+        ),
+        (
+            "clientInfo",
+            {"name": "n", "icons": [nested(MAX_DECLARED_DEPTH - 1)]},
+            "initialize params.clientInfo nested too deep: more than 32 levels",
+        ),
+        (
+            # Past what orjson encodes at all (254 levels), as a JSON body may nest (1024).
+            "capabilities",
+            {"experimental": nested(600)},
+            "initialize params.capabilities nested too deep: more than 32 levels",
+        ),
+    ],
+    ids=["one-byte-over", "3.7MB", "client-info", "deep", "deep-client-info", "very-deep"],
+)
+async def test_initialize_past_the_limits_is_invalid_params_and_no_session(
+    field: str, value: dict[str, Any], message: str
+) -> None:
+    era = make_era()
+    params = init_params("2025-11-25") | {field: value}
+    with pytest.raises(InvalidParams) as raised:
+        await era.initialize(Request(1, "initialize", params))
+    assert raised.value.to_wire("legacy") == {"code": -32602, "message": message}
+    assert era.store.count() == 0
+
+
+def test_declared_problem_walks_only_when_the_containers_could_nest_that_deep() -> None:
+    # Wide but shallow: more containers than levels allowed, no level past the limit.
+    wide = {f"k{number}": {"v": [number]} for number in range(500)}
+    assert declared_problem("c", wide) is None
+    assert declared_problem("c", {"a": [[[[]]]]}, max_depth=5) is None
+    assert declared_problem("c", {"a": [[[[[]]]]]}, max_depth=5) == (
+        "c nested too deep: more than 5 levels"
+    )
+    # Brackets inside strings count as containers for the shortcut, never as levels.
+    assert declared_problem("c", {"a": "[[[[[[[[[["}, max_depth=2) is None
 
 
 # -- session methods ----------------------------------------------------------------------------
