@@ -23,6 +23,10 @@ Hierarchy::
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with
 ``isError: true``, which is what the spec wants for failures the model should see.
+
+:class:`ConfigurationError` is no wire error either: a setting the server cannot start with.
+``python -m server`` prints its message as one line and exits 2, so each message names the
+``MCP_*`` variable and what to set instead.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_UNAVAILABLE = -32000
+
+
+class ConfigurationError(ValueError):
+    """A configuration the server must not start with; the message names the ``MCP_*``
+    variable and the fix, on one line."""
 
 
 class McpError(Exception):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
+from server.logs import bind_request
 from server.modern.era import ModernCall, ModernEra
 from server.protocol import (
     LEGACY_VERSIONS,
@@ -141,6 +142,7 @@ class McpEndpoint:
             ),
             header_text(headers, b"mcp-protocol-version"),
         )
+        bind_request(draft)  # the server's log lines name the request (server.logs)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         try:

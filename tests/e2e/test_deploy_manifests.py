@@ -22,7 +22,7 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from server.app import Application, create_app
-from server.settings import Settings
+from server.settings import PLACEHOLDER_SECRET_PREFIX, Settings
 from tests.support.deploy_helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -54,14 +54,26 @@ def settings_from(env: dict[str, str]) -> Settings:
         return Settings(_env_file=None)
 
 
-def read_env_file(path: Path) -> dict[str, str]:
+# What an operator puts in place of the examples' placeholder secret (which is refused).
+FILLED_IN_SECRET = "9f0c2d4e6a8b1c3d5e7f9a0b2c4d6e8f"
+
+
+def filled_in(env: dict[str, str]) -> dict[str, str]:
+    """The examples as their instructions say to use them: the placeholder secret replaced."""
+    return {
+        name: FILLED_IN_SECRET if value.startswith(PLACEHOLDER_SECRET_PREFIX) else value
+        for name, value in env.items()
+    }
+
+
+def read_env_file(path: Path, *, as_shipped: bool = False) -> dict[str, str]:
     pairs = {}
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             pairs[name.strip()] = value.strip()
-    return pairs
+    return pairs if as_shipped else filled_in(pairs)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +136,7 @@ def k8s_env(k8s: dict[str, dict[str, Any]]) -> dict[str, str]:
             ref = item["valueFrom"]["secretKeyRef"]
             assert ref["name"] == k8s["Secret"]["metadata"]["name"]
             env[item["name"]] = k8s["Secret"]["stringData"][ref["key"]]
-    return env
+    return filled_in(env)
 
 
 # -- nginx config -------------------------------------------------------------------------------
@@ -232,6 +244,18 @@ def test_every_env_name_in_k8s_is_a_setting(k8s: dict[str, dict[str, Any]]) -> N
     env = k8s_env(k8s)
     assert set(env) <= FIELDS
     settings_from(env)
+
+
+def test_the_examples_secret_as_shipped_is_refused(k8s: dict[str, dict[str, Any]]) -> None:
+    # Copied without filling in, the examples would sign with a key anyone can read here.
+    shipped = [
+        read_env_file(DEPLOY / "mcp.env.example", as_shipped=True),
+        k8s["Secret"]["stringData"],
+    ]
+    for env in shipped:
+        assert env["MCP_STATE_SECRET"].startswith(PLACEHOLDER_SECRET_PREFIX)
+        with pytest.raises(ValueError, match="placeholder from the examples"):
+            settings_from({"MCP_STATE_SECRET": env["MCP_STATE_SECRET"]})
 
 
 def test_replicas_share_the_state_secret_from_an_env_file(compose: dict[str, Any]) -> None:
