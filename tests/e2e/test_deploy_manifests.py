@@ -24,6 +24,8 @@ from dockerfile_parse import DockerfileParser
 from server.app import Application, create_app
 from server.settings import PLACEHOLDER_SECRET_PREFIX, Settings
 from tests.support.deploy_helpers import ROOT
+from tests.support.polling import wait_until
+from tests.support.redis_server import RedisServer
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -84,13 +86,17 @@ def compose() -> dict[str, Any]:
 
 
 def load_k8s() -> dict[str, dict[str, Any]]:
-    """Every Kubernetes object in deploy/k8s, by kind."""
+    """The server's own Kubernetes objects in deploy/k8s, by kind (not Redis's, nor the
+    kustomization; tests/e2e/test_deploy_cluster.py checks those)."""
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(K8S.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
-            if document:
-                assert document["kind"] not in found, f"two {document['kind']}s"
-                found[document["kind"]] = document
+            if not document or document["kind"] == "Kustomization":
+                continue
+            if document["metadata"]["labels"]["app.kubernetes.io/name"] != "mcp-http-server":
+                continue
+            assert document["kind"] not in found, f"two {document['kind']}s"
+            found[document["kind"]] = document
     return found
 
 
@@ -176,11 +182,21 @@ def size_bytes(value: str) -> int:
 # -- the app, to ask what it serves ------------------------------------------------------------
 
 
+def local_redis(env: dict[str, str], redis_server: RedisServer) -> dict[str, str]:
+    """The manifest's environment with its Redis (a Service name) swapped for the test's."""
+    assert env["MCP_REDIS_URL"].startswith("redis://")
+    return {**env, "MCP_REDIS_URL": redis_server.url}
+
+
 @pytest.fixture
-async def started_app(tmp_path: Path) -> AsyncIterator[Application]:
-    env = {**k8s_env(load_k8s()), "MCP_RECORDS_FILE": str(tmp_path / "records.jsonl")}
+async def started_app(tmp_path: Path, redis_server: RedisServer) -> AsyncIterator[Application]:
+    env = {
+        **local_redis(k8s_env(load_k8s()), redis_server),
+        "MCP_RECORDS_FILE": str(tmp_path / "records.jsonl"),
+    }
     app = create_app(settings_from(env))
     async with app.lifespan(app.starlette):
+        await wait_until(lambda: app.shared.healthy)  # its first PING answered
         yield app
 
 
@@ -215,9 +231,16 @@ def test_compose_parses_with_nginx_two_replicas_and_redis(compose: dict[str, Any
 
 
 def test_k8s_manifests_parse(k8s: dict[str, dict[str, Any]]) -> None:
-    assert set(k8s) == {"Deployment", "Service", "ConfigMap", "Secret"}
+    assert set(k8s) == {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "Secret",
+        "Ingress",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+    }
     for obj in k8s.values():
-        assert obj["apiVersion"] in {"v1", "apps/v1"}
         assert obj["metadata"]["name"] == "mcp-http-server"
     deployment = k8s["Deployment"]["spec"]
     labels = deployment["template"]["metadata"]["labels"]
@@ -327,8 +350,11 @@ async def test_every_probe_path_answers_200_once_the_app_has_started(
 
 
 @pytest.mark.anyio
-async def test_probes_fail_before_the_app_has_started(tmp_path: Path) -> None:
-    app = create_app(settings_from({**k8s_env(load_k8s()), "MCP_RECORDS": "none"}))
+async def test_probes_fail_before_the_app_has_started(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    env = local_redis(k8s_env(load_k8s()), redis_server)
+    app = create_app(settings_from({**env, "MCP_RECORDS": "none"}))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://pod") as client:
         assert (await client.get("/readyz")).status_code == 503
@@ -337,11 +363,14 @@ async def test_probes_fail_before_the_app_has_started(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_readiness_fails_at_start_when_the_records_folder_is_not_writable(
-    tmp_path: Path,
+    tmp_path: Path, redis_server: RedisServer
 ) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the records folder should be")
-    env = {**k8s_env(load_k8s()), "MCP_RECORDS_FILE": str(blocked / "mcp-requests.jsonl")}
+    env = {
+        **local_redis(k8s_env(load_k8s()), redis_server),
+        "MCP_RECORDS_FILE": str(blocked / "mcp-requests.jsonl"),
+    }
     app = create_app(settings_from(env))
     async with app.lifespan(app.starlette):
         transport = httpx.ASGITransport(app=app)
