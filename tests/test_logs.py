@@ -118,8 +118,9 @@ def test_the_config_sends_uvicorns_lines_to_the_one_stderr_handler(
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     uvicorn = logging.getLogger("uvicorn.error")
-    saved_uvicorn = (uvicorn.handlers[:], uvicorn.propagate)
+    saved_uvicorn = (uvicorn.handlers[:], uvicorn.propagate, uvicorn.level)
     uvicorn.handlers = [logging.StreamHandler(sys.stdout)]  # as uvicorn's default config has it
+    uvicorn.setLevel(logging.INFO)  # (an earlier uvicorn in this process may have set another)
     try:
         logs.configure("json", "info")
         uvicorn.info("Started server process [1]")
@@ -127,7 +128,8 @@ def test_the_config_sends_uvicorns_lines_to_the_one_stderr_handler(
         captured = capsys.readouterr()
     finally:
         root.handlers, root.level = saved
-        uvicorn.handlers, uvicorn.propagate = saved_uvicorn
+        uvicorn.handlers, uvicorn.propagate = saved_uvicorn[:2]
+        uvicorn.setLevel(saved_uvicorn[2])
         logging.captureWarnings(False)
     assert captured.out == ""
     (line,) = captured.err.splitlines()
