@@ -68,7 +68,7 @@ def serve() -> int:
             log.warning(warning)
         app = _app(settings)
     except ConfigurationError as error:
-        log.error("cannot start: %s", error)
+        log.critical("cannot start: %s", error)  # shown at every MCP_LOG_LEVEL
         log.debug("the configuration error in full", exc_info=True)
         return 2
     server_for(app).run()

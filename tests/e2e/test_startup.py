@@ -275,5 +275,10 @@ def test_a_json_log_reports_a_configuration_error_as_one_json_line(tmp_path: Pat
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     record = json.loads(line)
-    assert record["level"] == "error"
+    assert record["level"] == "critical"
     assert record["message"].startswith("cannot start: MCP_PORT='abc' is not valid")
+
+
+def test_the_refusal_is_printed_even_at_the_critical_level(tmp_path: Path) -> None:
+    (line,) = refused(MCP_PORT="abc", MCP_LOG_LEVEL="critical")(tmp_path)
+    assert " CRITICAL server: cannot start: MCP_PORT='abc'" in line
