@@ -1,17 +1,24 @@
-"""``python -m server``: serve the configured catalog with uvicorn, or report on its records.
+"""``python -m server`` (and the ``mcp-http-server`` script): serve a catalog with uvicorn, or
+report on its records.
 
-``python -m server`` (or ``serve``) serves; configuration comes only from ``MCP_*``
-environment variables (see ``.env.example``). ``python -m server report FILE...`` reads
-request records back (see ``docs/records.md``) and needs no configuration. ``python -m
-server token`` prints a new random bearer token and the digest line for ``MCP_AUTH_TOKENS``.
-The serving modules are imported only to serve, so a report does not load the web stack.
+``python -m server`` (or ``serve``) serves; configuration comes from ``MCP_*`` environment
+variables (see ``.env.example``), and ``serve --host --port --catalog`` override theirs
+(``--reload`` restarts on changes, for development). Like uvicorn (its ``--app-dir``), it
+puts the current folder first on the import path, so ``--catalog my_server:catalog`` finds
+``./my_server.py`` from the installed script too. A ``./server.py`` (or ``./server/``) there
+shadows this package, which is named ``server``: that is said in one line (:func:`shadowing`).
+``python -m server report FILE...`` reads request records back (see ``docs/records.md``) and
+needs no configuration. ``python -m server token`` prints a new random bearer token and the
+digest line for ``MCP_AUTH_TOKENS``. The serving modules are imported only to serve, so a
+report does not load the web stack.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
+from pathlib import Path
 
 from server.report import cli as report_cli
 
@@ -21,7 +28,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m server", description="A dual-era MCP server for HTTP."
     )
     commands = parser.add_subparsers(dest="command", metavar="{serve,report,token}")
-    commands.add_parser("serve", help="serve the configured catalog (the default)")
+    serving = commands.add_parser("serve", help="serve the configured catalog (the default)")
+    serving.add_argument("--host", help="address to listen on (overrides MCP_HOST)")
+    serving.add_argument("--port", type=int, help="port to listen on (overrides MCP_PORT)")
+    serving.add_argument(
+        "--catalog",
+        help="probe, conformance or module:attribute, looked up from the current folder "
+        "(overrides MCP_CATALOG)",
+    )
+    serving.add_argument(
+        "--reload", action="store_true", help="restart when a file changes (development)"
+    )
     report_cli.add_arguments(
         commands.add_parser("report", help="per-client report from request record files")
     )
@@ -31,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         return report_cli.run(args)
     if args.command == "token":
         return token()
-    return serve()
+    return serve(
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        catalog=getattr(args, "catalog", None),
+        reload=getattr(args, "reload", False),
+    )
 
 
 def token() -> int:
@@ -45,17 +67,48 @@ def token() -> int:
     return 0
 
 
-def serve() -> int:
-    from server.app import create_app
-    from server.serving import server_for
-    from server.settings import Settings
+def serve(
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    catalog: str | None = None,
+    reload: bool = False,
+) -> int:
+    folder = Path.cwd()
+    if str(folder) not in (os.path.abspath(entry) for entry in sys.path):
+        sys.path.insert(0, str(folder))  # as uvicorn's --app-dir (python -m does it already)
+    shadow = shadowing(folder)
+    if shadow is not None:
+        print(
+            f"mcp-http-server: {shadow} shadows this server's package, which is named 'server' "
+            "(python -m server runs your file instead, and its 'from server import ...' imports "
+            "itself: a circular import); rename it, say to my_server.py, and serve it with "
+            "--catalog my_server:catalog",
+            file=sys.stderr,
+        )
+    from server.catalog.loading import CatalogNotFound
+    from server.serving import serve as run
 
-    settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    server_for(create_app(settings)).run()
+    overrides: dict[str, object] = {"host": host, "port": port}
+    overrides = {name: value for name, value in overrides.items() if value is not None}
+    try:
+        run(catalog, reload=reload, **overrides)
+    except CatalogNotFound as error:
+        print(f"mcp-http-server: {error}", file=sys.stderr)
+        return 2
     return 0
+
+
+def shadowing(folder: Path) -> Path | None:
+    """``folder``'s own ``server.py`` or ``server/`` package, which is not this one: first on
+    the import path, it is what ``python -m server`` and ``import server`` would load."""
+    ours = Path(__file__).resolve().parent
+    module, package = folder / "server.py", folder / "server" / "__init__.py"
+    if module.is_file():
+        return module
+    if package.is_file() and package.resolve().parent != ours:
+        return package.parent
+    return None
 
 
 if __name__ == "__main__":
