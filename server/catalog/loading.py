@@ -35,22 +35,23 @@ def load_catalog(spec: str) -> Catalog:
         raise CatalogNotFound(_shadowed(spec))  # this package holds no catalog of yours
     try:
         found: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError) as error:
+    except ModuleNotFoundError as error:
         # The named module (or a package on its way) does not exist, as opposed to one that
-        # exists and fails to import something of its own.
-        missing = isinstance(error, ModuleNotFoundError) and (
-            error.name == module_name or module_name.startswith(f"{error.name}.")
-        )
-        if missing and module_name.startswith("server."):
+        # exists and fails to import something of its own (raised as it is).
+        if error.name != module_name and not module_name.startswith(f"{error.name}."):
+            raise
+        if module_name.startswith("server."):
             raise CatalogNotFound(_shadowed(spec)) from error
-        if missing:
-            raise CatalogNotFound(
-                f"MCP_CATALOG={spec!r}: no module {module_name!r} on the import path (python -m "
-                "server and mcp-http-server look in the current folder, then PYTHONPATH)"
-            ) from error
-        raise
+        raise CatalogNotFound(
+            f"MCP_CATALOG={spec!r}: no module {module_name!r} on the import path (python -m "
+            "server and mcp-http-server look in the current folder, then PYTHONPATH)"
+        ) from error
+    where = module_name
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise CatalogNotFound(f"MCP_CATALOG={spec!r}: {where} has no attribute {part!r}")
+        found = getattr(found, part)
+        where = f"{where}.{part}"
     if callable(found) and not isinstance(found, Catalog):
         found = found()
     if not isinstance(found, Catalog):

@@ -177,6 +177,8 @@ def test_a_missing_catalog_module_is_named_in_one_line() -> None:
         load_catalog("no_such_module_here:catalog")
     with pytest.raises(CatalogNotFound, match="'server' is the name of this package"):
         load_catalog("server:catalog")
+    with pytest.raises(CatalogNotFound, match="embedding_apps has no attribute 'catalgo'"):
+        load_catalog("tests.e2e.embedding_apps:catalgo")
     with pytest.raises(CatalogNotFound, match="not a Catalog"):
         load_catalog("tests.e2e.embedding_apps:MOUNT")
 
