@@ -286,11 +286,12 @@ class Application:
         give the calls in flight ``drain_timeout_s`` (``MCP_DRAIN_TIMEOUT_S`` by default) to
         finish; past that they are ended (:meth:`end_calls`).
 
-        Call it (on the app's loop) as soon as the shutdown begins, before waiting for the open
-        connections: :mod:`server.serving` does, and so should a host that mounts this app. The
-        lifespan's shutdown calls it too, but a server sends that only once its connections
-        have closed, which a listen stream never does by itself. Calling it again changes
-        nothing."""
+        It must run (on the app's loop) as soon as the shutdown begins, before the server waits
+        for the open connections, which a listen stream never closes by itself: the
+        lifespan's shutdown comes only after that wait. :mod:`server.serving` calls it; under
+        any other server the lifespan hears SIGTERM and SIGINT first and calls it
+        (:mod:`server.exit_signals`); a host that stops its server some other way (from another
+        thread, say) calls it itself. Calling it again changes nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()

@@ -112,3 +112,50 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     thread.join(5)
     assert found == [[]]
     assert {sig: signal.getsignal(sig) for sig in EXIT_SIGNALS} == before
+
+
+def test_a_handler_added_with_asyncios_add_signal_handler_still_runs() -> None:
+    # asyncio's add_signal_handler (hypercorn's way) leaves a Python handler that does nothing
+    # and is woken through the loop's wakeup fd: wrapped, both the app and it hear the signal.
+    heard: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, heard.append, "server")
+        exits = ExitSignals(lambda: heard.append("app"))
+        assert signal.SIGTERM in exits.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.05)
+        assert sorted(heard) == ["app", "server"]
+        exits.uninstall()
+        loop.remove_signal_handler(signal.SIGTERM)
+
+    asyncio.run(main())
+
+
+def test_the_apps_lifespan_wraps_them_unless_the_server_tells_the_app_itself() -> None:
+    from server.app import create_app
+    from server.settings import Settings
+
+    async def main(server_tells: bool) -> tuple[bool, bool]:
+        server_handler = ServerHandler([])
+        signal.signal(signal.SIGTERM, server_handler)
+        app = create_app(Settings(_env_file=None, records=["none"]))
+        app.server_tells_shutdown = server_tells  # server.serving's Server sets it
+        async with app.lifespan():
+            wrapped = signal.getsignal(signal.SIGTERM) is not server_handler
+        return wrapped, signal.getsignal(signal.SIGTERM) is server_handler
+
+    assert asyncio.run(main(server_tells=False)) == (True, True)  # wrapped, then put back
+    assert asyncio.run(main(server_tells=True)) == (False, True)
+
+
+def test_server_serving_tells_the_app_itself() -> None:
+    from server.app import create_app
+    from server.serving import server_for
+    from server.settings import Settings
+
+    app = create_app(Settings(_env_file=None, records=["none"]))
+    assert app.server_tells_shutdown is False
+    server_for(app)
+    assert app.server_tells_shutdown is True
