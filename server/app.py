@@ -153,6 +153,7 @@ class Application:
                 redis_timeout_s=settings.redis_timeout_s,
             ),
             capacity=settings.records_queue,
+            flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
             line=LineWriter(privacy).line,
         )

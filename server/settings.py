@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     records_backups: int = Field(5, ge=0)
     records_compress: bool = True
     records_queue: int = Field(100_000, ge=1)
+    records_flush_ms: int = Field(200, ge=10, le=10_000)
     records_params: bool = True
     records_params_max_bytes: int = Field(2048, ge=0)
     records_redact: CommaList = [

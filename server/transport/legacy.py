@@ -47,12 +47,11 @@ from server.state.mirror import LocalMirror, StreamMirror
 from server.transport.sse import (
     SSE_HEADERS,
     DisconnectWatch,
-    event_frame,
-    priming_frame,
     pump,
     send_body,
     send_empty,
     send_json,
+    sse_frame,
     uncancel,
 )
 
@@ -227,7 +226,9 @@ class LegacyHttp:
             return None
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if session.protocol_version >= PRIMING_SINCE:
-            await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
+            await send_body(
+                send, sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
+            )
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
         return await pump(
@@ -338,9 +339,12 @@ class LegacyHttp:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
-                await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
+                await send_body(
+                    send,
+                    sse_frame(b"", event_id=f"{stream.id}_{after}", retry_ms=self.options.retry_ms),
+                )
             for event_id, data in found.missed:
-                await send_body(send, event_frame(event_id, data))
+                await send_body(send, sse_frame(data, event_id=event_id))
             draft.stream_end = await pump(
                 receive, send, stream, after, keepalive_s=self.options.keepalive_s
             )
