@@ -348,6 +348,11 @@ def test_one_request_record_per_request_sent(run: tuple[Mode, Run]) -> None:
         "GET" if record["verb"] == "GET" else record["method"] for record in requests
     )
     assert methods == collections.Counter(result.sent), (methods, result.sent)
+    # Every other line is the one stream record of a request answered as a stream.
+    streams = [record for record in result.records if record["kind"] == "stream"]
+    assert len(requests) + len(streams) == len(result.records)
+    streamed = sorted(record["request_id"] for record in requests if record["streaming"])
+    assert sorted(record["request_id"] for record in streams) == streamed
 
 
 def test_the_catalogs_lifespan_ran_once_in_each_serving_process(run: tuple[Mode, Run]) -> None:
