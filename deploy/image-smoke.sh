@@ -2,7 +2,9 @@
 # deploy/image-smoke.sh: build the Dockerfile with podman (no Docker engine, no registry) on a
 # base image made locally with debootstrap, run the image on 127.0.0.1, and smoke-test it:
 # /healthz, /readyz, the HEALTHCHECK, a modern tools/call, a legacy session, a listen stream,
-# the non-root user, and a graceful stop that flushes the request records.
+# the non-root user, and a graceful stop that flushes the request records. Then the recipe for
+# your own tools (deploy/catalog/Dockerfile) builds on that image with the example folder, and
+# its tool is called through the container; a folder with a server.py is refused in one line.
 #
 # Prints one PASS/FAIL line per check, TIME lines, and a final "N passed, M failed"; exits 1
 # if anything failed. When podman cannot be installed or cannot run here it prints a SKIP
@@ -288,5 +290,51 @@ else
   fail "read-only root, no capabilities: container starts" "see $LOG/run-restricted.log"
 fi
 podman rm -f -t 10 "$NAME" >/dev/null 2>&1
+
+# -- your tools: the recipe on top of the image, with the example folder ----------------------
+CATALOG_IMAGE=localhost/mcp-tools:smoke
+recipe=(podman build --pull=never --format docker --build-arg "SERVER_IMAGE=$IMAGE"
+  -f deploy/catalog/Dockerfile)
+[[ -f $ca ]] && recipe+=(-v "$ca:/etc/ssl/certs/ca-certificates.crt:ro")
+started=$(now)
+if "${recipe[@]}" -t "$CATALOG_IMAGE" deploy/catalog/example >"$LOG/build-catalog.log" 2>&1; then
+  pass "the user-catalog recipe builds on the image (deploy/catalog/example, $(since "$started") s)"
+  podman run -d --name "$NAME" -p "127.0.0.1:$PORT:8000" -e MCP_LOG_LEVEL=warning "${NOAUTH[@]}" \
+    "$CATALOG_IMAGE" >"$LOG/run-catalog.log" 2>&1
+  for _ in $(seq 1 150); do
+    curl -fsS -m 1 "$URL/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  listed=$(curl -s -m 5 "$URL/mcp" -H 'Content-Type: application/json' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{'"$META"'}}')
+  names=$(grep -o '"name":"[a-z_]*"' <<<"$listed" | sort -u | tr '\n' ' ')
+  check "the image serves your catalog, not the built-in one (tools: $names)" "$listed" \
+    test "$names" = '"name":"utc_offset" '
+  out=$(curl -s -m 5 "$URL/mcp" -H 'Content-Type: application/json' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: utc_offset' \
+    -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"utc_offset","arguments":{"zone":"Asia/Kolkata"},'"$META"'}}')
+  check "your tool answers through the container (utc_offset Asia/Kolkata: +05:30, tzdata from requirements.txt)" \
+    "$out" grep -q '"structuredContent":{"zone":"Asia/Kolkata","utc_offset":"+05:30"}' <<<"$out"
+  podman stop -t 30 "$NAME" >/dev/null 2>&1
+  code=$(podman inspect --format '{{.State.ExitCode}}' "$NAME" 2>/dev/null)
+  check "your image stops on SIGTERM with exit 0" "exit code $code" test "$code" = 0
+  podman rm -f "$NAME" >/dev/null 2>&1
+else
+  tail -20 "$LOG/build-catalog.log"
+  fail "the user-catalog recipe builds on the image" "see $LOG/build-catalog.log"
+fi
+shadow=$CACHE/shadow-context
+rm -rf "$shadow" && mkdir -p "$shadow"
+cp deploy/catalog/example/tools.py "$shadow/"
+echo 'from server import Catalog' >"$shadow/server.py"
+if "${recipe[@]}" -t localhost/mcp-shadow:smoke "$shadow" >"$LOG/build-shadow.log" 2>&1; then
+  fail "a folder with a server.py is refused by the recipe" "it built; see $LOG/build-shadow.log"
+else
+  check "a folder with a server.py is refused by the recipe, in one line" \
+    "see $LOG/build-shadow.log" grep -q "shadow the server's package (named server)" \
+    "$LOG/build-shadow.log"
+fi
+rm -rf "$shadow"
 podman image prune -f >/dev/null 2>&1 # the previous build's layers (the base stays tagged)
 finish

@@ -1,7 +1,12 @@
 """A dual-era MCP server for HTTP: declare a :class:`Catalog`, serve it with ``python -m server``.
 
-The public API for server authors is re-exported here.
+The public API for server authors is re-exported here. ``create_app`` (the ASGI app, to run
+under any ASGI server or mount in a host app) and ``serve`` (``python -m server`` from
+Python) need the web stack, so they are imported on first use: ``import server`` to declare
+a catalog loads none of it.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from server.catalog import Catalog
 from server.catalog.content import (
@@ -21,6 +26,10 @@ from server.catalog.content import (
 )
 from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
 from server.errors import MissingClientCapability, ToolError
+
+if TYPE_CHECKING:
+    from server.app import create_app
+    from server.serving import serve
 
 __all__ = [
     "Audio",
@@ -44,5 +53,19 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "assistant",
+    "create_app",
+    "serve",
     "user",
 ]
+
+# Where the names imported on first use live (tests/test_layout.py allows these two edges).
+_ON_FIRST_USE = {"create_app": "server.app", "serve": "server.serving"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'server' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,26 +1,28 @@
-"""``python -m server``: serve the configured catalog with uvicorn, or report on its records.
+"""``python -m server`` (and the ``mcp-http-server`` script): serve a catalog with uvicorn, or
+report on its records.
 
-``python -m server`` (or ``serve``) serves; configuration comes only from ``MCP_*``
-environment variables (see ``.env.example``). ``python -m server report FILE...`` reads
-request records back (see ``docs/records.md``) and needs no configuration. ``python -m
-server token`` prints a new random bearer token and the digest line for ``MCP_AUTH_TOKENS``.
-The serving modules are imported only to serve, so a report does not load the web stack.
+``python -m server`` (or ``serve``) serves; configuration comes from ``MCP_*`` environment
+variables (see ``.env.example``), and ``serve --host --port --catalog`` override theirs
+(``--reload`` restarts on changes, for development). Like uvicorn (its ``--app-dir``), it
+puts the current folder first on the import path, so ``--catalog my_server:catalog`` finds
+``./my_server.py`` from the installed script too. A ``./server.py`` (or ``./server/``) there
+shadows this package, which is named ``server``: that is said in one line (:func:`shadowing`).
+``python -m server report FILE...`` reads request records back (see ``docs/records.md``) and
+needs no configuration. ``python -m server token`` prints a new random bearer token and the
+digest line for ``MCP_AUTH_TOKENS``. The serving modules are imported only to serve, so a
+report does not load the web stack.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
+import os
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from server.errors import ConfigurationError
 from server.report import cli as report_cli
-
-if TYPE_CHECKING:
-    from server.app import Application
-    from server.settings import Settings
 
 log = logging.getLogger("server")
 
@@ -30,7 +32,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m server", description="A dual-era MCP server for HTTP."
     )
     commands = parser.add_subparsers(dest="command", metavar="{serve,report,token}")
-    commands.add_parser("serve", help="serve the configured catalog (the default)")
+    serving = commands.add_parser("serve", help="serve the configured catalog (the default)")
+    serving.add_argument("--host", help="address to listen on (overrides MCP_HOST)")
+    serving.add_argument("--port", type=int, help="port to listen on (overrides MCP_PORT)")
+    serving.add_argument(
+        "--catalog",
+        help="probe, conformance or module:attribute, looked up from the current folder "
+        "(overrides MCP_CATALOG)",
+    )
+    serving.add_argument(
+        "--reload", action="store_true", help="restart when a file changes (development)"
+    )
     report_cli.add_arguments(
         commands.add_parser("report", help="per-client report from request record files")
     )
@@ -40,7 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         return report_cli.run(args)
     if args.command == "token":
         return token()
-    return serve()
+    return serve(
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        catalog=getattr(args, "catalog", None),
+        reload=getattr(args, "reload", False),
+    )
 
 
 def token() -> int:
@@ -54,39 +71,54 @@ def token() -> int:
     return 0
 
 
-def serve() -> int:
+def serve(
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    catalog: str | None = None,
+    reload: bool = False,
+) -> int:
     """Serve; a configuration error is one line (the traceback only at debug level), exit 2."""
+    folder = Path.cwd()
+    if str(folder) not in (os.path.abspath(entry) for entry in sys.path):
+        sys.path.insert(0, str(folder))  # as uvicorn's --app-dir (python -m does it already)
+    shadow = shadowing(folder)
+    if shadow is not None:
+        print(
+            f"mcp-http-server: {shadow} shadows this server's package, which is named 'server' "
+            "(python -m server runs your file instead, and its 'from server import ...' imports "
+            "itself: a circular import); rename it, say to my_server.py, and serve it with "
+            "--catalog my_server:catalog",
+            file=sys.stderr,
+        )
     from server import logs
-    from server.serving import server_for
-    from server.settings import load_settings, logging_choice, unknown_variables
+    from server.serving import serve as run
+    from server.settings import logging_choice
 
+    # Configured before the settings load, so a refusal to start is told in the chosen format.
     level, log_format = logging_choice()
     logs.configure(log_format, level)
+    overrides: dict[str, object] = {"host": host, "port": port}
+    overrides = {name: value for name, value in overrides.items() if value is not None}
     try:
-        settings = load_settings()
-        for warning in unknown_variables():
-            log.warning(warning)
-        app = _app(settings)
+        run(catalog, reload=reload, **overrides)
     except ConfigurationError as error:
         log.critical("cannot start: %s", error)  # shown at every MCP_LOG_LEVEL
         log.debug("the configuration error in full", exc_info=True)
         return 2
-    server_for(app).run()
     return 0
 
 
-def _app(settings: Settings) -> Application:
-    """The app; when the records go to stdout, whatever else would be printed there (a
-    catalog's ``print``) goes to stderr, so stdout carries records only."""
-    from server.app import create_app, load_catalog
-
-    if "stdout" not in settings.records:
-        return create_app(settings)
-    with contextlib.redirect_stdout(sys.stderr):
-        catalog = load_catalog(settings.catalog)
-    app = create_app(settings, catalog)  # its stdout sink keeps the real stdout
-    sys.stdout = sys.stderr
-    return app
+def shadowing(folder: Path) -> Path | None:
+    """``folder``'s own ``server.py`` or ``server/`` package, which is not this one: first on
+    the import path, it is what ``python -m server`` and ``import server`` would load."""
+    ours = Path(__file__).resolve().parent
+    module, package = folder / "server.py", folder / "server" / "__init__.py"
+    if module.is_file():
+        return module
+    if package.is_file() and package.resolve().parent != ours:
+        return package.parent
+    return None
 
 
 if __name__ == "__main__":

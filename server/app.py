@@ -3,13 +3,21 @@
 The MCP path is answered by :class:`~server.transport.endpoint.McpEndpoint` directly (both ``/mcp``
 and ``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path and needs
 nothing Starlette adds; Starlette serves the rest (health) and owns the lifespan.
+
+The lifespan is what makes the app whole (request records, change notifications, session
+expiry, the catalog's own lifespan), so the app must never serve without it. Any ASGI server
+runs it (``uvicorn module:app``, ``--factory``, gunicorn's uvicorn worker); a host app that
+mounts this one does not run a mounted app's lifespan, so it passes :meth:`Application.lifespan`
+as its own (``FastAPI(lifespan=mcp.lifespan)``), and until it does every request is answered
+503 with that fix named, and a warning logged (:data:`NOT_STARTED`). On SIGTERM the lifespan
+hears of the exit before the server's graceful wait (:mod:`server.exit_signals`), unless the
+server says it tells the app itself (:mod:`server.serving`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -23,8 +31,10 @@ from starlette.types import ASGIApp
 
 from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog, Change
+from server.catalog.loading import load_catalog
 from server.dispatch import Dispatcher
-from server.errors import ConfigurationError, ServiceUnavailable
+from server.errors import ServiceUnavailable
+from server.exit_signals import ExitSignals
 from server.hub import Hub
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
@@ -60,43 +70,15 @@ PER_PROCESS_KEY = (
     "MCP_STATE_SECRET, the same on every process (openssl rand -hex 32)"
 )
 
-BUILTIN_CATALOGS = {
-    "probe": "server.builtin.probe:catalog",
-    "conformance": "server.builtin.conformance:catalog",
-}
-
-
-def load_catalog(spec: str) -> Catalog:
-    """A built-in catalog by name, or ``package.module:attribute`` (a Catalog or a factory).
-    A name that leads nowhere is a ConfigurationError; what the catalog's own code raises
-    (a module it imports that is missing, say) is not, and keeps its traceback."""
-    target = BUILTIN_CATALOGS.get(spec, spec)
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigurationError(
-            f"MCP_CATALOG={spec!r}: use probe, conformance or package.module:attribute"
-        )
-    try:
-        found: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as missing:
-        named = missing.name or ""
-        if module_name != named and not module_name.startswith(named + "."):
-            raise
-        raise ConfigurationError(
-            f"MCP_CATALOG={spec!r}: there is no module {named!r} to import (run from the folder "
-            "that holds it, or set PYTHONPATH)"
-        ) from missing
-    for part in attribute.split("."):
-        if not hasattr(found, part):
-            raise ConfigurationError(f"MCP_CATALOG={spec!r}: {module_name} has no {attribute!r}")
-        found = getattr(found, part)
-    if callable(found) and not isinstance(found, Catalog):
-        found = found()
-    if not isinstance(found, Catalog):
-        raise ConfigurationError(
-            f"MCP_CATALOG={spec!r} names a {type(found).__name__}, not a Catalog"
-        )
-    return found
+# Answered (503) to every request while the lifespan is not running, under a server or host
+# app that could have run it; logged once as a warning.
+NOT_STARTED = (
+    "This MCP app is not running: its lifespan has not started (or has ended), so it would "
+    "serve without request records, change notifications or session expiry. Mounted in "
+    "Starlette or FastAPI, give the host app its lifespan: FastAPI(lifespan=mcp.lifespan) or "
+    "Starlette(..., lifespan=mcp.lifespan), or 'async with mcp.lifespan(app):' inside the "
+    "host's own lifespan."
+)
 
 
 class Application:
@@ -218,6 +200,11 @@ class Application:
             )
         self.ready = False
         self.started = False
+        # The server running the app calls begin_shutdown itself before its graceful wait
+        # (server.serving's Server sets this); otherwise the lifespan wraps the exit signals.
+        self.server_tells_shutdown = False
+        self.exit_signals = ExitSignals(self.begin_shutdown)
+        self._not_started_warned = False
         # Armed by begin_shutdown: when it fires, the calls still running are ended.
         self._drain_deadline: asyncio.TimerHandle | None = None
         self.starlette = Starlette(
@@ -236,7 +223,11 @@ class Application:
             log.warning(PER_PROCESS_KEY)
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Start and stop: what a host app that mounts this one passes as its own lifespan
+        (``FastAPI(lifespan=mcp.lifespan)``); ``app`` (the host) is not used."""
+        if self.started:
+            raise RuntimeError("this MCP app's lifespan is already running")
         loop = asyncio.get_running_loop()
 
         def publish(change: Change) -> None:
@@ -251,25 +242,30 @@ class Application:
             else:
                 loop.call_soon_threadsafe(self._changed, change)
 
-        unsubscribe = self.catalog.subscribe(publish)
-        self.recorder.start()
-        self.shared.start(self.replica.deliver)
-        expiry = asyncio.create_task(self.expire_sessions())
-        self.ready = self.started = True
-        try:
-            yield
-        finally:
-            self.begin_shutdown()
-            expiry.cancel()
-            self.runtimes.end_all()
-            unsubscribe()
-            await self.shared.close()
-            # Every request has finished by now (uvicorn waited): write all their records.
-            await asyncio.to_thread(self.recorder.close)
-            if self._drain_deadline is not None:
-                self._drain_deadline.cancel()
-                self._drain_deadline = None  # a later start drains afresh
-            self.started = False
+        async with self.catalog.lifespan.serving():
+            unsubscribe = self.catalog.subscribe(publish)
+            self.recorder.start()
+            self.shared.start(self.replica.deliver)
+            expiry = asyncio.create_task(self.expire_sessions())
+            if not self.server_tells_shutdown:
+                wrapped = self.exit_signals.install()
+                log.debug("exit signals heard first: %s", [sig.name for sig in wrapped])
+            self.ready = self.started = True
+            try:
+                yield
+            finally:
+                self.exit_signals.uninstall()
+                self.begin_shutdown()
+                expiry.cancel()
+                self.runtimes.end_all()
+                unsubscribe()
+                await self.shared.close()
+                # Every request has finished by now (the server waited): write their records.
+                await asyncio.to_thread(self.recorder.close)
+                if self._drain_deadline is not None:
+                    self._drain_deadline.cancel()
+                    self._drain_deadline = None  # a later start drains afresh
+                self.started = False
 
     async def expire_sessions(self) -> None:
         """End idle legacy sessions, and everything they hold in this process."""
@@ -297,11 +293,12 @@ class Application:
         give the calls in flight ``drain_timeout_s`` (``MCP_DRAIN_TIMEOUT_S`` by default) to
         finish; past that they are ended (:meth:`end_calls`).
 
-        Call it (on the app's loop) as soon as the shutdown begins, before waiting for the open
-        connections: :mod:`server.serving` does, and so should a host that mounts this app. The
-        lifespan's shutdown calls it too, but a server sends that only once its connections
-        have closed, which a listen stream never does by itself. Calling it again changes
-        nothing."""
+        It must run (on the app's loop) as soon as the shutdown begins, before the server waits
+        for the open connections, which a listen stream never closes by itself: the
+        lifespan's shutdown comes only after that wait. :mod:`server.serving` calls it; under
+        any other server the lifespan hears SIGTERM and SIGINT first and calls it
+        (:mod:`server.exit_signals`); a host that stops its server some other way (from another
+        thread, say) calls it itself. Calling it again changes nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()
@@ -354,6 +351,12 @@ class Application:
     def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Not a coroutine function: it hands back the chosen app's own awaitable, so routing
         # costs no coroutine of its own on every request.
+        if not self.started and scope["type"] == "http" and ("state" in scope or "app" in scope):
+            # A server that runs lifespans puts "state" in every request's scope, and a host
+            # framework puts "app": either could have run this app's lifespan and did not.
+            # A bare test transport (httpx's ASGITransport) runs none and puts neither; tests
+            # enter the lifespan themselves where they need it.
+            return self._not_started(scope, receive, send)
         path = scope.get("path", "")
         # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
         root = scope.get("root_path") or ""
@@ -363,7 +366,25 @@ class Application:
             return self.endpoint(scope, receive, send)
         return self.starlette(scope, receive, send)
 
+    async def _not_started(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._not_started_warned:
+            self._not_started_warned = True
+            log.warning("%s", NOT_STARTED)
+        path = scope.get("path", "")
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        body: dict[str, Any] = (
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": NOT_STARTED}}
+            if path in self.mcp_paths
+            else {"status": "not started", "error": NOT_STARTED}
+        )
+        await JSONResponse(body, status_code=503)(scope, receive, send)
+
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:
+    """The ASGI app serving ``catalog`` (None: ``MCP_CATALOG``) with ``settings`` (None: the
+    ``MCP_*`` variables). Run it with any ASGI server, or mount it in a host app that passes
+    its :meth:`~Application.lifespan` on."""
     settings = settings or Settings()
     return Application(settings, catalog if catalog is not None else load_catalog(settings.catalog))

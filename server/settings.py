@@ -243,11 +243,12 @@ class Settings(BaseSettings):
 # -- for python -m server: one line per mistake, in the variables' own names ------------------
 
 
-def load_settings() -> Settings:
-    """The settings from the environment and ``.env``; a :class:`ConfigurationError` whose one
-    line names every variable that does not validate and what it takes."""
+def load_settings(**overrides: Any) -> Settings:
+    """The settings from the environment and ``.env`` (``overrides``, by field name, win); a
+    :class:`ConfigurationError` whose one line names every variable that does not validate and
+    what it takes."""
     try:
-        return Settings()
+        return Settings(**overrides)
     except ValidationError as invalid:
         raise ConfigurationError(explain(invalid)) from invalid
 

@@ -50,8 +50,8 @@ PUBLIC_API = "__init__"
 
 RANKS: tuple[tuple[str, ...], ...] = (
     # 0: vocabulary, the standard library only; the environment (pydantic-settings); the
-    # server's own log lines (the request they belong to, text or JSON)
-    ("errors", "protocol", "asgi", "aio", "settings", "logs"),
+    # server's own log lines (the request they belong to, text or JSON); exit signals
+    ("errors", "protocol", "asgi", "aio", "exit_signals", "settings", "logs"),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
     # 2: the methods both eras share, cursors, fan-out of changes to open streams
@@ -70,6 +70,10 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("builtin",),
 )
 RANK = {unit: rank for rank, units in enumerate(RANKS) for unit in units}
+# The public API names two things of higher ranks (create_app, serve), imported on first use
+# (a module __getattr__; for type checkers under TYPE_CHECKING), so importing server to
+# declare a catalog loads no web stack. Only these, and only lazily.
+PUBLIC_ON_FIRST_USE = ("server.app", "server.serving")
 CORE_RANK = 3  # ranks 0..3: the core, which never sees HTTP or the settings
 
 WEB_STACK = ("starlette", "sse_starlette", "uvicorn", "httptools")
@@ -252,6 +256,8 @@ def upward_imports(tree: Tree) -> list[str]:
     found = []
     for edge in all_edges(tree):
         source, target = unit_of(edge.source), unit_of(edge.target)
+        if edge.source == "server" and edge.lazy and edge.target in PUBLIC_ON_FIRST_USE:
+            continue
         if source in RANK and target in RANK and RANK[target] > RANK[source]:
             found.append(
                 f"{_where(tree, edge.source, edge.line)} imports {edge.target}: {source} "

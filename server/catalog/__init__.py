@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from server.catalog.completion import Completer
 from server.catalog.content import Icon
+from server.catalog.lifespan import CatalogLifespan, LifespanFunction
 from server.catalog.prompts import Prompt
 from server.catalog.resources import Resource, ResourceTemplate
 from server.catalog.tools import Tool
@@ -66,6 +67,7 @@ class Catalog:
         instructions: str | None = None,
         website_url: str | None = None,
         icons: Sequence[Icon] | None = None,
+        lifespan: LifespanFunction | None = None,
     ) -> None:
         info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -83,6 +85,7 @@ class Catalog:
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
         self._listeners: list[Listener] = []
+        self.lifespan = CatalogLifespan(self, lifespan)  # around serving, in every way of it
         self._version = 0
         self.snapshot = self._build_snapshot()
 

@@ -20,24 +20,43 @@ or debug never printing a query string
 (:class:`NoQueryString`): a token a client put in the URL (``?access_token=``, refused with a
 400) would be written down for anyone reading the log. The records never hold a query string.
 Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's, with one write per
-connection per loop turn and no timer per response) unless ``MCP_COALESCE_WRITES=false``.
+connection per loop turn and no timer per response) when the installed uvicorn is one it was
+verified against (:data:`VERIFIED_UVICORN`: it copies some of uvicorn's internals), and unless
+``MCP_COALESCE_WRITES=false``; on any other uvicorn, uvicorn's own protocol, with a log line
+saying which (:func:`http_protocol`).
+
+:func:`serve` is the whole of it from Python (``python -m server serve`` calls it): a catalog,
+settings that win over the ``MCP_*`` variables, and ``reload`` for development.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import os
 import signal
 import socket
+import sys
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from pydantic import SecretStr
 
 from server import logs
-from server.app import Application
+from server.app import Application, create_app
+from server.catalog import Catalog
+from server.catalog.loading import load_catalog
 from server.serving.heap import keep_freed_heap
-from server.serving.uvicorn_protocol import HttpProtocol
-from server.settings import Settings
+from server.settings import Settings, load_settings, unknown_variables
+
+log = logging.getLogger(__name__)
+
+# The uvicorn releases server/serving/uvicorn_protocol.py was checked against (its copies of
+# uvicorn's code, and the wire bytes: tests/serving/test_uvicorn_protocol.py). Add a release
+# only after that test passes on it.
+VERIFIED_UVICORN = frozenset({"0.54.0"})
 
 
 class Server(uvicorn.Server):
@@ -46,6 +65,9 @@ class Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self.application = app
+        # This server calls begin_shutdown itself (shutdown below), in any thread: the app's
+        # lifespan need not wrap the exit signals.
+        app.server_tells_shutdown = True
         # The app's drain deadline (None: its MCP_DRAIN_TIMEOUT_S), before uvicorn's own.
         self.drain_timeout_s = drain_timeout_s
 
@@ -94,12 +116,27 @@ def shutdown_deadlines(settings: Settings, graceful_s: float | None = None) -> t
 
 def server_for(app: Application, **overrides: object) -> Server:
     """A uvicorn server for ``app``, configured from its settings (``overrides`` win)."""
-    settings = app.settings
     graceful = overrides.get("timeout_graceful_shutdown")
     drain_s, graceful_s = shutdown_deadlines(
-        settings, float(graceful) if isinstance(graceful, (int, float)) else None
+        app.settings, float(graceful) if isinstance(graceful, (int, float)) else None
     )
-    options: dict[str, object] = {
+    options = uvicorn_options(app.settings, graceful_s)
+    options.update(overrides)
+    # The app's entry itself (an ASGI 3 callable that is not a coroutine function, so uvicorn
+    # is told the interface rather than left to guess it).
+    config = uvicorn.Config(app.entry, interface="asgi3", **options)
+    # After the Config, which configures logging: a filter on the logger itself is kept by
+    # logging.config (it replaces handlers, not filters), and applies to every handler.
+    logging.getLogger("uvicorn.access").addFilter(NO_QUERY_STRING)
+    return Server(config, app, drain_s)
+
+
+def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict[str, Any]:
+    """uvicorn's configuration from the settings; ``graceful_s``: its graceful timeout (None:
+    ``MCP_DRAIN_TIMEOUT_S`` + ``MCP_SHUTDOWN_GRACE_S``)."""
+    if graceful_s is None:
+        graceful_s = shutdown_deadlines(settings)[1]
+    return {
         "host": settings.host,
         "port": settings.port,
         "log_level": settings.log_level,
@@ -124,17 +161,94 @@ def server_for(app: Application, **overrides: object) -> Server:
         # After the app's drain deadline (see shutdown_deadlines). uvicorn declares an int but
         # only ever waits for it, so a fraction of a second is kept.
         "timeout_graceful_shutdown": graceful_s,
+        "http": http_protocol(settings),
     }
-    if settings.coalesce_writes:
-        options["http"] = HttpProtocol
-    options.update(overrides)
-    # The app's entry itself (an ASGI 3 callable that is not a coroutine function, so uvicorn
-    # is told the interface rather than left to guess it).
-    config = uvicorn.Config(app.entry, interface="asgi3", **options)  # type: ignore[arg-type]
-    # After the Config, which configures logging: a filter on the logger itself is kept by
-    # logging.config (it replaces handlers, not filters), and applies to every handler.
-    logging.getLogger("uvicorn.access").addFilter(NO_QUERY_STRING)
-    return Server(config, app, drain_s)
+
+
+def http_protocol(settings: Settings) -> Any:
+    """This server's HTTP protocol class on a verified uvicorn (and unless
+    ``MCP_COALESCE_WRITES=false``), else ``"auto"``: uvicorn's own. Logs which, and why."""
+    version = uvicorn.__version__
+    if not settings.coalesce_writes:
+        log.info("HTTP protocol: uvicorn's own (MCP_COALESCE_WRITES=false)")
+        return "auto"
+    if version not in VERIFIED_UVICORN:
+        log.info(
+            "HTTP protocol: uvicorn's own, as uvicorn %s is not a release this server's "
+            "protocol was verified against (%s)",
+            version,
+            ", ".join(sorted(VERIFIED_UVICORN)),
+        )
+        return "auto"
+    try:
+        from server.serving.uvicorn_protocol import HttpProtocol
+    except ImportError as error:  # httptools missing: uvicorn without its [standard] extra
+        log.info("HTTP protocol: uvicorn's own (%s)", error)
+        return "auto"
+    log.info("HTTP protocol: this server's, on uvicorn %s (verified)", version)
+    return HttpProtocol
+
+
+def serve(catalog: Catalog | str | None = None, *, reload: bool = False, **settings: Any) -> None:
+    """Serve ``catalog`` until SIGTERM or SIGINT, as ``python -m server`` does.
+
+    ``catalog``: a :class:`~server.Catalog`, or its name (``probe``, ``conformance`` or
+    ``package.module:attribute``); None: ``MCP_CATALOG``. ``settings``: any setting by its
+    field name (``host="0.0.0.0"``, ``port=9000``, ``drain_timeout_s=10``), winning over the
+    ``MCP_*`` variables. ``reload``: restart when a file of the current folder changes (for
+    development; the catalog must then be given by name, since the process that serves it
+    imports it afresh). Settings or a catalog it cannot start with raise
+    :class:`~server.errors.ConfigurationError`, one line that names the variable."""
+    if isinstance(catalog, str):
+        settings["catalog"] = catalog
+    chosen = load_settings(**settings)
+    logs.configure(chosen.log_format, chosen.log_level)
+    for warning in unknown_variables():
+        log.warning(warning)
+    if reload:
+        if isinstance(catalog, Catalog):
+            raise ValueError(
+                "reload needs the catalog by name ('module:attribute'): the restarted process "
+                "imports it afresh"
+            )
+        _serve_reloading(chosen, settings)
+        return
+    app = _app(chosen, catalog if isinstance(catalog, Catalog) else None)
+    server_for(app).run()
+
+
+def _app(settings: Settings, catalog: Catalog | None) -> Application:
+    """The app; when the records go to stdout, whatever else would be printed there (a
+    catalog's ``print``) goes to stderr, so stdout carries records only."""
+    if "stdout" not in settings.records:
+        return create_app(settings, catalog)
+    with contextlib.redirect_stdout(sys.stderr):
+        catalog = catalog if catalog is not None else load_catalog(settings.catalog)
+    app = create_app(settings, catalog)  # its stdout sink keeps the real stdout
+    sys.stdout = sys.stderr
+    return app
+
+
+def _serve_reloading(chosen: Settings, overrides: dict[str, Any]) -> None:
+    """uvicorn's reloader: a process that watches the current folder and restarts another
+    that builds the app with :func:`server.app.create_app`. That process reads its settings
+    from the environment it inherits, so the overrides are handed down through it."""
+    for name, given in overrides.items():
+        value = given.get_secret_value() if isinstance(given, SecretStr) else given
+        os.environ[f"MCP_{name.upper()}"] = (
+            ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        )
+    options = uvicorn_options(chosen)
+    # The restarted process configures its own logging, without the filter that keeps query
+    # strings out of the access log: no access log there (the request records are one).
+    options["access_log"] = False
+    uvicorn.run(
+        "server.app:create_app",
+        factory=True,
+        reload=True,
+        reload_dirs=[os.getcwd()],
+        **options,
+    )
 
 
 class NoQueryString(logging.Filter):

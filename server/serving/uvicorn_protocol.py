@@ -21,8 +21,10 @@ clients were woken one response at a time.
   and half a second later.
 
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
-they follow uvicorn 0.54 (pyproject keeps it below 0.55), and tests/serving/test_uvicorn_protocol.py
-fails when the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
+they follow uvicorn 0.54, and :func:`server.serving.http_protocol` uses them only on the releases
+in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer uvicorn installs and
+serves). tests/serving/test_uvicorn_protocol.py fails when the uvicorn code they copy changes,
+and checks the wire bytes against uvicorn's.
 """
 
 from __future__ import annotations

@@ -173,13 +173,18 @@ def main() -> int:
             rate_limit_burst=1_000_000_000,
         )
         app = Application(settings, probe_catalog)
-        app.recorder.start()
         try:
-            uvloop.new_event_loop().run_until_complete(measure(args, app))
+            uvloop.new_event_loop().run_until_complete(started(args, app))
         finally:
-            app.recorder.close()
             gc.unfreeze()
     return 0
+
+
+async def started(args: argparse.Namespace, app: Application) -> None:
+    # Served as a server serves it: within its lifespan (an app that was never started
+    # answers 503 to a scope that carries a server's "state").
+    async with app.lifespan():
+        await measure(args, app)
 
 
 if __name__ == "__main__":

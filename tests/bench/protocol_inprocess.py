@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -87,6 +88,11 @@ def raw_request() -> bytes:
 
 
 async def measure(args: argparse.Namespace) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        await measure_in(args, stack)
+
+
+async def measure_in(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> None:
     if args.app == "bare":
         app: Any = bare_app
     else:
@@ -97,7 +103,10 @@ async def measure(args: argparse.Namespace) -> None:
         settings = Settings(
             _env_file=None, records=["none"], rate_limit_rps=1e9, rate_limit_burst=10**9
         )
-        app = Application(settings, catalog).entry
+        application = Application(settings, catalog)
+        app = application.entry
+        # Within its lifespan, as a server runs it (it answers 503 until started).
+        await stack.enter_async_context(application.lifespan())
     if args.protocol == "this":
         from server.serving.uvicorn_protocol import HttpProtocol
 

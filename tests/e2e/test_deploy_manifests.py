@@ -1,9 +1,11 @@
 """deploy/: the compose file and the Kubernetes manifests parse, and point at real things.
 
 Every port, path, probe and ``MCP_*`` name in them is checked against the server itself: the
-settings are built from the environment each manifest gives (over the image's ``ENV``), the
-probe paths are requested from the app (``create_app``, started through its lifespan, over
-httpx's ASGI transport), and the nginx upstream and prefix are compared with the replicas.
+settings are built from the environment each manifest gives (over the image's ``ENV``: the
+server's, then the user-catalog recipe's, deploy/catalog/Dockerfile, which both run), the
+probe paths are requested from the app (``create_app`` serving the example catalog the recipe
+builds in, started through its lifespan, over httpx's ASGI transport), and the nginx upstream
+and prefix are compared with the replicas.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer
 
 DEPLOY = ROOT / "deploy"
+RECIPE = DEPLOY / "catalog" / "Dockerfile"
+EXAMPLE = DEPLOY / "catalog" / "example"
 COMPOSE = DEPLOY / "compose.yaml"
 K8S = DEPLOY / "k8s"
 NGINX = DEPLOY / "nginx" / "mcp.conf"
@@ -39,7 +43,9 @@ REPLICAS = ("mcp-a", "mcp-b")
 
 
 def image_env() -> dict[str, str]:
+    """The MCP_* ENV of the image the manifests run: the server's, then the recipe's on top."""
     envs = DockerfileParser(path=str(ROOT / "Dockerfile")).envs
+    envs.update(DockerfileParser(path=str(RECIPE)).envs)
     return {name: value for name, value in envs.items() if name.startswith("MCP_")}
 
 
@@ -189,7 +195,15 @@ def local_redis(env: dict[str, str], redis_server: RedisServer) -> dict[str, str
 
 
 @pytest.fixture
-async def started_app(tmp_path: Path, redis_server: RedisServer) -> AsyncIterator[Application]:
+def example_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example catalog importable, as the recipe's PYTHONPATH makes it in the image."""
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+
+
+@pytest.fixture
+async def started_app(
+    tmp_path: Path, redis_server: RedisServer, example_on_path: None
+) -> AsyncIterator[Application]:
     env = {
         **local_redis(k8s_env(load_k8s()), redis_server),
         "MCP_RECORDS_FILE": str(tmp_path / "records.jsonl"),
@@ -220,8 +234,13 @@ def test_compose_parses_with_nginx_two_replicas_and_redis(compose: dict[str, Any
     services = compose["services"]
     assert set(services) == {*REPLICAS, "nginx", "redis"}
     for name in REPLICAS:
-        assert services[name]["build"]["context"] == ".."
-        assert (DEPLOY / services[name]["build"]["context"] / "Dockerfile").is_file()
+        build = services[name]["build"]
+        # The recipe, on the example folder, on the server's image (docker build -t ... .).
+        context = DEPLOY / build["context"]
+        assert context.resolve() == EXAMPLE.resolve()
+        assert (context / build["dockerfile"]).resolve() == RECIPE.resolve()
+        assert build["args"]["SERVER_IMAGE"] == "mcp-http-server:latest"
+        assert build["args"]["CATALOG"] == DockerfileParser(path=str(RECIPE)).envs["MCP_CATALOG"]
         assert services[name]["image"] == services[REPLICAS[0]]["image"]
     depends = services["nginx"]["depends_on"]
     assert {name: depends[name]["condition"] for name in REPLICAS} == dict.fromkeys(
@@ -350,8 +369,14 @@ async def test_every_probe_path_answers_200_once_the_app_has_started(
 
 
 @pytest.mark.anyio
+async def test_the_image_serves_the_example_catalog(started_app: Application) -> None:
+    assert list(started_app.catalog.tools) == ["utc_offset"]
+    assert started_app.catalog.server_info["name"] == "example-tools"
+
+
+@pytest.mark.anyio
 async def test_probes_fail_before_the_app_has_started(
-    tmp_path: Path, redis_server: RedisServer
+    tmp_path: Path, redis_server: RedisServer, example_on_path: None
 ) -> None:
     env = local_redis(k8s_env(load_k8s()), redis_server)
     app = create_app(settings_from({**env, "MCP_RECORDS": "none"}))
@@ -363,7 +388,7 @@ async def test_probes_fail_before_the_app_has_started(
 
 @pytest.mark.anyio
 async def test_readiness_fails_at_start_when_the_records_folder_is_not_writable(
-    tmp_path: Path, redis_server: RedisServer
+    tmp_path: Path, redis_server: RedisServer, example_on_path: None
 ) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the records folder should be")

@@ -600,7 +600,7 @@ def test_cli_missing_file_is_a_usage_error(
 
 def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(entry, "serve", lambda: calls.append("serve") or 0)
+    monkeypatch.setattr(entry, "serve", lambda **flags: calls.append("serve") or 0)
     assert entry.main([]) == 0
     assert entry.main(["serve"]) == 0
     assert calls == ["serve", "serve"]

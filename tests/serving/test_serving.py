@@ -4,9 +4,12 @@ the C heap's freed memory, and skips an access log that would print nothing."""
 from __future__ import annotations
 
 import gc
+import logging
 import time
 
+import httpx
 import pytest
+import uvicorn
 
 from server import serving
 from server.app import create_app
@@ -57,3 +60,65 @@ def test_responses_do_not_name_the_server_software() -> None:
         server_for(create_app(Settings(_env_file=None, records=["none"]))).config.server_header
         is False
     )
+
+
+# -- which HTTP protocol: this server's on a verified uvicorn, uvicorn's own on any other --------
+
+
+def test_this_servers_protocol_runs_only_on_a_verified_uvicorn(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="server.serving")
+    settings = Settings(_env_file=None, records=["none"], coalesce_writes=True)
+    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
+    assert isinstance(serving.http_protocol(settings), type)  # the protocol class
+    assert "this server's, on uvicorn" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
+    assert serving.http_protocol(settings) == "auto"
+    assert f"uvicorn's own, as uvicorn {uvicorn.__version__} is not a release" in caplog.text
+    caplog.clear()
+    off = Settings(_env_file=None, records=["none"], coalesce_writes=False)
+    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
+    assert serving.http_protocol(off) == "auto"
+    assert "MCP_COALESCE_WRITES=false" in caplog.text
+
+
+def test_on_an_unverified_uvicorn_the_server_serves_on_uvicorns_protocol(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
+    app = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=True))
+    thread = ServerThread(app)
+    assert thread.server.config.http == "auto"
+    try:
+        thread.start()
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "p",
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "count_slowly",
+                "arguments": {"steps": 2, "delay_ms": 10},
+                "_meta": meta,
+            },
+        }
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "count_slowly",
+        }
+        answer = httpx.post(f"{thread.url}/mcp", json=body, headers=headers, timeout=10)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        assert answer.text.count("notifications/progress") == 2
+        assert "Counted to 2." in answer.text
+    finally:
+        thread.stop()
+        gc.unfreeze()
