@@ -22,7 +22,8 @@ from server.report import read as report_read
 from server.report.aggregate import Aggregator
 from server.report.html import render_html
 from server.report.model import ClientReport, Report
-from server.report.render import render_json, render_markdown, render_table, to_json
+from server.report.render import render_json, to_json
+from server.report.text import render_markdown, render_table
 
 MODERN = "2026-07-28"
 LEGACY_ADVERTISED = ["initialize", "ping", "tools/list", "tools/call", "prompts/list"]
@@ -222,13 +223,19 @@ def test_advertised_but_never_requested() -> None:
     inspector = client(report, "inspector")
     assert inspector.advertised == sorted(MODERN_ADVERTISED)
     assert inspector.never_requested == ["resources/templates/list", "tools/list"]
-    # curl never discovered: it is measured against everything advertised in the input.
+    # curl never discovered: it is measured against everything advertised in the input to
+    # clients of its era (2026-07-28), never against initialize, ping or logging/setLevel.
     curl = client(report, None, "curl/8")
     assert curl.advertised_source == "input"
-    assert curl.advertised == sorted({*LEGACY_ADVERTISED, *MODERN_ADVERTISED})
+    assert curl.advertised == sorted(MODERN_ADVERTISED)
     assert "tools/call" not in curl.never_requested
     assert "resources/templates/list" in curl.never_requested
+    assert "initialize" not in curl.never_requested
     assert report.advertised == sorted({*LEGACY_ADVERTISED, *MODERN_ADVERTISED})
+    assert report.advertised_by_era == {
+        "legacy": sorted(LEGACY_ADVERTISED),
+        "modern": sorted(MODERN_ADVERTISED),
+    }
 
 
 def test_requested_not_advertised_ignores_notifications() -> None:
@@ -376,7 +383,8 @@ def test_malformed_lines_are_counted_and_skipped() -> None:
     assert odd.requests == 2
     assert odd.no_method == 1
     assert odd.methods["ping"].requests == 1
-    assert odd.advertised == ["ping"]
+    # An advertised list on a record without a valid era says nothing about any era.
+    assert odd.advertised == []
     assert odd.first_seen == "2026-11-30T06:00:00.000Z"  # the one with a string time
 
 
@@ -453,6 +461,14 @@ def test_json_parses_with_stable_keys() -> None:
         "advertised",
         "methods",
         "clients",
+        "advertised_by_era",
+        "totals",
+        "errors",
+        "tools",
+        "prompts",
+        "resources",
+        "features",
+        "timeline",
     ]
     alpha = next(c for c in document["clients"] if c["name"] == "alpha")
     assert list(alpha) == list(to_json(aggregate(MIXED))["clients"][0])
@@ -462,12 +478,17 @@ def test_json_parses_with_stable_keys() -> None:
     errors = json.loads(
         render_json(aggregate(jsonl(request("x", error=(-32601, "no"), status=404))))
     )["clients"][0]["errors"]
-    assert errors == {"jsonrpc": {"-32601": 1}, "http": {"404": 1}}
+    assert errors == {
+        "jsonrpc": {"-32601": 1},
+        "http": {"404": 1},
+        "names": {"-32601": "Method not found"},
+        "by_method": {"x": {"-32601": 1}},
+    }
 
 
 def test_table_has_a_block_per_client_within_100_columns() -> None:
     text = render_table(aggregate(MIXED))
-    assert text.count("\n== ") == 4
+    assert len(re.findall(r"^== .* \[c\d+\] =+$", text, re.MULTILINE)) == 4
     assert max(len(line) for line in text.splitlines()) <= 100
     block = text.split("== alpha")[1].split("\n== ")[0]
     assert re.search(r"tools/call\s+2\s+0", block)
