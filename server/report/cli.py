@@ -89,8 +89,8 @@ def record_filter(args: argparse.Namespace) -> RecordFilter:
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     try:
         aggregator = Aggregator(record_filter(args))
-    except ValueError as problem:
-        return complain(str(problem))
+    except ValueError as bad_time:
+        return complain(str(bad_time))
     for name in args.files:
         if name == "-":
             aggregator.read(stdin if stdin is not None else sys.stdin.buffer, "(stdin)")

@@ -67,7 +67,7 @@ def bucket_value(index: int) -> float:
     """A bucket's representative duration in milliseconds: the middle of its range."""
     if index <= 0:
         return 0.0
-    return (2.0 ** ((index + 0.5) / BUCKETS_PER_DOUBLING) - 1.0) / 1000.0
+    return float(2.0 ** ((index + 0.5) / BUCKETS_PER_DOUBLING) - 1.0) / 1000.0
 
 
 def merge(target: Histogram, source: Histogram) -> None:
@@ -86,7 +86,13 @@ class Latency:
     max: float
 
     def to_json(self) -> dict[str, float | int]:
-        return {"count": self.count, "p50": self.p50, "p95": self.p95, "p99": self.p99, "max": self.max}
+        return {
+            "count": self.count,
+            "p50": self.p50,
+            "p95": self.p95,
+            "p99": self.p99,
+            "max": self.max,
+        }
 
 
 def latency(histogram: Histogram) -> Latency | None:

@@ -11,8 +11,7 @@ document's keys are fixed and documented in ``docs/records.md`` ("Report").
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -282,7 +281,9 @@ def input_lines(report: Report) -> list[str]:
 def error_text(client: ClientReport) -> str:
     parts = []
     if client.jsonrpc_errors:
-        named = {f"{code} {error_name(code)}": count for code, count in client.jsonrpc_errors.items()}
+        named = {
+            f"{code} {error_name(code)}": count for code, count in client.jsonrpc_errors.items()
+        }
         parts.append("JSON-RPC " + counts(named, " x"))
     if client.http_statuses:
         parts.append("HTTP " + counts(client.http_statuses, " x"))
@@ -308,5 +309,3 @@ def other_text(client: ClientReport) -> str:
 
 def compact(value: Any) -> str:
     return "-" if value is None else orjson.dumps(value).decode()
-
-

@@ -67,7 +67,8 @@ def overview(report: Report) -> list[str]:
         )
         if feature.used_without_discovery:
             out += field(
-                "", "without discovering it: " + client_names(report, feature.used_without_discovery)
+                "",
+                "without discovering it: " + client_names(report, feature.used_without_discovery),
             )
         if feature.discovered_never_used:
             out += field(
@@ -107,7 +108,9 @@ def overview(report: Report) -> list[str]:
 
 
 def table_block(client: ClientReport) -> list[str]:
-    title = f"== {identity(client)} | {plain(client.user_agent or '(no user agent)')} [{client.id}] "
+    title = (
+        f"== {identity(client)} | {plain(client.user_agent or '(no user agent)')} [{client.id}] "
+    )
     out = [title + "=" * max(3, WIDTH - len(title))]
     out += field(
         "requests",
@@ -125,8 +128,7 @@ def table_block(client: ClientReport) -> list[str]:
     out += field("verbs", counts(client.verbs))
     name_width = WIDTH - 2 - 10 - 7 - 8 - 30
     out.append(
-        f"  {'method':<{name_width}}{'requests':>10}{'notes':>7}{'errors':>8}"
-        f"{'p50/p95/p99 ms':>30}"
+        f"  {'method':<{name_width}}{'requests':>10}{'notes':>7}{'errors':>8}{'p50/p95/p99 ms':>30}"
     )
     for method, use in client.methods.items():
         found = client.latency.get(method)
