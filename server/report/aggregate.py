@@ -18,6 +18,7 @@ turns the counters into the immutable :class:`~server.report.model.Report` the r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from math import log2 as _log2
 from typing import Any, BinaryIO
 
 import orjson
@@ -25,6 +26,7 @@ import orjson
 from server.records.draft import SCHEMA_VERSION
 from server.report.build import build_report
 from server.report.filters import RecordFilter
+from server.report.measures import BUCKETS_PER_DOUBLING as _PER_DOUBLING
 from server.report.measures import CALL_METHODS, Histogram
 from server.report.measures import bucket as _bucket
 from server.report.model import Report
@@ -45,6 +47,7 @@ MAX_MINUTES = 43_200
 NOT_LATENCY = frozenset({"subscriptions/listen", None})
 # ISO 8601 times of one format compare as strings; "~" sorts after every digit.
 _NO_FIRST = "~"
+_NUMBERS = frozenset({int, float})
 
 ClientKey = tuple[str | None, str | None, str | None]
 
@@ -218,18 +221,21 @@ class Aggregator:
         else:
             self.malformed += 1
 
-    def _request(  # noqa: PLR0915 - the hot loop, written out: a call per field costs more
+    def _request(  # noqa: PLR0915 - the hot loop, written out: calls cost more
         self, stats: ClientStats, record: dict[str, Any], when: str, capabilities: Any
     ) -> None:
+        get = record.get
         stats.requests += 1
         if when:
-            stats.first = min(stats.first, when)
-            stats.last = max(stats.last, when)
-        method = record.get("method")
+            if when < stats.first:  # noqa: PLR1730 - min() is a call, on every record
+                stats.first = when
+            if when > stats.last:  # noqa: PLR1730
+                stats.last = when
+        method = get("method")
         if type(method) is str:
             if method in PSEUDO_METHODS:
                 counts = stats.pseudo
-            elif record.get("notification") is True:
+            elif get("notification") is True:
                 counts = stats.notes
             else:
                 counts = stats.calls
@@ -237,58 +243,54 @@ class Aggregator:
         else:
             method = None
             stats.no_method += 1
-        verb = record.get("verb")
+        verb = get("verb")
         if type(verb) is str:
-            stats.verbs[verb] = stats.verbs.get(verb, 0) + 1
-        era = record.get("era")
+            counts = stats.verbs
+            counts[verb] = counts.get(verb, 0) + 1
+        era = get("era")
         if type(era) is str:
-            stats.eras[era] = stats.eras.get(era, 0) + 1
+            counts = stats.eras
+            counts[era] = counts.get(era, 0) + 1
         else:
             era = None
-        versions = record.get("protocol_version")
+        versions = get("protocol_version")
         if type(versions) is dict:
             header = versions.get("header")
             if type(header) is str:
-                stats.header_versions[header] = stats.header_versions.get(header, 0) + 1
+                counts = stats.header_versions
+                counts[header] = counts.get(header, 0) + 1
             body = versions.get("body")
             if type(body) is str:
-                stats.body_versions[body] = stats.body_versions.get(body, 0) + 1
+                counts = stats.body_versions
+                counts[body] = counts.get(body, 0) + 1
         if type(capabilities) is dict:
-            stats.capability_names.update(capabilities)
+            if capabilities:
+                stats.capability_names.update(capabilities)
             if when >= stats.capabilities_time:
                 stats.capabilities = capabilities
                 stats.capabilities_time = when
         failed = False
         code = None
-        error = record.get("error")
-        if type(error) is dict:
-            code = error.get("code")
-            if type(code) is int:
-                errors = stats.errors
-                errors[method, code] = errors.get((method, code), 0) + 1
-            else:
-                code = None
-            failed = True
-        status = record.get("status")
+        error = get("error")
+        if error is not None:
+            code, failed = self._error(stats, method, error)
+        status = get("status")
         if type(status) is int and not 200 <= status < 300:
             stats.http_statuses[status] = stats.http_statuses.get(status, 0) + 1
             if status >= 400:
                 failed = True
-        session = record.get("session_id")
+        session = get("session_id")
         if type(session) is str and len(stats.sessions) < MAX_SESSIONS:
             stats.sessions.add(session)
-        streaming = record.get("streaming") is True
-        duration = record.get("duration_ms")
-        if (
-            not streaming
-            and method is not None
-            and (type(duration) is float or type(duration) is int)
-        ):
+        streaming = get("streaming") is True
+        duration = get("duration_ms")
+        if not streaming and method is not None and type(duration) in _NUMBERS:
             histograms = stats.latency
             histogram = histograms.get(method)
             if histogram is None:
                 histogram = histograms[method] = {}
-            index = _bucket(duration)
+            # measures.bucket, written out.
+            index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
             histogram[index] = histogram.get(index, 0) + 1
         else:
             duration = None
@@ -298,25 +300,36 @@ class Aggregator:
             self._listen(stats, record)
         if failed:
             stats.failed += 1
-        if len(when) >= 16:
-            minute = self.minutes.get(when[:16])
-            if minute is None:
-                minute = self._minute(when[:16])
-            minute[0] += 1
-            if failed:
-                minute[1] += 1
-        offered = record.get("advertised")
-        if type(offered) is list and era is not None:
-            own = stats.advertised.get(era)
-            if own is None:
-                own = stats.advertised[era] = set()
-            everyone = self.advertised.get(era)
-            if everyone is None:
-                everyone = self.advertised[era] = set()
-            for item in offered:
-                if type(item) is str:
-                    own.add(item)
-                    everyone.add(item)
+        minute = self.minutes.get(when[:16])
+        if minute is None:
+            minute = self._minute(when[:16])
+        minute[0] += 1
+        if failed:
+            minute[1] += 1
+        offered = get("advertised")
+        if offered is not None:
+            self._advertised(stats, era, offered)
+
+    def _error(self, stats: ClientStats, method: str | None, error: Any) -> tuple[int | None, bool]:
+        """A JSON-RPC error counted; its code (None if it has none) and whether it is one."""
+        if type(error) is not dict:
+            return None, False
+        code = error.get("code")
+        if type(code) is not int:
+            return None, True
+        errors = stats.errors
+        errors[method, code] = errors.get((method, code), 0) + 1
+        return code, True
+
+    def _advertised(self, stats: ClientStats, era: str | None, offered: Any) -> None:
+        if type(offered) is not list or era is None:
+            return
+        own = stats.advertised.setdefault(era, set())
+        everyone = self.advertised.setdefault(era, set())
+        for item in offered:
+            if type(item) is str:
+                own.add(item)
+                everyone.add(item)
 
     @staticmethod
     def _listen(stats: ClientStats, record: dict[str, Any]) -> None:
@@ -326,6 +339,7 @@ class Aggregator:
             stats.listen_resources += 1
 
     def _minute(self, minute: str) -> list[int]:
+        """A new minute's counters (a record without a time counts under "")."""
         minutes = self.minutes
         if len(minutes) >= MAX_MINUTES:
             del minutes[min(minutes)]
