@@ -283,7 +283,7 @@ class Aggregator:
         if type(session) is str and len(stats.sessions) < MAX_SESSIONS:
             stats.sessions.add(session)
         streaming = get("streaming") is True
-        duration = get("duration_ms")
+        duration: Any = get("duration_ms")
         if not streaming and method is not None and type(duration) in _NUMBERS:
             histograms = stats.latency
             histogram = histograms.get(method)
