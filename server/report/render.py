@@ -216,6 +216,14 @@ def identity(client: ClientReport) -> str:
     return " ".join(parts)
 
 
+def who(client: ClientReport) -> str:
+    """How a person tells a client apart in a list: its identity, and for an unidentified
+    client its user agent."""
+    if client.name is None and client.user_agent:
+        return f"{identity(client)} {plain(client.user_agent, 60)}"
+    return identity(client)
+
+
 def milliseconds(value: float) -> str:
     """A duration for people: 0.412 ms, 12.3 ms, 1,250 ms."""
     if value < 1:
@@ -241,10 +249,8 @@ def percent(part: int, whole: int) -> str:
 def client_names(report: Report, ids: list[str] | dict[str, int]) -> str:
     """Clients named by id, as people tell them apart, with counts for a mapping."""
     if isinstance(ids, dict):
-        return ", ".join(
-            f"{identity(report.client(key))} ({count:,})" for key, count in ids.items()
-        )
-    return ", ".join(identity(report.client(key)) for key in ids)
+        return ", ".join(f"{who(report.client(key))} ({count:,})" for key, count in ids.items())
+    return ", ".join(who(report.client(key)) for key in ids)
 
 
 def period(first: str | None, last: str | None) -> str:

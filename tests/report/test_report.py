@@ -21,6 +21,7 @@ from server.report import aggregate as report_module
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
 from server.report.html import render_html
+from server.report.html_assets import SCRIPT, script_hash
 from server.report.model import ClientReport, Report
 from server.report.render import render_json, to_json
 from server.report.text import render_markdown, render_table
@@ -517,8 +518,13 @@ def test_markdown_escapes_markup() -> None:
 def test_html_is_one_page_with_the_grid_and_escapes_everything() -> None:
     page = render_html(aggregate(HOSTILE))
     assert page.startswith("<!DOCTYPE html>")
-    assert '<table class="matrix">' in page
-    assert "<script" not in page.lower()
+    assert '<table class="matrix" id="grid">' in page
+    # One script, the page's own, allowed by its hash and nothing else.
+    assert page.lower().count("<script") == 1
+    assert f"<script>{SCRIPT}</script>" in page
+    assert script_hash() in page
+    assert "unsafe-inline'; script-src 'sha256-" in page
+    assert "connect-src" not in page  # only the live page fetches (itself)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img" not in page
     assert "&quot;&gt;&lt;img src=x&gt;" in page
@@ -528,27 +534,26 @@ def test_html_is_one_page_with_the_grid_and_escapes_everything() -> None:
     tags = " ".join(re.findall(r"<[^>]*>", page))  # real tags: escaped text has no "<"
     links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", tags)
     assert links
-    assert all(link.startswith("#client-") for link in links)
+    assert all(link.startswith("#") for link in links)
     assert "@import" not in page
     assert "url(" not in page
     for state in ("requested", "unadvertised", "advertised", "absent"):
         assert f'<td class="{state}"' in page
 
 
-def test_html_grid_rows_are_clients_and_columns_methods() -> None:
+def test_html_has_the_operators_sections() -> None:
     report = aggregate(MIXED)
     page = render_html(report)
-    grid = page.split('<table class="matrix">')[1].split("</table>")[0]
-    header = grid.split("</thead>")[0]
-    assert header.count('<th class="method"') == len(report.methods)
-    rows = grid.split("<tbody>")[1].split("</tr>")[:-1]
-    assert len(rows) == len(report.clients)
-    alpha_row = next(row for row in rows if ">alpha 1.0<" in row)
-    column = report.methods.index("tools/call")
-    cells = re.findall(r'<td class="(\w+)"[^>]*>([^<]*)</td>', alpha_row)
-    assert cells[column] == ("requested", "2")
-    assert cells[report.methods.index("ping")] == ("advertised", "&ndash;")
-    assert cells[report.methods.index("server/discover")] == ("absent", "")
+    for table_id in ("totals", "grid", "features-table", "targets-table", "clients-table"):
+        assert f'id="{table_id}"' in page
+    assert '<svg id="timeline"' in page
+    assert page.count('<details class="client"') == len(report.clients)
+    totals = page.split('id="totals"')[1].split("</table>")[0]
+    assert "<tfoot>" in totals
+    assert f'data-v="{report.totals.requests}"' in totals.split("<tfoot>")[1]
+    live = render_html(report, refresh_s=2)
+    assert '<body data-refresh="2">' in live
+    assert "connect-src 'self'" in live
 
 
 def test_every_format_renders_an_empty_report() -> None:
