@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from server.aio import Started, coarse_timers, running_loop
+from server.call_note import ERROR, note_outcome, note_target, noted
 from server.catalog import Catalog
 from server.catalog.completion import run_completer
 from server.catalog.resources import ResourceTemplate
@@ -92,9 +93,9 @@ class Dispatcher:
             return self.list_page(method, params.get("cursor"))
         started = Started(self._handlers[method](params, context))
         if started.done:
-            return started.result  # answered without waiting: there is nothing to time out
+            return noted(started.result)  # answered without waiting: nothing to time out
         if not self.handler_timeout_s:
-            return await started
+            return noted(await started)
         # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
         # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         task = asyncio.current_task(running_loop())
@@ -109,7 +110,7 @@ class Dispatcher:
         timers = coarse_timers()
         timer = timers.call_later(self.handler_timeout_s, expire)
         try:
-            return await started
+            return noted(await started)
         except asyncio.CancelledError:
             if not expired:
                 raise
@@ -117,7 +118,8 @@ class Dispatcher:
             # The handler was cancelled; a tool fails as a result the model can read.
             message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
             if method == "tools/call":
-                return error_result(message)
+                return noted(error_result(message))
+            note_outcome(ERROR)  # a time limit, not a crash
             raise InternalError(message) from None
         finally:
             timers.cancel(timer)
@@ -160,6 +162,7 @@ class Dispatcher:
         # Not a coroutine function: the tool's own call is the coroutine (the hottest method
         # here, one coroutine fewer); a bad name raises from here, where ``call`` starts it.
         name = require_str(params, "name")
+        note_target(name)
         tool = self.catalog.tools.get(name)
         if tool is None:
             raise InvalidParams(f"Unknown tool: {name}")
@@ -167,6 +170,7 @@ class Dispatcher:
 
     async def get_prompt(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
         name = require_str(params, "name")
+        note_target(name)
         prompt = self.catalog.prompts.get(name)
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {name}")
@@ -182,8 +186,10 @@ class Dispatcher:
             raise ResourceNotFound(uri)
         resource, variables = found
         if isinstance(resource, ResourceTemplate):
+            note_target(resource.template.template)
             contents = await resource.read(uri, variables, context)
         else:
+            note_target(resource.uri)
             contents = await resource.read(context)
         if not contents:
             # An empty contents array is forbidden; a resource that produced nothing is absent.

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import orjson
 
+from server.call_note import INPUT_REQUIRED, note_outcome
 from server.catalog import Catalog, Change
 from server.context import Context
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
@@ -218,6 +219,7 @@ class ModernEra:
         except InputRequired as suspended:
             if method not in INPUT_REQUIRED_METHODS:
                 raise
+            note_outcome(INPUT_REQUIRED)
             return self._input_required(call, context, suspended)
         finally:
             context.finish()

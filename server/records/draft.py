@@ -31,6 +31,8 @@ from server.records.lines import LineMemo, iso_time, request_id_of, request_line
 
 # Defined where request lines are encoded (that module cannot import this one).
 SCHEMA_VERSION = record_lines.SCHEMA_VERSION
+CALL_METHODS = record_lines.CALL_METHODS
+INTERNAL_ERROR = -32603
 REDACTED = "[redacted]"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -223,6 +225,9 @@ class Draft:
     error_code: int | None = None
     error_message: str | None = None
     advertised: list[str] | None = None
+    # What a tool call, prompt get or resource read named and came to (server.call_note).
+    target: str | None = None
+    outcome: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -233,6 +238,7 @@ class Draft:
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
+    first_event_clock: float | None = None
 
     @property
     def request_id(self) -> str:
@@ -249,6 +255,15 @@ class Draft:
     def error(self, code: int, message: str) -> None:
         self.error_code = code
         self.error_message = message[:300]
+
+    def call_outcome(self) -> str | None:
+        """What the call came to: as noted, else from its JSON-RPC error (-32603 is what a
+        handler that raised gets), else None (not known yet: a streamed answer)."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.error_code is None:
+            return None
+        return "crash" if self.error_code == INTERNAL_ERROR else "error"
 
     def request_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -288,9 +303,13 @@ class Draft:
             record["batch_size"] = self.batch_size
         if self.advertised is not None:
             record["advertised"] = self.advertised
+        if self.method in CALL_METHODS:
+            record["target"] = self.target
+            record["outcome"] = self.call_outcome()
         return record
 
     def stream_record(self) -> dict[str, Any]:
+        first = self.first_event_clock
         return {
             "v": SCHEMA_VERSION,
             "kind": "stream",
@@ -307,6 +326,12 @@ class Draft:
             "events": self.events,
             "bytes_out": self.bytes_out,
             "end": self.stream_end or "complete",
+            "error": None
+            if self.error_code is None
+            else {"code": self.error_code, "message": self.error_message},
+            "target": self.target,
+            "outcome": self.call_outcome() if self.method in CALL_METHODS else None,
+            "ttfb_ms": None if first is None else round((first - self.clock) * 1000, 3),
         }
 
     def observe_receive(self, receive: Receive) -> Receive:
@@ -367,6 +392,8 @@ class Draft:
                     self.completed = True
                 # Every frame this server writes is one send: count message events only.
                 if self.streaming and b"data: {" in body:
+                    if not self.events:
+                        self.first_event_clock = time.perf_counter()
                     self.events += 1
                 if self.streaming and not self.request_written:
                     self.request_written = True

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from server.records.draft import Draft, Privacy
 
 SCHEMA_VERSION = 1
+# Requests whose records say what the call named and came to (target, outcome).
+CALL_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 # Memory stays bounded: what takes more than this many bytes is not remembered (it is judged
 # and encoded every time), and a memo holding this many entries starts over.
@@ -171,6 +173,9 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
             record["batch_size"] = draft.batch_size
         if draft.advertised is not None:
             record["advertised"] = draft.advertised
+        if draft.method in CALL_METHODS:
+            record["target"] = draft.target
+            record["outcome"] = draft.call_outcome()
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None

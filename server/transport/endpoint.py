@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.call_note import CALL_NOTE
 from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
 from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
 from server.modern.era import ModernCall, ModernEra
@@ -142,6 +143,8 @@ class McpEndpoint:
         )
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
+        # What a call came to is noted into the record by the code that runs it.
+        noting = CALL_NOTE.set(draft)
         try:
             try:
                 self.admit(headers)
@@ -160,6 +163,7 @@ class McpEndpoint:
                     scope, draft.observe_receive(receive), observed_send, headers, draft
                 )
         finally:
+            CALL_NOTE.reset(noting)
             draft.finish(self.recorder.record)
 
     async def other(
