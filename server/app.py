@@ -17,14 +17,14 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from server.asgi import Receive, Scope, Send
+from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
-from server.errors import ServiceUnavailable
+from server.errors import InvalidRequest, McpError, ServiceUnavailable, http_status
 from server.hub import Hub
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
@@ -35,6 +35,7 @@ from server.records.draft import Privacy, parse_networks
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.sealing import Sealer
+from server.security.auth import single_authorization
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
 from server.settings import Settings
@@ -132,6 +133,12 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
+        # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
+        self.live: Any = None
+        self.live_tail: Any = None
+        extra_sinks: list[Any] = []
+        if settings.report_live:
+            extra_sinks = self._live_report(settings)
         self.recorder = Recorder(
             build_sinks(
                 settings.records,
@@ -143,7 +150,8 @@ class Application:
                 redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
                 redis_maxlen=settings.records_redis_maxlen,
                 redis_timeout_s=settings.redis_timeout_s,
-            ),
+            )
+            + extra_sinks,
             capacity=settings.records_queue,
             prepare=privacy.apply,
             line=privacy.line,
@@ -196,6 +204,11 @@ class Application:
                     Route(path, self.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)
                 ),
+                *(
+                    [Route(settings.report_path, self.live_report, methods=["GET"])]
+                    if self.live is not None
+                    else []
+                ),
             ],
             lifespan=self.lifespan,
         )
@@ -218,6 +231,8 @@ class Application:
 
         unsubscribe = self.catalog.subscribe(publish)
         self.recorder.start()
+        if self.live_tail is not None:
+            self.live_tail.start()
         self.shared.start(self.replica.deliver)
         expiry = asyncio.create_task(self.expire_sessions())
         self.ready = self.started = True
@@ -231,6 +246,8 @@ class Application:
             await self.shared.close()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
+            if self.live_tail is not None:
+                await asyncio.to_thread(self.live_tail.close)
             self.started = False
 
     async def expire_sessions(self) -> None:
@@ -273,6 +290,73 @@ class Application:
         if document is None:
             return JSONResponse({"error": "no authorization is configured"}, status_code=404)
         return JSONResponse(document)
+
+    def _live_report(self, settings: Settings) -> list[Any]:
+        """The live report, fed by the records stream in Redis when records go there (every
+        replica's), else as one more sink of this process's records."""
+        from server.report.live import LiveReport
+
+        if "redis" in settings.records:
+            from server.report.redis import StreamTail
+
+            self.live = LiveReport(refresh_s=settings.report_refresh_s, source="Redis stream")
+            key = f"{settings.redis_prefix}:{settings.records_redis_stream}"
+            url = settings.redis_url.get_secret_value()
+            self.live_tail = StreamTail(url, key, self.live.write)
+            return []
+        self.live = LiveReport(refresh_s=settings.report_refresh_s)
+        return [self.live]
+
+    async def live_report(self, request: Request) -> Response:
+        """The live report (MCP_REPORT_LIVE): HTML, or ``?format=json``; for a caller on
+        loopback or one authenticated with MCP_REPORT_SCOPE, nobody else."""
+        from server.report.live import is_local_caller
+
+        scope = request.scope
+        headers = read_headers(scope)
+        try:
+            self.endpoint.admit(headers)  # Host and Origin, as for the endpoint
+            peer = scope.get("client")
+            trusted = self.endpoint.options.trusted_proxies
+            local = is_local_caller(
+                peer[0] if peer else None,
+                header_text(headers, b"x-forwarded-for") if trusted else None,
+                proxied=b"x-forwarded-for" in headers or b"forwarded" in headers,
+                trusted_proxies=trusted,
+            )
+            if not local:
+                await self._admin(scope, headers)
+        except McpError as error:
+            return JSONResponse(
+                {"error": error.message},
+                status_code=http_status(error, "modern"),
+                headers={
+                    name.decode("latin-1"): value.decode("latin-1")
+                    for name, value in self.gate.headers(
+                        error, scope, header_text(headers, b"host")
+                    )
+                },
+            )
+        form = "json" if request.query_params.get("format") == "json" else "html"
+        body = await asyncio.to_thread(self.live.render, form)
+        return Response(
+            body,
+            media_type="application/json" if form == "json" else "text/html; charset=utf-8",
+            headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+        )
+
+    async def _admin(self, scope: Scope, headers: Headers) -> None:
+        """A caller off loopback: authenticated, with the admin scope (McpError otherwise)."""
+        if not self.gate.authenticates:
+            raise InvalidRequest(
+                "The live report is served only on loopback while authentication is off",
+                http_status=403,
+            )
+        authorization = (
+            single_authorization(scope["headers"]) if b"authorization" in headers else None
+        )
+        principal = await self.gate.auth.authenticate(authorization, scope.get("query_string", b""))
+        self.gate.auth.require(principal, [self.settings.report_scope])
 
     async def readyz(self, request: Request) -> JSONResponse:
         """Ready for traffic: started, not draining, the record sinks writing, and Redis

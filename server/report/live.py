@@ -1,0 +1,101 @@
+"""The live report: the same report, kept up to date inside the server, for an admin path.
+
+:class:`LiveReport` holds an :class:`~server.report.aggregate.Aggregator` and is fed record
+lines as they are written: as one more record sink (the Recorder's writer thread hands it every
+batch), or, when records go to a Redis stream, by :class:`~server.report.redis.StreamTail`,
+which follows that stream and so sees every replica's records. It covers the records written
+since the server started (or, with Redis, since this replica started following). The
+aggregator's memory is bounded (see its module), so it can run as long as the server does.
+Feeding and reading happen on different threads, so both take a lock; a report is built under
+it and drawn outside it.
+
+Who may see it is decided by :func:`is_local_caller` and by the caller's token (the route in
+:mod:`server.app`): a caller on loopback that did not come through a proxy, or one
+authenticated with the admin scope.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from server.records.draft import Network, client_address
+from server.records.lines import iso_time
+from server.report.aggregate import Aggregator
+from server.report.html import render_html
+from server.report.model import Report
+from server.report.render import render_json
+
+log = logging.getLogger(__name__)
+
+
+class LiveReport:
+    """A record sink (``write``, ``close``) that keeps the report; thread-safe."""
+
+    name = "live"
+
+    def __init__(self, *, refresh_s: float, source: str = "this process") -> None:
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._aggregator = Aggregator()
+        self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
+        self._failures = 0
+
+    def write(self, lines: Sequence[bytes]) -> None:
+        """Count a batch of record lines (newline-terminated or not). Never raises: a report
+        that cannot count must not make the records look unwritable."""
+        try:
+            with self._lock:
+                self._aggregator.feed(lines)
+        except Exception:
+            self._failures += 1
+            if self._failures == 1:
+                log.exception("the live report could not count a batch of records")
+
+    def close(self) -> None:
+        return None
+
+    def report(self) -> Report:
+        with self._lock:
+            return self._aggregator.report()
+
+    def render(self, form: str) -> str:
+        """The report as ``json`` or the live ``html`` page."""
+        report = self.report()
+        if form == "json":
+            return render_json(report)
+        return render_html(report, refresh_s=self.refresh_s)
+
+
+def is_local_caller(
+    peer: str | None,
+    forwarded_for: str | None,
+    *,
+    proxied: bool,
+    trusted_proxies: tuple[Network, ...] = (),
+) -> bool:
+    """The caller is on this machine: its address is loopback, and the request did not come
+    through a proxy (``proxied``: it has an X-Forwarded-For or Forwarded header) unless the peer
+    is a trusted proxy, in which case the forwarded address (``forwarded_for``, read as
+    :func:`~server.records.draft.client_address` reads it) is the caller's. A local reverse
+    proxy that forwards the world must not make the world local."""
+    if peer is None:
+        return False
+    if proxied and not _within(peer, trusted_proxies):
+        return False
+    address = client_address(peer, forwarded_for, trusted_proxies)
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _within(address: str, networks: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
