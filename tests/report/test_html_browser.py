@@ -20,7 +20,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -28,7 +28,7 @@ from server.report.html import render_html
 from tests.report.test_report import aggregate, jsonl, legacy_session, modern, request
 
 
-def need(what: str) -> None:
+def need(what: str) -> NoReturn:
     if os.environ.get("MCP_TESTS_REQUIRE_BROWSER"):
         pytest.fail(f"{what} is missing (apt-get install chromium chromium-driver)")
     pytest.skip(f"{what} is missing (apt-get install chromium chromium-driver)")
@@ -45,14 +45,20 @@ def browser() -> Iterator[Any]:
     driver_path = shutil.which("chromedriver")
     if binary is None or driver_path is None:
         need("chromium or chromium-driver")
-    assert binary is not None and driver_path is not None
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let selenium fetch a driver
+    offline = os.environ.get("SE_OFFLINE")
+    os.environ["SE_OFFLINE"] = "true"  # never let selenium fetch a driver or a browser
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1366,900"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    finally:
+        if offline is None:
+            del os.environ["SE_OFFLINE"]
+        else:
+            os.environ["SE_OFFLINE"] = offline
     try:
         yield driver
     finally:
