@@ -1,0 +1,214 @@
+"""The report over what real clients did: the official SDK client in both eras and curl-style
+requests against a live server, then ``python -m server report --format json`` over its records.
+
+The catalog has a tool that answers, one that fails with ``isError``, one that crashes, a
+resource, a template and a prompt; the clients call them, read a resource that does not exist
+and send a request with a bad header. The report must then have latencies, in order, for what
+they called; the exact outcome counts per tool; the error codes with their names, on the method
+that got them; the per-feature view; and no method of the other era in any client's "never
+requested".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+import server.__main__ as entry
+from server import Catalog, ToolError
+from server.app import create_app
+from server.protocol import LEGACY_METHODS, MODERN_METHODS
+from server.settings import Settings
+from tests.support.live_server import ServerThread
+
+MODERN = "2026-07-28"
+LEGACY_ONLY = set(LEGACY_METHODS) - set(MODERN_METHODS)
+MODERN_ONLY = set(MODERN_METHODS) - set(LEGACY_METHODS)
+
+
+def make_catalog() -> Catalog:
+    catalog = Catalog("report-clients", "1.0.0")
+
+    @catalog.tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    @catalog.tool
+    async def refuse() -> str:
+        """Fails the way the model should see: isError."""
+        raise ToolError("refused on purpose")
+
+    @catalog.tool
+    async def explode() -> str:
+        """Crashes."""
+        raise RuntimeError("boom")
+
+    @catalog.resource("test://doc")
+    def doc() -> str:
+        """A document."""
+        return "doc"
+
+    @catalog.resource_template("test://page/{number}")
+    def page(number: str) -> str:
+        """A page."""
+        return f"page {number}"
+
+    @catalog.prompt()
+    def greet(name: str) -> str:
+        """A greeting."""
+        return f"Hello {name}"
+
+    return catalog
+
+
+async def legacy_client(url: str) -> None:
+    info = types.Implementation(name="sdk-legacy", version="2.3.0")
+    async with Client(f"{url}/mcp", mode="legacy", client_info=info) as client:
+        await client.list_tools()
+        for _ in range(3):
+            await client.call_tool("echo", {"text": "hi"})
+        for _ in range(2):
+            assert (await client.call_tool("refuse", {})).is_error
+        assert (await client.call_tool("explode", {})).is_error
+        with pytest.raises(MCPError):
+            await client.read_resource("test://missing")
+        await client.read_resource("test://doc")
+        await client.list_prompts()
+        await client.get_prompt("greet", {"name": "Ada"})
+
+
+async def modern_client(url: str) -> None:
+    info = types.Implementation(name="sdk-modern", version="2.3.0")
+    async with Client(f"{url}/mcp", mode=MODERN, client_info=info) as client:
+        await client.session.send_discover(MODERN)
+        await client.list_tools()
+        for _ in range(2):
+            await client.call_tool("echo", {"text": "hi"})
+        assert (await client.call_tool("refuse", {})).is_error
+        await client.read_resource("test://page/7")
+
+
+def curl(url: str) -> None:
+    """What a script with curl sends: no clientInfo, the headers by hand (one of them wrong)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "User-Agent": "curl/8.5.0",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    }
+    with httpx.Client(base_url=url) as http:
+        assert http.post("/mcp", json=body, headers=headers).status_code == 200
+        wrong = {**headers, "Mcp-Name": "other"}
+        assert http.post("/mcp", json=body, headers=wrong).status_code == 400
+
+
+def report_of(records: Path, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    assert entry.main(["report", str(records), "--format", "json", "--output", str(out)]) == 0
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+@pytest.mark.anyio
+async def test_the_report_over_real_clients(tmp_path: Path) -> None:
+    records = tmp_path / "records.jsonl"
+    settings = Settings(_env_file=None, records=["file"], records_file=str(records))
+    server = ServerThread(create_app(settings, make_catalog())).start()
+    try:
+        await legacy_client(server.url)
+        await modern_client(server.url)
+        curl(server.url)
+    finally:
+        server.stop()  # the lifespan ends: every record is written
+    document = report_of(records, tmp_path)
+    clients = {client["label"]: client for client in document["clients"]}
+    legacy, modern = clients["sdk-legacy"], clients["sdk-modern"]
+    [curl_client] = [c for c in document["clients"] if c["user_agent"] == "curl/8.5.0"]
+    ids = {legacy["id"]: "legacy", modern["id"]: "modern", curl_client["id"]: "curl"}
+
+    # Latencies, present for what each client called, and in order.
+    for client in (legacy, modern, curl_client):
+        assert client["latency"]["tools/call"]["count"] >= 1
+        for method, found in client["latency"].items():
+            assert 0 <= found["p50"] <= found["p95"] <= found["p99"] <= found["max"], method
+    assert legacy["latency"]["tools/call"]["count"] == 6
+    total = document["totals"]["methods"]["tools/call"]["latency"]
+    # Both curl requests count: a refused one took its time too.
+    assert total["count"] == 6 + 3 + 2
+
+    # Outcomes per tool, exact, and by client.
+    tools = {tool["name"]: tool for tool in document["tools"]}
+    assert tools["echo"]["calls"] == 3 + 2 + 2
+    assert tools["echo"]["outcomes"]["ok"] == 3 + 2 + 1
+    assert tools["echo"]["outcomes"]["error"] == 1  # curl's wrong header
+    assert tools["refuse"]["outcomes"] == {
+        "ok": 0,
+        "is_error": 3,
+        "crash": 0,
+        "error": 0,
+        "input_required": 0,
+        "unknown": 0,
+    }
+    assert tools["refuse"]["is_error_rate"] == 1.0
+    assert tools["explode"]["outcomes"]["crash"] == 1
+    assert tools["explode"]["crash_rate"] == 1.0
+    by_client = {ids[use["client"]]: use["calls"] for use in tools["echo"]["clients"]}
+    assert by_client == {"legacy": 3, "modern": 2, "curl": 2}
+    resources = {(r["kind"], r["name"]): r for r in document["resources"]}
+    assert resources["template", "test://page/{number}"]["outcomes"]["ok"] == 1
+    assert resources["resource", "test://doc"]["outcomes"]["ok"] == 1
+    [prompt] = document["prompts"]
+    assert (prompt["name"], prompt["outcomes"]["ok"]) == ("greet", 1)
+
+    # Error codes with their names, on the method that got them.
+    errors = {(row["method"], row["code"]): row for row in document["errors"]}
+    missing = errors["resources/read", -32002]
+    assert (missing["name"], missing["count"]) == ("Resource not found", 1)
+    assert ids[next(iter(missing["clients"]))] == "legacy"
+    mismatch = errors["tools/call", -32020]
+    assert mismatch["name"] == "Header mismatch"
+    assert legacy["errors"]["names"]["-32002"] == "Resource not found"
+    assert legacy["errors"]["by_method"]["resources/read"] == {"-32002": 1}
+
+    # The per-feature view.
+    features = {row["feature"]: row for row in document["features"]}
+    assert {ids[key] for key in features["tools"]["used_by"]} == {"legacy", "modern", "curl"}
+    assert [ids[key] for key in features["tools"]["used_without_discovery"]] == ["curl"]
+    assert {ids[key] for key in features["tool:refuse"]["used_by"]} == {"legacy", "modern"}
+    assert [ids[key] for key in features["templates"]["used_by"]] == ["modern"]
+    assert [ids[key] for key in features["prompts"]["used_by"]] == ["legacy"]
+    assert [ids[key] for key in features["resources"]["used_without_discovery"]] == ["legacy"]
+    # The catalog has no completions: nobody was told of them, nobody used them.
+    assert (features["completions"]["used_by"], features["completions"]["discovered"]) == ({}, [])
+    # The modern client was told of listen by discover, and never listened.
+    assert [ids[key] for key in features["listen"]["discovered_never_used"]] == ["modern"]
+
+    # Each client judged only against the methods of its own era.
+    assert legacy["eras"] == {"legacy": legacy["requests"]}
+    assert not MODERN_ONLY & set(legacy["advertised_never_requested"])
+    assert "ping" in legacy["advertised_never_requested"]
+    assert modern["eras"] == {"modern": modern["requests"]}
+    assert not LEGACY_ONLY & set(modern["advertised_never_requested"])
+    assert not LEGACY_ONLY & set(curl_client["advertised_never_requested"])
+    assert curl_client["advertised"]["source"] == "input"
