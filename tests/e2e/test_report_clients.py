@@ -12,10 +12,9 @@ requested".
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import mcp_types as types
 import pytest
@@ -123,42 +122,55 @@ def curl(url: str) -> None:
         assert http.post("/mcp", json=body, headers=wrong).status_code == 400
 
 
-def report_of(records: Path, tmp_path: Path) -> dict[str, Any]:
-    out = tmp_path / "report.json"
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The JSON report over what the three clients did (the server stopped first, so every
+    record is written)."""
+    folder = tmp_path_factory.mktemp("report-clients")
+    records = folder / "records.jsonl"
+    settings = Settings(_env_file=None, records=["file"], records_file=str(records))
+    server = ServerThread(create_app(settings, make_catalog())).start()
+    try:
+        anyio.run(legacy_client, server.url)
+        anyio.run(modern_client, server.url)
+        curl(server.url)
+    finally:
+        server.stop()
+    out = folder / "report.json"
     assert entry.main(["report", str(records), "--format", "json", "--output", str(out)]) == 0
     document: dict[str, Any] = json.loads(out.read_text())
     return document
 
 
-@pytest.mark.anyio
-async def test_the_report_over_real_clients(tmp_path: Path) -> None:
-    records = tmp_path / "records.jsonl"
-    settings = Settings(_env_file=None, records=["file"], records_file=str(records))
-    server = ServerThread(create_app(settings, make_catalog())).start()
-    try:
-        await legacy_client(server.url)
-        await modern_client(server.url)
-        curl(server.url)
-    finally:
-        server.stop()  # the lifespan ends: every record is written
-    document = report_of(records, tmp_path)
-    clients = {client["label"]: client for client in document["clients"]}
-    legacy, modern = clients["sdk-legacy"], clients["sdk-modern"]
-    [curl_client] = [c for c in document["clients"] if c["user_agent"] == "curl/8.5.0"]
-    ids = {legacy["id"]: "legacy", modern["id"]: "modern", curl_client["id"]: "curl"}
+def clients_of(report: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The legacy SDK client, the modern one, the curl script."""
+    by_label = {client["label"]: client for client in report["clients"]}
+    [script] = [c for c in report["clients"] if c["user_agent"] == "curl/8.5.0"]
+    return by_label["sdk-legacy"], by_label["sdk-modern"], script
 
-    # Latencies, present for what each client called, and in order.
-    for client in (legacy, modern, curl_client):
+
+def names(report: dict[str, Any]) -> dict[str, str]:
+    legacy, modern, script = clients_of(report)
+    return {legacy["id"]: "legacy", modern["id"]: "modern", script["id"]: "curl"}
+
+
+def test_latencies_are_there_and_in_order(report: dict[str, Any]) -> None:
+    legacy, modern, script = clients_of(report)
+    for client in (legacy, modern, script):
         assert client["latency"]["tools/call"]["count"] >= 1
         for method, found in client["latency"].items():
             assert 0 <= found["p50"] <= found["p95"] <= found["p99"] <= found["max"], method
     assert legacy["latency"]["tools/call"]["count"] == 6
-    total = document["totals"]["methods"]["tools/call"]["latency"]
     # Both curl requests count: a refused one took its time too.
-    assert total["count"] == 6 + 3 + 2
+    assert report["totals"]["methods"]["tools/call"]["latency"]["count"] == 6 + 3 + 2
+    for tool in report["tools"]:
+        found = tool["latency"]
+        assert found["p50"] <= found["p95"] <= found["p99"], tool["name"]
 
-    # Outcomes per tool, exact, and by client.
-    tools = {tool["name"]: tool for tool in document["tools"]}
+
+def test_outcomes_per_tool_are_exact(report: dict[str, Any]) -> None:
+    ids = names(report)
+    tools = {tool["name"]: tool for tool in report["tools"]}
     assert tools["echo"]["calls"] == 3 + 2 + 2
     assert tools["echo"]["outcomes"]["ok"] == 3 + 2 + 1
     assert tools["echo"]["outcomes"]["error"] == 1  # curl's wrong header
@@ -175,24 +187,28 @@ async def test_the_report_over_real_clients(tmp_path: Path) -> None:
     assert tools["explode"]["crash_rate"] == 1.0
     by_client = {ids[use["client"]]: use["calls"] for use in tools["echo"]["clients"]}
     assert by_client == {"legacy": 3, "modern": 2, "curl": 2}
-    resources = {(r["kind"], r["name"]): r for r in document["resources"]}
+    resources = {(r["kind"], r["name"]): r for r in report["resources"]}
     assert resources["template", "test://page/{number}"]["outcomes"]["ok"] == 1
     assert resources["resource", "test://doc"]["outcomes"]["ok"] == 1
-    [prompt] = document["prompts"]
+    [prompt] = report["prompts"]
     assert (prompt["name"], prompt["outcomes"]["ok"]) == ("greet", 1)
 
-    # Error codes with their names, on the method that got them.
-    errors = {(row["method"], row["code"]): row for row in document["errors"]}
+
+def test_errors_are_named_on_their_method(report: dict[str, Any]) -> None:
+    ids = names(report)
+    legacy, _, _ = clients_of(report)
+    errors = {(row["method"], row["code"]): row for row in report["errors"]}
     missing = errors["resources/read", -32002]
     assert (missing["name"], missing["count"]) == ("Resource not found", 1)
-    assert ids[next(iter(missing["clients"]))] == "legacy"
-    mismatch = errors["tools/call", -32020]
-    assert mismatch["name"] == "Header mismatch"
+    assert [ids[key] for key in missing["clients"]] == ["legacy"]
+    assert errors["tools/call", -32020]["name"] == "Header mismatch"
     assert legacy["errors"]["names"]["-32002"] == "Resource not found"
     assert legacy["errors"]["by_method"]["resources/read"] == {"-32002": 1}
 
-    # The per-feature view.
-    features = {row["feature"]: row for row in document["features"]}
+
+def test_the_feature_view(report: dict[str, Any]) -> None:
+    ids = names(report)
+    features = {row["feature"]: row for row in report["features"]}
     assert {ids[key] for key in features["tools"]["used_by"]} == {"legacy", "modern", "curl"}
     assert [ids[key] for key in features["tools"]["used_without_discovery"]] == ["curl"]
     assert {ids[key] for key in features["tool:refuse"]["used_by"]} == {"legacy", "modern"}
@@ -204,11 +220,13 @@ async def test_the_report_over_real_clients(tmp_path: Path) -> None:
     # The modern client was told of listen by discover, and never listened.
     assert [ids[key] for key in features["listen"]["discovered_never_used"]] == ["modern"]
 
-    # Each client judged only against the methods of its own era.
+
+def test_each_client_is_judged_by_its_own_era(report: dict[str, Any]) -> None:
+    legacy, modern, script = clients_of(report)
     assert legacy["eras"] == {"legacy": legacy["requests"]}
     assert not MODERN_ONLY & set(legacy["advertised_never_requested"])
     assert "ping" in legacy["advertised_never_requested"]
     assert modern["eras"] == {"modern": modern["requests"]}
     assert not LEGACY_ONLY & set(modern["advertised_never_requested"])
-    assert not LEGACY_ONLY & set(curl_client["advertised_never_requested"])
-    assert curl_client["advertised"]["source"] == "input"
+    assert not LEGACY_ONLY & set(script["advertised_never_requested"])
+    assert script["advertised"]["source"] == "input"
