@@ -19,8 +19,8 @@ from server.catalog.content import (
     assistant,
     user,
 )
-from server.context import Context, Elicitation, ElicitResult, Roots, Sampling
-from server.errors import ToolError
+from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
+from server.errors import MissingClientCapability, ToolError
 
 __all__ = [
     "Audio",
@@ -33,6 +33,8 @@ __all__ = [
     "EmbeddedResource",
     "Icon",
     "Image",
+    "InputRequest",
+    "MissingClientCapability",
     "PromptMessage",
     "ResourceLink",
     "Roots",

@@ -17,35 +17,41 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
-from server.errors import InvalidRequest, McpError, ServiceUnavailable, http_status
+from server.errors import ServiceUnavailable
 from server.hub import Hub
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.pagination import Pager
-from server.records.draft import Privacy, parse_networks
+from server.records.lines import LineWriter
+from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.sealing import Sealer
-from server.security.auth import single_authorization
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
+from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
+from server.transport.admin import ReportRoute
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.legacy import LegacyHttp, LegacyOptions
 from server.transport.modern import ModernHttp, StreamOptions
 
 log = logging.getLogger(__name__)
+
+# What the calls the drain deadline ends are told (-32000: the same request may succeed later,
+# on another replica or once this one is back; not -32603, nothing went wrong with the call).
+SHUTTING_DOWN = "Server shutting down"
 
 BUILTIN_CATALOGS = {
     "probe": "server.builtin.probe:catalog",
@@ -88,7 +94,7 @@ class Application:
             settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
         )
         self.hub = Hub(settings.listen_queue_size)
-        dispatcher = Dispatcher(
+        self.dispatcher = dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
         # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
@@ -106,6 +112,11 @@ class Application:
             dispatcher,
             self.sessions,
             client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -153,8 +164,9 @@ class Application:
             )
             + extra_sinks,
             capacity=settings.records_queue,
+            flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
-            line=privacy.line,
+            line=LineWriter(privacy).line,
         )
         self.endpoint = McpEndpoint(
             self.modern,
@@ -196,6 +208,8 @@ class Application:
             )
         self.ready = False
         self.started = False
+        # Armed by begin_shutdown: when it fires, the calls still running are ended.
+        self._drain_deadline: asyncio.TimerHandle | None = None
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
@@ -205,7 +219,15 @@ class Application:
                     for path in metadata_paths(settings.path)
                 ),
                 *(
-                    [Route(settings.report_path, self.live_report, methods=["GET"])]
+                    [
+                        Route(
+                            settings.report_path,
+                            ReportRoute(
+                                self.endpoint, self.gate, settings.report_scope, self.live.render
+                            ).answer,
+                            methods=["GET"],
+                        )
+                    ]
                     if self.live is not None
                     else []
                 ),
@@ -248,6 +270,9 @@ class Application:
             await asyncio.to_thread(self.recorder.close)
             if self.live_tail is not None:
                 await asyncio.to_thread(self.live_tail.close)
+            if self._drain_deadline is not None:
+                self._drain_deadline.cancel()
+                self._drain_deadline = None  # a later start drains afresh
             self.started = False
 
     async def expire_sessions(self) -> None:
@@ -271,11 +296,32 @@ class Application:
         runtime = self.runtimes.peek(session_id)
         return runtime is not None and runtime.busy()
 
-    def begin_shutdown(self) -> None:
-        """Stop taking long-lived work: end every listen stream with its graceful result."""
+    def begin_shutdown(self, drain_timeout_s: float | None = None) -> None:
+        """Stop taking long-lived work: end every listen stream with its graceful result, and
+        give the calls in flight ``drain_timeout_s`` (``MCP_DRAIN_TIMEOUT_S`` by default) to
+        finish; past that they are ended (:meth:`end_calls`).
+
+        Call it (on the app's loop) as soon as the shutdown begins, before waiting for the open
+        connections: :mod:`server.serving` does, and so should a host that mounts this app. The
+        lifespan's shutdown calls it too, but a server sends that only once its connections
+        have closed, which a listen stream never does by itself. Calling it again changes
+        nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()
+        if self._drain_deadline is None:
+            delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+            self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)
+
+    def end_calls(self) -> int:
+        """The drain deadline: every call still running, in either era, ends at once with a
+        -32000 "Server shutting down" error (503, or an error event on a response that already
+        streams) and its record says so; a server's own deadline, which comes later, would
+        cut it off with a bare 500 and leave its record without a status. Returns how many."""
+        ended = self.dispatcher.stop_waiting(SHUTTING_DOWN)
+        if ended:
+            log.warning("drain deadline passed: ended %d call(s) still running", ended)
+        return ended
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive (the process serves; it stays alive while draining). /readyz says whether to send
@@ -306,57 +352,6 @@ class Application:
             return []
         self.live = LiveReport(refresh_s=settings.report_refresh_s)
         return [self.live]
-
-    async def live_report(self, request: Request) -> Response:
-        """The live report (MCP_REPORT_LIVE): HTML, or ``?format=json``; for a caller on
-        loopback or one authenticated with MCP_REPORT_SCOPE, nobody else."""
-        from server.report.live import is_local_caller
-
-        scope = request.scope
-        headers = read_headers(scope)
-        try:
-            self.endpoint.admit(headers)  # Host and Origin, as for the endpoint
-            peer = scope.get("client")
-            trusted = self.endpoint.options.trusted_proxies
-            local = is_local_caller(
-                peer[0] if peer else None,
-                header_text(headers, b"x-forwarded-for") if trusted else None,
-                proxied=b"x-forwarded-for" in headers or b"forwarded" in headers,
-                trusted_proxies=trusted,
-            )
-            if not local:
-                await self._admin(scope, headers)
-        except McpError as error:
-            return JSONResponse(
-                {"error": error.message},
-                status_code=http_status(error, "modern"),
-                headers={
-                    name.decode("latin-1"): value.decode("latin-1")
-                    for name, value in self.gate.headers(
-                        error, scope, header_text(headers, b"host")
-                    )
-                },
-            )
-        form = "json" if request.query_params.get("format") == "json" else "html"
-        body = await asyncio.to_thread(self.live.render, form)
-        return Response(
-            body,
-            media_type="application/json" if form == "json" else "text/html; charset=utf-8",
-            headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
-        )
-
-    async def _admin(self, scope: Scope, headers: Headers) -> None:
-        """A caller off loopback: authenticated, with the admin scope (McpError otherwise)."""
-        if not self.gate.authenticates:
-            raise InvalidRequest(
-                "The live report is served only on loopback while authentication is off",
-                http_status=403,
-            )
-        authorization = (
-            single_authorization(scope["headers"]) if b"authorization" in headers else None
-        )
-        principal = await self.gate.auth.authenticate(authorization, scope.get("query_string", b""))
-        self.gate.auth.require(principal, [self.settings.report_scope])
 
     async def readyz(self, request: Request) -> JSONResponse:
         """Ready for traffic: started, not draining, the record sinks writing, and Redis

@@ -7,6 +7,10 @@ follows from the catalog's derived capabilities, so a method is routed exactly w
 advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error.
 
+A handler that waits is known to the dispatcher until it ends, whichever era runs it, so the
+server can stop them all (:meth:`Dispatcher.stop_waiting`, at the drain deadline): each call
+then ends with a -32000 error its era answers like any other, instead of being cut off.
+
 :class:`EncodedResults` keeps results that change only with the catalog (list pages, and the
 modern era's ``server/discover``) encoded, for both eras.
 """
@@ -26,7 +30,13 @@ from server.catalog.completion import run_completer
 from server.catalog.resources import ResourceTemplate
 from server.catalog.tools import error_result
 from server.context import Context
-from server.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
+from server.errors import (
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    ResourceNotFound,
+    ServiceUnavailable,
+)
 from server.pagination import Pager
 
 Handler = Callable[[Mapping[str, Any], Context], Coroutine[Any, Any, dict[str, Any]]]
@@ -73,6 +83,8 @@ class Dispatcher:
         self.catalog = catalog
         self.pager = pager
         self.handler_timeout_s = handler_timeout_s
+        # The tasks whose handler is waiting, with why the server stopped it (None: running).
+        self._waiting: dict[asyncio.Task[Any], str | None] = {}
         self._handlers: dict[str, Handler] = {
             "tools/call": self.call_tool,
             "prompts/get": self.get_prompt,
@@ -94,12 +106,9 @@ class Dispatcher:
         started = Started(self._handlers[method](params, context))
         if started.done:
             return noted(started.result)  # answered without waiting: nothing to time out
-        if not self.handler_timeout_s:
-            return noted(await started)
-        # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
-        # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         task = asyncio.current_task(running_loop())
         assert task is not None
+        self._waiting[task] = None
         expired = False
 
         def expire() -> None:
@@ -107,11 +116,19 @@ class Dispatcher:
             expired = True
             task.cancel()
 
+        # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
+        # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         timers = coarse_timers()
-        timer = timers.call_later(self.handler_timeout_s, expire)
+        timer = (
+            timers.call_later(self.handler_timeout_s, expire) if self.handler_timeout_s else None
+        )
         try:
             return noted(await started)
         except asyncio.CancelledError:
+            stopped = self._waiting.get(task)
+            if stopped is not None:
+                task.uncancel()
+                raise ServiceUnavailable(stopped) from None
             if not expired:
                 raise
             task.uncancel()
@@ -122,7 +139,22 @@ class Dispatcher:
             note_outcome(ERROR)  # a time limit, not a crash
             raise InternalError(message) from None
         finally:
-            timers.cancel(timer)
+            self._waiting.pop(task, None)
+            if timer is not None:
+                timers.cancel(timer)
+
+    def stop_waiting(self, reason: str) -> int:
+        """Stop every handler that is waiting (in either era): each of those calls ends with
+        :class:`~server.errors.ServiceUnavailable` (-32000, 503 unless its response already
+        streams) saying ``reason``, an error the client may retry, here later or elsewhere.
+        Returns how many were stopped."""
+        stopped = 0
+        for task, already in self._waiting.items():
+            if already is None and not task.done():
+                self._waiting[task] = reason
+                task.cancel()
+                stopped += 1
+        return stopped
 
     def page_offset(self, method: str, cursor: Any) -> int:
         """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""

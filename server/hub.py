@@ -21,6 +21,8 @@ from server.aio import running_loop
 from server.catalog import Change
 from server.errors import InvalidParams
 
+# What a client may subscribe to: this many resources per stream (the legacy era holds a
+# session to the same number), each URI at most this long (both eras).
 MAX_RESOURCE_SUBSCRIPTIONS = 1000
 MAX_URI_LENGTH = 2048
 

@@ -11,6 +11,8 @@ MODERN_VERSION: Final = "2026-07-28"
 MODERN_VERSIONS: Final = ("2026-07-28",)
 # Newest first: the order version negotiation prefers.
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+# Priming events (an id with empty data) confuse clients older than 2025-11-25.
+PRIMING_SINCE: Final = "2025-11-25"
 
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"

@@ -106,6 +106,7 @@ def test_path_is_normalised(clean_env, raw, expected):
         {"page_size": 0},
         {"cache_scope": "shared"},
         {"log_level": "verbose"},
+        {"legacy_default_log_level": "verbose"},
         {"max_body_bytes": 10},
         {"keepalive_s": 0},
         {"listen_queue_size": 0},

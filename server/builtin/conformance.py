@@ -17,26 +17,26 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from server.builtin.conformance_asking import (
-    NAME_SCHEMA,
-    add_elicitation_form_fixtures,
-    add_input_required_fixtures,
-)
-from server.catalog import Catalog
-from server.catalog.content import (
+from server import (
     Audio,
     BlobContents,
+    Catalog,
     Completion,
+    Context,
     EmbeddedResource,
     Image,
+    MissingClientCapability,
     PromptMessage,
     Text,
     TextContents,
     ToolResult,
     user,
 )
-from server.context import Context
-from server.errors import MissingClientCapability
+from server.builtin.conformance_asking import (
+    NAME_SCHEMA,
+    add_elicitation_form_fixtures,
+    add_input_required_fixtures,
+)
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAAB"

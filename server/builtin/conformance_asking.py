@@ -8,8 +8,7 @@ of its list where they belong (the list order is part of what the suite sees).
 
 from __future__ import annotations
 
-from server.catalog import Catalog
-from server.context import Context, Elicitation, InputRequest, Roots, Sampling
+from server import Catalog, Context, Elicitation, InputRequest, Roots, Sampling
 
 NAME_SCHEMA = {
     "type": "object",

@@ -17,20 +17,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from server.catalog import Catalog
-from server.catalog.content import (
+from server import (
     Audio,
+    Catalog,
+    Context,
     EmbeddedResource,
     Image,
     PromptMessage,
     ResourceLink,
     Text,
     TextContents,
+    ToolError,
     assistant,
     user,
 )
-from server.context import Context
-from server.errors import ToolError
 
 # A 1x1 transparent PNG and a 10 ms silent WAV: tiny, valid media for the content-type tools.
 PNG_PIXEL = base64.b64decode(

@@ -22,6 +22,7 @@ from server.catalog.content import Icon
 from server.catalog.prompts import Prompt
 from server.catalog.resources import Resource, ResourceTemplate
 from server.catalog.tools import Tool
+from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -327,10 +328,13 @@ class Catalog:
     # -- finding ---------------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
-        """The resource serving ``uri``: an exact resource first, then templates in order."""
+        """The resource serving ``uri``: an exact resource first, then templates in order
+        (for a URI of at most ``MAX_TEMPLATED_URI_CHARS``)."""
         exact = self.resources.get(uri)
         if exact is not None:
             return exact, {}
+        if len(uri) > MAX_TEMPLATED_URI_CHARS:
+            return None
         for template in self.templates.values():
             variables = template.match(uri)
             if variables is not None:

@@ -19,11 +19,9 @@ from server.legacy.era import LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session
+from server.protocol import PRIMING_SINCE
 
 log = logging.getLogger(__name__)
-
-# Priming events (an id with empty data) confuse clients older than 2025-11-25.
-PRIMING_SINCE = "2025-11-25"
 
 
 class Call:

@@ -11,6 +11,11 @@ server-to-client JSON-RPC request on the call's own stream, answered by a later 
 :meth:`LegacyEra.accept_response` matches by id to the waiting handler. A timeout, an error
 answer and the session ending all release the waiter.
 
+A call's log messages go out from the level its request names in ``_meta`` (the 2026-07-28
+key, honoured here too), else the session's ``logging/setLevel``, else ``default_log_level``:
+the 2025-11-25 spec lets the server choose before a level is set, and clients rarely send
+``setLevel`` by themselves, so the default is what the official SDKs' servers send (every level).
+
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 """
 
@@ -28,15 +33,15 @@ from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.hub import MAX_URI_LENGTH
 from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
-from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK
+from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK, META_LOG_LEVEL
 
 log = logging.getLogger(__name__)
 
-MAX_SUBSCRIPTIONS = 1000
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
 
@@ -116,15 +121,20 @@ class LegacyEra:
         *,
         client_request_timeout_s: float,
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
+        default_log_level: str | None = "debug",
     ) -> None:
-        # Told when a session's resource subscriptions change, so a GET stream held by
-        # another replica can follow them.
-        self.on_subscriptions: Callable[[Session], None] | None = None
+        # Told (session id, uri, subscribed) when a session's resource subscriptions change,
+        # so a GET stream held by another replica can follow them.
+        self.on_subscriptions: Callable[[str, str, bool], None] | None = None
         self.catalog = catalog
         self.dispatcher = dispatcher
         self.store = store
         self.client_request_timeout_s = client_request_timeout_s
         self.supported_versions = supported_versions
+        if default_log_level is not None and default_log_level not in LOG_LEVEL_RANK:
+            raise ValueError(f"default_log_level {default_log_level!r} is not a log level")
+        # The lowest level sent until the session sets one; None: nothing until then.
+        self.default_log_level = default_log_level
         # List pages, encoded once per catalog version (every legacy version lists the same).
         self._pages = EncodedResults(catalog)
 
@@ -190,7 +200,9 @@ class LegacyEra:
 
     def context(self, session: Session, request: Request, exchange: LegacyExchange) -> Context:
         meta = request.params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            meta = {}
+        token = meta.get("progressToken")
         return Context(
             exchange=exchange,
             method=request.method,
@@ -199,9 +211,22 @@ class LegacyEra:
             protocol_version=session.protocol_version,
             client_capabilities=session.client_capabilities,
             client_info=session.client_info,
-            log_level=session.log_level,
+            log_level=self.log_level(session, meta),
             progress_token=token if is_valid_id(token) else None,
         )
+
+    def log_level(self, session: Session, meta: Mapping[str, Any]) -> str | None:
+        """The lowest level of log message a call sends; None: none.
+
+        A level in the request's ``_meta`` wins, then the session's ``logging/setLevel``, then
+        the default. A malformed ``_meta`` level is ignored, as a malformed progress token is:
+        the key is not defined in this era, so it cannot make a call fail that worked before."""
+        requested = meta.get(META_LOG_LEVEL)
+        if isinstance(requested, str) and requested in LOG_LEVEL_RANK:
+            return requested
+        if session.log_level is not None:
+            return session.log_level
+        return self.default_log_level
 
     async def handle(
         self, session: Session, runtime: SessionRuntime, request: Request, context: Context
@@ -222,23 +247,17 @@ class LegacyEra:
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri")
-            if not isinstance(uri, str) or ":" not in uri or len(uri) > 2048:
+            if not isinstance(uri, str) or ":" not in uri or len(uri) > MAX_URI_LENGTH:
                 raise InvalidParams("params.uri must be a URI")
-            if method == "resources/subscribe":
-                if (
-                    uri not in session.subscriptions
-                    and len(session.subscriptions) >= MAX_SUBSCRIPTIONS
-                ):
-                    raise InvalidParams(
-                        f"At most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
-                    )
-                session.subscriptions.add(uri)
+            # One URI stored and announced, never the whole set (the store caps it).
+            subscribed = method == "resources/subscribe"
+            if subscribed:
+                changed = await self.store.subscribe(session.id, uri)
             else:
-                session.subscriptions.discard(uri)
-            runtime.subscriptions = set(session.subscriptions)
-            await self.store.save(session)
-            if self.on_subscriptions is not None:
-                self.on_subscriptions(session)
+                changed = await self.store.unsubscribe(session.id, uri)
+            runtime.subscriptions.apply(uri, subscribed)
+            if changed and self.on_subscriptions is not None:
+                self.on_subscriptions(session.id, uri, subscribed)
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)

@@ -18,6 +18,7 @@ a bounded number of streams (see :mod:`server.legacy.runtime`).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +33,25 @@ class Event:
     payload: bytes
 
 
+# What this server's stream ids are made of (see runtime.SessionRuntime.open_stream: a hex
+# prefix, a decimal number, and "g" for a session's GET stream), and the largest sequence
+# number a Redis stream entry id (``0-<seq>``, the mirror's) can hold: a client's
+# Last-Event-ID outside these cannot name an event, and must not reach Redis.
+MAX_STREAM_ID_LENGTH = 32
+MAX_SEQ = 2**64 - 1
+_EVENT_ID = re.compile(r"([0-9a-f]+g?)_([0-9]{1,20})")
+
+
 def parse_event_id(event_id: str) -> tuple[str, int] | None:
-    stream_id, sep, seq = event_id.strip().rpartition("_")
-    if not sep or not stream_id or not (seq.isascii() and seq.isdigit()):
+    """``(stream id, sequence)`` of an event id ``<stream>_<seq>`` this server could have
+    made; None for anything else."""
+    matched = _EVENT_ID.fullmatch(event_id.strip())
+    if matched is None or len(matched[1]) > MAX_STREAM_ID_LENGTH:
         return None
-    return stream_id, int(seq)
+    seq = int(matched[2])
+    if seq > MAX_SEQ:
+        return None
+    return matched[1], seq
 
 
 class EventStream:

@@ -5,7 +5,8 @@ of this process, or the session's standalone stream), or kept by another replica
 shell asks the mirror for that replica's copy (:func:`elsewhere` says which stream to ask for)
 and hands it to :func:`locate`, which decides without any I/O what the connection follows from
 which event, and what another replica's standalone stream missed. Nothing left to resume is a
-410, which ends a client's reconnect loop where a 200 that closes at once would invite another.
+410, which ends a client's reconnect loop where a 200 that closes at once would invite another;
+an id this server cannot have made is a 400, decided before any shared state is asked.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server.errors import InvalidRequest
-from server.legacy.eventstream import Copy, EventStream, parse_event_id
+from server.legacy.eventstream import MAX_SEQ, Copy, EventStream, parse_event_id
 from server.legacy.runtime import SessionRuntime, is_standalone_id
 
 
@@ -32,9 +33,29 @@ class Resume:
     follow: bool = False
 
 
+def named(last_event_id: str | None) -> tuple[str, int] | None:
+    """The (stream, event) a ``Last-Event-ID`` names; None without one (absent or blank).
+
+    An id this server cannot have made (not ``<stream>_<seq>``, a stream id of another
+    shape, a sequence past what a Redis stream id holds) is a 400: it can never resume
+    anything, and it must not reach the mirror's Redis commands."""
+    if last_event_id is None or not last_event_id.strip():
+        return None
+    found = parse_event_id(last_event_id)
+    if found is None:
+        shown = last_event_id.strip()
+        shown = shown if len(shown) <= 80 else shown[:80] + "..."
+        raise InvalidRequest(
+            f"Bad Request: Last-Event-ID {shown!r} is not an event id of this server "
+            f"(<stream>_<sequence>, a sequence of at most {MAX_SEQ}); "
+            "send the id of an event this session received, or GET without it"
+        )
+    return found
+
+
 def elsewhere(runtime: SessionRuntime, last_event_id: str | None) -> tuple[str, int] | None:
     """The (stream, event) to ask the mirror for: named by the id, and not held here."""
-    resume = parse_event_id(last_event_id) if last_event_id else None
+    resume = named(last_event_id)
     if resume is None or resume[0] in runtime.streams:
         return None
     return resume
@@ -45,7 +66,7 @@ def locate(
 ) -> Resume:
     """Where a GET with this ``Last-Event-ID`` (None: a fresh GET) resumes, given the copy
     another replica kept of the stream it names (None if none, or not asked)."""
-    resume = parse_event_id(last_event_id) if last_event_id else None
+    resume = named(last_event_id)
     stream = runtime.streams.get(resume[0]) if resume else None
     after = resume[1] if resume and stream is not None else 0
     missed: tuple[tuple[str, bytes], ...] = ()
@@ -61,12 +82,12 @@ def locate(
             stream = copy.stream(stream_id, seq, capacity)
             after, follow = seq, not copy.finished
     if (
-        last_event_id
+        resume
         and not missed
         and (stream is None or (stream.finished and not stream.events_after(after)))
     ):
         raise InvalidRequest(
-            f"Nothing to resume after event {last_event_id.strip()!r}: the stream is complete "
+            f"Nothing to resume after event '{resume[0]}_{resume[1]}': the stream is complete "
             "or no longer kept",
             http_status=410,
         )

@@ -21,6 +21,7 @@ from server.catalog import Change
 from server.hub import Hub, covers
 from server.jsonrpc import encode_notification
 from server.legacy.eventstream import EventStream
+from server.legacy.sessions import LiveSubscriptions
 
 MAX_STREAMS_PER_SESSION = 32
 LIST_CHANGED = {
@@ -60,7 +61,8 @@ class SessionRuntime:
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.inflight: dict[str | int, asyncio.Task[None]] = {}
         self._outgoing_ids = itertools.count(1)
-        self.subscriptions: set[str] = set()
+        # Read from the store when a GET stream opens, then kept current by deltas.
+        self.subscriptions = LiveSubscriptions()
         self._feed: Callable[[], None] | None = None
 
     def open_stream(self, *, standalone: bool = False) -> EventStream:

@@ -1,32 +1,73 @@
 """Legacy-era sessions: what one ``initialize`` negotiated, kept between requests.
 
-A :class:`Session` holds only data (version, client info and capabilities, log level,
-resource subscriptions), so a shared store (Redis, later) can hold it as is. The
-:class:`SessionStore` interface is what the legacy era uses; :class:`MemorySessionStore` is
-the in-process default: ids from a secure random source (visible ASCII only), idle expiry,
+A :class:`Session` holds only data (version, client info and capabilities, log level, owner),
+so a shared store (Redis) can hold it as is. A session's resource subscriptions are kept by
+the store beside it, one URI at a time (:meth:`SessionStore.subscribe` /
+:meth:`~SessionStore.unsubscribe`, capped per session), never rewritten or read back whole
+on each request: a process reads them once, when a GET stream needs them, into the
+:class:`LiveSubscriptions` of its runtime, and deltas keep that current.
+
+The :class:`SessionStore` interface is what the legacy era uses; :class:`MemorySessionStore`
+is the in-process default: ids from a secure random source (visible ASCII only), idle expiry,
 and a cap on how many sessions exist at once. Ended and expired sessions are simply gone, so
 the era answers 404 for both.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from server.errors import ServiceUnavailable
+from server.aio import create_task
+from server.errors import InvalidParams, InvalidRequest, ServiceUnavailable
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
+
+# Ids are made by new_session_id (32 characters today); anything longer or of other characters
+# cannot be one, and never reaches a store.
+MAX_SESSION_ID_LENGTH = 64
+_SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID_LENGTH}}}")
 
 
 class SessionLimit(ServiceUnavailable):
     """The session cap is reached; answered with 503 so clients back off and retry."""
 
 
+class SubscriptionLimit(InvalidParams):
+    """A session holds as many resource subscriptions as it may."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"At most {limit} resource subscriptions per session; unsubscribe from one first"
+        )
+
+
 def new_session_id() -> str:
     # 192 bits; urlsafe base64 is visible ASCII (0x21-0x7E) as the transport requires.
     return secrets.token_urlsafe(24)
+
+
+def is_session_id(text: str) -> bool:
+    """Whether ``text`` could be an id :func:`new_session_id` made."""
+    return _SESSION_ID.fullmatch(text) is not None
+
+
+def checked_session_id(header: str) -> str:
+    """The session id an ``Mcp-Session-Id`` header names; a 400 if no session can have it
+    (so it never reaches a store, where it would be a Redis key)."""
+    session_id = header.strip()
+    if not is_session_id(session_id):
+        raise InvalidRequest(
+            "Bad Request: the Mcp-Session-Id header is not a session id of this server "
+            f"(at most {MAX_SESSION_ID_LENGTH} letters, digits, '-' and '_')"
+        )
+    return session_id
 
 
 @dataclass
@@ -39,7 +80,6 @@ class Session:
     last_seen: float = field(default_factory=time.monotonic)
     initialized: bool = False
     log_level: str | None = None
-    subscriptions: set[str] = field(default_factory=set)
     # The authenticated subject that opened it: nobody else may use it (None: no auth).
     owner: str | None = None
 
@@ -54,7 +94,17 @@ class SessionStore(Protocol):
         """The live session (its idle clock restarted), or None if unknown, ended or expired."""
 
     async def save(self, session: Session) -> None:
-        """Persist changes (log level, subscriptions, initialized)."""
+        """Persist changes (log level, initialized, owner)."""
+
+    async def subscribe(self, session_id: str, uri: str) -> bool:
+        """Add one resource subscription; False if it was there already (or the session is
+        gone). Raises :class:`SubscriptionLimit` past the cap."""
+
+    async def unsubscribe(self, session_id: str, uri: str) -> bool:
+        """Remove one resource subscription; False if there was none."""
+
+    async def subscriptions(self, session_id: str) -> set[str]:
+        """Every resource subscription of the session (read when a GET stream needs them)."""
 
     async def delete(self, session_id: str) -> bool:
         """End a session; False if it did not exist."""
@@ -89,12 +139,15 @@ class MemorySessionStore:
         idle_timeout_s: float,
         busy: Callable[[str], bool] = _never,
         ended: Callable[[str], None] = _ignore,
+        max_subscriptions: int = MAX_RESOURCE_SUBSCRIPTIONS,
     ) -> None:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
+        self.max_subscriptions = max_subscriptions
         self._busy = busy
         self._ended = ended
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._subscriptions: dict[str, set[str]] = {}
 
     async def create(
         self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
@@ -115,7 +168,7 @@ class MemorySessionStore:
             return None
         now = time.monotonic()
         if now - session.last_seen > self.idle_timeout_s and not self._busy(session_id):
-            del self._sessions[session_id]
+            self._forget(session_id)
             self._ended(session_id)
             return None
         session.last_seen = now
@@ -126,7 +179,32 @@ class MemorySessionStore:
         if session.id in self._sessions:
             self._sessions[session.id] = session
 
+    async def subscribe(self, session_id: str, uri: str) -> bool:
+        if session_id not in self._sessions:
+            return False
+        uris = self._subscriptions.setdefault(session_id, set())
+        if uri in uris:
+            return False
+        if len(uris) >= self.max_subscriptions:
+            raise SubscriptionLimit(self.max_subscriptions)
+        uris.add(uri)
+        return True
+
+    async def unsubscribe(self, session_id: str, uri: str) -> bool:
+        uris = self._subscriptions.get(session_id)
+        if uris is None or uri not in uris:
+            return False
+        uris.discard(uri)
+        return True
+
+    async def subscriptions(self, session_id: str) -> set[str]:
+        return set(self._subscriptions.get(session_id, ()))
+
     async def delete(self, session_id: str) -> bool:
+        return self._forget(session_id)
+
+    def _forget(self, session_id: str) -> bool:
+        self._subscriptions.pop(session_id, None)
         return self._sessions.pop(session_id, None) is not None
 
     async def expire(self) -> list[str]:
@@ -141,10 +219,78 @@ class MemorySessionStore:
                 session.last_seen = now
                 self._sessions.move_to_end(session_id)
                 continue
-            del self._sessions[session_id]
+            self._forget(session_id)
             ended.append(session_id)
             self._ended(session_id)
         return ended
 
     def count(self) -> int:
         return len(self._sessions)
+
+
+# Reads a session's subscriptions from its store.
+Reader = Callable[[], Awaitable[set[str]]]
+
+
+class LiveSubscriptions:
+    """A session's resource subscriptions as this process follows them (its GET stream).
+
+    Read from the store once (:meth:`load`, when a GET stream opens), then kept current by
+    deltas (:meth:`apply`): this process's subscribes and unsubscribes, and the other
+    replicas' from the bus. A delta that arrives while the store is being read is applied
+    again over what was read, so none is lost to the race. After a bus outage :meth:`stale`
+    makes the next :meth:`load` read the store again.
+    """
+
+    __slots__ = ("_loads", "_reread", "loaded", "uris")
+
+    def __init__(self) -> None:
+        self.uris: set[str] = set()
+        self.loaded = False
+        self._reread: asyncio.Task[None] | None = None  # held: the loop keeps no reference
+        # One log per read of the store under way: the deltas that arrived meanwhile.
+        self._loads: list[list[tuple[str, bool]]] = []
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.uris)
+
+    def __len__(self) -> int:
+        return len(self.uris)
+
+    def apply(self, uri: str, subscribed: bool) -> None:
+        for log in self._loads:
+            log.append((uri, subscribed))
+        if subscribed:
+            self.uris.add(uri)
+        else:
+            self.uris.discard(uri)
+
+    def stale(self, read: Reader | None = None) -> None:
+        """Changes may have been missed: read the store again, at once with ``read`` (a GET
+        stream follows them), else at the next :meth:`load`."""
+        self.loaded = False
+        if read is not None:
+            self._reread = create_task(self._read_again(read))
+
+    async def _read_again(self, read: Reader) -> None:
+        # Redis away again: they stay stale, and are read at the next resync or GET.
+        with contextlib.suppress(ServiceUnavailable):
+            await self.load(read)
+
+    async def load(self, read: Reader) -> None:
+        """Read the store's set (unless already current), then replay what arrived meanwhile."""
+        if self.loaded:
+            return
+        log: list[tuple[str, bool]] = []
+        self._loads.append(log)
+        try:
+            uris = await read()
+        finally:
+            self._loads.remove(log)
+        for uri, subscribed in log:
+            if subscribed:
+                uris.add(uri)
+            else:
+                uris.discard(uri)
+        self.uris = uris
+        self.loaded = True

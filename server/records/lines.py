@@ -7,7 +7,8 @@ No intermediate record is walked a second time, and what repeats from request to
 judged and encoded once, then remembered (:class:`LineMemo`, bounded): a client's declared
 capabilities (whether a key in them is sensitive, their encoding, their redacted form), the
 ``_meta`` of its calls, and the fields one client program sends the same on every request
-(a record template). The time of day is formatted once per second (:func:`iso_time`).
+(a record template). The time of day is formatted once per second
+(:func:`server.records.schema.iso_time`).
 
 Values are remembered by their encoding. They are parsed JSON (what the endpoint records), for
 which equal encodings mean equal values, with key order, bools and numbers as written (``==``
@@ -15,23 +16,20 @@ would take ``1`` for ``true`` and ignore key order). A draft this way does not c
 capabilities that are not JSON objects, a value orjson cannot encode) gets no line here: the
 writer then takes the general way, which handles it.
 
-server.records.draft is imported for type hints only (records imports this module).
+:class:`LineWriter` is what the record writer calls: one per :class:`Privacy`, it owns the
+memo for those rules.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from server.records.draft import Draft, Privacy
-
-SCHEMA_VERSION = 1
-# Requests whose records say what the call named and came to (target, outcome).
-CALL_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+from server.records.draft import CALL_METHODS, Draft
+from server.records.privacy import Privacy
+from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
 
 # Memory stays bounded: what takes more than this many bytes is not remembered (it is judged
 # and encoded every time), and a memo holding this many entries starts over.
@@ -116,6 +114,25 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
     if len(memo) >= MEMO_MAX_ENTRIES:
         memo.clear()
     memo[key] = value
+
+
+class LineWriter:
+    """Finished requests' lines under one set of privacy rules, remembering what repeats."""
+
+    __slots__ = ("memo", "privacy")
+
+    def __init__(self, privacy: Privacy) -> None:
+        self.privacy = privacy
+        self.memo = LineMemo()
+
+    def line(self, draft: Any) -> bytes | None:
+        """A finished request's record as its JSON line, the rules applied: the same bytes as
+        :meth:`Draft.build`, :meth:`Privacy.apply` and encoding, for less work (the record
+        writer asks this first). None for a record that needs the general way, or that is not
+        a Draft."""
+        if not isinstance(draft, Draft):
+            return None
+        return request_line(draft, self.privacy, self.memo)
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).
@@ -286,34 +303,3 @@ def rounded_ms(seconds: float) -> float:
         if -0.4999 < micros - whole < 0.4999:
             return whole / 1000.0
     return round(milliseconds, 3)
-
-
-# A random per-process prefix above a 32-bit counter: one integer, formatted in one go.
-_ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32
-
-
-def request_id_of(serial: int) -> str:
-    """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
-    return (_ID_PREFIX | serial & 0xFFFFFFFF).to_bytes(8).hex()
-
-
-# ".000Z" to ".999Z" (and ".1000Z": ``timestamp % 1 * 1000`` can round up to 1000).
-_MILLIS = tuple(f".{millis:03d}Z" for millis in range(1001))
-# The start of the second last formatted and its text, replaced as one tuple so that the event
-# loop (stream records) and the writer thread never see one's second with the other's text.
-_LAST_SECOND: list[tuple[float, str]] = [(float("inf"), "")]
-
-
-def iso_time(timestamp: float) -> str:
-    """UTC, ISO 8601 with milliseconds; records of the same second share the date and time of
-    day, which dominate the cost when formatted."""
-    start, text = _LAST_SECOND[0]
-    # Within the second, ``timestamp - start`` is exactly ``timestamp % 1``, for less.
-    fraction = timestamp - start
-    if 0.0 <= fraction < 1.0:
-        return text + _MILLIS[int(fraction * 1000)]
-    second = int(timestamp)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    if timestamp >= 0:  # before 1970, int() and % 1 round apart: nothing to share
-        _LAST_SECOND[0] = (float(second), text)
-    return text + _MILLIS[int(timestamp % 1 * 1000)]

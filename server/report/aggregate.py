@@ -23,119 +23,28 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from server.records.draft import SCHEMA_VERSION
+from server.records.schema import SCHEMA_VERSION
 from server.report.build import build_report
-from server.report.filters import RecordFilter
+from server.report.counters import MAX_CLIENTS, OVERFLOW_NAME, ClientKey, ClientStats, Tally
 from server.report.measures import BUCKETS_PER_DOUBLING as _PER_DOUBLING
-from server.report.measures import CALL_METHODS, Histogram
+from server.report.measures import CALL_METHODS
 from server.report.measures import bucket as _bucket
 from server.report.model import Report
 from server.report.read import READ_ERRORS, line_batches
-from server.report.targets import Targets
 
 PSEUDO_METHODS = frozenset({"(response)", "(batch)"})
 RECORD_KINDS = frozenset({"request", "stream"})
-# Past this many distinct clients, new ones are folded into one group: a flood of made-up
-# user agents must not exhaust memory.
-MAX_CLIENTS = 10_000
-OVERFLOW_NAME = "(other clients)"
 # Distinct session ids counted per client; past it, sessions are no longer told apart.
 MAX_SESSIONS = 100_000
 # Minutes kept for the timeline (30 days); the oldest go first.
 MAX_MINUTES = 43_200
 # Streams whose lifetime is not a latency: listening, and the legacy GET stream (no method).
 NOT_LATENCY = frozenset({"subscriptions/listen", None})
-# ISO 8601 times of one format compare as strings; "~" sorts after every digit.
-_NO_FIRST = "~"
 _NUMBERS = frozenset({int, float})
 
-ClientKey = tuple[str | None, str | None, str | None]
 
-
-class ClientStats:
-    """Running counters for one client (mutable, only touched by :class:`Aggregator`)."""
-
-    __slots__ = (
-        "advertised",
-        "body_versions",
-        "calls",
-        "capabilities",
-        "capabilities_time",
-        "capability_names",
-        "eras",
-        "errors",
-        "failed",
-        "first",
-        "header_versions",
-        "http_statuses",
-        "key",
-        "last",
-        "latency",
-        "listen_resources",
-        "no_method",
-        "notes",
-        "pseudo",
-        "requests",
-        "sessions",
-        "stream_ends",
-        "stream_events",
-        "streams",
-        "ttfb",
-        "verbs",
-    )
-
-    def __init__(self, key: ClientKey) -> None:
-        self.key = key
-        self.first = _NO_FIRST
-        self.last = ""
-        self.requests = 0
-        self.failed = 0
-        self.calls: dict[str, int] = {}
-        self.notes: dict[str, int] = {}
-        self.pseudo: dict[str, int] = {}
-        self.no_method = 0
-        self.verbs: dict[str, int] = {}
-        self.eras: dict[str, int] = {}
-        self.header_versions: dict[str, int] = {}
-        self.body_versions: dict[str, int] = {}
-        self.capability_names: set[str] = set()
-        self.capabilities: Any = None
-        self.capabilities_time = ""
-        # era -> methods its own initialize/discover records advertised.
-        self.advertised: dict[str, set[str]] = {}
-        # (method, code) -> count; method None for requests that named none.
-        self.errors: dict[tuple[str | None, int], int] = {}
-        self.http_statuses: dict[int, int] = {}
-        self.sessions: set[str] = set()
-        self.streams = 0
-        self.stream_events = 0
-        self.stream_ends: dict[str, int] = {}
-        self.latency: dict[str, Histogram] = {}
-        self.ttfb: dict[str, Histogram] = {}
-        # Listen requests that asked for resource updates (the 2026-07-28 subscriptions).
-        self.listen_resources = 0
-
-
-class Aggregator:
+class Aggregator(Tally):
     """Feed it lines (or whole streams); ask for the :class:`Report` at the end."""
-
-    def __init__(self, record_filter: RecordFilter | None = None) -> None:
-        self.filter = record_filter if record_filter is not None else RecordFilter()
-        self.clients: dict[ClientKey, ClientStats] = {}
-        self.overflow: ClientStats | None = None
-        self.folded: set[ClientKey] = set()
-        # era -> every method an initialize/discover record of that era advertised.
-        self.advertised: dict[str, set[str]] = {}
-        self.targets = Targets()
-        # "YYYY-MM-DDTHH:MM" -> [requests, failed]
-        self.minutes: dict[str, list[int]] = {}
-        self.files: list[str] = []
-        self.errors: list[str] = []
-        self.lines = 0
-        self.malformed = 0
-        self.unknown_version = 0
-        self.unknown_kind = 0
-        self.filtered_out = 0
 
     # -- input -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""From an :class:`~server.report.aggregate.Aggregator`'s counters to the immutable
+"""From the counters (:class:`~server.report.counters.Tally`) to the immutable
 :class:`~server.report.model.Report`: clients in order with their ids, each judged against the
 methods of its own eras, totals, errors by method, targets, features and the timeline.
 
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
+from server.report.counters import NO_FIRST, ClientStats, Tally
 from server.report.features import features
 from server.report.measures import OUTCOMES, error_name, latency, merge, merged
 from server.report.model import (
@@ -32,14 +33,10 @@ from server.report.model import (
     Totals,
 )
 
-if TYPE_CHECKING:
-    from server.report.aggregate import Aggregator, ClientStats
-
 K = TypeVar("K", str, int)
 # The timeline has at most this many points; longer spans get wider buckets.
 MAX_POINTS = 1_440
 BUCKET_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
-_NO_FIRST = "~"
 
 
 def by_count(counts: dict[K, int]) -> dict[K, int]:
@@ -57,7 +54,7 @@ def encodable(value: Any) -> Any:
     return value
 
 
-def build_report(aggregator: Aggregator) -> Report:
+def build_report(aggregator: Tally) -> Report:
     everyone = list(aggregator.clients.values())
     if aggregator.overflow is not None:
         everyone.append(aggregator.overflow)
@@ -120,7 +117,7 @@ def build_report(aggregator: Aggregator) -> Report:
     )
 
 
-def judged_against(stats: ClientStats, aggregator: Aggregator) -> tuple[set[str], str]:
+def judged_against(stats: ClientStats, aggregator: Tally) -> tuple[set[str], str]:
     """The methods a client is judged against, and where they came from (see the module
     docstring): per era it used, its own advertised list, else the input's for that era."""
     methods: set[str] = set()
@@ -138,7 +135,7 @@ def judged_against(stats: ClientStats, aggregator: Aggregator) -> tuple[set[str]
     return methods, "mixed" if len(sources) > 1 else sources.pop()
 
 
-def client_report(stats: ClientStats, client_id: str, aggregator: Aggregator) -> ClientReport:
+def client_report(stats: ClientStats, client_id: str, aggregator: Tally) -> ClientReport:
     methods = {
         method: MethodUse(stats.calls.get(method, 0), stats.notes.get(method, 0))
         for method in stats.calls.keys() | stats.notes.keys()
@@ -158,7 +155,7 @@ def client_report(stats: ClientStats, client_id: str, aggregator: Aggregator) ->
         user_agent=agent,
         requests=stats.requests,
         failed=stats.failed,
-        first_seen=None if stats.first == _NO_FIRST else stats.first,
+        first_seen=None if stats.first == NO_FIRST else stats.first,
         last_seen=stats.last or None,
         eras=by_count(stats.eras),
         header_versions=by_count(stats.header_versions),
@@ -196,7 +193,7 @@ def quantiles(histograms: dict[str, dict[int, int]]) -> dict[str, Any]:
 
 
 def totals_by_method(
-    everyone: list[ClientStats], clients: list[ClientReport], aggregator: Aggregator
+    everyone: list[ClientStats], clients: list[ClientReport], aggregator: Tally
 ) -> dict[str, MethodTotal]:
     names = set().union(*aggregator.advertised.values()) if aggregator.advertised else set()
     for stats in everyone:
@@ -236,7 +233,7 @@ def error_rows(everyone: list[ClientStats], ids: dict[Any, str]) -> list[ErrorRo
     return sorted(built, key=lambda row: (-row.count, row.method or "", row.code))
 
 
-def target_reports(aggregator: Aggregator, ids: dict[Any, str]) -> list[TargetReport]:
+def target_reports(aggregator: Tally, ids: dict[Any, str]) -> list[TargetReport]:
     reports = []
     for (kind, name), stats in aggregator.targets.stats.items():
         uses = []

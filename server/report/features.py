@@ -19,12 +19,10 @@ records) and ``listen`` (``subscriptions/listen``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from server.report.counters import ClientStats, Tally
 from server.report.model import FeatureReport
-
-if TYPE_CHECKING:
-    from server.report.aggregate import Aggregator, ClientStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +62,7 @@ FEATURES = (
 
 
 def features(
-    everyone: list[ClientStats], ids: dict[Any, str], aggregator: Aggregator
+    everyone: list[ClientStats], ids: dict[Any, str], aggregator: Tally
 ) -> list[FeatureReport]:
     by_kind: dict[str, dict[Any, int]] = {}
     by_tool: dict[str, dict[Any, int]] = {}

@@ -9,21 +9,18 @@ aggregator's memory is bounded (see its module), so it can run as long as the se
 Feeding and reading happen on different threads, so both take a lock; a report is built under
 it and drawn outside it.
 
-Who may see it is decided by :func:`is_local_caller` and by the caller's token (the route in
-:mod:`server.app`): a caller on loopback that did not come through a proxy, or one
-authenticated with the admin scope.
+Who may see it is decided by its route, :mod:`server.transport.admin`: a caller on loopback
+that did not come through a proxy, or one authenticated with the admin scope.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 import time
 from collections.abc import Sequence
 
-from server.records.draft import Network, client_address
-from server.records.lines import iso_time
+from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
 from server.report.html import render_html
 from server.report.model import Report
@@ -68,34 +65,3 @@ class LiveReport:
         if form == "json":
             return render_json(report)
         return render_html(report, refresh_s=self.refresh_s)
-
-
-def is_local_caller(
-    peer: str | None,
-    forwarded_for: str | None,
-    *,
-    proxied: bool,
-    trusted_proxies: tuple[Network, ...] = (),
-) -> bool:
-    """The caller is on this machine: its address is loopback, and the request did not come
-    through a proxy (``proxied``: it has an X-Forwarded-For or Forwarded header) unless the peer
-    is a trusted proxy, in which case the forwarded address (``forwarded_for``, read as
-    :func:`~server.records.draft.client_address` reads it) is the caller's. A local reverse
-    proxy that forwards the world must not make the world local."""
-    if peer is None:
-        return False
-    if proxied and not _within(peer, trusted_proxies):
-        return False
-    address = client_address(peer, forwarded_for, trusted_proxies)
-    try:
-        return address is not None and ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
-def _within(address: str, networks: tuple[Network, ...]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in networks)

@@ -20,28 +20,26 @@ Tokens come only from ``Authorization: Bearer <token>``; the token itself never 
 an error, a log line or the principal.
 
 Modes (``MCP_AUTH``): ``none`` (everyone is :data:`ANONYMOUS`; only on loopback unless
-explicitly allowed, see :func:`check_auth_mode`), ``tokens`` (static tokens known by their
-SHA-256 digests, :class:`StaticTokens`) and ``jwt`` (``server.security.jwt``). Protected-resource
-metadata (RFC 9728) is in ``server.security.metadata``.
+explicitly allowed), ``tokens`` (static tokens known by their SHA-256 digests,
+:class:`StaticTokens`) and ``jwt`` (``server.security.jwt``). Which one runs, and whether the
+settings allow it, is decided by :mod:`server.security.gate`, the one module in this folder
+that reads the settings. Protected-resource metadata (RFC 9728) is in
+``server.security.metadata``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, ClassVar, Protocol
+from urllib.parse import parse_qsl
 
 from server.errors import INVALID_REQUEST, McpError
-
-if TYPE_CHECKING:
-    from server.settings import Settings
 
 AUTH_ERROR = -32001
 
@@ -313,74 +311,3 @@ def _parse_digest(line: str) -> bytes:
     if algorithm.lower() != "sha256" or not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigest):
         raise ValueError("MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests")
     return bytes.fromhex(hexdigest)
-
-
-# -- settings ------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind address (or host name) reaches only this machine."""
-    host = host.strip().lower().removeprefix("[").removesuffix("]")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_auth_mode(settings: Settings) -> list[str]:
-    """Startup check of the authentication settings: ValueError for a configuration that must
-    not run, and the warnings (to log loudly) for one that runs but deserves attention."""
-    warnings: list[str] = []
-    mode = settings.auth
-    if mode == "none":
-        if not is_loopback(settings.host):
-            if not settings.auth_allow_none_non_loopback:
-                raise ValueError(
-                    f"MCP_AUTH=none with MCP_HOST={settings.host}: anyone who reaches the port "
-                    "could call every tool. Set MCP_AUTH=tokens or jwt, bind to 127.0.0.1, or "
-                    "set MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true for a private deployment with "
-                    "its own gate in front"
-                )
-            warnings.append(
-                f"!!! AUTHENTICATION IS OFF on {settings.host} (MCP_AUTH=none, "
-                "MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true): every client that reaches this port "
-                "can call every tool. Only run this behind a gate that authenticates. !!!"
-            )
-        if settings.auth_tokens or settings.auth_issuer or settings.auth_required_scopes:
-            warnings.append("MCP_AUTH=none: the other MCP_AUTH_* settings are ignored")
-        return warnings
-    check_scope_tokens([*settings.auth_required_scopes, *settings.auth_token_scopes])
-    if mode == "tokens":
-        if not settings.auth_tokens:
-            raise ValueError("MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token)")
-        lacking = set(settings.auth_required_scopes) - set(settings.auth_token_scopes)
-        if lacking:
-            warnings.append(
-                "MCP_AUTH_REQUIRED_SCOPES names scopes no static token holds "
-                f"({' '.join(sorted(lacking))}): every request will be refused with 403"
-            )
-        return warnings
-    if not settings.auth_issuer or not settings.auth_audience:
-        raise ValueError("MCP_AUTH=jwt needs MCP_AUTH_ISSUER and MCP_AUTH_AUDIENCE")
-    if bool(settings.auth_jwks_file) == bool(settings.auth_jwks_url):
-        raise ValueError("MCP_AUTH=jwt needs exactly one of MCP_AUTH_JWKS_FILE, MCP_AUTH_JWKS_URL")
-    if settings.auth_jwks_url:
-        url = urlsplit(settings.auth_jwks_url)
-        if url.scheme != "https" and not (url.scheme == "http" and is_loopback(url.hostname or "")):
-            raise ValueError("MCP_AUTH_JWKS_URL must be https (http only on loopback)")
-    return warnings
-
-
-def build_authenticator(settings: Settings) -> Authenticator:
-    """The authenticator ``MCP_AUTH`` names (call :func:`check_auth_mode` first)."""
-    if settings.auth == "none":
-        return NoAuth()
-    if settings.auth == "tokens":
-        return StaticTokens(
-            settings.auth_tokens, settings.auth_token_scopes, settings.auth_required_scopes
-        )
-    from server.security.jwt import JwtAuthenticator
-
-    return JwtAuthenticator.from_settings(settings)

@@ -8,27 +8,33 @@ goes into its request record (never the token), and the caller's request rate is
 by subject or, without one, by address. Long-lived streams and legacy sessions take a
 per-client slot that is given back when they end. :meth:`Gate.headers` is the one place that
 adds ``WWW-Authenticate`` and ``Retry-After`` to refusals.
+
+This is also where the security settings are read, and the only module in this folder that
+reads them: the start-up check (:func:`check_auth_mode`), the authenticator ``MCP_AUTH`` names
+(:func:`build_authenticator`, which imports :mod:`server.security.jwt` only in jwt mode) and
+the metadata document (:func:`protected_resource_document`). The other modules take plain
+values, so they depend on nothing above them.
 """
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
 from server.errors import McpError, ServiceUnavailable
-from server.records.draft import Draft, parse_networks
+from server.records.draft import Draft
 from server.security.auth import (
     ANONYMOUS,
     Authenticator,
     AuthError,
     NoAuth,
     Principal,
-    build_authenticator,
-    check_auth_mode,
+    StaticTokens,
+    check_scope_tokens,
     single_authorization,
 )
 from server.security.limits import (
@@ -40,7 +46,8 @@ from server.security.limits import (
     client_key,
     retry_after_header,
 )
-from server.security.metadata import metadata_url, protected_resource_document
+from server.security.metadata import metadata_url, resource_metadata
+from server.security.networks import in_networks, is_loopback, parse_networks
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,13 +110,7 @@ class Gate:
         """Anonymous callers from MCP_RATE_LIMIT_EXEMPT (loopback by default) are not rate
         limited: local tools and benchmarks; behind a proxy, trusted proxies make the real
         client address visible, so remote clients are still limited."""
-        if address is None:
-            return False
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self._exempt_networks)
+        return address is not None and in_networks(address, self._exempt_networks)
 
     @staticmethod
     def key(draft: Draft) -> str:
@@ -152,3 +153,103 @@ class Gate:
         if isinstance(error, RateLimited | ServiceUnavailable):
             return [(b"retry-after", retry_after_header(error.retry_after).encode())]
         return []
+
+
+# -- from the settings ----------------------------------------------------------------------
+
+
+def check_auth_mode(settings: Settings) -> list[str]:
+    """Startup check of the authentication settings: ValueError for a configuration that must
+    not run, and the warnings (to log loudly) for one that runs but deserves attention."""
+    warnings: list[str] = []
+    mode = settings.auth
+    if mode == "none":
+        if not is_loopback(settings.host):
+            if not settings.auth_allow_none_non_loopback:
+                raise ValueError(
+                    f"MCP_AUTH=none with MCP_HOST={settings.host}: anyone who reaches the port "
+                    "could call every tool. Set MCP_AUTH=tokens or jwt, bind to 127.0.0.1, or "
+                    "set MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true for a private deployment with "
+                    "its own gate in front"
+                )
+            warnings.append(
+                f"!!! AUTHENTICATION IS OFF on {settings.host} (MCP_AUTH=none, "
+                "MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true): every client that reaches this port "
+                "can call every tool. Only run this behind a gate that authenticates. !!!"
+            )
+        if settings.auth_tokens or settings.auth_issuer or settings.auth_required_scopes:
+            warnings.append("MCP_AUTH=none: the other MCP_AUTH_* settings are ignored")
+        return warnings
+    check_scope_tokens([*settings.auth_required_scopes, *settings.auth_token_scopes])
+    if mode == "tokens":
+        if not settings.auth_tokens:
+            raise ValueError("MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token)")
+        lacking = set(settings.auth_required_scopes) - set(settings.auth_token_scopes)
+        if lacking:
+            warnings.append(
+                "MCP_AUTH_REQUIRED_SCOPES names scopes no static token holds "
+                f"({' '.join(sorted(lacking))}): every request will be refused with 403"
+            )
+        return warnings
+    if not settings.auth_issuer or not settings.auth_audience:
+        raise ValueError("MCP_AUTH=jwt needs MCP_AUTH_ISSUER and MCP_AUTH_AUDIENCE")
+    if bool(settings.auth_jwks_file) == bool(settings.auth_jwks_url):
+        raise ValueError("MCP_AUTH=jwt needs exactly one of MCP_AUTH_JWKS_FILE, MCP_AUTH_JWKS_URL")
+    if settings.auth_jwks_url:
+        url = urlsplit(settings.auth_jwks_url)
+        if url.scheme != "https" and not (url.scheme == "http" and is_loopback(url.hostname or "")):
+            raise ValueError("MCP_AUTH_JWKS_URL must be https (http only on loopback)")
+    return warnings
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    """The authenticator ``MCP_AUTH`` names (call :func:`check_auth_mode` first)."""
+    if settings.auth == "none":
+        return NoAuth()
+    if settings.auth == "tokens":
+        return StaticTokens(
+            settings.auth_tokens, settings.auth_token_scopes, settings.auth_required_scopes
+        )
+    # PyJWT, its cryptography and httpx load only when tokens are JWTs.
+    from server.security.jwt import JwksCache, JwtAuthenticator, file_loader, url_loader
+
+    load = (
+        file_loader(settings.auth_jwks_file)
+        if settings.auth_jwks_file
+        else url_loader(settings.auth_jwks_url)
+    )
+    return JwtAuthenticator(
+        JwksCache(
+            load,
+            refresh_s=settings.auth_jwks_refresh_s,
+            min_refresh_s=settings.auth_jwks_min_refresh_s,
+        ),
+        issuer=settings.auth_issuer,
+        audience=settings.auth_audience,
+        algorithms=settings.auth_algorithms,
+        leeway_s=settings.auth_leeway_s,
+        required_scopes=settings.auth_required_scopes,
+    )
+
+
+def protected_resource_document(
+    settings: Settings, scopes: Iterable[str] = ()
+) -> dict[str, Any] | None:
+    """The document this configuration serves, or None when there is none to serve.
+
+    ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
+    the required scopes (and, in tokens mode, the scopes the tokens hold). None when
+    ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
+    ``MCP_AUTH_ISSUER``): then the paths answer 404 and challenges carry no
+    ``resource_metadata``.
+    """
+    if settings.auth == "none":
+        return None
+    resource = settings.auth_resource or settings.auth_audience
+    servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
+    if not resource or not servers:
+        return None
+    supported = {*settings.auth_required_scopes, *scopes}
+    if settings.auth == "tokens":
+        supported.update(settings.auth_token_scopes)
+    return resource_metadata(resource, servers, sorted(supported))

@@ -25,16 +25,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import jwt
 
 from server.errors import INTERNAL_ERROR, McpError
 from server.security.auth import BearerAuthenticator, Principal
-
-if TYPE_CHECKING:
-    from server.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -262,26 +259,6 @@ class JwtAuthenticator(BearerAuthenticator):
         self.issuer = issuer
         self.audience = audience
         self.leeway_s = leeway_s
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> JwtAuthenticator:
-        load = (
-            file_loader(settings.auth_jwks_file)
-            if settings.auth_jwks_file
-            else url_loader(settings.auth_jwks_url)
-        )
-        return cls(
-            JwksCache(
-                load,
-                refresh_s=settings.auth_jwks_refresh_s,
-                min_refresh_s=settings.auth_jwks_min_refresh_s,
-            ),
-            issuer=settings.auth_issuer,
-            audience=settings.auth_audience,
-            algorithms=settings.auth_algorithms,
-            leeway_s=settings.auth_leeway_s,
-            required_scopes=settings.auth_required_scopes,
-        )
 
     async def verify(self, token: str) -> Principal:
         if len(token) > MAX_TOKEN_CHARS:

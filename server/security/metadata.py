@@ -6,16 +6,13 @@ and ``/.well-known/oauth-protected-resource<MCP_PATH>`` (paths below the app's r
 :func:`metadata_paths`). Behind a prefix (``MCP_ROOT_PATH=/api``) the app can only answer below
 that prefix, so the challenge points to ``/api/.well-known/oauth-protected-resource/mcp``; the
 RFC's origin-root location (``/.well-known/oauth-protected-resource/api/mcp``) is the proxy's
-to route, if wanted.
+to route, if wanted. Which document this configuration serves is decided from the settings in
+:func:`server.security.gate.protected_resource_document`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from server.settings import Settings
+from typing import Any
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -57,26 +54,3 @@ def metadata_url(scheme: str, host: str, root_path: str = "", path: str = "/mcp"
     if colon and name and _DEFAULT_PORTS.get(scheme) == port:
         host = name  # "[::1]:443" -> "[::1]"; IPv6 literals are bracketed in a Host header
     return f"{scheme}://{host}{root_path.rstrip('/')}{WELL_KNOWN}{path}"
-
-
-def protected_resource_document(
-    settings: Settings, scopes: Iterable[str] = ()
-) -> dict[str, Any] | None:
-    """The document this configuration serves, or None when there is none to serve.
-
-    ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
-    the required scopes (and, in tokens mode, the scopes the tokens hold). None when
-    ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
-    ``MCP_AUTH_ISSUER``): then the paths answer 404 and challenges carry no
-    ``resource_metadata``.
-    """
-    if settings.auth == "none":
-        return None
-    resource = settings.auth_resource or settings.auth_audience
-    servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
-    if not resource or not servers:
-        return None
-    supported = {*settings.auth_required_scopes, *scopes}
-    if settings.auth == "tokens":
-        supported.update(settings.auth_token_scopes)
-    return resource_metadata(resource, servers, sorted(supported))

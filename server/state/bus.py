@@ -10,7 +10,7 @@ change   kind, uri               offer the catalog change to their streams
 ended    sid                     release what they hold for that session
 answer   sid, id, result / error hand a client's answer to the handler waiting there
 cancel   sid, params             cancel the call if it runs there
-subs     sid, uris               update the resource subscriptions of a GET stream
+subs     sid, add / remove (uri) add or remove one resource subscription of a session
 ======== ======================= ==================================================
 
 :class:`LocalBus` is the one-process default: there is nobody to tell. :class:`RedisBus`
@@ -18,7 +18,8 @@ publishes on one Redis channel and delivers what other replicas publish (its own
 come back too and are skipped). Publishing never blocks the caller: messages queue (bounded)
 for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber that is
 away, so after an outage the bus delivers ``resync`` locally: list streams are told their
-lists changed, and clients re-read what they may have missed.
+lists changed, and clients re-read what they may have missed; GET streams re-read their
+session's subscriptions from the store.
 
 The Redis flavour is :mod:`server.state.redis.bus`, imported only when ``MCP_REDIS_URL`` is set, so
 the ``redis`` package stays an optional extra.

@@ -8,15 +8,12 @@ depends on the HTTP shell.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, cast, get_args
+from typing import Any, Protocol, cast, get_args
 
 from server.catalog import Change, ChangeKind
 from server.hub import Hub
 from server.jsonrpc import Response, is_valid_id
 from server.state.bus import Bus
-
-if TYPE_CHECKING:
-    from server.legacy.sessions import Session
 
 _KINDS: frozenset[str] = frozenset(get_args(ChangeKind))
 _LIST_KINDS: tuple[ChangeKind, ...] = tuple(
@@ -33,7 +30,10 @@ class SessionEvents(Protocol):
 
     def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None: ...
 
-    def remote_subscriptions(self, session_id: str, uris: set[str]) -> None: ...
+    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None: ...
+
+    def subscriptions_missed(self) -> None:
+        """Subscription changes may have been missed (the bus was away): read them again."""
 
 
 class BusRelay:
@@ -56,6 +56,7 @@ class BusRelay:
             # Changes may have been missed while Redis was away: clients re-read the lists.
             for list_kind in _LIST_KINDS:
                 self.hub.publish(Change(list_kind))
+            self.sessions.subscriptions_missed()
             return
         session_id = data.get("sid")
         if not isinstance(session_id, str):
@@ -74,13 +75,17 @@ class BusRelay:
                 self.sessions.remote_answer(session_id, response)
         elif kind == "cancel" and isinstance(data.get("params"), dict):
             self.sessions.remote_cancel(session_id, data["params"])
-        elif kind == "subs" and isinstance(data.get("uris"), list):
-            uris = {uri for uri in data["uris"] if isinstance(uri, str)}
-            self.sessions.remote_subscriptions(session_id, uris)
+        elif kind == "subs":
+            added, removed = data.get("add"), data.get("remove")
+            if isinstance(added, str):
+                self.sessions.remote_subscription(session_id, added, True)
+            elif isinstance(removed, str):
+                self.sessions.remote_subscription(session_id, removed, False)
 
     def announce_change(self, change: Change) -> None:
         self.bus.publish("change", {"kind": change.kind, "uri": change.uri})
 
-    def announce_subscriptions(self, session: Session) -> None:
-        """A session's resource subscriptions changed: a GET stream elsewhere follows them."""
-        self.bus.publish("subs", {"sid": session.id, "uris": sorted(session.subscriptions)})
+    def announce_subscriptions(self, session_id: str, uri: str, subscribed: bool) -> None:
+        """A session subscribed to (or unsubscribed from) one resource: a GET stream elsewhere
+        follows it. Only the change travels, never the session's whole set."""
+        self.bus.publish("subs", {"sid": session_id, "add" if subscribed else "remove": uri})

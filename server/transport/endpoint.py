@@ -23,11 +23,12 @@ from server.protocol import (
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
 )
-from server.records.draft import Draft, Network, client_address
+from server.records.draft import Draft
 from server.records.recorder import Recorder
 from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
+from server.security.networks import Network, client_address
 from server.transport.guards import HostGuard, check_content_type, check_origin, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.modern import ModernHttp, OpenListen

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from server.aio import create_task
@@ -33,12 +34,12 @@ from server.jsonrpc import (
     encode_error,
     encode_result,
 )
-from server.legacy.calls import PRIMING_SINCE, Call, finished, start_call
+from server.legacy.calls import Call, finished, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
-from server.legacy.sessions import Session
-from server.protocol import LEGACY_VERSIONS
+from server.legacy.sessions import Session, checked_session_id
+from server.protocol import LEGACY_VERSIONS, PRIMING_SINCE
 from server.records.draft import Draft
 from server.security.gate import Gate
 from server.state.bus import Bus, LocalBus
@@ -46,12 +47,11 @@ from server.state.mirror import LocalMirror, StreamMirror
 from server.transport.sse import (
     SSE_HEADERS,
     DisconnectWatch,
-    event_frame,
-    priming_frame,
     pump,
     send_body,
     send_empty,
     send_json,
+    sse_frame,
     uncancel,
 )
 
@@ -101,18 +101,18 @@ class LegacyHttp:
             raise InvalidRequest(
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first"
             )
-        session = await self.era.store.get(session_id.strip())
+        session_id = checked_session_id(session_id)  # a 400 before any store sees it
+        session = await self.era.store.get(session_id)
         if session is not None and session.owner != draft.subject:
             # Another subject's session is, for this caller, a session that does not exist.
             session = None
         elif session is None:
-            self.session_ended(session_id.strip())  # found expired just now: release it too
+            self.session_ended(session_id)  # found expired just now: release it too
         if session is None:
             raise InvalidRequest(
                 "Session not found: it ended or expired; send initialize again", http_status=404
             )
         runtime = self.runtimes.get(session.id)
-        runtime.subscriptions = set(session.subscriptions)
         # What the client declared at initialize is carried on every record of its session.
         draft.session_id = session.id
         draft.client(session.client_info, session.client_capabilities)
@@ -226,7 +226,9 @@ class LegacyHttp:
             return None
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if session.protocol_version >= PRIMING_SINCE:
-            await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
+            await send_body(
+                send, sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
+            )
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
         return await pump(
@@ -318,6 +320,8 @@ class LegacyHttp:
         found = locate(runtime, last_event_id, copy, self.runtimes.events_per_stream)
         stream, after, follow = found.stream, found.after, found.follow
         if stream is None:
+            # The standalone stream offers resource updates: it needs the subscriptions.
+            await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
             stream = runtime.standalone_stream(
                 self.hub, lambda: self.era.capabilities(session.protocol_version)
             )
@@ -335,9 +339,12 @@ class LegacyHttp:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
-                await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
+                await send_body(
+                    send,
+                    sse_frame(b"", event_id=f"{stream.id}_{after}", retry_ms=self.options.retry_ms),
+                )
             for event_id, data in found.missed:
-                await send_body(send, event_frame(event_id, data))
+                await send_body(send, sse_frame(data, event_id=event_id))
             draft.stream_end = await pump(
                 receive, send, stream, after, keepalive_s=self.options.keepalive_s
             )
@@ -372,10 +379,17 @@ class LegacyHttp:
         if runtime is not None:
             self.era.cancel(runtime, params)
 
-    def remote_subscriptions(self, session_id: str, uris: set[str]) -> None:
+    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
         runtime = self.runtimes.peek(session_id)
         if runtime is not None:
-            runtime.subscriptions = uris
+            runtime.subscriptions.apply(uri, subscribed)
+
+    def subscriptions_missed(self) -> None:
+        for session_id in self.runtimes.ids():
+            if (runtime := self.runtimes.peek(session_id)) is not None:
+                # Read again now where a GET stream follows them, else when one opens.
+                read = partial(self.era.store.subscriptions, session_id)
+                runtime.subscriptions.stale(read if runtime.standalone is not None else None)
 
     def end_connections(self) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""

@@ -30,13 +30,13 @@ from server.jsonrpc import encode_error, encode_result
 from server.modern.era import ModernCall, ModernEra
 from server.records.draft import Draft
 from server.transport.sse import (
+    KEEP_ALIVE,
     SSE_HEADERS,
     Disconnect,
     DisconnectWatch,
     ResponseWriter,
-    comment_frame,
-    message_frame,
     send_json,
+    sse_frame,
     uncancel,
 )
 
@@ -134,7 +134,7 @@ class ModernHttp:
         request_id = call.request.id
         stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
         # orjson's output keeps a 4 KiB buffer: only the exact-size frame is kept.
-        return OpenListen(stream, message_frame(ack), request_id)
+        return OpenListen(stream, sse_frame(ack), request_id)
 
     async def listen(self, receive: Receive, send: Send, opened: OpenListen, draft: Draft) -> None:
         try:
@@ -155,7 +155,6 @@ class ModernHttp:
     ) -> None:
         """The listen stream itself: the request's own task plus a disconnect watcher, so an
         idle stream costs two tasks and an empty queue."""
-        keepalive = comment_frame()
         with DisconnectWatch(receive) as disconnect:
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -165,15 +164,15 @@ class ModernHttp:
                         async with Deadline(self.options.keepalive_s):
                             item = await stream.queue.get()
                     except TimeoutError:
-                        await self._send_frame(send, keepalive)
+                        await self._send_frame(send, KEEP_ALIVE)
                         continue
                     if isinstance(item, Closed):
                         draft.stream_end = item.reason
                         if item.reason == "shutdown":
                             closing = self.modern.listen_closing(request_id)
-                            await self._send_frame(send, message_frame(closing))
+                            await self._send_frame(send, sse_frame(closing))
                         break
-                    await self._send_frame(send, message_frame(item))
+                    await self._send_frame(send, sse_frame(item))
             except asyncio.CancelledError:
                 if not disconnect.happened:
                     raise

@@ -12,7 +12,9 @@ SDK behaviour the tests rely on (read from ``mcp`` 2.3.0, see ``shared/conforman
 - ``Client(mode="2026-07-28")`` sends no ``server/discover`` and synthesizes empty capabilities;
   ``client.session.send_discover(version)`` sends one. ``mode="auto"`` probes discover first.
 - logs reach ``logging_callback`` on the 2026 wire only with ``Client(log_level=...)`` (stamped
-  into every request's ``_meta``); on the legacy wire only after ``logging/setLevel``.
+  into every request's ``_meta``); the legacy client sends no level by itself (no
+  ``logging/setLevel``, no ``_meta`` level), so until ``set_logging_level`` it gets what the
+  server sends by default (``MCP_LEGACY_DEFAULT_LOG_LEVEL``, every level unless set).
 - an ``InputRequiredResult`` is resolved by ``Client.call_tool``/``get_prompt``: each input
   request goes through the same elicitation/sampling/roots callbacks as a legacy
   server-to-client request (the callback's ``context.request_id`` is then the input key), and
@@ -449,6 +451,42 @@ async def test_no_logs_below_the_requested_level(probe: Live, era: str) -> None:
         await eventually(lambda: len(progress) == 2)
         await anyio.sleep(0.1)
     assert logs == []
+
+
+@pytest.mark.anyio
+async def test_legacy_client_gets_logs_without_set_level(conformance: Live) -> None:
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with connect(conformance.url, LEGACY, logging_callback=on_log) as (client, wire):
+        result = await client.call_tool("test_logging_tool", {})
+        assert text_of(result) == "Logged at debug, info and warning."
+        await eventually(lambda: len(logs) == 3)
+    assert [(params.level, params.data) for params in logs] == [
+        (level, f"{level} message from test_logging_tool") for level in ("debug", "info", "warning")
+    ]
+    assert wire.posted("logging/setLevel") == []
+
+
+@pytest.mark.anyio
+async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: Live) -> None:
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with connect(conformance.url, LEGACY, logging_callback=on_log) as (client, wire):
+        await client.call_tool(
+            "test_logging_tool", {}, meta={"io.modelcontextprotocol/logLevel": "warning"}
+        )
+        await client.call_tool("test_logging_tool", {})
+        await eventually(lambda: len(logs) == 4)
+        await anyio.sleep(0.1)
+    assert [params.level for params in logs] == ["warning", "debug", "info", "warning"]
+    first, _ = wire.posted("tools/call")
+    assert first["params"]["_meta"]["io.modelcontextprotocol/logLevel"] == "warning"
 
 
 @pytest.mark.anyio

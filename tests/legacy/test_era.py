@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from server.catalog import Catalog
-from server.context import Context, Elicitation, ElicitResult, Roots, Sampling
+from server.context import Context, Elicitation, ElicitResult, LogLevel, Roots, Sampling
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
 from server.jsonrpc import Request, Response, encode_result
 from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
@@ -61,11 +62,13 @@ def full_catalog() -> Catalog:
     return catalog
 
 
-def make_era(catalog: Catalog | None = None, *, timeout_s: float = 5.0) -> LegacyEra:
+def make_era(
+    catalog: Catalog | None = None, *, timeout_s: float = 5.0, **options: Any
+) -> LegacyEra:
     catalog = catalog if catalog is not None else full_catalog()
     dispatcher = Dispatcher(catalog, Pager(Sealer(b"k" * 32), 100))
     store = MemorySessionStore(max_sessions=10, idle_timeout_s=60)
-    return LegacyEra(catalog, dispatcher, store, client_request_timeout_s=timeout_s)
+    return LegacyEra(catalog, dispatcher, store, client_request_timeout_s=timeout_s, **options)
 
 
 async def new_session(
@@ -256,18 +259,47 @@ async def test_set_level_with_an_unknown_level_is_invalid_params(level: Any) -> 
     assert h.session.log_level is None
 
 
-async def test_subscribe_and_unsubscribe_are_kept_on_the_session_and_runtime() -> None:
+async def test_subscribe_and_unsubscribe_are_kept_by_the_store_and_runtime() -> None:
     h = await harness()
+    announced: list[tuple[str, str, bool]] = []
+    h.era.on_subscriptions = lambda *change: announced.append(change)
     assert await h.call("resources/subscribe", {"uri": "test://docs"}) == {}
     assert await h.call("resources/subscribe", {"uri": "test://dir/"}) == {}
-    stored = await h.era.store.get(h.session.id)
-    assert stored is not None
-    assert stored.subscriptions == {"test://docs", "test://dir/"}
-    assert h.runtime.subscriptions == {"test://docs", "test://dir/"}
+    assert await h.call("resources/subscribe", {"uri": "test://docs"}) == {}  # again: no change
+    assert await h.era.store.subscriptions(h.session.id) == {"test://docs", "test://dir/"}
+    assert h.runtime.subscriptions.uris == {"test://docs", "test://dir/"}
     assert await h.call("resources/unsubscribe", {"uri": "test://docs"}) == {}
     assert await h.call("resources/unsubscribe", {"uri": "test://never"}) == {}
-    assert h.session.subscriptions == {"test://dir/"}
-    assert h.runtime.subscriptions == {"test://dir/"}
+    assert await h.era.store.subscriptions(h.session.id) == {"test://dir/"}
+    assert h.runtime.subscriptions.uris == {"test://dir/"}
+    # Each change is announced alone (one URI), and only what changed.
+    assert announced == [
+        (h.session.id, "test://docs", True),
+        (h.session.id, "test://dir/", True),
+        (h.session.id, "test://docs", False),
+    ]
+
+
+async def test_subscriptions_are_capped_per_session_with_a_clear_error() -> None:
+    era = make_era()
+    era.store = MemorySessionStore(max_sessions=10, idle_timeout_s=60, max_subscriptions=3)
+    h = await harness(era)
+    for number in range(3):
+        await h.call("resources/subscribe", {"uri": f"test://{number}"})
+    with pytest.raises(InvalidParams) as refused:
+        await h.call("resources/subscribe", {"uri": "test://one-too-many"})
+    assert refused.value.to_wire("legacy")["code"] == -32602
+    assert "At most 3 resource subscriptions per session" in str(refused.value)
+    assert "test://one-too-many" not in h.runtime.subscriptions.uris
+    await h.call("resources/subscribe", {"uri": "test://0"})  # one it holds: still fine
+    await h.call("resources/unsubscribe", {"uri": "test://0"})
+    await h.call("resources/subscribe", {"uri": "test://one-too-many"})  # room again
+    assert len(await era.store.subscriptions(h.session.id)) == 3
+
+
+def test_the_cap_is_the_hubs() -> None:
+    store = MemorySessionStore(max_sessions=1, idle_timeout_s=1)
+    assert store.max_subscriptions == MAX_RESOURCE_SUBSCRIPTIONS
 
 
 @pytest.mark.parametrize("uri", [None, "", "no-scheme", 5, "x:" + "a" * 2048])
@@ -275,7 +307,7 @@ async def test_subscribe_needs_a_uri(uri: Any) -> None:
     h = await harness()
     with pytest.raises(InvalidParams):
         await h.call("resources/subscribe", {"uri": uri})
-    assert h.session.subscriptions == set()
+    assert await h.era.store.subscriptions(h.session.id) == set()
 
 
 async def test_list_pages_are_encoded_once_per_catalog_version() -> None:
@@ -361,6 +393,100 @@ async def test_context_takes_the_progress_token_only_when_it_is_a_valid_id() -> 
         assert h.era.context(h.session, request, h.exchange).progress_token == expected
     no_meta = Request(1, "tools/call", {"_meta": "not an object"})
     assert h.era.context(h.session, no_meta, h.exchange).progress_token is None
+
+
+# -- log levels ---------------------------------------------------------------------------------
+
+EVERY_LEVEL: tuple[LogLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+def logging_catalog() -> Catalog:
+    catalog = Catalog("legacy-logs", "1.0.0")
+
+    @catalog.tool
+    async def chatty(ctx: Context) -> str:
+        """Logs one line at every level, then answers."""
+        for level in EVERY_LEVEL:
+            await ctx.log(level, f"{level} line")
+        return "chatted"
+
+    return catalog
+
+
+async def logged_levels(h: Harness, meta: dict[str, Any] | None = None, id: int = 1) -> list[str]:
+    """The levels of the log messages one call of ``chatty`` sends on its stream."""
+    start = h.stream.last_seq
+    params: dict[str, Any] = {"name": "chatty", "arguments": {}}
+    if meta is not None:
+        params["_meta"] = meta
+    assert (await h.call("tools/call", params, id=id))["content"][0]["text"] == "chatted"
+    messages = published(h.stream)[start:]
+    assert all(message["method"] == "notifications/message" for message in messages)
+    return [message["params"]["level"] for message in messages]
+
+
+@pytest.mark.parametrize("default", EVERY_LEVEL)
+async def test_before_set_level_logs_at_or_above_the_default_are_sent(default: str) -> None:
+    h = await harness(make_era(logging_catalog(), default_log_level=default))
+    assert await logged_levels(h) == list(EVERY_LEVEL[EVERY_LEVEL.index(default) :])
+
+
+async def test_the_default_is_every_level_as_the_official_sdks_send() -> None:
+    h = await harness(make_era(logging_catalog()))
+    assert await logged_levels(h) == list(EVERY_LEVEL)
+
+
+async def test_default_off_sends_no_logs_until_set_level() -> None:
+    h = await harness(make_era(logging_catalog(), default_log_level=None))
+    assert await logged_levels(h, id=1) == []
+    assert await h.call("logging/setLevel", {"level": "error"}, id=2) == {}
+    assert await logged_levels(h, id=3) == ["error", "critical", "alert", "emergency"]
+
+
+async def test_set_level_replaces_the_default() -> None:
+    h = await harness(make_era(logging_catalog(), default_log_level="info"))
+    assert await h.call("logging/setLevel", {"level": "critical"}, id=1) == {}
+    assert await logged_levels(h, id=2) == ["critical", "alert", "emergency"]
+    assert await h.call("logging/setLevel", {"level": "debug"}, id=3) == {}
+    assert await logged_levels(h, id=4) == list(EVERY_LEVEL)
+
+
+@pytest.mark.parametrize("default", ["debug", None])
+async def test_a_meta_log_level_wins_for_its_request_only(default: str | None) -> None:
+    h = await harness(make_era(logging_catalog(), default_log_level=default))
+    warning = {"io.modelcontextprotocol/logLevel": "warning"}
+    before = await logged_levels(h, warning, id=1)
+    assert before == ["warning", "error", "critical", "alert", "emergency"]
+    assert await h.call("logging/setLevel", {"level": "alert"}, id=2) == {}
+    assert await logged_levels(h, {"io.modelcontextprotocol/logLevel": "debug"}, id=3) == list(
+        EVERY_LEVEL
+    )
+    assert await logged_levels(h, id=4) == ["alert", "emergency"]
+    assert h.session.log_level == "alert"
+
+
+@pytest.mark.parametrize("malformed", ["verbose", "WARNING", "", None, 3, ["info"]])
+async def test_a_malformed_meta_log_level_is_ignored(malformed: Any) -> None:
+    h = await harness(make_era(logging_catalog(), default_log_level="error"))
+    meta = {"io.modelcontextprotocol/logLevel": malformed}
+    assert await logged_levels(h, meta, id=1) == ["error", "critical", "alert", "emergency"]
+    assert await h.call("logging/setLevel", {"level": "emergency"}, id=2) == {}
+    assert await logged_levels(h, meta, id=3) == ["emergency"]
+
+
+@pytest.mark.parametrize("level", ["verbose", "off", "INFO", ""])
+def test_an_unknown_default_log_level_is_refused(level: str) -> None:
+    with pytest.raises(ValueError, match="not a log level"):
+        make_era(default_log_level=level)
 
 
 # -- LegacyExchange -----------------------------------------------------------------------------

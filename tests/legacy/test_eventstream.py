@@ -5,7 +5,14 @@ import asyncio
 import anyio
 import pytest
 
-from server.legacy.eventstream import Event, EventStream, parse_event_id
+from server.legacy.eventstream import (
+    MAX_SEQ,
+    MAX_STREAM_ID_LENGTH,
+    Event,
+    EventStream,
+    parse_event_id,
+)
+from server.legacy.runtime import SessionRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -41,10 +48,12 @@ def test_event_ids_name_the_stream_and_count_from_one() -> None:
 @pytest.mark.parametrize(
     ("text", "parsed"),
     [
-        ("s1_3", ("s1", 3)),
-        ("a_b_12", ("a_b", 12)),
-        ("  s1_0 \t", ("s1", 0)),
+        ("a1_3", ("a1", 3)),
+        ("  a1_0 \t", ("a1", 0)),
         ("f00d7_42", ("f00d7", 42)),
+        ("c0ffee12g_7", ("c0ffee12g", 7)),
+        ("a" * MAX_STREAM_ID_LENGTH + "_1", ("a" * MAX_STREAM_ID_LENGTH, 1)),
+        (f"ab1_{MAX_SEQ}", ("ab1", 2**64 - 1)),  # the largest a Redis stream id holds
     ],
 )
 def test_parse_event_id_accepts_stream_and_sequence(text: str, parsed: tuple[str, int]) -> None:
@@ -52,15 +61,39 @@ def test_parse_event_id_accepts_stream_and_sequence(text: str, parsed: tuple[str
 
 
 @pytest.mark.parametrize(
-    "text", ["", "   ", "s1", "_3", "s1_", "s1_x", "s1_-1", "s1_1.5", "s1_+2", "s1_ 2"]
+    "text",
+    [
+        *("", "   ", "a1", "_3", "a1_", "a1_x", "a1_-1", "a1_1.5", "a1_+2", "a1_ 2"),
+        # Sequences past a Redis stream id (2**64 - 1), however many digits.
+        f"ab1_{2**64}",
+        "ab1_" + "9" * 21,
+        "ab1_" + "9" * 5000,  # past Python's int() digit limit, too
+        # Stream ids this server never makes: other characters, too long, "g" not last.
+        "s1_3",
+        "a_b_12",
+        "AB1_3",
+        "ab:1_3",
+        "ab*_3",
+        "a" * (MAX_STREAM_ID_LENGTH + 1) + "_1",
+        "abg1_2",
+        "ab1gg_2",
+    ],
 )
 def test_parse_event_id_rejects_malformed_ids(text: str) -> None:
     assert parse_event_id(text) is None
 
 
-@pytest.mark.parametrize("text", ["s1_\u00b2", "s1_\u00b3", "s1_1\u00b9"])
+@pytest.mark.parametrize("text", ["a1_\u00b2", "a1_\u00b3", "a1_1\u00b9", "a\u0661_1"])
 def test_parse_event_id_rejects_non_ascii_digits(text: str) -> None:
     assert parse_event_id(text) is None
+
+
+def test_every_stream_id_a_runtime_makes_is_parsed_back() -> None:
+    runtime = SessionRuntime("session", events_per_stream=4)
+    streams = [runtime.open_stream() for _ in range(40)] + [runtime.open_stream(standalone=True)]
+    for stream in streams:
+        assert parse_event_id(stream.priming_id) == (stream.id, 0)
+        assert parse_event_id(stream.publish(b"{}").id) == (stream.id, 1)
 
 
 # -- the buffer ---------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 import pytest
 
-from server.errors import InvalidRequest
-from server.legacy.eventstream import Copy
+from server.errors import InvalidRequest, http_status
+from server.legacy.eventstream import MAX_SEQ, Copy
 from server.legacy.resume import Resume, elsewhere, locate
 from server.legacy.runtime import SessionRuntime
 
@@ -40,12 +40,37 @@ def test_a_finished_stream_with_nothing_left_is_410() -> None:
     assert refused.value.http_status == 410
 
 
-@pytest.mark.parametrize("last_event_id", ["nonsense", "gone_4", "_3"])
-def test_an_unknown_or_unreadable_id_is_410(last_event_id: str) -> None:
+@pytest.mark.parametrize("last_event_id", ["abcdef99_4", "abcdef1g_0", f"abc7_{MAX_SEQ}"])
+def test_an_unknown_event_id_is_410(last_event_id: str) -> None:
     runtime, _ = runtime_with_a_call()
     with pytest.raises(InvalidRequest) as refused:
         locate(runtime, last_event_id, None, 8)
     assert refused.value.http_status == 410
+
+
+@pytest.mark.parametrize(
+    "last_event_id",
+    ["nonsense", "gone_4", "_3", f"abc7_{MAX_SEQ + 1}", "abc7_" + "1" * 400, "a:b_1", "é_1"],
+)
+def test_an_id_this_server_cannot_have_made_is_400_before_the_mirror_is_asked(
+    last_event_id: str,
+) -> None:
+    runtime, _ = runtime_with_a_call()
+    with pytest.raises(InvalidRequest) as refused:
+        elsewhere(runtime, last_event_id)  # what the shell asks before the mirror (Redis)
+    assert http_status(refused.value, "legacy") == 400
+    assert "is not an event id of this server" in str(refused.value)
+    assert len(str(refused.value)) < 300  # a long id is shown cut short
+    with pytest.raises(InvalidRequest) as again:
+        locate(runtime, last_event_id, None, 8)
+    assert http_status(again.value, "legacy") == 400
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_id_is_a_fresh_get(blank: str) -> None:
+    runtime, _ = runtime_with_a_call()
+    assert elsewhere(runtime, blank) is None
+    assert locate(runtime, blank, None, 8) == Resume(None, 0)
 
 
 def test_another_replicas_running_call_is_followed_from_its_copy() -> None:

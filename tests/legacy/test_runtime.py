@@ -174,7 +174,8 @@ def test_list_changed_only_for_capabilities_the_server_has() -> None:
 def test_resource_updates_only_for_subscribed_uris_and_below() -> None:
     hub = Hub()
     runtime = SessionRuntime("session", events_per_stream=16)
-    runtime.subscriptions = {"test://docs", "test://dir/"}
+    runtime.subscriptions.apply("test://docs", True)
+    runtime.subscriptions.apply("test://dir/", True)
     stream = runtime.standalone_stream(hub, lambda: ALL_CAPS)
     for uri in (
         "test://other",
@@ -190,7 +191,8 @@ def test_resource_updates_only_for_subscribed_uris_and_below() -> None:
         for uri in ("test://docs/page/1", "test://dir/a", "test://docs")
     ]
     # Unsubscribing (the runtime's set follows the session's) stops them.
-    runtime.subscriptions = set()
+    runtime.subscriptions.apply("test://docs", False)
+    runtime.subscriptions.apply("test://dir/", False)
     hub.publish(Change("resource_updated", "test://docs"))
     assert len(messages(stream)) == 3
 

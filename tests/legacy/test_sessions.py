@@ -3,10 +3,19 @@
 Idle time is simulated by moving a session's ``last_seen`` back, so no test sleeps.
 """
 
+import asyncio
+
 import pytest
 
-from server.errors import McpError, http_status
-from server.legacy.sessions import MemorySessionStore, Session, SessionLimit, new_session_id
+from server.errors import McpError, ServiceUnavailable, http_status
+from server.legacy.sessions import (
+    LiveSubscriptions,
+    MemorySessionStore,
+    Session,
+    SessionLimit,
+    SubscriptionLimit,
+    new_session_id,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +60,7 @@ async def test_create_keeps_what_initialize_negotiated() -> None:
     assert session.client_capabilities == {"elicitation": {}}
     assert session.initialized is False
     assert session.log_level is None
-    assert session.subscriptions == set()
+    assert await store.subscriptions(session.id) == set()
     assert store.count() == 1
     assert await store.get(session.id) is session
 
@@ -105,12 +114,10 @@ async def test_save_persists_changes_but_never_resurrects() -> None:
     store = make_store()
     session = await create(store)
     session.log_level = "info"
-    session.subscriptions.add("test://docs")
     await store.save(session)
     stored = await store.get(session.id)
     assert stored is not None
     assert stored.log_level == "info"
-    assert stored.subscriptions == {"test://docs"}
     assert await store.delete(session.id) is True
     await store.save(session)
     assert await store.get(session.id) is None
@@ -125,6 +132,53 @@ async def test_delete_ends_only_that_session() -> None:
     assert await store.get(ended.id) is None
     assert await store.get(kept.id) is kept
     assert store.count() == 1
+
+
+# -- resource subscriptions ---------------------------------------------------------------------
+
+
+async def test_subscriptions_are_added_and_removed_one_at_a_time() -> None:
+    store = make_store()
+    session = await create(store)
+    assert await store.subscribe(session.id, "test://docs") is True
+    assert await store.subscribe(session.id, "test://docs") is False  # already there
+    assert await store.subscribe(session.id, "test://dir/") is True
+    assert await store.subscriptions(session.id) == {"test://docs", "test://dir/"}
+    assert await store.unsubscribe(session.id, "test://docs") is True
+    assert await store.unsubscribe(session.id, "test://docs") is False
+    assert await store.subscriptions(session.id) == {"test://dir/"}
+    # A copy: what the caller does with it is not the store's set.
+    (await store.subscriptions(session.id)).clear()
+    assert await store.subscriptions(session.id) == {"test://dir/"}
+
+
+async def test_subscriptions_are_capped_per_session() -> None:
+    store = MemorySessionStore(max_sessions=10, idle_timeout_s=10, max_subscriptions=2)
+    session, other = await create(store), await create(store)
+    await store.subscribe(session.id, "x://1")
+    await store.subscribe(session.id, "x://2")
+    with pytest.raises(SubscriptionLimit) as raised:
+        await store.subscribe(session.id, "x://3")
+    assert raised.value.to_wire("legacy")["code"] == -32602
+    assert "At most 2 resource subscriptions per session" in raised.value.message
+    assert await store.subscribe(session.id, "x://1") is False  # held already: no error
+    assert await store.subscribe(other.id, "x://3") is True  # per session
+
+
+async def test_subscriptions_end_with_their_session() -> None:
+    store = make_store(idle_timeout_s=10)
+    deleted, expired, swept = await create(store), await create(store), await create(store)
+    for session in (deleted, expired, swept):
+        await store.subscribe(session.id, "x://a")
+    await store.delete(deleted.id)
+    age(expired, 11)
+    assert await store.get(expired.id) is None
+    age(swept, 11)
+    assert await store.expire() == [swept.id]
+    for session in (deleted, expired, swept):
+        assert await store.subscriptions(session.id) == set()
+        assert await store.subscribe(session.id, "x://b") is False  # nothing comes back
+    assert store._subscriptions == {}
 
 
 # -- expiry -------------------------------------------------------------------------------------
@@ -214,3 +268,60 @@ async def test_deleting_a_session_frees_a_place_under_the_cap() -> None:
         await create(store)
     await store.delete(first.id)
     assert (await create(store)).id != first.id
+
+
+# -- LiveSubscriptions: what a process follows ------------------------------------------------
+
+
+async def test_live_subscriptions_load_once_then_follow_deltas() -> None:
+    live = LiveSubscriptions()
+    reads: list[int] = []
+
+    async def read() -> set[str]:
+        reads.append(1)
+        return {"x://a", "x://b"}
+
+    await live.load(read)
+    await live.load(read)  # already current: the store is not read again
+    assert reads == [1]
+    live.apply("x://c", True)
+    live.apply("x://a", False)
+    assert set(live) == {"x://b", "x://c"}
+    assert len(live) == 2
+    live.stale()
+    await live.load(read)  # read again after a resync
+    assert reads == [1, 1]
+    assert live.uris == {"x://a", "x://b"}
+
+
+async def test_deltas_that_arrive_while_the_store_is_read_are_not_lost() -> None:
+    live = LiveSubscriptions()
+    reading = asyncio.Event()
+    answered = asyncio.Event()
+
+    async def read() -> set[str]:
+        reading.set()
+        await answered.wait()
+        return {"x://old", "x://removed-meanwhile"}  # read before the deltas below
+
+    loading = asyncio.create_task(live.load(read))
+    await reading.wait()
+    live.apply("x://added-meanwhile", True)
+    live.apply("x://removed-meanwhile", False)
+    answered.set()
+    await loading
+    assert live.uris == {"x://old", "x://added-meanwhile"}
+    assert live.loaded
+
+
+async def test_a_failed_read_leaves_the_subscriptions_unloaded() -> None:
+    live = LiveSubscriptions()
+
+    async def read() -> set[str]:
+        raise ServiceUnavailable("Redis is away")
+
+    with pytest.raises(ServiceUnavailable):
+        await live.load(read)
+    assert not live.loaded
+    live.apply("x://a", True)  # deltas still apply, and log nowhere
+    assert live.uris == {"x://a"}

@@ -1,4 +1,4 @@
-"""server.records.draft: privacy rules, the client address, and the Draft that becomes the records.
+"""server.records: the privacy rules, the Draft that becomes the records, and its line.
 
 No sockets: the Draft's observed ``send`` and ``receive`` are driven with fake ASGI messages,
 and the record shapes are checked against the field tables of docs/records.md, read from the
@@ -7,7 +7,6 @@ from drafts (server.records.lines) are checked byte for byte against the record 
 and encoded.
 """
 
-import ipaddress
 import json
 import math
 import random
@@ -19,22 +18,11 @@ from typing import Any
 import orjson
 import pytest
 
-from server.records.draft import (
-    REDACTED,
-    SCHEMA_VERSION,
-    Draft,
-    Privacy,
-    client_address,
-    parse_networks,
-)
-from server.records.lines import (
-    MEMO_MAX_BYTES,
-    MEMO_MAX_ENTRIES,
-    iso_time,
-    request_id_of,
-    rounded_ms,
-)
+from server.records.draft import Draft
+from server.records.lines import MEMO_MAX_BYTES, MEMO_MAX_ENTRIES, LineWriter, rounded_ms
+from server.records.privacy import REDACTED, Privacy
 from server.records.recorder import Recorder
+from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -254,72 +242,6 @@ def test_deep_nesting_is_cut_off_not_a_crash(container: str) -> None:
     encoded = orjson.dumps(cleaned)  # serialisable: no recursion limit hit on the way out
     assert b"[too deep]" in encoded
     assert b"deep-secret" not in encoded
-
-
-# -- client_address -----------------------------------------------------------------------------
-
-PROXIES = parse_networks(["10.0.0.0/8", "192.168.1.1", "fd00::/8"])
-
-
-def test_without_trusted_proxies_the_peer_is_the_client() -> None:
-    forwarded = "1.2.3.4"
-    assert client_address("10.0.0.5", forwarded, ()) == "10.0.0.5"
-    assert client_address("203.0.113.9", forwarded, ()) == "203.0.113.9"
-
-
-def test_an_untrusted_peer_cannot_forge_its_address() -> None:
-    forwarded = "1.2.3.4, 10.0.0.1"
-    assert client_address("203.0.113.9", forwarded, PROXIES) == "203.0.113.9"
-
-
-def test_a_trusted_proxy_gives_the_rightmost_untrusted_hop() -> None:
-    assert client_address("10.0.0.5", "1.2.3.4", PROXIES) == "1.2.3.4"
-    # The client forged "6.6.6.6" in front; the proxies appended what they saw.
-    forwarded = "6.6.6.6, 1.2.3.4, 192.168.1.1,10.9.9.9"
-    assert client_address("10.0.0.5", forwarded, PROXIES) == "1.2.3.4"
-
-
-def test_ipv6_peers_and_hops() -> None:
-    forwarded = "2001:db8::1, fd00::7"
-    assert client_address("fd00::1", forwarded, PROXIES) == "2001:db8::1"
-    assert client_address("2001:db8::9", forwarded, PROXIES) == "2001:db8::9"
-
-
-def test_when_every_hop_is_trusted_the_peer_is_kept() -> None:
-    forwarded = "10.1.1.1, 192.168.1.1"
-    assert client_address("10.0.0.5", forwarded, PROXIES) == "10.0.0.5"
-
-
-@pytest.mark.parametrize("forwarded", ["", " ", ",", " , ,, "])
-def test_a_trusted_peer_with_an_empty_header_is_kept(forwarded: str) -> None:
-    assert client_address("10.0.0.5", forwarded, PROXIES) == "10.0.0.5"
-    assert client_address("10.0.0.5", None, PROXIES) == "10.0.0.5"
-
-
-@pytest.mark.parametrize("peer", ["testclient", "", "not an ip", "10.0.0.5:8080", "/run/sock"])
-def test_a_peer_that_is_not_an_address_never_unlocks_the_header(peer: str) -> None:
-    assert client_address(peer, "1.2.3.4", PROXIES) == peer
-
-
-def test_garbage_left_of_the_real_hop_is_never_reached() -> None:
-    forwarded = "<script>, 999.1.1.1, unknown, 1.2.3.4"
-    assert client_address("10.0.0.5", forwarded, PROXIES) == "1.2.3.4"
-
-
-def test_no_peer_is_no_address() -> None:
-    assert client_address(None, "1.2.3.4", PROXIES) is None
-    assert client_address(None, None, ()) is None
-
-
-def test_parse_networks_accepts_addresses_and_cidrs_and_skips_blanks() -> None:
-    networks = parse_networks([" 10.0.0.1 ", "", "172.16.0.5/12", "::1", "  "])
-    assert networks == (
-        ipaddress.ip_network("10.0.0.1/32"),
-        ipaddress.ip_network("172.16.0.0/12"),
-        ipaddress.ip_network("::1/128"),
-    )
-    with pytest.raises(ValueError, match="does not appear"):
-        parse_networks(["not-a-network"])
 
 
 # -- record shapes ------------------------------------------------------------------------------
@@ -952,22 +874,24 @@ RULES = [
 def test_request_lines_are_byte_identical_to_the_record_built_and_prepared(
     rules: Privacy,
 ) -> None:
-    # Twice, in two orders, so that what the rules remember is used as well as filled.
+    writer = LineWriter(rules)
+    # Twice, in two orders, so that what the writer remembers is used as well as filled.
     for drafts in (line_drafts(), line_drafts()[::-1], line_drafts()):
         for draft in drafts:
-            written = rules.line(draft)
+            written = writer.line(draft)
             expected = reference_line(draft, rules)
             assert written in (None, expected), (written, expected)
             general = Privacy(rules.redact, rules.max_params_bytes, rules.keep_params)
             # What the writer wrote before: build, prepare, encode.
             assert line_written(draft, prepare=general.apply) == expected
-            assert line_written(draft, prepare=rules.apply, line=rules.line) == expected
+            assert line_written(draft, prepare=rules.apply, line=writer.line) == expected
 
 
 def test_only_what_the_general_way_must_handle_takes_it() -> None:
     rules = privacy()
+    writer = LineWriter(rules)
     drafts = line_drafts()
-    taken = [draft for draft in drafts if rules.line(draft) is None]
+    taken = [draft for draft in drafts if writer.line(draft) is None]
     assert len(taken) == 4
     assert all(draft is expected for draft, expected in zip(taken, drafts[-4:], strict=True))
     assert b'"params":[1,{"password":"[redacted]"}]' in reference_line(taken[0], rules)
@@ -977,26 +901,39 @@ def test_only_what_the_general_way_must_handle_takes_it() -> None:
     assert b'"capabilities":{"_unencodable":true}' in reference_line(taken[3], rules)
 
 
-def test_only_a_draft_gets_a_line_from_the_rules() -> None:
-    rules = privacy()
-    assert rules.line(line_drafts()[0]) is not None
-    assert rules.line({"kind": "request"}) is None  # a record already built: the general way
+def test_only_a_draft_gets_a_line_from_the_writer() -> None:
+    writer = LineWriter(privacy())
+    assert writer.line(line_drafts()[0]) is not None
+    assert writer.line({"kind": "request"}) is None  # a record already built: the general way
 
 
 def test_what_request_lines_remember_stays_bounded() -> None:
     rules = privacy()
-    memo = rules._memo
+    writer = LineWriter(rules)
+    memo = writer.memo
     for number in range(MEMO_MAX_ENTRIES * 3):
         draft = modern(capabilities={"experimental": {f"feature{number}": {}}})
         draft.user_agent = f"agent/{number}"
         draft.ended_clock = draft.clock
-        assert rules.line(draft) == reference_line(draft, rules)
+        assert writer.line(draft) == reference_line(draft, rules)
     huge = modern(capabilities={"experimental": {"blob": "z" * MEMO_MAX_BYTES}})
     huge.ended_clock = huge.clock
-    assert rules.line(huge) == reference_line(huge, rules)
+    assert writer.line(huge) == reference_line(huge, rules)
     for remembered in (memo.declared, memo.metas, memo.templates):
         assert 0 < len(remembered) <= MEMO_MAX_ENTRIES
     assert all(len(encoded) <= MEMO_MAX_BYTES for encoded in memo.declared)
+
+
+def test_each_writer_remembers_for_its_own_rules() -> None:
+    # One memo per set of rules: a capabilities object judged harmless under one set is not
+    # taken as harmless under another that redacts it.
+    secret = modern(capabilities={"experimental": {"apiKey": "k-123"}})
+    secret.ended_clock = secret.clock
+    lenient, strict = privacy(redact=()), privacy()
+    assert b"k-123" in (LineWriter(lenient).line(secret) or b"")
+    strict_writer = LineWriter(strict)
+    assert strict_writer.line(secret) == reference_line(secret, strict)
+    assert b"k-123" not in (strict_writer.line(secret) or b"")
 
 
 @pytest.mark.parametrize(

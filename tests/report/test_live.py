@@ -20,10 +20,11 @@ import pytest
 
 from server import Catalog
 from server.app import Application, create_app
-from server.records.draft import parse_networks
-from server.report.live import LiveReport, is_local_caller
+from server.report.live import LiveReport
 from server.security.auth import new_token
+from server.security.networks import parse_networks
 from server.settings import Settings
+from server.transport.admin import is_local_caller
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until_blocking
 

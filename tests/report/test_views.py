@@ -217,6 +217,11 @@ def test_errors_are_named_and_attached_to_their_method() -> None:
         "tools/call": {-32602: 2},
     }
     assert measures.error_name(-32002) == "Resource not found"
+    # Every code the server answers with has its name here.
+    from server import errors as server_errors
+
+    codes = {v for k, v in vars(server_errors).items() if k.isupper() and isinstance(v, int)}
+    assert codes == set(measures.ERROR_NAMES)
     assert measures.error_name(-32050) == "Server error"
     assert measures.error_name(7) == "Application error"
 

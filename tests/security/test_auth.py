@@ -1,7 +1,8 @@
-"""server.security.auth and server.security.metadata: Bearer parsing, errors and their challenges,
-static tokens, the auth-mode startup check, the token command, protected-resource metadata.
+"""server.security.auth, metadata and the gate's settings checks: Bearer parsing, errors and
+their challenges, static tokens, the auth-mode startup check, the token command,
+protected-resource metadata.
 
-JWT verification is in test_auth_jwt.py.
+JWT verification is in test_jwt.py.
 """
 
 import contextlib
@@ -25,20 +26,18 @@ from server.security.auth import (
     StaticTokens,
     Unauthenticated,
     bearer_token,
-    build_authenticator,
-    check_auth_mode,
-    is_loopback,
     new_token,
     refuse_query_token,
     single_authorization,
     token_digest,
 )
-from server.security.metadata import (
-    metadata_paths,
-    metadata_url,
+from server.security.gate import (
+    build_authenticator,
+    check_auth_mode,
     protected_resource_document,
-    resource_metadata,
 )
+from server.security.metadata import metadata_paths, metadata_url, resource_metadata
+from server.security.networks import is_loopback
 from server.settings import Settings
 
 pytestmark = pytest.mark.anyio

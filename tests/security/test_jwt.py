@@ -20,12 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from server.errors import http_status
-from server.security.auth import (
-    InsufficientScope,
-    InvalidAuthRequest,
-    Unauthenticated,
-    build_authenticator,
-)
+from server.security.auth import InsufficientScope, InvalidAuthRequest, Unauthenticated
+from server.security.gate import build_authenticator
 from server.security.jwt import (
     KEY_TYPES,
     JwksCache,
@@ -522,7 +518,7 @@ async def test_url_loader_in_process(jwks):
     assert [str(r.url) for r in requests][-1] == "https://id.example.com/big"  # no redirect
 
 
-async def test_from_settings_with_a_jwks_file(keys, jwks, tmp_path, monkeypatch):
+async def test_built_from_settings_with_a_jwks_file(keys, jwks, tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("MCP_"):
             monkeypatch.delenv(name)

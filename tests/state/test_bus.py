@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from server.errors import ServiceUnavailable
 from server.state.bus import LocalBus
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
@@ -99,9 +100,9 @@ async def test_a_message_reaches_the_other_replica_and_not_its_sender(cluster: C
 
 async def test_every_other_replica_hears_a_message(cluster: Cluster) -> None:
     one, two, three = await cluster.started(3)
-    one.bus.publish("subs", {"sid": "s", "uris": ["file:///a"]})
+    one.bus.publish("subs", {"sid": "s", "add": "file:///a"})
     await wait_until(lambda: two.got and three.got)
-    assert two.got == three.got == [("subs", {"sid": "s", "uris": ["file:///a"]})]
+    assert two.got == three.got == [("subs", {"sid": "s", "add": "file:///a"})]
 
 
 async def test_two_hundred_messages_arrive_in_order(cluster: Cluster) -> None:
@@ -182,6 +183,45 @@ async def test_after_an_outage_the_listener_resubscribes_and_resyncs_once(
     await wait_until(lambda: ("ended", {"sid": "s"}) in one.got)
     assert two.got == [("resync", {}), ("change", {"kind": "prompts", "uri": None})]
     assert one.got == [("resync", {}), ("ended", {"sid": "s"})]
+
+
+async def test_a_command_refused_by_redis_is_no_outage_and_no_resync(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, two = await cluster.started(2)
+    with pytest.raises(ServiceUnavailable):  # an error reply: "ERR Invalid stream ID"
+        await one.link.run(one.link.client.xrange(one.link.key("s"), f"0-{2**64}", "+"))
+    assert one.link.connected
+    # Longer than the listener takes to notice a lost link (1 s) and to resubscribe (1 s).
+    await asyncio.sleep(2.5)
+    assert one.bus.subscribed
+    assert one.got == []  # no "resync": its streams are not told their lists changed
+    one.bus.publish("ended", {"sid": "s"})
+    await wait_until(lambda: two.got)
+    assert two.got == [("ended", {"sid": "s"})]
+
+
+async def test_a_subscribe_refused_by_redis_is_no_outage(
+    redis_server: RedisServer, redis_client: Any
+) -> None:
+    user = f"nosub{time.monotonic_ns()}"
+    # This user may run commands but not SUBSCRIBE: Redis answers NOPERM, and keeps answering.
+    await redis_client.execute_command(
+        "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-subscribe"
+    )
+    url = redis_server.url.replace("redis://", f"redis://{user}:pw@")
+    link = RedisLink(url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
+    node = Node(link).start()
+    try:
+        await wait_until(lambda: link.refused >= 1)
+        assert "no permissions to run the 'subscribe' command" in link.status()["last_refusal"]
+        assert link.connected  # not taken for Redis lost: readiness stays
+        assert "error" not in link.status()
+        assert await link.run(link.client.ping()) is True
+    finally:
+        await node.bus.close()
+        await link.close()
+        await redis_client.execute_command("ACL", "DELUSER", user)
 
 
 async def test_messages_queued_while_redis_is_away_are_dropped_and_counted(

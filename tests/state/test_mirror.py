@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from server.legacy.eventstream import Copy, EventStream
+from server.errors import ServiceUnavailable
+from server.legacy.eventstream import MAX_SEQ, Copy, EventStream
 from server.state.mirror import LocalMirror
 from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
@@ -122,6 +123,21 @@ async def test_finish_writes_the_end_marker(pair: Pair, redis_client: Any) -> No
     assert await pair.other.open(SESSION, stream.id, after=5) == Copy([], finished=True)
     assert await pair.other.open(SESSION, stream.id, after=6) == Copy([], finished=True)
     assert await pair.other.open(SESSION, stream.id, after=1000) == Copy([], finished=True)
+
+
+async def test_the_largest_seq_an_event_id_may_name_is_a_valid_redis_id(
+    pair: Pair, redis_client: Any
+) -> None:
+    # parse_event_id lets a client name sequences up to MAX_SEQ: each must be a command Redis
+    # accepts (a refused one would be a 503 for a well-formed id).
+    stream = pair.tracked()
+    publish(stream, 1)
+    await copied(redis_client, pair.key(stream.id), 1)
+    assert await pair.other.open(SESSION, stream.id, after=MAX_SEQ) == Copy([], finished=False)
+    with pytest.raises(ServiceUnavailable):  # one past it: what parse_event_id refuses
+        await pair.other.open(SESSION, stream.id, after=MAX_SEQ + 1)
+    assert pair.links[1].refused == 1
+    assert pair.links[1].connected
 
 
 async def test_an_unknown_stream_is_none(pair: Pair, redis_client: Any) -> None:

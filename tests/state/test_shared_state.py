@@ -393,3 +393,68 @@ async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed
             await send_modern(client, a, toggle)
             later = await next_message(messages)
             assert later == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def subscription(method: str, uri: str, id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": f"resources/{method}", "params": {"uri": uri}}
+
+
+def updated(uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+
+
+async def test_subscriptions_made_before_the_get_stream_opens_elsewhere_are_read_from_redis(
+    replicas: list[str],
+) -> None:
+    a, b = replicas
+    async with httpx.AsyncClient(timeout=5) as client:
+        sid = await open_session(client, f"{a}/mcp")
+        for number, uri in enumerate(("test://doc", "test://other")):
+            assert (await post(client, a, subscription("subscribe", uri, number), sid)).is_success
+        # B has never served this session: its GET stream reads the set from Redis.
+        async with client.stream("GET", f"{b}/mcp", headers=sse_get_headers(sid)) as stream:
+            messages = sse_messages(stream)
+            await asyncio.sleep(0.1)  # the GET stream is attached before the change
+            await send_modern(client, a, modern_call("touch", {"uri": "test://doc"}, 3))
+            assert await next_message(messages) == updated("test://doc")
+            # Unsubscribing on A reaches B as one removal: doc is no longer offered.
+            unsubscribe = subscription("unsubscribe", "test://doc", 4)
+            assert (await post(client, a, unsubscribe, sid)).is_success
+            await asyncio.sleep(0.1)  # the removal travels to B on the bus
+            await send_modern(client, a, modern_call("touch", {"uri": "test://doc"}, 5))
+            await send_modern(client, a, modern_call("touch", {"uri": "test://other"}, 6))
+            assert await next_message(messages) == updated("test://other")
+
+
+async def test_a_last_event_id_redis_cannot_hold_is_400_and_redis_stays_ready(
+    replicas: list[str],
+) -> None:
+    _, b = replicas
+    async with httpx.AsyncClient(timeout=5) as client:
+        sid = await open_session(client, f"{b}/mcp")
+        headers = sse_get_headers(sid)
+        async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
+            messages = sse_messages(stream)
+            for last_event_id in (
+                f"abcdef1_{2**64}",  # one past a Redis stream id's sequence
+                "abcdef1_" + "9" * 30,
+                "ab:cd*_1",  # would be a key pattern
+                "a" * 200 + "_1",
+            ):
+                refused = await client.get(
+                    f"{b}/mcp", headers={**headers, "Last-Event-ID": last_event_id}
+                )
+                assert refused.status_code == 400, (last_event_id, refused.text)
+                assert "Last-Event-ID" in refused.json()["error"]["message"]
+            # The largest sequence a stream id holds reaches Redis, which has nothing for it.
+            largest = {**headers, "Last-Event-ID": f"abcdef1_{2**64 - 1}"}
+            assert (await client.get(f"{b}/mcp", headers=largest)).status_code == 410
+            ready = await client.get(f"{b}/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["redis"]["connected"] is True
+            # No resync: past the time the bus listener takes to notice a lost Redis (1 s)
+            # and to resubscribe (1 s), the GET stream was told of no list change.
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(2.5):
+                    await anext(messages)
+            assert (await client.get(f"{b}/readyz")).status_code == 200

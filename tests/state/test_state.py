@@ -28,6 +28,7 @@ from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
 from server.state.redis.sessions import RedisSessionStore
 from server.state.relay import BusRelay
+from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -288,31 +289,72 @@ async def test_cancel_stops_the_call_running_here(app: Application) -> None:
     other.cancel()
 
 
-async def test_subs_replaces_the_subscriptions_of_the_session_here(app: Application) -> None:
+async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
+    app: Application,
+) -> None:
     runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions = {"file:///old"}
-    app.replica.deliver("subs", {"sid": "s1", "uris": ["file:///a", "db://b", 5, None]})
-    assert runtime.subscriptions == {"file:///a", "db://b"}
-    app.replica.deliver("subs", {"sid": "s1", "uris": "file:///c"})
-    app.replica.deliver("subs", {"sid": "s1"})
-    assert runtime.subscriptions == {"file:///a", "db://b"}
-    app.replica.deliver("subs", {"sid": "s1", "uris": []})
-    assert runtime.subscriptions == set()
+    runtime.subscriptions.apply("file:///old", True)
+    app.replica.deliver("subs", {"sid": "s1", "add": "file:///a"})
+    app.replica.deliver("subs", {"sid": "s1", "add": "db://b"})
+    assert runtime.subscriptions.uris == {"file:///old", "file:///a", "db://b"}
+    app.replica.deliver("subs", {"sid": "s1", "remove": "file:///old"})
+    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
+    # Malformed: no URI string, or the whole-set shape of older replicas: nothing changes.
+    for data in (
+        {"sid": "s1", "add": 5},
+        {"sid": "s1", "remove": ["file:///a"]},
+        {"sid": "s1", "uris": []},
+        {"sid": "s1"},
+    ):
+        app.replica.deliver("subs", data)
+    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
+
+
+def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
+    published: list[tuple[str, dict[str, Any]]] = []
+
+    class RecordingBus(LocalBus):
+        def publish(self, kind: str, data: dict[str, Any]) -> None:
+            published.append((kind, data))
+
+    app.replica.bus = RecordingBus()
+    app.replica.announce_subscriptions("s1", "file:///a", True)
+    app.replica.announce_subscriptions("s1", "file:///a", False)
+    assert published == [
+        ("subs", {"sid": "s1", "add": "file:///a"}),
+        ("subs", {"sid": "s1", "remove": "file:///a"}),
+    ]
+
+
+async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Application) -> None:
+    session = await app.sessions.create("2025-11-25", {}, {})
+    await app.sessions.subscribe(session.id, "file:///kept")
+    following = app.legacy.runtimes.get(session.id)
+    await following.subscriptions.load(lambda: app.sessions.subscriptions(session.id))
+    following.standalone_stream(app.hub, lambda: ALL_CAPS)
+    # A removal this replica never heard of (the bus was away when it was announced).
+    following.subscriptions.apply("file:///removed-elsewhere", True)
+    idle = app.legacy.runtimes.get("s2")
+    idle.subscriptions.loaded = True
+    app.replica.deliver("resync", {})
+    assert not idle.subscriptions.loaded  # read again when its GET stream opens
+    await wait_until(lambda: following.subscriptions.loaded)
+    assert following.subscriptions.uris == {"file:///kept"}
 
 
 async def test_unknown_sessions_and_malformed_events_are_ignored(app: Application) -> None:
     stream = attach(app)
     runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions = {"file:///keep"}
+    runtime.subscriptions.apply("file:///keep", True)
     waiting = asyncio.get_running_loop().create_future()
     runtime.pending["1"] = waiting
     events: list[tuple[str, dict[str, Any]]] = [
         ("answer", {"sid": "unknown", "id": "1", "result": {}}),
         ("cancel", {"sid": "unknown", "params": {"requestId": 1}}),
-        ("subs", {"sid": "unknown", "uris": ["file:///x"]}),
+        ("subs", {"sid": "unknown", "add": "file:///x"}),
         ("answer", {"id": "1", "result": {}}),
         ("answer", {"sid": None, "id": "1", "result": {}}),
-        ("subs", {"sid": ["s1"], "uris": []}),
+        ("subs", {"sid": ["s1"], "remove": "file:///keep"}),
         ("ended", {"sid": 1}),
         ("ended", {}),
         ("no-such-kind", {"sid": "s1"}),
@@ -323,7 +365,7 @@ async def test_unknown_sessions_and_malformed_events_are_ignored(app: Applicatio
     # Nothing was created for the unknown session, and s1 is as it was.
     assert app.legacy.runtimes.peek("unknown") is None
     assert app.legacy.runtimes.ids() == ["s1"]
-    assert runtime.subscriptions == {"file:///keep"}
+    assert runtime.subscriptions.uris == {"file:///keep"}
     assert not waiting.done()
     assert frames(stream) == []
 

@@ -536,6 +536,26 @@ async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) 
     assert delete.status_code == 404
 
 
+@pytest.mark.parametrize(
+    "session_id", ["a:b", "x" * 65, "sess*ion", "a b", "{sid}", "%2F"], ids=repr
+)
+async def test_a_session_id_this_server_cannot_have_made_is_400_for_every_method(
+    app: Application, http: httpx.AsyncClient, session_id: str
+) -> None:
+    client = Client(http)
+    client.session_id = session_id
+    for message in (rpc("tools/list"), notification("notifications/initialized")):
+        response = await client.post(message)
+        assert response.status_code == 400, message
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "Mcp-Session-Id header is not a session id of this server" in error["message"]
+    for method in ("GET", "DELETE"):
+        response = await http.request(method, "/mcp", headers=client.headers("text/event-stream"))
+        assert response.status_code == 400, method
+    assert len(app.runtimes) == 0  # nothing was made for it
+
+
 async def test_delete_ends_the_session_and_its_runtime(
     app: Application, http: httpx.AsyncClient
 ) -> None:
@@ -791,7 +811,9 @@ async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
 def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
     # 32,000 pings (1.6 MB) froze every client and /healthz for 36 s: the session rescanned
     # all its streams as each call started. Now such a batch is refused before any message
-    # is read, a batch at the cap is answered, and /healthz stays quick throughout.
+    # is read, a batch at the cap is answered, and /healthz stays quick throughout (the
+    # 100 ms target on a quiet machine is tests/bench/abuse.py's; this bound leaves room for a
+    # loaded CI machine and is still a hundred times below the old freeze).
     application = create_app(settings(), make_catalog())
     latencies: list[float] = []
     done = threading.Event()
@@ -826,7 +848,7 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
             done.set()
             prober.join()
     assert len(latencies) > 5
-    assert max(latencies) < 0.1, f"/healthz took {max(latencies):.3f} s during the batches"
+    assert max(latencies) < 0.25, f"/healthz took {max(latencies):.3f} s during the batches"
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
@@ -957,10 +979,34 @@ async def test_clients_before_2025_11_25_get_no_priming_event(net: httpx.AsyncCl
     assert messages[1]["id"] == 5
 
 
-async def test_no_log_messages_before_set_level(net: httpx.AsyncClient) -> None:
+async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.AsyncClient) -> None:
     client = await session(net)
-    body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
-    assert body["result"]["content"] == [{"type": "text", "text": "chatted"}]
+    async with client.stream(tool_call("chatty", id=6)) as events:
+        messages = await events.rest()
+    assert [message.get("params", {}).get("data") for message in messages[:-1]] == [
+        "debug line",
+        "info line",
+        "warning line",
+    ]
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "chatted"}]
+
+
+async def test_no_log_messages_before_set_level_when_the_default_is_off() -> None:
+    application = create_app(settings(legacy_default_log_level="off"), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await session(http)
+        body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
+        assert body["result"]["content"] == [{"type": "text", "text": "chatted"}]
+
+
+async def test_the_default_log_level_is_a_setting() -> None:
+    application = create_app(settings(legacy_default_log_level="warning"), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await session(http)
+        async with client.stream(tool_call("chatty", id=7)) as events:
+            notes, final = await events.rest()
+    assert notes["params"] == {"level": "warning", "data": "warning line"}
+    assert final["result"]["content"] == [{"type": "text", "text": "chatted"}]
 
 
 async def test_progress_with_a_progress_token(net: httpx.AsyncClient) -> None:
@@ -1266,8 +1312,8 @@ async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
     last = events.frames[-1].id
     assert last is not None
     headers = client.headers("text/event-stream", Content_Type=None)
-    # Unknown streams, malformed ids, and a complete stream read to its end: nothing to send.
-    for last_event_id in ("nosuchstream_3", "not an event id", last):
+    # Unknown streams, and a complete stream read to its end: nothing to send.
+    for last_event_id in ("abcdef99_3", f"abcdef99_{2**64 - 1}", last):
         response = await net.get("/mcp", headers={**headers, "Last-Event-ID": last_event_id})
         assert response.status_code == 410, last_event_id
         assert response.json()["error"]["code"] == -32600
@@ -1276,14 +1322,28 @@ async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
         assert await standalone.next_frame() is not None
 
 
-async def test_a_last_event_id_with_non_ascii_digits_is_410(
-    net: httpx.AsyncClient,
+@pytest.mark.parametrize(
+    "last_event_id",
+    [
+        b"abc_\xb2",  # not ASCII digits
+        b"not an event id",
+        b"nosuchstream_3",  # a stream id of a shape this server never makes
+        b"abc_18446744073709551616",  # past what a Redis stream id holds
+        b"abc_" + b"9" * 5000,
+    ],
+)
+async def test_a_last_event_id_this_server_cannot_have_made_is_400(
+    net: httpx.AsyncClient, last_event_id: bytes
 ) -> None:
     client = await session(net)
     headers: dict[str, Any] = client.headers("text/event-stream", Content_Type=None)
-    headers["Last-Event-ID"] = b"abc_\xb2"
+    headers["Last-Event-ID"] = last_event_id
     response = await net.get("/mcp", headers=headers)
-    assert response.status_code == 410
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert "Last-Event-ID" in error["message"]
+    assert "is not an event id of this server" in error["message"]
 
 
 # -- expiry, shutdown: servers of their own -----------------------------------------------------

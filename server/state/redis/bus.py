@@ -20,7 +20,7 @@ from redis.asyncio.client import PubSub
 
 from server.aio import next_batch, stop_task
 from server.state.bus import Deliver
-from server.state.redis.link import RedisLink, redis_failure
+from server.state.redis.link import RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +124,13 @@ class RedisBus:
             except asyncio.CancelledError:
                 raise
             except Exception as failure:
-                if not redis_failure(failure):
-                    log.exception("the bus listener failed; resubscribing")
-                self.link.lost(failure)
+                if command_refused(failure):
+                    # Redis answers (e.g. an ACL refusing SUBSCRIBE): not an outage.
+                    self.link.command_failed(failure)
+                else:
+                    if not redis_failure(failure):
+                        log.exception("the bus listener failed; resubscribing")
+                    self.link.lost(failure)
                 missed = True
             finally:
                 self.subscribed = False

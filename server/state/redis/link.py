@@ -4,6 +4,13 @@
 an outer deadline, one quick retry for a pooled connection that went stale when Redis
 restarted), and every Redis failure becomes :class:`~server.errors.ServiceUnavailable`, so a
 request that needs shared state fails with 503 and a JSON-RPC error, never a hang or a 500.
+
+Two failures are kept apart. Redis unreachable (a refused or dropped connection, a timeout)
+marks the link lost: readiness fails and, when Redis answers again, the bus resyncs. Redis
+*answering* with an error reply (``ResponseError``: a command it refuses, out of memory, a
+read-only replica) proves the connection works: the command fails (logged, 503 to the
+request), and the link stays connected, so one bad command never takes the replica out of
+rotation nor makes every stream re-read its lists.
 A monitor pings Redis (every second while it is away, every few seconds otherwise), so
 readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
 when it is back (the bus resubscribes and tells local streams to re-read what they may have
@@ -25,7 +32,7 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import DataError, RedisError, ResponseError
 
 from server.aio import stop_task
 from server.errors import ServiceUnavailable
@@ -39,8 +46,19 @@ PING_LOST_S = 1.0
 
 
 def redis_failure(failure: BaseException) -> bool:
-    """Whether ``failure`` means Redis is unreachable or misbehaving (not a bug of ours)."""
+    """Whether ``failure`` came from Redis (unreachable, or refusing a command), not a bug of
+    ours."""
     return isinstance(failure, RedisError | OSError | TimeoutError)
+
+
+def command_refused(failure: BaseException) -> bool:
+    """Whether ``failure`` is one command failing on a working connection: Redis answered
+    with an error reply, or the client refused to send the arguments."""
+    return isinstance(failure, ResponseError | DataError)
+
+
+class CommandRefused(ServiceUnavailable):
+    """Redis answered a command with an error; the connection is fine (503, not a lost link)."""
 
 
 class RedisLink:
@@ -60,18 +78,29 @@ class RedisLink:
         self.lost_at: float | None = None
         self._reconnect_listeners: list[Callable[[], None]] = []
         self._monitor: asyncio.Task[None] | None = None
+        self.refused = 0  # commands Redis answered with an error, ever
+        self.last_refusal: str | None = None
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
     async def run(self, operation: Awaitable[T]) -> T:
-        """Await a Redis operation; any Redis failure becomes 503 (ServiceUnavailable)."""
+        """Await a Redis operation; any Redis failure becomes 503 (ServiceUnavailable): an
+        error reply as :class:`CommandRefused` (the link stays connected), anything else
+        as Redis lost."""
         try:
             async with asyncio.timeout(self.timeout_s * 2 + 0.5):
                 result = await operation
         except Exception as failure:
             if not redis_failure(failure):
                 raise
+            if command_refused(failure):
+                self.command_failed(failure)
+                raise CommandRefused(
+                    "Shared state refused the operation (Redis answered with an error); "
+                    "retry shortly",
+                    retry_after=PING_LOST_S,
+                ) from None
             self.lost(failure)
             raise ServiceUnavailable(
                 "Shared state is unavailable (Redis does not answer); retry shortly",
@@ -79,6 +108,14 @@ class RedisLink:
             ) from None
         self.seen()
         return result
+
+    def command_failed(self, failure: BaseException) -> None:
+        """A command got an error reply: logged and counted; Redis did answer, so it is seen."""
+        self.refused += 1
+        self.last_refusal = f"{type(failure).__name__}: {failure}"
+        log.error("Redis refused a command (%s); the operation fails", self.last_refusal)
+        if not isinstance(failure, DataError):  # DataError: refused before it was sent
+            self.seen()
 
     def lost(self, failure: BaseException) -> None:
         if self.connected:
@@ -112,6 +149,9 @@ class RedisLink:
         status: dict[str, Any] = {"connected": self.connected}
         if self.last_error is not None:
             status["error"] = self.last_error
+        if self.refused:
+            status["refused_commands"] = self.refused
+            status["last_refusal"] = self.last_refusal
         return status
 
     def start(self) -> None:

@@ -6,6 +6,12 @@ last. A sorted set (``<prefix>:sessions``, scored by when each session would exp
 them for the cap. ``save`` only updates a session that still exists, so a request finishing
 after a ``DELETE`` on another replica cannot bring the session back.
 
+Its resource subscriptions are a set beside it (``<prefix>:subs:<id>``, the same TTL, restarted
+with it): a subscribe is one ``SADD`` (in a script that checks the session exists and the
+per-session cap), an unsubscribe one ``SREM``, so each costs the bytes of one URI however many
+the session holds; the whole set is read only by :meth:`RedisSessionStore.subscriptions`, when a
+GET stream opens.
+
 What a replica holds for a session in memory (streams, waiting questions, running calls) is
 not here: ``expire`` keeps the sessions busy in this process alive, and releases the local part
 of sessions that ended elsewhere (the bus usually says so first; this sweep is the backstop).
@@ -21,10 +27,15 @@ from typing import Any
 
 import orjson
 
-from server.legacy.sessions import Session, SessionLimit, new_session_id
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
+from server.legacy.sessions import (
+    Session,
+    SessionLimit,
+    SubscriptionLimit,
+    is_session_id,
+    new_session_id,
+)
 from server.state.redis.link import RedisLink
-
-MAX_SESSION_ID_LENGTH = 128
 
 # HSET only while the hash exists: a save racing a DELETE must not resurrect the session.
 _SAVE_IF_EXISTS = """
@@ -36,6 +47,23 @@ end
 return 0
 """
 
+# SADD one URI to a live session's set, under the cap: 1 added, 0 there already or no session,
+# -1 the cap is reached. The set's TTL is the session's.
+_SUBSCRIBE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+if redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 1 then
+  return 0
+end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+  return -1
+end
+redis.call('SADD', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
+
 
 def _encode(session: Session) -> dict[str, bytes]:
     return {
@@ -44,7 +72,6 @@ def _encode(session: Session) -> dict[str, bytes]:
         "capabilities": orjson.dumps(session.client_capabilities),
         "initialized": b"1" if session.initialized else b"0",
         "log_level": orjson.dumps(session.log_level),
-        "subscriptions": orjson.dumps(sorted(session.subscriptions)),
         "owner": orjson.dumps(session.owner),
     }
 
@@ -59,7 +86,6 @@ def _decode(session_id: str, fields: dict[bytes, bytes]) -> Session | None:
         )
         session.initialized = fields.get(b"initialized") == b"1"
         session.log_level = orjson.loads(fields.get(b"log_level", b"null"))
-        session.subscriptions = set(orjson.loads(fields.get(b"subscriptions", b"[]")))
         session.owner = orjson.loads(fields.get(b"owner", b"null"))
     except (KeyError, UnicodeDecodeError, orjson.JSONDecodeError, TypeError):
         return None  # half-written or foreign data: as good as no session
@@ -76,9 +102,11 @@ class RedisSessionStore:
         local: Callable[[], Iterable[str]],
         busy: Callable[[str], bool],
         ended: Callable[[str], None],
+        max_subscriptions: int = MAX_RESOURCE_SUBSCRIPTIONS,
     ) -> None:
         self.link = link
         self.max_sessions = max_sessions
+        self.max_subscriptions = max_subscriptions
         self.idle_timeout_s = idle_timeout_s
         self._ttl_ms = max(1, int(idle_timeout_s * 1000))
         self._local = local
@@ -87,9 +115,13 @@ class RedisSessionStore:
         self._index = link.key("sessions")
         self._count = 0
         self._save = link.client.register_script(_SAVE_IF_EXISTS)
+        self._subscribe = link.client.register_script(_SUBSCRIBE)
 
     def _key(self, session_id: str) -> str:
         return self.link.key("session", session_id)
+
+    def _subs_key(self, session_id: str) -> str:
+        return self.link.key("subs", session_id)
 
     def _deadline(self) -> float:
         return time.time() + self.idle_timeout_s
@@ -117,14 +149,15 @@ class RedisSessionStore:
         return session
 
     async def get(self, session_id: str) -> Session | None:
-        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        if not is_session_id(session_id):
             return None
         key = self._key(session_id)
         async with self.link.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(key)
             pipe.pexpire(key, self._ttl_ms)
+            pipe.pexpire(self._subs_key(session_id), self._ttl_ms)
             pipe.zadd(self._index, {session_id: self._deadline()}, xx=True)
-            fields, _, _ = await self.link.run(pipe.execute())
+            fields, _, _, _ = await self.link.run(pipe.execute())
         if not fields:
             return None
         return _decode(session_id, fields)
@@ -135,13 +168,29 @@ class RedisSessionStore:
             values += [name, value]
         await self.link.run(self._save(keys=[self._key(session.id)], args=values))
 
+    async def subscribe(self, session_id: str, uri: str) -> bool:
+        keys = [self._key(session_id), self._subs_key(session_id)]
+        args: list[Any] = [self._ttl_ms, self.max_subscriptions, uri]
+        added = int(await self.link.run(self._subscribe(keys=keys, args=args)))
+        if added < 0:
+            raise SubscriptionLimit(self.max_subscriptions)
+        return added == 1
+
+    async def unsubscribe(self, session_id: str, uri: str) -> bool:
+        return bool(await self.link.run(self.link.client.srem(self._subs_key(session_id), uri)))
+
+    async def subscriptions(self, session_id: str) -> set[str]:
+        members = await self.link.run(self.link.client.smembers(self._subs_key(session_id)))
+        return {member.decode() if isinstance(member, bytes) else member for member in members}
+
     async def delete(self, session_id: str) -> bool:
-        if not session_id or len(session_id) > MAX_SESSION_ID_LENGTH:
+        if not is_session_id(session_id):
             return False
         async with self.link.client.pipeline(transaction=True) as pipe:
             pipe.delete(self._key(session_id))
+            pipe.delete(self._subs_key(session_id))
             pipe.zrem(self._index, session_id)
-            deleted, _ = await self.link.run(pipe.execute())
+            deleted, _, _ = await self.link.run(pipe.execute())
         return bool(deleted)
 
     async def expire(self) -> list[str]:
@@ -154,6 +203,7 @@ class RedisSessionStore:
             for session_id, busy in local:
                 if busy:
                     pipe.pexpire(self._key(session_id), self._ttl_ms)
+                    pipe.pexpire(self._subs_key(session_id), self._ttl_ms)
                     pipe.zadd(self._index, {session_id: self._deadline()}, xx=True)
                 else:
                     pipe.exists(self._key(session_id))
@@ -164,6 +214,7 @@ class RedisSessionStore:
         for session_id, busy in local:
             alive = bool(next(answers_iter))  # pexpire and exists both say 1 if the key is there
             if busy:
+                next(answers_iter)  # the subscriptions' pexpire
                 next(answers_iter)  # the zadd
             if not alive:
                 ended.append(session_id)

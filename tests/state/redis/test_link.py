@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.state.redis.link import PING_LOST_S, RedisLink, redis_failure
+from server.state.redis.link import (
+    PING_LOST_S,
+    CommandRefused,
+    RedisLink,
+    command_refused,
+    redis_failure,
+)
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, free_port, fresh_prefix
 
@@ -83,6 +89,63 @@ def test_redis_failure_classifies_errors() -> None:
     assert redis_failure(TimeoutError())
     assert not redis_failure(ValueError())
     assert not redis_failure(KeyError("x"))
+
+
+# -- an error reply is a failed command, not a lost Redis ---------------------------------------
+
+
+async def test_an_error_reply_fails_the_command_and_leaves_the_link_connected(
+    link: RedisLink,
+) -> None:
+    heard: list[str] = []
+    link.on_reconnect(lambda: heard.append("back"))
+    await link.run(link.client.ping())
+    # A sequence past what a stream id holds: Redis answers "ERR Invalid stream ID".
+    with pytest.raises(CommandRefused) as refused:
+        await link.run(link.client.xrange(link.key("s"), f"0-{2**64}", "+"))
+    assert isinstance(refused.value, ServiceUnavailable)
+    assert http_status(refused.value, "legacy") == 503
+    assert "refused" in str(refused.value)
+    assert link.connected is True
+    assert link.lost_at is None
+    status = link.status()
+    assert status["connected"] is True
+    assert "error" not in status  # readiness's error: none, Redis answers
+    assert status["refused_commands"] == 1
+    assert "Invalid stream ID" in status["last_refusal"]
+    # In a pipeline too (the error reply comes after the others are read).
+    async with link.client.pipeline(transaction=False) as pipe:
+        pipe.ping()
+        pipe.xrange(link.key("s"), "not-an-id", "+")
+        with pytest.raises(CommandRefused):
+            await link.run(pipe.execute())
+    assert link.connected is True
+    assert link.status()["refused_commands"] == 2
+    assert await link.run(link.client.ping()) is True
+    assert heard == []  # never taken for an outage, so never "back" either
+
+
+async def test_an_error_reply_while_lost_shows_redis_answers_again(
+    link: RedisLink, redis_server: RedisServer
+) -> None:
+    with redis_server.stopped(), pytest.raises(ServiceUnavailable):
+        await link.run(link.client.ping())
+    assert link.connected is False
+    with pytest.raises(CommandRefused):
+        await link.run(link.client.xrange(link.key("s"), "not-an-id", "+"))
+    assert link.connected is True
+
+
+def test_command_refused_classifies_error_replies() -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import DataError, ReadOnlyError, ResponseError
+
+    assert command_refused(ResponseError("ERR Invalid stream ID"))
+    assert command_refused(ReadOnlyError("READONLY"))
+    assert command_refused(DataError("Invalid input of type: 'NoneType'"))
+    assert not command_refused(RedisConnectionError("gone"))
+    assert not command_refused(TimeoutError())
+    assert not command_refused(ValueError())
 
 
 # -- failures -----------------------------------------------------------------------------------

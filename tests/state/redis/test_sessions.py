@@ -15,9 +15,15 @@ from typing import Any
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
-from server.legacy.sessions import Session, SessionLimit
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
+from server.legacy.sessions import (
+    MAX_SESSION_ID_LENGTH,
+    Session,
+    SessionLimit,
+    SubscriptionLimit,
+)
 from server.state.redis.link import RedisLink
-from server.state.redis.sessions import MAX_SESSION_ID_LENGTH, RedisSessionStore
+from server.state.redis.sessions import RedisSessionStore
 from tests.support.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +89,6 @@ def same(found: Session | None, expected: Session) -> None:
     assert found.client_capabilities == expected.client_capabilities
     assert found.initialized == expected.initialized
     assert found.log_level == expected.log_level
-    assert found.subscriptions == expected.subscriptions
     assert found.owner == expected.owner
 
 
@@ -96,13 +101,11 @@ async def test_create_then_get_on_another_replica_round_trips_every_field(links:
     assert session.protocol_version == "2025-06-18"
     assert session.initialized is False
     assert session.log_level is None
-    assert session.subscriptions == set()
     assert session.owner is None
     same(await two.store.get(session.id), session)
 
     session.initialized = True
     session.log_level = "warning"
-    session.subscriptions = {"file:///a.txt", "db://table/ünïcode", "x:y"}
     session.owner = "alice@example.com"
     await one.store.save(session)
     found = await two.store.get(session.id)
@@ -111,7 +114,6 @@ async def test_create_then_get_on_another_replica_round_trips_every_field(links:
 
     # And back to "nothing" values: no stale field survives a save.
     session.log_level = None
-    session.subscriptions = set()
     session.owner = None
     await two.store.save(session)
     same(await one.store.get(session.id), session)
@@ -226,6 +228,80 @@ async def test_save_after_delete_does_not_resurrect(links: Any, redis_client: An
     assert await one.store.get(session.id) is None
 
 
+# -- resource subscriptions ---------------------------------------------------------------------
+
+
+async def test_subscriptions_are_a_set_beside_the_session_shared_by_every_replica(
+    links: Any, redis_client: Any
+) -> None:
+    link = links()
+    one, two = Replica(link), replica(links)
+    session = await create(one.store)
+    assert await one.store.subscribe(session.id, "file:///a.txt") is True
+    assert await two.store.subscribe(session.id, "db://table/ünïcode") is True
+    assert await two.store.subscribe(session.id, "file:///a.txt") is False  # already there
+    assert await one.store.subscriptions(session.id) == {"file:///a.txt", "db://table/ünïcode"}
+    assert await one.store.unsubscribe(session.id, "file:///a.txt") is True
+    assert await two.store.unsubscribe(session.id, "file:///a.txt") is False
+    assert await two.store.subscriptions(session.id) == {"db://table/ünïcode"}
+    # Stored one member per URI, not inside the session's hash (which a save rewrites).
+    assert await redis_client.smembers(link.key("subs", session.id)) == {
+        "db://table/ünïcode".encode()
+    }
+    assert b"subscriptions" not in await redis_client.hkeys(link.key("session", session.id))
+    await one.store.save(session)
+    assert await two.store.subscriptions(session.id) == {"db://table/ünïcode"}
+
+
+async def test_subscriptions_are_capped_per_session(links: Any) -> None:
+    store = replica(links, max_subscriptions=3).store
+    session, other = await create(store), await create(store)
+    for number in range(3):
+        assert await store.subscribe(session.id, f"x://{number}")
+    with pytest.raises(SubscriptionLimit) as refused:
+        await store.subscribe(session.id, "x://3")
+    assert http_status(refused.value, "legacy") == 200  # a JSON-RPC error, not an HTTP one
+    assert refused.value.to_wire("legacy")["code"] == -32602
+    assert "At most 3 resource subscriptions per session" in str(refused.value)
+    assert await store.subscribe(session.id, "x://0") is False  # one it holds: no error
+    assert await store.subscribe(other.id, "x://3")  # the cap is per session
+    assert await store.unsubscribe(session.id, "x://0")
+    assert await store.subscribe(session.id, "x://3")
+    assert len(await store.subscriptions(session.id)) == 3
+
+
+async def test_the_default_cap_is_the_hubs(links: Any) -> None:
+    assert replica(links).store.max_subscriptions == MAX_RESOURCE_SUBSCRIPTIONS
+
+
+async def test_subscriptions_live_and_end_with_their_session(links: Any, redis_client: Any) -> None:
+    link = links()
+    here = Replica(link, idle_timeout_s=0.6)
+    session = await create(here.store)
+    subs = link.key("subs", session.id)
+    await here.store.subscribe(session.id, "x://a")
+    assert 0 < await redis_client.pttl(subs) <= 600
+    for _ in range(2):  # used (get), then kept busy here (the sweep): never idle 0.6 s
+        await asyncio.sleep(0.35)
+        assert await here.store.get(session.id) is not None
+    here.local.add(session.id)
+    here.busy.add(session.id)
+    await asyncio.sleep(0.35)
+    await here.store.expire()
+    assert await redis_client.pttl(subs) > 400
+    assert await here.store.subscriptions(session.id) == {"x://a"}
+    # Deleted: the set goes with it, and a subscribe racing the DELETE brings nothing back.
+    assert await here.store.delete(session.id)
+    assert await redis_client.exists(subs) == 0
+    assert await here.store.subscribe(session.id, "x://b") is False
+    assert await redis_client.exists(subs) == 0
+    # Expired: the set expires with the session (the same TTL).
+    idle = await create(here.store)
+    await here.store.subscribe(idle.id, "x://a")
+    await asyncio.sleep(0.8)
+    assert await redis_client.exists(link.key("subs", idle.id)) == 0
+
+
 # -- the cap ------------------------------------------------------------------------------------
 
 
@@ -306,6 +382,9 @@ async def test_every_method_is_a_prompt_503_while_redis_is_away(
         "save": lambda: here.store.save(session),
         "delete": lambda: here.store.delete(session.id),
         "expire": here.store.expire,
+        "subscribe": lambda: here.store.subscribe(session.id, "x://a"),
+        "unsubscribe": lambda: here.store.unsubscribe(session.id, "x://a"),
+        "subscriptions": lambda: here.store.subscriptions(session.id),
     }
     with redis_server.stopped():
         for name, operation in operations.items():

@@ -1,0 +1,131 @@
+"""The privacy rules of request records: what a record may say of a request's parameters and of
+its client's declared capabilities.
+
+Parameters are redacted at any depth (keys matching the redaction list), capped in size, or
+dropped; the ``Authorization`` header and tokens are never read into a record at all (nothing
+here sees them). The record writer applies the rules, off the request path: to a built record
+with :meth:`Privacy.apply`, or while encoding a finished draft's line
+(:class:`server.records.lines.LineWriter`), which gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True, slots=True)
+class Privacy:
+    """What parameters may say: a redaction list (substrings of keys), a size cap, or nothing."""
+
+    redact: tuple[str, ...]
+    max_params_bytes: int
+    keep_params: bool = True
+    # Verdicts per key already seen (params repeat the same few keys); bounded.
+    _verdicts: dict[Any, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Make a record's params fit to keep (the record writer calls this, off the request
+        path)."""
+        # Params and capabilities are parts of the body: a body within the cap needs no
+        # measuring, and values with no sensitive key anywhere need no redacted copy.
+        small = record.get("bytes_in", self.max_params_bytes + 1) <= self.max_params_bytes
+        client = record.get("client")
+        capabilities = client.get("capabilities") if isinstance(client, dict) else None
+        harmless = (
+            small
+            and not self.has_sensitive_key(record.get("params"))
+            # Legacy records carry the capabilities of the session's initialize, not of this
+            # body: they are checked on their own.
+            and not self.has_sensitive_key(capabilities)
+        )
+        if "params" in record:
+            if harmless and self.keep_params:
+                params = record["params"]
+                if isinstance(params, dict) and "_meta" in params:
+                    params = {key: value for key, value in params.items() if key != "_meta"}
+                record["params"] = params
+            else:
+                record["params"] = self.clean(record["params"], measured=small)
+        # Declared capabilities are client-sent too: same redaction and size cap (keeping them
+        # even when params are dropped, since the report needs them).
+        if not harmless and capabilities is not None:
+            assert isinstance(client, dict)
+            client["capabilities"] = self.clean_capabilities(capabilities)
+
+    def clean_capabilities(self, capabilities: Any) -> Any:
+        """Declared capabilities, redacted and capped like params, but never dropped."""
+        keeping = self if self.keep_params else Privacy(self.redact, self.max_params_bytes)
+        return keeping.clean(capabilities)
+
+    def has_sensitive_key(self, value: Any, depth: int = 0) -> bool:
+        """Whether a key matching the redaction list appears at any depth (past 32 levels:
+        assumed so, and the careful path takes over)."""
+        if depth > 32:
+            return True
+        kind = type(value)
+        if kind is dict:
+            verdicts = self._verdicts
+            for key, item in value.items():
+                verdict = verdicts.get(key)
+                if verdict is None:
+                    verdict = _sensitive(str(key), self.redact)
+                    if len(verdicts) < 4096:
+                        verdicts[key] = verdict
+                if verdict:
+                    return True
+                if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
+                    item, depth + 1
+                ):
+                    return True
+        elif kind is list:
+            for item in value:
+                if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
+                    item, depth + 1
+                ):
+                    return True
+        return False
+
+    def clean(self, params: Any, *, measured: bool = False) -> Any:
+        """``measured``: the caller knows the params fit the cap, so they are not encoded.
+
+        ``_meta`` is left out: what it says (version, client, capabilities) has its own fields
+        in the record, and the rest of it (progress tokens) is noise."""
+        if not self.keep_params:
+            return None
+        if isinstance(params, dict) and "_meta" in params:
+            params = {key: value for key, value in params.items() if key != "_meta"}
+        cleaned = self._redact(params, depth=0)
+        if measured:
+            return cleaned
+        encoded = orjson.dumps(cleaned)
+        if len(encoded) <= self.max_params_bytes:
+            return cleaned
+        return {"_truncated": True, "bytes": len(encoded)}
+
+    def _redact(self, value: Any, depth: int) -> Any:
+        if depth > 32:
+            return "[too deep]"
+        if isinstance(value, dict):
+            return {
+                key: REDACTED if self.sensitive(key) else self._redact(item, depth + 1)
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [self._redact(item, depth + 1) for item in value]
+        return value
+
+    def sensitive(self, key: Any) -> bool:
+        return _sensitive(str(key), self.redact)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive(key: str, redact: tuple[str, ...]) -> bool:
+    # Params repeat the same few keys, so the verdict per key is computed once.
+    normal = key.lower().replace("-", "").replace("_", "")
+    return any(word in normal for word in redact)
