@@ -8,7 +8,8 @@ resources and templates, calls of some targets), and is *discovered* by a client
 names the clients that used it (with their calls), those that used it without discovering it
 (hard-wired calls), and those that discovered it and never used it.
 
-The features: ``tools``, each tool (``tool:NAME``, every tool some client called), ``resources``
+The features: ``tools``, each tool (``tool:NAME``, every tool some client called by a name the
+server resolved), ``resources``
 (reads of plain resources; reads in records older than the ``target`` field count here too),
 ``templates`` (reads through a URI template), ``prompts``, ``completions``, ``subscriptions``
 (``resources/subscribe``, or a ``subscriptions/listen`` asking for resource updates),
@@ -23,6 +24,7 @@ from typing import Any
 
 from server.report.counters import ClientStats, Tally
 from server.report.model import FeatureReport
+from server.report.targets import OTHER_TARGET, UNKNOWN_TARGET
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,7 @@ def features(
         per = by_kind.setdefault(kind, {})
         for client, counters in stats.by_client.items():
             per[client] = per.get(client, 0) + counters[0]
-        if kind == "tool":
+        if kind == "tool" and name not in (UNKNOWN_TARGET, OTHER_TARGET):
             by_tool[name] = {client: counters[0] for client, counters in stats.by_client.items()}
     rows = []
     for feature in FEATURES:

@@ -2,12 +2,14 @@
 
 A target is ``(kind, name)``: ``tool``, ``prompt``, ``resource`` or ``template`` (a resource read
 through a URI template, whose name is the template), named by the record's ``target`` field or,
-in records written before it existed, by ``params.name`` / ``params.uri``. Each target counts,
-per client, its calls and what each came to (the outcomes of :mod:`server.report.measures`), the
-JSON-RPC error codes it got and its latency. A streamed answer's request record counts the call
-as ``unknown`` until its stream record says how it ended. Names come from clients (an unknown
-tool is a target too), so they are cut to :data:`MAX_TARGET_CHARS` and past
-:data:`MAX_TARGETS` targets new ones are counted as ``(other)``.
+in records written before it existed, by ``params.name`` / ``params.uri``; a call refused
+before it named anything the server has (``target`` null) counts under ``(unresolved)``. Each
+target counts, per client, its calls and what each came to (the outcomes of
+:mod:`server.report.measures`), the JSON-RPC error codes it got and its latency. A streamed
+answer's request record counts the call as ``unknown`` until its stream record says how it
+ended. Names come from clients (an unknown tool is a target too), so they are cut to
+:data:`MAX_TARGET_CHARS` and past :data:`MAX_TARGETS` targets new ones are counted as
+``(other)``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from server.report.measures import CALL_METHODS, OUTCOMES, Histogram, bucket
 
 MAX_TARGETS = 2_000
 OTHER_TARGET = "(other)"
-UNKNOWN_TARGET = "(unknown)"
+UNKNOWN_TARGET = "(unresolved)"
+_ABSENT = object()
 MAX_TARGET_CHARS = 200
 # Index of each outcome in a target's counters (index 0 counts calls).
 OUTCOME_INDEX = {outcome: index for index, outcome in enumerate(OUTCOMES, 1)}
@@ -113,13 +116,16 @@ class Targets:
 
     def target(self, record: dict[str, Any], method: str) -> TargetStats:
         kind = CALL_METHODS[method]
-        name = record.get("target")
-        if type(name) is not str:
+        name = record.get("target", _ABSENT)
+        if name is _ABSENT:
+            # A record from before the field: named by its params.
             params = record.get("params")
             field = "uri" if kind == "resource" else "name"
             name = params.get(field) if type(params) is dict else None
-            if type(name) is not str:
-                name = UNKNOWN_TARGET
+        if type(name) is not str:
+            # Refused before it was resolved (a resource not found, a bad header): one target,
+            # however many names clients tried.
+            name = UNKNOWN_TARGET
         if kind == "resource" and "{" in name:
             kind = "template"
         key = (kind, name)

@@ -171,9 +171,13 @@ def test_latencies_are_there_and_in_order(report: dict[str, Any]) -> None:
 def test_outcomes_per_tool_are_exact(report: dict[str, Any]) -> None:
     ids = names(report)
     tools = {tool["name"]: tool for tool in report["tools"]}
-    assert tools["echo"]["calls"] == 3 + 2 + 2
+    assert tools["echo"]["calls"] == 3 + 2 + 1
     assert tools["echo"]["outcomes"]["ok"] == 3 + 2 + 1
-    assert tools["echo"]["outcomes"]["error"] == 1  # curl's wrong header
+    # curl's wrong header was refused before the tool was resolved.
+    assert tools["(unresolved)"]["outcomes"]["error"] == 1
+    assert tools["(unresolved)"]["error_codes"] == {
+        "-32020": {"name": "Header mismatch", "count": 1}
+    }
     assert tools["refuse"]["outcomes"] == {
         "ok": 0,
         "is_error": 3,
@@ -186,7 +190,7 @@ def test_outcomes_per_tool_are_exact(report: dict[str, Any]) -> None:
     assert tools["explode"]["outcomes"]["crash"] == 1
     assert tools["explode"]["crash_rate"] == 1.0
     by_client = {ids[use["client"]]: use["calls"] for use in tools["echo"]["clients"]}
-    assert by_client == {"legacy": 3, "modern": 2, "curl": 2}
+    assert by_client == {"legacy": 3, "modern": 2, "curl": 1}
     resources = {(r["kind"], r["name"]): r for r in report["resources"]}
     assert resources["template", "test://page/{number}"]["outcomes"]["ok"] == 1
     assert resources["resource", "test://doc"]["outcomes"]["ok"] == 1

@@ -158,8 +158,8 @@ def test_outcomes_per_target_are_exact_and_streams_settle_theirs() -> None:
     assert target(report, "prompt", "greet").calls == 1
     assert target(report, "template", "probe://doc/{id}").calls == 1
     assert target(report, "resource", "probe://readme").calls == 1
-    # A read without a target, and no uri in its params, is counted as (unknown), not lost.
-    assert target(report, "resource", "(unknown)").calls == 1
+    # A read the server could not resolve is counted as (unresolved), whatever its params.
+    assert target(report, "resource", "(unresolved)").calls == 1
     assert sum(t.calls for t in report.targets) == 10
     inspector = client(report, "inspector")
     # is_error and crash fail the request like a JSON-RPC error does.
@@ -178,9 +178,16 @@ def test_records_before_outcomes_fall_back_to_params_and_error_codes() -> None:
     old = request("tools/call")  # params name "echo", no target or outcome
     crashed = request("prompts/get", error=(-32603, "Internal error"))
     crashed["params"] = {"name": "greet"}
-    report = aggregate(jsonl(old, crashed))
+    old_read = request("resources/read")
+    old_read["params"] = {"uri": "doc://old"}
+    missing = call("resources/read", None, "error", error=(-32602, "Resource not found"))
+    missing["target"] = None  # a record that has the field: the server resolved nothing
+    missing["params"] = {"uri": "doc://made-up"}
+    report = aggregate(jsonl(old, crashed, old_read, missing))
     assert target(report, "tool", "echo").outcomes["unknown"] == 1
     assert target(report, "prompt", "greet").outcomes["crash"] == 1
+    assert target(report, "resource", "doc://old").calls == 1
+    assert target(report, "resource", "(unresolved)").outcomes["error"] == 1
 
 
 def test_targets_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
