@@ -24,7 +24,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -45,6 +44,7 @@ from server.records.lines import LineWriter
 from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
+from server.report.live import LiveReport, open_live_report
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
@@ -52,7 +52,9 @@ from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
+from server.transport.admin import ReportRoute
 from server.transport.endpoint import EndpointOptions, McpEndpoint
+from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp, LegacyOptions
 from server.transport.modern import ModernHttp, StreamOptions
 
@@ -143,6 +145,17 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
+        # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
+        self.live: LiveReport | None = None
+        self.live_tail: Any = None
+        extra_sinks: list[Any] = []
+        if settings.report_live:
+            self.live, self.live_tail, extra_sinks = open_live_report(
+                settings.records,
+                settings.redis_url.get_secret_value(),
+                f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                settings.report_refresh_s,
+            )
         self.recorder = Recorder(
             build_sinks(
                 settings.records,
@@ -154,7 +167,8 @@ class Application:
                 redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
                 redis_maxlen=settings.records_redis_maxlen,
                 redis_timeout_s=settings.redis_timeout_s,
-            ),
+            )
+            + extra_sinks,
             capacity=settings.records_queue,
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
@@ -207,13 +221,27 @@ class Application:
         self._not_started_warned = False
         # Armed by begin_shutdown: when it fires, the calls still running are ended.
         self._drain_deadline: asyncio.TimerHandle | None = None
+        probes = Probes(self, self.recorder, self.shared, self.gate)
         self.starlette = Starlette(
             routes=[
-                Route("/healthz", self.healthz, methods=["GET"]),
-                Route("/readyz", self.readyz, methods=["GET"]),
+                Route("/healthz", probes.healthz, methods=["GET"]),
+                Route("/readyz", probes.readyz, methods=["GET"]),
                 *(
-                    Route(path, self.resource_metadata, methods=["GET"])
+                    Route(path, probes.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)
+                ),
+                *(
+                    [
+                        Route(
+                            settings.report_path,
+                            ReportRoute(
+                                self.endpoint, self.gate, settings.report_scope, self.live.render
+                            ).answer,
+                            methods=["GET"],
+                        )
+                    ]
+                    if self.live is not None
+                    else []
                 ),
             ],
             lifespan=self.lifespan,
@@ -245,6 +273,8 @@ class Application:
         async with self.catalog.lifespan.serving():
             unsubscribe = self.catalog.subscribe(publish)
             self.recorder.start()
+            if self.live_tail is not None:
+                self.live_tail.start()
             self.shared.start(self.replica.deliver)
             expiry = asyncio.create_task(self.expire_sessions())
             if not self.server_tells_shutdown:
@@ -262,6 +292,8 @@ class Application:
                 await self.shared.close()
                 # Every request has finished by now (the server waited): write their records.
                 await asyncio.to_thread(self.recorder.close)
+                if self.live_tail is not None:
+                    await asyncio.to_thread(self.live_tail.close)
                 if self._drain_deadline is not None:
                     self._drain_deadline.cancel()
                     self._drain_deadline = None  # a later start drains afresh
@@ -315,35 +347,6 @@ class Application:
         if ended:
             log.warning("drain deadline passed: ended %d call(s) still running", ended)
         return ended
-
-    async def healthz(self, request: Request) -> JSONResponse:
-        """Alive (the process serves; it stays alive while draining). /readyz says whether to send
-        it traffic."""
-        if not self.started:
-            return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ok", "draining": not self.ready})
-
-    async def resource_metadata(self, request: Request) -> JSONResponse:
-        """OAuth 2.0 protected-resource metadata (RFC 9728), outside authentication."""
-        document = self.gate.metadata_document()
-        if document is None:
-            return JSONResponse({"error": "no authorization is configured"}, status_code=404)
-        return JSONResponse(document)
-
-    async def readyz(self, request: Request) -> JSONResponse:
-        """Ready for traffic: started, not draining, the record sinks writing, and Redis
-        answering when state is shared through it."""
-        records = self.recorder.status()
-        ready = self.ready and records["healthy"] and self.shared.healthy
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "not ready",
-            "serving": self.ready,
-            "records": records,
-        }
-        shared = self.shared.status()
-        if shared is not None:
-            body["redis"] = shared
-        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.entry(scope, receive, send)

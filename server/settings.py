@@ -152,6 +152,11 @@ class Settings(BaseSettings):
     records_redis_stream: str = Field("records", min_length=1, max_length=128)
     records_redis_maxlen: int = Field(1_000_000, ge=1000)
 
+    report_live: bool = False
+    report_path: str = "/admin/report"
+    report_scope: str = Field("mcp:admin", min_length=1, max_length=128, pattern=r"^[!#-\[\]-~]+$")
+    report_refresh_s: float = Field(1.0, gt=0, le=3600)
+
     @field_validator(
         "allowed_hosts",
         "allowed_origins",
@@ -222,6 +227,20 @@ class Settings(BaseSettings):
         if value == "/":
             raise ValueError("MCP_PATH must name a path below /, such as /mcp")
         return value
+
+    @field_validator("report_path")
+    @classmethod
+    def _report_path_shape(cls, value: str) -> str:
+        value = "/" + value.strip("/")
+        if value == "/":
+            raise ValueError("MCP_REPORT_PATH must name a path below /, such as /admin/report")
+        return value
+
+    @model_validator(mode="after")
+    def _report_beside_the_endpoint(self) -> Settings:
+        if self.report_path in (self.path, self.path + "/"):
+            raise ValueError("MCP_REPORT_PATH must differ from MCP_PATH")
+        return self
 
     @model_validator(mode="after")
     def _replicas_share_a_secret(self) -> Settings:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio.to_thread
 import orjson
 
+from server.call_note import CRASH, note_outcome
 from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
 from server.catalog.signatures import (
     ArgumentsInvalid,
@@ -165,6 +166,7 @@ class Tool:
             raise
         except Exception:
             log.exception("tool %s raised", self.name)
+            note_outcome(CRASH)
             return error_result(f"Tool {self.name} failed with an internal error")
         return self.shape(value)
 

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from server.aio import Deadline, running_loop
+from server.call_note import noted
 from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
@@ -293,7 +294,7 @@ class LegacyEra:
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
-        return await self.dispatcher.call(method, params, context, target)
+        return noted(await self.dispatcher.call(method, params, context, target))
 
     def finish(
         self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]

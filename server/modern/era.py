@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import orjson
 
+from server.call_note import INPUT_REQUIRED, note_outcome, noted
 from server.catalog import Catalog, Change
 from server.catalog.tools import Tool
 from server.context import Context
@@ -224,9 +225,11 @@ class ModernEra:
         except InputRequired as suspended:
             if method not in INPUT_REQUIRED_METHODS:
                 raise
+            note_outcome(INPUT_REQUIRED)
             return self._input_required(call, context, suspended)
         finally:
             context.finish()
+        noted(result)
         # A resource may set its own ttl (it was found by validate, and read).
         ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
         return self._envelope(method, result, ttl)

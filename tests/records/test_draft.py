@@ -42,7 +42,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
-OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised"}
+OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome"}
 # What app.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
@@ -326,6 +326,7 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft = make_draft()
     draft.batch_size = 3
     draft.advertised = ["initialize", "tools/list"]
+    draft.method = "tools/call"
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
     assert record["batch_size"] == 3
@@ -887,6 +888,9 @@ def reference_line(draft: Draft, rules: Privacy) -> bytes:
         record["batch_size"] = draft.batch_size
     if draft.advertised is not None:
         record["advertised"] = draft.advertised
+    if draft.method in ("tools/call", "prompts/get", "resources/read"):
+        record["target"] = draft.target
+        record["outcome"] = draft.call_outcome()
     try:
         Privacy(rules.redact, rules.max_params_bytes, rules.keep_params).apply(record)
     except Exception:
