@@ -19,8 +19,9 @@ from server.catalog.content import (
     assistant,
     user,
 )
+from server.catalog.frontmatter import SkillError
 from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
-from server.errors import MissingClientCapability, ToolError
+from server.errors import InternalError, MissingClientCapability, ToolError
 
 __all__ = [
     "Audio",
@@ -34,11 +35,13 @@ __all__ = [
     "Icon",
     "Image",
     "InputRequest",
+    "InternalError",
     "MissingClientCapability",
     "PromptMessage",
     "ResourceLink",
     "Roots",
     "Sampling",
+    "SkillError",
     "Text",
     "TextContents",
     "ToolError",

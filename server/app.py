@@ -42,6 +42,8 @@ from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
+from server.tasks.model import TaskLimits
+from server.tasks.service import TaskService
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.legacy import LegacyHttp, LegacyOptions
 from server.transport.modern import ModernHttp, StreamOptions
@@ -122,7 +124,21 @@ class Application:
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = BusRelay(self.hub, self.legacy, self.shared.bus)
+        self.tasks = TaskService(
+            self.shared.tasks,
+            TaskLimits(
+                default_ttl_ms=int(settings.task_ttl_s * 1000),
+                min_ttl_ms=int(settings.task_ttl_min_s * 1000),
+                max_ttl_ms=int(settings.task_ttl_max_s * 1000),
+                poll_ms=settings.task_poll_interval_ms,
+                lease_s=settings.task_lease_s,
+                per_client=settings.max_tasks_per_client,
+                total=settings.max_tasks,
+                max_result_bytes=settings.task_result_max_bytes,
+            ),
+            announce=self.shared.bus.publish,
+        )
+        self.replica = BusRelay(self.hub, self.legacy, self.shared.bus, tasks=self.tasks)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -131,6 +147,7 @@ class Application:
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope,
+            tasks=self.tasks,
         )
         privacy = Privacy(
             redact=tuple(
@@ -195,6 +212,7 @@ class Application:
             )
         self.ready = False
         self.started = False
+        self._tasks_drained: asyncio.Future[None] | None = None
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
@@ -232,6 +250,8 @@ class Application:
             yield
         finally:
             self.begin_shutdown()
+            if self._tasks_drained is not None:
+                await self._tasks_drained
             expiry.cancel()
             self.runtimes.end_all()
             unsubscribe()
@@ -266,6 +286,11 @@ class Application:
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()
+        if self._tasks_drained is None and _loop_running():
+            # Running tasks get the drain time to finish (a second is kept to write the rest
+            # failed, for the other replicas to report), alongside the in-flight calls.
+            budget = max(0.0, self.settings.drain_timeout_s - 1.0)
+            self._tasks_drained = asyncio.ensure_future(self.tasks.drain(budget))
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive (the process serves; it stays alive while draining). /readyz says whether to send
@@ -310,6 +335,14 @@ class Application:
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
         return self.starlette(scope, receive, send)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:

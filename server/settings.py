@@ -117,6 +117,15 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=0)
     handler_timeout_s: float = Field(300.0, ge=0)
 
+    task_ttl_s: float = Field(3600.0, gt=0)
+    task_ttl_min_s: float = Field(10.0, gt=0)
+    task_ttl_max_s: float = Field(86_400.0, gt=0)
+    task_poll_interval_ms: int = Field(1000, ge=1)
+    task_lease_s: float = Field(10.0, ge=1, le=3600)
+    max_tasks_per_client: int = Field(100, ge=1)
+    max_tasks: int = Field(10_000, ge=1)
+    task_result_max_bytes: int = Field(1024 * 1024, ge=1024)
+
     cors_origins: CommaList = []
     cors_max_age_s: int = Field(600, ge=0)
 
@@ -198,6 +207,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 "MCP_REDIS_URL is set (several replicas): set MCP_STATE_SECRET too, the same on "
                 "every replica (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _task_ttl_range(self) -> Settings:
+        if not self.task_ttl_min_s <= self.task_ttl_s <= self.task_ttl_max_s:
+            raise ValueError(
+                "MCP_TASK_TTL_S must lie between MCP_TASK_TTL_MIN_S and MCP_TASK_TTL_MAX_S"
             )
         return self
 

@@ -38,12 +38,14 @@ from server.errors import (
 )
 from server.hub import ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
+from server.modern.extensions import ModernExtensions
 from server.modern.input_required import (
     InputRequired,
     ReplayExchange,
     RequestStates,
     read_input_responses,
 )
+from server.modern.tasks import ModernTasks
 from server.protocol import (
     CACHEABLE_METHODS,
     INPUT_REQUIRED_METHODS,
@@ -58,6 +60,7 @@ from server.protocol import (
     MODERN_VERSIONS,
     NAME_FIELD_BY_METHOD,
 )
+from server.tasks.service import TaskService
 
 Send = Callable[[bytes], Awaitable[None]]
 CacheScope = Literal["public", "private"]
@@ -77,6 +80,9 @@ class ModernCall:
     client_info: dict[str, Any] | None
     log_level: str | None
     progress_token: str | int | None
+    # Who calls (the endpoint sets both): tasks are bound to the subject, capped per client.
+    subject: str | None = None
+    client_key: str = ""
 
 
 def decode_header_value(name: str, raw: str) -> str:
@@ -112,6 +118,7 @@ class ModernEra:
         discover_ttl_ms: int,
         cache_scope: CacheScope,
         supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+        tasks: TaskService | None = None,
     ) -> None:
         self.catalog = catalog
         self.dispatcher = dispatcher
@@ -126,6 +133,23 @@ class ModernEra:
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
         self._matched: set[tuple[bytes, str]] = set()
+        # Declared extensions' methods (skills) and the tasks surface.
+        self.extensions = ModernExtensions(
+            catalog,
+            dispatcher.pager.page,
+            self._envelope,
+            ttl_ms=list_ttl_ms,
+            cache_scope=cache_scope,
+            tasks=ModernTasks(
+                tasks,
+                catalog,
+                envelope=self._envelope,
+                input_required=self._input_required,
+                server_meta=self._server_meta,
+            )
+            if tasks is not None
+            else None,
+        )
 
     # -- validation ------------------------------------------------------------------------
 
@@ -198,11 +222,16 @@ class ModernEra:
             )
 
     def serves(self, method: str) -> bool:
-        return method in MODERN_ONLY_METHODS or self.dispatcher.serves(method)
+        return (
+            method in MODERN_ONLY_METHODS
+            or self.dispatcher.serves(method)
+            or self.extensions.serves(method)
+        )
 
     def advertised(self) -> list[str]:
         """The methods a client can call right now (what discover's capabilities promise)."""
-        return [method for method in MODERN_METHODS if self.serves(method)]
+        served = [method for method in MODERN_METHODS if self.serves(method)]
+        return served + self.extensions.methods()
 
     # -- answering -------------------------------------------------------------------------
 
@@ -213,6 +242,8 @@ class ModernEra:
             return cached
         method = call.request.method
         context = self._context(call, send)
+        if self.extensions.handles(call):
+            return await self.extensions.handle(call, context)
         try:
             result = await self.dispatcher.call(method, call.request.params, context)
         except InputRequired as suspended:

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from server.legacy.sessions import MemorySessionStore, SessionStore
 from server.settings import Settings
 from server.state.bus import Bus, LocalBus
 from server.state.mirror import LocalMirror, StreamMirror
+from server.state.tasks import MemoryTaskStore
+from server.tasks.store import TaskStore
 
 if TYPE_CHECKING:
     from server.state.redis.link import RedisLink
@@ -31,6 +33,7 @@ class SharedState:
     bus: Bus
     mirror: StreamMirror
     link: RedisLink | None = None
+    tasks: TaskStore = field(default_factory=MemoryTaskStore)
 
     def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Begin watching Redis, hearing the other replicas, and copying streams."""

@@ -238,7 +238,7 @@ class McpEndpoint:
                     receive, send, headers, message, draft, json_ok=json_ok, sse_ok=sse_ok
                 )
                 return
-            call = self.modern.validate(message, headers)
+            call = self.validate_modern(message, headers, draft)
             if call.request.method == "server/discover":
                 draft.advertised = self.modern.advertised()
         except ConnectionAbortedError:
@@ -267,6 +267,12 @@ class McpEndpoint:
             await self.modern_http.listen(receive, send, opened, draft)
         finally:
             slot.release()
+
+    def validate_modern(self, message: Request, headers: Headers, draft: Draft) -> ModernCall:
+        """The era's checks, and who calls (tasks are bound to the subject, capped per client)."""
+        call = self.modern.validate(message, headers)
+        call.subject, call.client_key = draft.subject, self.gate.key(draft)
+        return call
 
     def open_listen(
         self, call: ModernCall, draft: Draft, *, sse_ok: bool
