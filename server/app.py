@@ -25,7 +25,7 @@ from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
-from server.hub import Hub
+from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
@@ -138,6 +138,9 @@ class Application:
             ),
             announce=self.shared.bus.publish,
         )
+        # A task's new state (here or announced by another replica) reaches the streams that
+        # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
+        self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
         self.replica = BusRelay(self.hub, self.legacy, self.shared.bus, tasks=self.tasks)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import orjson
 
-from server.catalog import Catalog, Change
+from server.catalog import Catalog
 from server.context import Context
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
 from server.errors import (
@@ -36,7 +36,7 @@ from server.errors import (
     MethodNotFound,
     UnsupportedProtocolVersion,
 )
-from server.hub import ListenFilter
+from server.hub import Event, ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
 from server.modern.extensions import ModernExtensions
 from server.modern.input_required import (
@@ -355,7 +355,10 @@ class ModernEra:
     def listen(self, call: ModernCall) -> tuple[ListenFilter, bytes]:
         """The granted filter and the acknowledgement frame for a listen request."""
         granted = ListenFilter.grant(
-            call.request.params.get("notifications"), self.catalog.snapshot.capabilities
+            call.request.params.get("notifications"),
+            self.catalog.snapshot.capabilities,
+            client_capabilities=call.client_capabilities,
+            owner=call.subject,
         )
         ack = encode_notification(
             "notifications/subscriptions/acknowledged",
@@ -366,8 +369,8 @@ class ModernEra:
     @staticmethod
     def listen_frame(
         granted: ListenFilter, subscription_id: Any
-    ) -> Callable[[Change], bytes | None]:
-        def frame(change: Change) -> bytes | None:
+    ) -> Callable[[Event], bytes | None]:
+        def frame(change: Event) -> bytes | None:
             found = granted.notification(change)
             if found is None:
                 return None
