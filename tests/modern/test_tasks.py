@@ -351,3 +351,35 @@ def test_task_news_reaches_only_streams_of_its_owner() -> None:
         ListenFilter.grant({"taskIds": "t1"}, capabilities, client_capabilities=TASKS)
     with pytest.raises(MissingClientCapability):
         ListenFilter.grant({"taskIds": ["t1"]}, capabilities, client_capabilities={})
+
+
+async def test_the_probe_long_job_runs_as_a_task(service: TaskService) -> None:
+    from server.builtin.probe import catalog
+
+    sealer = Sealer(b"p" * 32)
+    era = ModernEra(
+        catalog,
+        Dispatcher(catalog, Pager(sealer, 100)),
+        RequestStates(sealer, 600),
+        list_ttl_ms=60_000,
+        discover_ttl_ms=300_000,
+        cache_scope="public",
+        tasks=service,
+    )
+    created = await run(
+        era,
+        "tools/call",
+        {"name": "long_job", "arguments": {"seconds": 0, "confirm": True}},
+        capabilities=ASKING,
+    )
+    task_id = created["taskId"]
+    for _ in range(500):
+        got = await run(era, "tasks/get", {"taskId": task_id}, capabilities=TASKS)
+        if got["status"] == "input_required":
+            break
+        await asyncio.sleep(0.01)
+    assert list(got["inputRequests"]) == ["keep"]
+    keep = {"keep": {"action": "accept", "content": {"keep": True}}}
+    await run(era, "tasks/update", {"taskId": task_id, "inputResponses": keep}, capabilities=TASKS)
+    done = await settled(era, task_id)
+    assert done["result"]["content"][0]["text"] == f"Worked 0 s as task {task_id}."
