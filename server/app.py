@@ -103,27 +103,6 @@ class Application:
             ended=lambda session_id: self.legacy.session_ended(session_id),  # noqa: PLW0108
         )
         self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
-        self.sessions = self.shared.store
-        legacy_era = LegacyEra(
-            catalog,
-            dispatcher,
-            self.sessions,
-            client_request_timeout_s=settings.client_request_timeout_s,
-            default_log_level=(
-                None
-                if settings.legacy_default_log_level == "off"
-                else settings.legacy_default_log_level
-            ),
-        )
-        self.legacy = LegacyHttp(
-            legacy_era,
-            self.runtimes,
-            self.hub,
-            self.gate,
-            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
-            bus=self.shared.bus,
-            mirror=self.shared.mirror,
-        )
         self.tasks = TaskService(
             self.shared.tasks,
             TaskLimits(
@@ -137,6 +116,28 @@ class Application:
                 max_result_bytes=settings.task_result_max_bytes,
             ),
             announce=self.shared.bus.publish,
+        )
+        self.sessions = self.shared.store
+        legacy_era = LegacyEra(
+            catalog,
+            dispatcher,
+            self.sessions,
+            client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
+            tasks=self.tasks,
+        )
+        self.legacy = LegacyHttp(
+            legacy_era,
+            self.runtimes,
+            self.hub,
+            self.gate,
+            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
+            bus=self.shared.bus,
+            mirror=self.shared.mirror,
         )
         # A task's new state (here or announced by another replica) reaches the streams that
         # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
