@@ -1,10 +1,11 @@
 """Shared state for several replicas, and the one place that picks its flavour.
 
-:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, all in
-:mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process one; the rest of
-the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
-:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`). What the other
-replicas announce is applied here by :class:`~server.state.relay.BusRelay`.
+:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, task
+store, all in :mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process
+one; the rest of the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
+:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`,
+:class:`~server.tasks.store.TaskStore`). What the other replicas announce is applied here by
+:class:`~server.state.relay.BusRelay`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def shared_state(
         from server.state.redis.link import RedisLink
         from server.state.redis.mirror import RedisMirror
         from server.state.redis.sessions import RedisSessionStore
+        from server.state.redis.tasks import RedisTaskStore
     except ImportError as missing:
         raise RuntimeError(
             "MCP_REDIS_URL is set but the redis package is missing: "
@@ -97,4 +99,4 @@ def shared_state(
     mirror = RedisMirror(
         link, capacity=settings.events_per_stream, ttl_s=settings.session_idle_timeout_s
     )
-    return SharedState(redis_store, RedisBus(link), mirror, link)
+    return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))

@@ -18,6 +18,7 @@ the result, error or questions in ``tasks/get`` (a DetailedTask); 2025-11-25 nam
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ TaskStatus = Literal["working", "input_required", "completed", "failed", "cancel
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 ACTIVE: Final = frozenset({"working", "input_required"})
 MAX_TASK_ID = 128
+TASK_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_TASK_ID}}}")  # token_urlsafe's alphabet
 
 
 class TaskEnded(BaseException):
@@ -46,9 +48,13 @@ def not_found(task_id: Any) -> InvalidParams:
 
 
 def checked_task_id(params: Mapping[str, Any]) -> str:
+    """``params.taskId``, when it is a string; one this server cannot have made is unknown
+    (-32602) before any store sees it."""
     task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TASK_ID:
+    if not isinstance(task_id, str) or not task_id:
         raise InvalidParams("params.taskId must be a task id (a non-empty string)")
+    if not TASK_ID.fullmatch(task_id):
+        raise not_found(task_id[:MAX_TASK_ID])
     return task_id
 
 
