@@ -175,6 +175,8 @@ class Context:
     state: dict[str, Any] = field(default_factory=dict)
     # The task this call runs as, once it does (server.tasks sets both).
     task_id: str | None = None
+    # What the request did with a task, for its record: {"id", "status"} (the eras set it).
+    task_outcome: dict[str, str] | None = None
     task_starter: Callable[[str | None], Awaitable[None]] | None = None
     _last_progress: float | None = None
     _asked: int = 0

@@ -140,9 +140,12 @@ class LegacyTasks:
             return listed
         task_id = checked_task_id(params)
         if method == "tasks/get":
-            return (await self.service.get(task_id, session.owner)).task(legacy=True)
+            found = await self.service.get(task_id, session.owner)
+            context.task_outcome = found.outcome()
+            return found.task(legacy=True)
         if method == "tasks/cancel":
             record, changed = await self.service.cancel(task_id, session.owner)
+            context.task_outcome = record.outcome()
             if not changed:
                 raise InvalidParams(
                     f"Cannot cancel task {task_id}: it already ended ({record.status})"
@@ -173,6 +176,7 @@ class LegacyTasks:
             tool=tool.name,
             ttl_ms=self.service.ttl(task.get("ttl")),
         )
+        context.task_outcome = record.outcome()
         task_context = self._task_context(record, context, standalone)
         runner = create_task(self._run(tool, optional_object(params, "arguments"), task_context))
         self.service.attach(record.task_id, runner)
@@ -242,6 +246,7 @@ class LegacyTasks:
                 continue
             if not record.terminal:
                 continue
+            context.task_outcome = record.outcome()
             if record.status == "completed":
                 result = dict(record.result or {"content": []})
                 meta = result.get("_meta")

@@ -83,6 +83,8 @@ class ModernCall:
     # Who calls (the endpoint sets both): tasks are bound to the subject, capped per client.
     subject: str | None = None
     client_key: str = ""
+    # The task the answer created or showed ({"id", "status"}), for the request's record.
+    task: dict[str, str] | None = None
 
 
 def decode_header_value(name: str, raw: str) -> str:

@@ -44,6 +44,7 @@ class TaskCall(Protocol):
     client_capabilities: dict[str, Any]
     subject: str | None
     client_key: str
+    task: dict[str, str] | None
 
 
 Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
@@ -97,6 +98,7 @@ class ModernTasks:
             task_id = checked_task_id(params)
             if method == "tasks/get":
                 record = await self.service.get(task_id, call.subject)
+                call.task = record.outcome()
                 return {"resultType": "complete", **record.detailed(), "_meta": self.server_meta}
             if method == "tasks/update":
                 responses = params.get("inputResponses")
@@ -106,7 +108,8 @@ class ModernTasks:
                     raise InvalidParams("params.inputResponses must map keys to answer objects")
                 await self.service.update(task_id, call.subject, responses)
             else:
-                await self.service.cancel(task_id, call.subject)
+                record, _ = await self.service.cancel(task_id, call.subject)
+                call.task = record.outcome()
             return {"resultType": "complete", "_meta": self.server_meta}
         finally:
             context.finish()
@@ -131,6 +134,7 @@ class ModernTasks:
             raise
         if started.done():
             record = started.result()
+            call.task = record.outcome()
             return {"resultType": "task", **record.task(), "_meta": self.server_meta}
         try:
             result = runner.result()

@@ -58,6 +58,8 @@ class Draft:
     error_code: int | None = None
     error_message: str | None = None
     advertised: list[str] | None = None
+    # The task this request created or looked at, as the answer left it: {"id", "status"}.
+    task: dict[str, str] | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -123,6 +125,8 @@ class Draft:
             record["batch_size"] = self.batch_size
         if self.advertised is not None:
             record["advertised"] = self.advertised
+        if self.task is not None:
+            record["task"] = self.task
         return record
 
     def stream_record(self) -> dict[str, Any]:

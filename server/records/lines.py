@@ -190,6 +190,8 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
             record["batch_size"] = draft.batch_size
         if draft.advertised is not None:
             record["advertised"] = draft.advertised
+        if draft.task is not None:
+            record["task"] = draft.task
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None

@@ -27,6 +27,9 @@ RECORD_KINDS = frozenset({"request", "stream"})
 # Past this many distinct clients, new ones are folded into one group: a flood of made-up
 # user agents must not exhaust memory.
 MAX_CLIENTS = 10_000
+# Tasks followed per client (their last status seen); past it, new ones are not followed.
+MAX_TASKS_PER_CLIENT = 100_000
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 OVERFLOW_NAME = "(other clients)"
 # ISO 8601 times of one format compare as strings; "~" sorts after every digit.
 _NO_FIRST = "~"
@@ -60,6 +63,7 @@ class ClientStats:
         "stream_ends",
         "stream_events",
         "streams",
+        "tasks",
         "verbs",
     )
 
@@ -86,6 +90,8 @@ class ClientStats:
         self.streams = 0
         self.stream_events = 0
         self.stream_ends: dict[str, int] = {}
+        # Task id -> the last status a record showed (an ended task's status is kept).
+        self.tasks: dict[str, str] = {}
 
 
 class Aggregator:
@@ -223,9 +229,15 @@ class Aggregator:
         status = record.get("status")
         if type(status) is int and not 200 <= status < 300:
             stats.http_statuses[status] = stats.http_statuses.get(status, 0) + 1
+        self._sessions_tasks_offers(stats, record)
+
+    def _sessions_tasks_offers(self, stats: ClientStats, record: dict[str, Any]) -> None:
         session = record.get("session_id")
         if type(session) is str:
             stats.sessions.add(session)
+        task = record.get("task")
+        if type(task) is dict:
+            _follow_task(stats.tasks, task)
         offered = record.get("advertised")
         if type(offered) is list:
             for item in offered:
@@ -340,6 +352,7 @@ class Aggregator:
             streams=stats.streams,
             stream_events=stats.stream_events,
             stream_ends=by_count(stats.stream_ends),
+            tasks=by_count(_tally(stats.tasks)),
         )
 
 
@@ -364,3 +377,22 @@ def aggregate(sources: Iterable[tuple[str, BinaryIO]]) -> Report:
     for name, stream in sources:
         aggregator.read(stream, name)
     return aggregator.report()
+
+
+def _follow_task(tasks: dict[str, str], task: dict[str, Any]) -> None:
+    """A record's word on a task: its status now, unless the task was seen ending already."""
+    task_id, status = task.get("id"), task.get("status")
+    if type(task_id) is not str or type(status) is not str:
+        return
+    known = tasks.get(task_id)
+    if known is None and len(tasks) >= MAX_TASKS_PER_CLIENT:
+        return
+    if known not in _TERMINAL:
+        tasks[task_id] = status
+
+
+def _tally(statuses: dict[str, str]) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for status in statuses.values():
+        counted[status] = counted.get(status, 0) + 1
+    return counted

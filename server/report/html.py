@@ -28,6 +28,7 @@ from server.report.render import (
     period,
     plain,
     stream_text,
+    task_text,
 )
 
 # Methods nobody was advertised get a column each up to this many; a client inventing method
@@ -174,6 +175,7 @@ def details(number: int, client: ClientReport) -> list[str]:
         ("other requests", other_text(client) or "-"),
         ("errors", error_text(client)),
         ("streams", stream_text(client)),
+        ("tasks", task_text(client)),
     ]
     out += [f"<dt>{name}</dt><dd>{h(text, 2000)}</dd>" for name, text in rows]
     out.append(f"<dt>latest capabilities</dt><dd><code>{h(compact(client.capabilities), 2000)}")

@@ -89,6 +89,7 @@ def client_json(client: ClientReport) -> dict[str, Any]:
             "events": client.stream_events,
             "end": client.stream_ends,
         },
+        "tasks": client.tasks,
     }
 
 
@@ -164,6 +165,13 @@ def stream_text(client: ClientReport) -> str:
     )
 
 
+def task_text(client: ClientReport) -> str:
+    """The client's tasks by the last status its requests saw."""
+    if not client.tasks:
+        return "none"
+    return f"{sum(client.tasks.values()):,}: last seen {counts(client.tasks)}"
+
+
 def other_text(client: ClientReport) -> str:
     """The requests that name no method of their own (answers, batches, bodiless)."""
     other = dict(client.pseudo_methods)
@@ -221,6 +229,7 @@ def table_block(client: ClientReport) -> list[str]:
         out += field("not advertised", ", ".join(map(plain, client.not_advertised)))
     out += field("errors", error_text(client))
     out += field("streams", stream_text(client))
+    out += field("tasks", task_text(client))
     out.append("")
     return out
 
@@ -300,4 +309,5 @@ def render_markdown(report: Report) -> str:
             out.append(f"- **Requested, not advertised:** {md_list(client.not_advertised)}")
         out.append(f"- **Errors:** {md(error_text(client))}")
         out.append(f"- **Streams:** {md(stream_text(client))}")
+        out.append(f"- **Tasks:** {md(task_text(client))}")
     return "\n".join(out) + "\n"

@@ -104,6 +104,10 @@ class TaskRecord:
     def expires_ms(self) -> int:
         return self.created_ms + self.ttl_ms
 
+    def outcome(self) -> dict[str, str]:
+        """What a request record says of the task: its id and status as answered."""
+        return {"id": self.task_id, "status": self.status}
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("alive")

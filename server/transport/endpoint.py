@@ -252,9 +252,7 @@ class McpEndpoint:
             await self._send_error(send, internal, era, request_id, draft, scope)
             return
         if call.request.method != "subscriptions/listen":
-            await self.modern_http.answer(
-                receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok
-            )
+            await self.answer_modern(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
             return
         try:
             opened, slot = self.open_listen(call, draft, sse_ok=sse_ok)
@@ -267,6 +265,20 @@ class McpEndpoint:
             await self.modern_http.listen(receive, send, opened, draft)
         finally:
             slot.release()
+
+    async def answer_modern(
+        self,
+        receive: Receive,
+        send: Send,
+        call: ModernCall,
+        draft: Draft,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> None:
+        """A validated request answered; what it did with a task goes into its record."""
+        await self.modern_http.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
+        draft.task = call.task
 
     def validate_modern(self, message: Request, headers: Headers, draft: Draft) -> ModernCall:
         """The era's checks, and who calls (tasks are bound to the subject, capped per client)."""

@@ -185,6 +185,7 @@ class LegacyHttp:
         finally:
             if call.error is not None:
                 draft.error(*call.error)
+            draft.task = call.task
 
     async def _respond(
         self,

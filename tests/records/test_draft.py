@@ -28,7 +28,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
-OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised"}
+OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "task"}
 # What app.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
@@ -312,10 +312,12 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft = make_draft()
     draft.batch_size = 3
     draft.advertised = ["initialize", "tools/list"]
+    draft.task = {"id": "t-1", "status": "working"}
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
     assert record["batch_size"] == 3
     assert record["advertised"] == ["initialize", "tools/list"]
+    assert record["task"] == {"id": "t-1", "status": "working"}
 
 
 def test_stream_record_has_exactly_the_documented_fields() -> None:
@@ -661,6 +663,8 @@ def reference_line(draft: Draft, rules: Privacy) -> bytes:
         record["batch_size"] = draft.batch_size
     if draft.advertised is not None:
         record["advertised"] = draft.advertised
+    if draft.task is not None:
+        record["task"] = draft.task
     try:
         Privacy(rules.redact, rules.max_params_bytes, rules.keep_params).apply(record)
     except Exception:
@@ -798,6 +802,12 @@ def line_drafts() -> list[Draft]:
     drafts.append(draft)
     draft = make_draft()
     draft.era, draft.method, draft.jsonrpc_id = "legacy", "(response)", 5
+    drafts.append(draft)
+    draft = modern({"name": "slow", "arguments": {}}, method="tools/call")
+    draft.task = {"id": "Ab_c-1", "status": "working"}
+    drafts.append(draft)
+    draft = modern({"taskId": "Ab_c-1"}, method="tasks/get")
+    draft.task = {"id": "Ab_c-1", "status": "completed"}
     drafts.append(draft)
     draft = modern(method="notifications/cancelled", status=202)
     draft.notification, draft.jsonrpc_id = True, None

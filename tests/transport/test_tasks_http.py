@@ -115,3 +115,24 @@ async def test_task_methods_over_http(client: httpx.AsyncClient) -> None:
     assert ack.json()["result"]["resultType"] == "complete"
     got = (await send(client, message("tasks/get", {"taskId": task_id}, TASKS))).json()
     assert got["result"]["status"] == "cancelled"
+
+
+async def test_records_say_which_task_a_request_created_or_saw(tmp_path: Any) -> None:
+    records = tmp_path / "records.jsonl"
+    settings = Settings(_env_file=None, records=["file"], records_file=str(records))
+    running = ServerThread(create_app(settings, make_catalog()), graceful_timeout=2).start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=5) as http:
+            call = message("tools/call", {"name": "nap", "arguments": {"seconds": 0.05}}, TASKS)
+            task_id = (await send(http, call)).json()["result"]["taskId"]
+            for _ in range(100):
+                got = await send(http, message("tasks/get", {"taskId": task_id}, TASKS))
+                if got.json()["result"]["status"] == "completed":
+                    break
+                await asyncio.sleep(0.02)
+    finally:
+        running.stop()
+    written = [json.loads(line) for line in records.read_text().splitlines()]
+    tasks = [(record["method"], record.get("task")) for record in written]
+    assert tasks[0] == ("tools/call", {"id": task_id, "status": "working"})
+    assert tasks[-1] == ("tasks/get", {"id": task_id, "status": "completed"})
