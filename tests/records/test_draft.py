@@ -744,6 +744,15 @@ def legacy(params: Any, capabilities: Any = SESSION_CAPABILITIES, **overrides: A
     return draft
 
 
+def task_drafts() -> list[Draft]:
+    """A task created, then seen completed."""
+    created = modern({"name": "slow", "arguments": {}}, method="tools/call")
+    created.task = {"id": "Ab_c-1", "status": "working"}
+    seen = modern({"taskId": "Ab_c-1"}, method="tasks/get")
+    seen.task = {"id": "Ab_c-1", "status": "completed"}
+    return [created, seen]
+
+
 def line_drafts() -> list[Draft]:
     """Fresh drafts of every kind the endpoint records (finished: status, bytes, end time)."""
     drafts = [
@@ -803,12 +812,7 @@ def line_drafts() -> list[Draft]:
     draft = make_draft()
     draft.era, draft.method, draft.jsonrpc_id = "legacy", "(response)", 5
     drafts.append(draft)
-    draft = modern({"name": "slow", "arguments": {}}, method="tools/call")
-    draft.task = {"id": "Ab_c-1", "status": "working"}
-    drafts.append(draft)
-    draft = modern({"taskId": "Ab_c-1"}, method="tasks/get")
-    draft.task = {"id": "Ab_c-1", "status": "completed"}
-    drafts.append(draft)
+    drafts += task_drafts()
     draft = modern(method="notifications/cancelled", status=202)
     draft.notification, draft.jsonrpc_id = True, None
     drafts.append(draft)
