@@ -50,6 +50,10 @@ from server.transport.modern import ModernHttp, StreamOptions
 
 log = logging.getLogger(__name__)
 
+# What the calls the drain deadline ends are told (-32000: the same request may succeed later,
+# on another replica or once this one is back; not -32603, nothing went wrong with the call).
+SHUTTING_DOWN = "Server shutting down"
+
 BUILTIN_CATALOGS = {
     "probe": "server.builtin.probe:catalog",
     "conformance": "server.builtin.conformance:catalog",
@@ -91,7 +95,7 @@ class Application:
             settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
         )
         self.hub = Hub(settings.listen_queue_size)
-        dispatcher = Dispatcher(
+        self.dispatcher = dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
         # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
@@ -100,7 +104,7 @@ class Application:
             # Late-bound: the runtimes and the legacy shell are built below, with the store.
             local_sessions=lambda: self.runtimes.ids(),  # noqa: PLW0108
             busy=self._busy,
-            ended=lambda session_id: self.legacy.session_ended(session_id),  # noqa: PLW0108
+            ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
         )
         self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
         self.tasks = TaskService(
@@ -142,7 +146,7 @@ class Application:
         # A task's new state (here or announced by another replica) reaches the streams that
         # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
         self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
-        self.replica = BusRelay(self.hub, self.legacy, self.shared.bus, tasks=self.tasks)
+        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -173,14 +177,15 @@ class Application:
                 redis_timeout_s=settings.redis_timeout_s,
             ),
             capacity=settings.records_queue,
+            flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
             line=LineWriter(privacy).line,
         )
         self.endpoint = McpEndpoint(
-            self.modern,
             ModernHttp(
                 self.modern,
                 self.hub,
+                self.gate,
                 StreamOptions(
                     keepalive_s=settings.keepalive_s,
                     send_timeout_s=settings.send_timeout_s,
@@ -216,6 +221,9 @@ class Application:
             )
         self.ready = False
         self.started = False
+        # Armed by begin_shutdown: when it fires, the calls still running are ended.
+        self._drain_deadline: asyncio.TimerHandle | None = None
+        # Started by begin_shutdown: running tasks finish, or are failed, within the drain.
         self._tasks_drained: asyncio.Future[None] | None = None
         self.starlette = Starlette(
             routes=[
@@ -249,6 +257,7 @@ class Application:
         self.recorder.start()
         self.shared.start(self.replica.deliver)
         expiry = asyncio.create_task(self.expire_sessions())
+        self.tasks.closing = False  # (again, after a drain: an app may be started twice)
         self.ready = self.started = True
         try:
             yield
@@ -262,6 +271,10 @@ class Application:
             await self.shared.close()
             # Every request has finished by now (uvicorn waited): write all their records.
             await asyncio.to_thread(self.recorder.close)
+            if self._drain_deadline is not None:
+                self._drain_deadline.cancel()
+                self._drain_deadline = None  # a later start drains afresh
+            self._tasks_drained = None
             self.started = False
 
     async def expire_sessions(self) -> None:
@@ -285,16 +298,35 @@ class Application:
         runtime = self.runtimes.peek(session_id)
         return runtime is not None and runtime.busy()
 
-    def begin_shutdown(self) -> None:
-        """Stop taking long-lived work: end every listen stream with its graceful result."""
+    def begin_shutdown(self, drain_timeout_s: float | None = None) -> None:
+        """Stop taking long-lived work: end every listen stream with its graceful result, and
+        give the calls in flight ``drain_timeout_s`` (``MCP_DRAIN_TIMEOUT_S`` by default) to
+        finish; past that they are ended (:meth:`end_calls`).
+
+        Call it (on the app's loop) as soon as the shutdown begins, before waiting for the open
+        connections: :mod:`server.serving` does, and so should a host that mounts this app. The
+        lifespan's shutdown calls it too, but a server sends that only once its connections
+        have closed, which a listen stream never does by itself. Calling it again changes
+        nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
         self.legacy.end_connections()
-        if self._tasks_drained is None and _loop_running():
-            # Running tasks get the drain time to finish (a second is kept to write the rest
-            # failed, for the other replicas to report), alongside the in-flight calls.
-            budget = max(0.0, self.settings.drain_timeout_s - 1.0)
-            self._tasks_drained = asyncio.ensure_future(self.tasks.drain(budget))
+        if self._drain_deadline is None:
+            delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+            self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)
+            # Running tasks get the drain time to finish alongside the calls in flight (a
+            # second is kept to write the rest failed, for the other replicas to report).
+            self._tasks_drained = asyncio.ensure_future(self.tasks.drain(max(0.0, delay - 1.0)))
+
+    def end_calls(self) -> int:
+        """The drain deadline: every call still running, in either era, ends at once with a
+        -32000 "Server shutting down" error (503, or an error event on a response that already
+        streams) and its record says so; a server's own deadline, which comes later, would
+        cut it off with a bare 500 and leave its record without a status. Returns how many."""
+        ended = self.dispatcher.stop_waiting(SHUTTING_DOWN)
+        if ended:
+            log.warning("drain deadline passed: ended %d call(s) still running", ended)
+        return ended
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive (the process serves; it stays alive while draining). /readyz says whether to send
@@ -339,14 +371,6 @@ class Application:
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
         return self.starlette(scope, receive, send)
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:

@@ -4,8 +4,17 @@
 ``completion/complete`` to the catalog and returns era-neutral result dicts; each era adds
 its own envelope (``resultType`` and caching fields in the modern era). The set of methods
 follows from the catalog's derived capabilities, so a method is routed exactly when it is
-advertised. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
-boundary turns every exception into a wire error.
+advertised: the era asks :meth:`Dispatcher.serves` once, and ``call`` trusts it. What a call
+names (its tool, prompt or resource) is looked up once, by :meth:`Dispatcher.resolve`, and
+carried to ``call``. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
+boundary turns every exception into a wire error (:func:`server.errors.wire_error`).
+
+The HTTP side starts each call eagerly (:class:`~server.aio.Started`); only a call that waits
+reaches :meth:`Dispatcher.finish`, which stops it past ``MCP_HANDLER_TIMEOUT_S``.
+
+A handler that waits is known to the dispatcher until it ends, whichever era runs it, so the
+server can stop them all (:meth:`Dispatcher.stop_waiting`, at the drain deadline): each call
+then ends with a -32000 error its era answers like any other, instead of being cut off.
 
 :class:`EncodedResults` keeps results that change only with the catalog (list pages, and the
 modern era's ``server/discover``) encoded, for both eras.
@@ -14,21 +23,28 @@ modern era's ``server/discover``) encoded, for both eras.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import orjson
 
-from server.aio import Started, coarse_timers, running_loop
+from server.aio import coarse_timers, running_loop
 from server.catalog import Catalog
 from server.catalog.completion import run_completer
-from server.catalog.resources import ResourceTemplate
-from server.catalog.tools import error_result
+from server.catalog.prompts import Prompt
+from server.catalog.resources import Resource, ResourceTemplate
+from server.catalog.tools import Tool, error_result
 from server.context import Context
-from server.errors import InternalError, InvalidParams, MethodNotFound, ResourceNotFound
+from server.errors import InternalError, InvalidParams, ResourceNotFound, ServiceUnavailable
 from server.pagination import Pager
 
-Handler = Callable[[Mapping[str, Any], Context], Coroutine[Any, Any, dict[str, Any]]]
+# What a call names, looked up once (Dispatcher.resolve): a tool, a prompt, or the resource a
+# URI finds with the template's variables; None for a name the catalog does not hold (the
+# handler says which error) or a method that names nothing.
+Target = Tool | Prompt | tuple[Resource | ResourceTemplate, dict[str, str]] | None
+Handler = Callable[[Mapping[str, Any], Context, Target], Coroutine[Any, Any, dict[str, Any]]]
+Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
+R = TypeVar("R")
 
 # Which capability makes each shared method routable.
 METHOD_CAPABILITY: dict[str, str] = {
@@ -72,6 +88,8 @@ class Dispatcher:
         self.catalog = catalog
         self.pager = pager
         self.handler_timeout_s = handler_timeout_s
+        # The tasks whose handler is waiting, with why the server stopped it (None: running).
+        self._waiting: dict[asyncio.Task[Any], str | None] = {}
         self._handlers: dict[str, Handler] = {
             "tools/call": self.call_tool,
             "prompts/get": self.get_prompt,
@@ -83,22 +101,45 @@ class Dispatcher:
         capability = METHOD_CAPABILITY.get(method)
         return capability is not None and capability in self.catalog.snapshot.capabilities
 
-    async def call(
-        self, method: str, params: Mapping[str, Any], context: Context
-    ) -> dict[str, Any]:
-        if not self.serves(method):
-            raise MethodNotFound(method)
+    def resolve(self, method: str, params: Mapping[str, Any]) -> Target:
+        """What a ``tools/call``, ``prompts/get`` or ``resources/read`` names, looked up once
+        so the era's checks (header params, scopes) and the handler share it. Never raises:
+        a missing or unknown name is the handler's error to report, in its order."""
+        if method == "tools/call":
+            name = params.get("name")
+            return self.catalog.tools.get(name) if isinstance(name, str) else None
+        if method == "prompts/get":
+            name = params.get("name")
+            return self.catalog.prompts.get(name) if isinstance(name, str) else None
+        if method == "resources/read":
+            uri = params.get("uri")
+            return self.catalog.find_resource(uri) if isinstance(uri, str) and uri else None
+        return None
+
+    def call(
+        self, method: str, params: Mapping[str, Any], context: Context, target: Target
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """The handler's coroutine for a method the era found served (not asked again here),
+        with what :meth:`resolve` found for it. Not a coroutine function: the handler's own
+        coroutine is awaited, one frame fewer on every call."""
         if method in LIST_METHODS:
-            return self.list_page(method, params.get("cursor"))
-        started = Started(self._handlers[method](params, context))
-        if started.done:
-            return started.result  # answered without waiting: there is nothing to time out
-        if not self.handler_timeout_s:
-            return await started
-        # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
-        # the cost (a dict entry, see server.aio), and this runs on every call that waits.
+            return self._list_page(method, params.get("cursor"))
+        return self._handlers[method](params, context, target)
+
+    async def _list_page(self, method: str, cursor: Any) -> dict[str, Any]:
+        return self.list_page(method, cursor)
+
+    async def finish(
+        self, method: str, started: Awaitable[R], envelope: Envelope | None = None
+    ) -> R | dict[str, Any]:
+        """The rest of a call that did not answer at once (``started`` by the HTTP side), within
+        ``MCP_HANDLER_TIMEOUT_S``. Past it the call is cancelled: a tool fails with a result
+        the model can read (in the era's ``envelope``), any other method with -32603. While it
+        waits the dispatcher knows it, so the drain deadline can stop it (:meth:`stop_waiting`).
+        A call that answers without waiting never gets here, so it never pays for either."""
         task = asyncio.current_task(running_loop())
         assert task is not None
+        self._waiting[task] = None
         expired = False
 
         def expire() -> None:
@@ -106,21 +147,44 @@ class Dispatcher:
             expired = True
             task.cancel()
 
+        # A coarse timer rather than asyncio.timeout(): the same cancellation at a fraction of
+        # the cost (a dict entry, see server.aio), and this runs on every call that waits.
         timers = coarse_timers()
-        timer = timers.call_later(self.handler_timeout_s, expire)
+        timer = (
+            timers.call_later(self.handler_timeout_s, expire) if self.handler_timeout_s else None
+        )
         try:
             return await started
         except asyncio.CancelledError:
+            stopped = self._waiting.get(task)
+            if stopped is not None:
+                task.uncancel()
+                raise ServiceUnavailable(stopped) from None
             if not expired:
                 raise
             task.uncancel()
-            # The handler was cancelled; a tool fails as a result the model can read.
             message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
             if method == "tools/call":
-                return error_result(message)
+                result = error_result(message)
+                return result if envelope is None else envelope(method, result)
             raise InternalError(message) from None
         finally:
-            timers.cancel(timer)
+            self._waiting.pop(task, None)
+            if timer is not None:
+                timers.cancel(timer)
+
+    def stop_waiting(self, reason: str) -> int:
+        """Stop every handler that is waiting (in either era): each of those calls ends with
+        :class:`~server.errors.ServiceUnavailable` (-32000, 503 unless its response already
+        streams) saying ``reason``, an error the client may retry, here later or elsewhere.
+        Returns how many were stopped."""
+        stopped = 0
+        for task, already in self._waiting.items():
+            if already is None and not task.done():
+                self._waiting[task] = reason
+                task.cancel()
+                stopped += 1
+        return stopped
 
     def page_offset(self, method: str, cursor: Any) -> int:
         """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""
@@ -143,7 +207,7 @@ class Dispatcher:
         method: str,
         cursor: Any,
         cache: EncodedResults,
-        envelope: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+        envelope: Envelope | None = None,
     ) -> orjson.Fragment:
         """A list page from ``cache``, encoded in the era's ``envelope`` (none: the page as
         it is) when first asked for; -32602 for a cursor this list never issued."""
@@ -155,30 +219,29 @@ class Dispatcher:
         return found
 
     def call_tool(
-        self, params: Mapping[str, Any], context: Context
+        self, params: Mapping[str, Any], context: Context, tool: Target
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         # Not a coroutine function: the tool's own call is the coroutine (the hottest method
         # here, one coroutine fewer); a bad name raises from here, where ``call`` starts it.
-        name = require_str(params, "name")
-        tool = self.catalog.tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+        if not isinstance(tool, Tool):
+            raise InvalidParams(f"Unknown tool: {require_str(params, 'name')}")
         return tool.call(optional_object(params, "arguments"), context)
 
-    async def get_prompt(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
-        name = require_str(params, "name")
-        prompt = self.catalog.prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+    async def get_prompt(
+        self, params: Mapping[str, Any], context: Context, prompt: Target
+    ) -> dict[str, Any]:
+        if not isinstance(prompt, Prompt):
+            raise InvalidParams(f"Unknown prompt: {require_str(params, 'name')}")
         arguments = optional_object(params, "arguments")
         if not all(isinstance(value, str) for value in arguments.values()):
             raise InvalidParams("prompt arguments must be strings")
         return await prompt.get(arguments, context)
 
-    async def read_resource(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+    async def read_resource(
+        self, params: Mapping[str, Any], context: Context, found: Target
+    ) -> dict[str, Any]:
         uri = require_str(params, "uri")
-        found = self.catalog.find_resource(uri)
-        if found is None:
+        if not isinstance(found, tuple):
             raise ResourceNotFound(uri)
         resource, variables = found
         if isinstance(resource, ResourceTemplate):
@@ -190,7 +253,9 @@ class Dispatcher:
             raise ResourceNotFound(uri)
         return {"contents": contents}
 
-    async def complete(self, params: Mapping[str, Any], context: Context) -> dict[str, Any]:
+    async def complete(
+        self, params: Mapping[str, Any], context: Context, target: Target = None
+    ) -> dict[str, Any]:
         ref = optional_object(params, "ref")
         argument = optional_object(params, "argument")
         name, value = argument.get("name"), argument.get("value")

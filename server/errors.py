@@ -23,12 +23,21 @@ Hierarchy::
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with
 ``isError: true``, which is what the spec wants for failures the model should see.
+
+:func:`wire_error` is the one way from an exception to what goes on the wire (status, code,
+message, the JSON-RPC ``error`` member): every boundary that answers a failure asks it, and
+anything that is not an :class:`McpError` becomes -32603 "Internal error", its traceback
+logged and never sent.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
+
+log = logging.getLogger(__name__)
 
 Era = Literal["modern", "legacy"]
 RequestId = str | int
@@ -180,3 +189,26 @@ def http_status(error: McpError, era: Era) -> int:
             if cls in _LEGACY_STATUS:
                 return _LEGACY_STATUS[cls]
     return error.status
+
+
+@dataclass(frozen=True, slots=True)
+class WireError:
+    """A failure as the wire carries it: the HTTP status (when it is still the response's
+    own), the JSON-RPC code and message (also what the request record keeps), and the
+    ``error`` member of the JSON-RPC body."""
+
+    status: int
+    code: int
+    message: str
+    body: dict[str, Any]
+
+
+def wire_error(error: BaseException, era: Era, doing: str = "a request") -> WireError:
+    """What ``error`` is on the wire of ``era``. An exception that is not an :class:`McpError`
+    is a bug: it is logged with its traceback (as "``doing`` failed") and answered as
+    -32603 "Internal error", with nothing of it in the answer."""
+    if not isinstance(error, McpError):
+        log.error("%s failed", doing, exc_info=error)
+        error = InternalError("Internal error")
+    wire = error.to_wire(era)
+    return WireError(http_status(error, era), wire["code"], error.message, wire)

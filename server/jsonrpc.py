@@ -7,6 +7,11 @@ the envelope (version, id type, method, params shape) and raises :mod:`server.er
 exceptions that carry the request id whenever it could be read, so the boundary can echo it.
 Encoding uses orjson and accepts ``orjson.Fragment`` values, which is how precomputed results
 are spliced in without being serialised again.
+
+What a client declares about itself in ``initialize`` (``capabilities``, ``clientInfo``) is
+bounded here (:func:`declared_problem`): a legacy session keeps it for as long as it lives, and
+every record of the session carries it. The same in a modern request's ``_meta`` is not: the
+request keeps nothing of it past its answer, and the body cap bounds it.
 """
 
 from __future__ import annotations
@@ -47,6 +52,57 @@ Message = Request | Notification | Response
 def is_valid_id(value: Any) -> bool:
     # bool is an int subclass; JSON true/false is not a valid id, nor is null or a float.
     return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+# Real clients declare tens to a few hundred bytes of capabilities, a few levels deep, and a
+# clientInfo of about as much (the spec allows icons as ``data:`` URIs: a small image fits).
+# Parsed, an object takes up to ~24 times its encoding (``[{},{},...]``), so a session holds at
+# most ~0.4 MiB for each of the two, against ~70 MiB for what a 4 MiB body could declare.
+MAX_DECLARED_BYTES = 16 * 1024
+# Levels of objects and arrays, the declared object itself being the first. The records'
+# privacy rules look 32 levels down; orjson stops encoding past 254 (a Redis session store
+# could not save deeper ones).
+MAX_DECLARED_DEPTH = 32
+
+
+def declared_problem(
+    name: str,
+    value: dict[str, Any],
+    max_bytes: int = MAX_DECLARED_BYTES,
+    max_depth: int = MAX_DECLARED_DEPTH,
+) -> str | None:
+    """What is wrong with a declared object (parsed JSON) named ``name``, or None: larger than
+    ``max_bytes`` encoded, or nested more than ``max_depth`` levels. Linear in its size; a
+    usual one costs one encoding and two byte counts."""
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        # Parsed JSON fails to encode only when nested past orjson's limit.
+        if _deeper_than(value, max_depth):
+            return f"{name} nested too deep: more than {max_depth} levels"
+        return f"{name} cannot be encoded as JSON"
+    if len(encoded) > max_bytes:
+        return f"{name} too large: {len(encoded):,} bytes, at most {max_bytes:,}"
+    # Each level needs an object or an array of its own: with few of them, no walk is needed.
+    if encoded.count(b"{") + encoded.count(b"[") > max_depth and _deeper_than(value, max_depth):
+        return f"{name} nested too deep: more than {max_depth} levels"
+    return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels (itself: 1); an
+    iterative walk that stops at the first container past the limit."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > limit:
+            return True
+        for item in container.values() if type(container) is dict else container:
+            if type(item) is dict or type(item) is list:
+                stack.append((item, depth + 1))
+    return False
 
 
 def decode(body: bytes, *, max_batch: int | None = None) -> Message | list[Message]:

@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     records_backups: int = Field(5, ge=0)
     records_compress: bool = True
     records_queue: int = Field(100_000, ge=1)
+    records_flush_ms: int = Field(200, ge=10, le=10_000)
     records_params: bool = True
     records_params_max_bytes: int = Field(2048, ge=0)
     records_redact: CommaList = [
@@ -90,7 +91,9 @@ class Settings(BaseSettings):
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
-    shutdown_grace_s: float = Field(2.0, ge=0)
+    # At shutdown the app's drain deadline comes first, the server's this much later (never at
+    # once: the calls the drain ends need a moment to send their error; serving.server_for).
+    shutdown_grace_s: float = Field(2.0, gt=0)
     drain_timeout_s: float = Field(25.0, ge=0)
     coalesce_writes: bool = True
 

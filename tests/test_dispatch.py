@@ -1,12 +1,14 @@
 """server.dispatch: the shared method table, routed exactly when advertised."""
 
+import asyncio
+
 import orjson
 import pytest
 
 from server.catalog import Catalog
 from server.catalog.content import Completion
 from server.dispatch import Dispatcher, EncodedResults
-from server.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from server.errors import InternalError, InvalidParams, ResourceNotFound
 from server.pagination import Pager
 from server.sealing import Sealer
 from tests.support.core_helpers import make_context
@@ -64,18 +66,19 @@ def full_catalog():
 
 
 async def call(dispatcher, method, params=None):
-    return await dispatcher.call(method, params or {}, make_context(method=method))
+    params = params or {}
+    target = dispatcher.resolve(method, params)
+    return await dispatcher.call(method, params, make_context(method=method), target)
 
 
 # -- routing follows capabilities ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)
-async def test_empty_catalog_serves_nothing(method):
-    dispatcher = dispatcher_for(Catalog())
-    assert not dispatcher.serves(method)
-    with pytest.raises(MethodNotFound):
-        await call(dispatcher, method)
+def test_empty_catalog_serves_nothing(method):
+    # The era asks serves() and refuses (-32601); Dispatcher.call trusts it and does not ask
+    # again (test_modern and test_legacy check the refusal).
+    assert not dispatcher_for(Catalog()).serves(method)
 
 
 def test_tools_only_catalog_routes_only_tools():
@@ -360,3 +363,88 @@ def test_encoded_results_are_kept_until_the_catalog_changes() -> None:
     assert built == ["page", "page"]
     assert len(cache) == 1
     assert len(orjson.loads(orjson.dumps(again))["tools"]) == 2
+
+
+# -- what a call names is looked up once ---------------------------------------------------
+
+
+def test_resolve_finds_what_a_call_names():
+    catalog = full_catalog()
+    dispatcher = dispatcher_for(catalog)
+    assert dispatcher.resolve("tools/call", {"name": "echo"}) is catalog.tools["echo"]
+    assert dispatcher.resolve("prompts/get", {"name": "greet"}) is catalog.prompts["greet"]
+    assert dispatcher.resolve("resources/read", {"uri": "x://items/7"}) == (
+        catalog.templates["x://items/{item_id}"],
+        {"item_id": "7"},
+    )
+    for method, params in [
+        ("tools/call", {"name": "nope"}),
+        ("tools/call", {"name": 5}),
+        ("prompts/get", {}),
+        ("resources/read", {"uri": ""}),
+        ("resources/read", {"uri": "x://nothing"}),
+        ("completion/complete", {"name": "echo"}),
+        ("tools/list", {}),
+    ]:
+        assert dispatcher.resolve(method, params) is None
+
+
+async def test_call_uses_the_resolved_target_without_looking_it_up_again():
+    catalog = full_catalog()
+    dispatcher = dispatcher_for(catalog)
+    params = {"name": "echo", "arguments": {"text": "once"}}
+    target = dispatcher.resolve("tools/call", params)
+    catalog.tools = {}  # nothing left to look up: the carried tool is what runs
+    result = await dispatcher.call("tools/call", params, make_context(), target)
+    assert result["content"] == [{"type": "text", "text": "once"}]
+    with pytest.raises(InvalidParams, match="Unknown tool: echo"):
+        dispatcher.call("tools/call", params, make_context(), None)
+
+
+# -- the handler timeout, for calls that wait ----------------------------------------------
+
+
+async def test_finish_returns_what_a_call_that_waited_returns():
+    dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=5)
+
+    async def waits() -> dict:
+        await asyncio.sleep(0)
+        return {"ok": True}
+
+    assert await dispatcher.finish("tools/call", waits()) == {"ok": True}
+
+
+@pytest.mark.parametrize("envelope", [None, lambda method, result: {**result, "wrapped": method}])
+async def test_a_tool_past_the_timeout_fails_as_a_result(envelope):
+    dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=0.05)
+    stopped = []
+
+    async def slow() -> dict:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.append(True)
+            raise
+        return {}
+
+    result = await dispatcher.finish("tools/call", slow(), envelope)
+    assert result["isError"] is True
+    assert "took longer than 0.05 s" in result["content"][0]["text"]
+    assert result.get("wrapped") == (None if envelope is None else "tools/call")
+    assert stopped == [True]
+    assert asyncio.current_task().cancelling() == 0  # the timer's cancellation was taken back
+
+
+async def test_another_method_past_the_timeout_is_internal_error():
+    dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=0.05)
+    with pytest.raises(InternalError, match=r"prompts/get took longer than 0\.05 s"):
+        await dispatcher.finish("prompts/get", asyncio.sleep(30))
+
+
+async def test_a_cancellation_that_is_not_the_timeout_goes_on():
+    dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=5)
+    task = asyncio.ensure_future(dispatcher.finish("tools/call", asyncio.sleep(30)))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

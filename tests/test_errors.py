@@ -1,5 +1,7 @@
 """server.errors: codes, wire shapes and the single error -> HTTP status table."""
 
+import logging
+
 import pytest
 
 from server.errors import (
@@ -13,10 +15,14 @@ from server.errors import (
     MissingClientCapability,
     ParseError,
     ResourceNotFound,
+    ServiceUnavailable,
     ToolError,
     UnsupportedProtocolVersion,
+    WireError,
     http_status,
+    wire_error,
 )
+from server.security.auth import AUTH_ERROR, InsufficientScope, Unauthenticated
 
 
 @pytest.mark.parametrize(
@@ -94,3 +100,95 @@ def test_method_not_found_names_the_method():
 
 def test_request_id_starts_unknown():
     assert ParseError("x").request_id is None
+
+
+# -- wire_error: every row of the error table (shared/design.md) --------------------------------
+
+WIRE_ROWS = [
+    # (row, error, era, status, code)
+    ("body not JSON", ParseError("Parse error"), "modern", 400, -32700),
+    ("body not JSON, legacy", ParseError("Parse error"), "legacy", 400, -32700),
+    ("not a JSON-RPC object", InvalidRequest("Invalid request"), "modern", 400, -32600),
+    ("batch where not allowed", InvalidRequest("no batches"), "legacy", 400, -32600),
+    ("modern _meta missing", MalformedMeta("params._meta is required"), "modern", 400, -32602),
+    ("header != body", HeaderMismatch("Header Mcp-Method does not match"), "modern", 400, -32020),
+    (
+        "unsupported version",
+        UnsupportedProtocolVersion("1999", ["2026-07-28"]),
+        "modern",
+        400,
+        -32022,
+    ),
+    ("capability missing", MissingClientCapability({"elicitation": {}}), "modern", 400, -32021),
+    ("unknown method, modern", MethodNotFound("x/y"), "modern", 404, -32601),
+    ("unknown method, legacy", MethodNotFound("x/y"), "legacy", 200, -32601),
+    ("bad params", InvalidParams("params.name must be a string"), "modern", 200, -32602),
+    ("unknown resource, modern", ResourceNotFound("x://gone"), "modern", 200, -32602),
+    ("unknown resource, legacy", ResourceNotFound("x://gone"), "legacy", 200, -32002),
+    ("Origin/Host", InvalidRequest("Origin not allowed", http_status=403), "modern", 403, -32600),
+    (
+        "unknown session",
+        InvalidRequest("Session not found", http_status=404),
+        "legacy",
+        404,
+        -32600,
+    ),
+    ("auth missing", Unauthenticated("Authentication required"), "modern", 401, AUTH_ERROR),
+    ("not enough scope", InsufficientScope(["admin"]), "legacy", 403, AUTH_ERROR),
+    ("shared state down", ServiceUnavailable("Redis is away"), "legacy", 503, -32000),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "era", "status", "code"),
+    [row[1:] for row in WIRE_ROWS],
+    ids=[r[0] for r in WIRE_ROWS],
+)
+def test_wire_error_gives_each_row_of_the_table(error, era, status, code):
+    wire = wire_error(error, era)
+    assert (wire.status, wire.code, wire.message) == (status, code, error.message)
+    assert wire.body == {
+        "code": code,
+        "message": error.message,
+        **({"data": error.data} if error.data is not None else {}),
+    }
+    # The same as the error's own parts: one table, read the same way everywhere.
+    assert wire.status == http_status(error, era)
+    assert wire.body == error.to_wire(era)
+
+
+def test_wire_error_keeps_the_data_the_table_names():
+    assert wire_error(UnsupportedProtocolVersion("1999", ["2026-07-28"]), "modern").body[
+        "data"
+    ] == {"supported": ["2026-07-28"], "requested": "1999"}
+    assert wire_error(MissingClientCapability({"sampling": {}}), "modern").body["data"] == {
+        "requiredCapabilities": {"sampling": {}}
+    }
+    assert wire_error(ResourceNotFound("x://gone"), "modern").body["data"] == {"uri": "x://gone"}
+    assert "data" not in wire_error(InvalidParams("bad"), "modern").body
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_anything_else_is_internal_error_with_the_traceback_only_in_the_log(
+    era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="server.errors")
+    try:
+        raise RuntimeError("secret-detail")
+    except RuntimeError as error:
+        wire = wire_error(error, era, "tools/call")  # type: ignore[arg-type]
+    assert wire == WireError(
+        200, -32603, "Internal error", {"code": -32603, "message": "Internal error"}
+    )
+    assert "secret" not in repr(wire)
+    [record] = caplog.records
+    assert record.getMessage() == "tools/call failed"
+    assert record.exc_info is not None
+    assert "secret-detail" in str(record.exc_info[1])
+
+
+def test_a_tool_error_is_not_a_protocol_error():
+    # A ToolError becomes an isError result inside the tool (catalog.tools); should one ever
+    # reach the boundary, it is a bug like any other: nothing of it goes on the wire.
+    wire = wire_error(ToolError("model-visible text"), "modern")
+    assert (wire.status, wire.code, wire.message) == (200, -32603, "Internal error")

@@ -38,6 +38,7 @@ from server.catalog.prompts import Prompt
 from server.catalog.resources import Resource, ResourceTemplate
 from server.catalog.skills import SkillSet, load_skills, skill_resource
 from server.catalog.tools import TaskSupport, Tool
+from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -406,10 +407,13 @@ class Catalog:
     # -- finding ---------------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
-        """The resource serving ``uri``: an exact resource first, then templates in order."""
+        """The resource serving ``uri``: an exact resource first, then templates in order
+        (for a URI of at most ``MAX_TEMPLATED_URI_CHARS``)."""
         exact = self.resources.get(uri)
         if exact is not None:
             return exact, {}
+        if len(uri) > MAX_TEMPLATED_URI_CHARS:
+            return None
         for template in self.templates.values():
             variables = template.match(uri)
             if variables is not None:

@@ -34,7 +34,7 @@ class Prompt:
         self.name = name or func.__name__
         self.handler = func
         self.is_async = inspect.iscoroutinefunction(func)
-        self.parameters = read_parameters(func, name=self.name, strict=False)
+        self.parameters = read_parameters(func, name=self.name, strict=False, json_values=False)
         self.completers: dict[str, Completer] = {}
         properties = self.parameters.schema.get("properties", {})
         required = set(self.parameters.schema.get("required", []))

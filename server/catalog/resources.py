@@ -132,7 +132,7 @@ class ResourceTemplate(_Readable):
         self.handler = func
         self.mime_type = mime_type
         self.ttl_ms = ttl_ms
-        self.parameters = read_parameters(func, name=name or uri_template)
+        self.parameters = read_parameters(func, name=name or uri_template, json_values=False)
         if set(self.parameters.names) != set(self.template.variables):
             raise TypeError(
                 f"template {uri_template}: parameters {sorted(self.parameters.names)} must be "

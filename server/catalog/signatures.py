@@ -6,6 +6,13 @@ with the serializer that produces matching ``structuredContent``. Parameters ann
 :class:`~server.context.Context` are injected, not advertised. Nothing here runs per request
 except the prepared validator and serializer calls.
 
+Numbers are finite everywhere (``"NaN"``, ``"inf"``, ``"1e400"`` are refused). Tool
+arguments are JSON, so an ``int`` or ``float`` parameter (also inside ``list``, ``dict``,
+``tuple``, ``Optional``, unions) takes a JSON number and never a string or a boolean; ``1``
+passes for a float and ``3.0`` for an int, as JSON Schema counts it an integer. Template
+variables and prompt arguments are text, so there numbers are parsed from strings. A pydantic
+model used as a parameter validates its own fields with its own config.
+
 Context is imported only to recognise the injected parameter.
 """
 
@@ -17,9 +24,18 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import SchemaValidator
 
@@ -101,9 +117,53 @@ def is_context_annotation(annotation: Any) -> bool:
     )
 
 
-def read_parameters(func: Callable[..., Any], *, name: str, strict: bool = True) -> Parameters:
+# Past 2**53 a float no longer holds every integer: such a JSON number (orjson also parses
+# integers past 64 bits as floats) would reach the handler as a different integer.
+_EXACT_FLOAT_INTEGERS = 2**53
+
+
+def _integral_float(value: Any) -> Any:
+    if type(value) is float and value.is_integer() and abs(value) <= _EXACT_FLOAT_INTEGERS:
+        return int(value)
+    return value
+
+
+_JSON_FLOAT: Any = Annotated[float, Strict(), AllowInfNan(False)]
+_JSON_INT: Any = Annotated[int, Strict(), BeforeValidator(_integral_float)]
+
+
+def json_numbers(annotation: Any) -> Any:
+    """``annotation`` with every ``int`` and ``float`` in it (through generics, unions and
+    ``Annotated``) taking JSON numbers only. The user's own ``Annotated`` metadata comes after
+    ours, so an explicit ``Field(strict=False)`` still wins."""
+    if annotation is float:
+        return _JSON_FLOAT
+    if annotation is int:
+        return _JSON_INT
+    origin = get_origin(annotation)
+    if origin is None or origin is typing.Literal:
+        return annotation
+    args = get_args(annotation)
+    if origin is Annotated:
+        return Annotated[(json_numbers(args[0]), *annotation.__metadata__)]
+    rewritten = tuple(json_numbers(arg) for arg in args)
+    if rewritten == args:
+        return annotation
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[rewritten]  # noqa: UP007 (a tuple of members; X | Y needs two)
+    if isinstance(annotation, types.GenericAlias):
+        return types.GenericAlias(origin, rewritten)
+    copy_with = getattr(annotation, "copy_with", None)
+    return copy_with(rewritten) if callable(copy_with) else annotation
+
+
+def read_parameters(
+    func: Callable[..., Any], *, name: str, strict: bool = True, json_values: bool = True
+) -> Parameters:
     """The parameter plan; ``strict`` rejects unknown arguments (off when an explicit schema
-    is advertised, since it may name properties the function does not take)."""
+    is advertised, since it may name properties the function does not take).
+    ``json_values`` is for JSON arguments (tools: numbers must be JSON numbers); without it
+    the arguments are text (template variables, prompt arguments) and numbers are parsed."""
     hints = typing.get_type_hints(func, include_extras=True)
     fields: dict[str, Any] = {}
     context_param = None
@@ -117,10 +177,9 @@ def read_parameters(func: Callable[..., Any], *, name: str, strict: bool = True)
         if param.name.startswith("_"):
             raise TypeError(f"{name}: parameter {param.name!r} starts with '_'")
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (annotation, default)
-    model = create_model(
-        f"{name}_arguments", __config__=ConfigDict(extra="forbid" if strict else "ignore"), **fields
-    )
+        fields[param.name] = (json_numbers(annotation) if json_values else annotation, default)
+    config = ConfigDict(extra="forbid" if strict else "ignore", allow_inf_nan=False)
+    model = create_model(f"{name}_arguments", __config__=config, **fields)
     schema = model.model_json_schema(schema_generator=_CompactSchema)
     schema.setdefault("properties", {})
     return Parameters(model, context_param, tuple(fields), schema, fields_validator(model))

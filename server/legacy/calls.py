@@ -5,23 +5,27 @@ A call runs in its own task (a disconnect is not a cancellation in this era; onl
 response last, to its :class:`~server.legacy.eventstream.EventStream`; the HTTP side follows that
 stream. Whatever happens (a result, an error, a cancellation even before the task's first step),
 the stream is finished and the call leaves the session's in-flight table.
+
+The task and the stream are the price of this era's semantics: even a plain JSON answer
+travels through them (a legacy ``tools/call`` takes about twice a modern one's time in
+process). Starting legacy calls eagerly in the request's task was measured and reverted: code
+that captures the current task in its first step would then cancel the request's task instead
+of the call's (docs/benchmarks.md, "Tried and left out").
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
-from server.aio import create_task, current_task
-from server.errors import InternalError, McpError, http_status
+from server.aio import Started, create_task, current_task
+from server.dispatch import Target
+from server.errors import wire_error
 from server.jsonrpc import Request, encode_error, encode_result
 from server.legacy.era import LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
-
-log = logging.getLogger(__name__)
 
 
 class Call:
@@ -37,9 +41,13 @@ class Call:
         self.task: dict[str, str] | None = None
 
 
-def start_call(era: LegacyEra, session: Session, runtime: SessionRuntime, request: Request) -> Call:
+def start_call(
+    era: LegacyEra, session: Session, runtime: SessionRuntime, request: Request, target: Target
+) -> Call:
+    """Run ``request`` (naming ``target``, as :meth:`LegacyEra.resolve` found it) in a task of
+    its own."""
     call = Call(runtime.open_stream())
-    task = create_task(_run(era, session, runtime, request, call))
+    task = create_task(_run(era, session, runtime, request, target, call))
     runtime.inflight[request.id] = task
 
     def settle(done: asyncio.Task[None]) -> None:
@@ -53,7 +61,12 @@ def start_call(era: LegacyEra, session: Session, runtime: SessionRuntime, reques
 
 
 async def _run(
-    era: LegacyEra, session: Session, runtime: SessionRuntime, request: Request, call: Call
+    era: LegacyEra,
+    session: Session,
+    runtime: SessionRuntime,
+    request: Request,
+    target: Target,
+    call: Call,
 ) -> None:
     exchange = LegacyExchange(
         runtime,
@@ -63,19 +76,19 @@ async def _run(
     )
     context = era.context(session, request, exchange)
     try:
-        result = await era.handle(session, runtime, request, context)
+        # Started eagerly (the only Started on this way): the handler timer is armed only for a
+        # call that waits.
+        started = Started(era.handle(session, runtime, request, context, target))
+        result = started.result if started.done else await era.finish(request, started)
         payload = encode_result(request.id, result)
-    except McpError as error:
-        payload = encode_error(request.id, error.to_wire("legacy"))
-        call.status = http_status(error, "legacy")
-        call.error = (error.wire_code("legacy"), error.message)
     except asyncio.CancelledError:
         call.stream.finish()  # cancelled: the spec wants no response at all
         raise
-    except Exception:
-        log.exception("%s failed", request.method)
-        payload = encode_error(request.id, InternalError("Internal error").to_wire("legacy"))
-        call.error = (InternalError.code, "Internal error")
+    except Exception as error:
+        wire = wire_error(error, "legacy", request.method)
+        payload = encode_error(request.id, wire.body)
+        call.status = wire.status
+        call.error = (wire.code, wire.message)
     finally:
         context.finish()
         call.task = context.task_outcome

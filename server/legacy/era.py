@@ -16,6 +16,10 @@ key, honoured here too), else the session's ``logging/setLevel``, else ``default
 the 2025-11-25 spec lets the server choose before a level is set, and clients rarely send
 ``setLevel`` by themselves, so the default is what the official SDKs' servers send (every level).
 
+What ``initialize`` declares (``capabilities``, ``clientInfo``) is kept with the session, so it
+is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -32602 and no
+session.
+
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import orjson
@@ -31,10 +35,17 @@ import orjson
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
 from server.context import Context, InputRequest
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
-from server.jsonrpc import Request, Response, encode_notification, encode_request, is_valid_id
+from server.jsonrpc import (
+    Request,
+    Response,
+    declared_problem,
+    encode_notification,
+    encode_request,
+    is_valid_id,
+)
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
@@ -161,7 +172,11 @@ class LegacyEra:
                 capabilities.pop(name, None)
         return capabilities
 
-    async def initialize(self, request: Request) -> tuple[Session, dict[str, Any]]:
+    async def initialize(
+        self, request: Request, owner: str | None = None
+    ) -> tuple[Session, dict[str, Any]]:
+        """The new session (opened by ``owner``, the authenticated subject, in the same store
+        write) and the ``initialize`` result."""
         params = request.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -172,8 +187,14 @@ class LegacyEra:
             raise InvalidParams(
                 "initialize needs params.capabilities and params.clientInfo objects"
             )
+        # The session keeps both for as long as it lives (and a shared store holds them):
+        # bounded before any session exists.
+        for name, declared in (("capabilities", capabilities), ("clientInfo", client_info)):
+            problem = declared_problem(f"initialize params.{name}", declared)
+            if problem is not None:
+                raise InvalidParams(problem)
         version = self.negotiate(requested)
-        session = await self.store.create(version, client_info, capabilities)
+        session = await self.store.create(version, client_info, capabilities, owner=owner)
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
@@ -239,9 +260,20 @@ class LegacyEra:
             return session.log_level
         return self.default_log_level
 
+    def resolve(self, request: Request) -> Target:
+        """What the request names (its tool, prompt or resource), looked up once: the HTTP side
+        checks a tool's scopes with it and :meth:`handle` calls it."""
+        return self.dispatcher.resolve(request.method, request.params)
+
     async def handle(
-        self, session: Session, runtime: SessionRuntime, request: Request, context: Context
+        self,
+        session: Session,
+        runtime: SessionRuntime,
+        request: Request,
+        context: Context,
+        target: Target,
     ) -> dict[str, Any] | orjson.Fragment:
+        """The result of a request in a session; ``target`` is what :meth:`resolve` found."""
         method, params = request.method, request.params
         if not self.serves(method, session.protocol_version):
             raise MethodNotFound(method)
@@ -274,7 +306,13 @@ class LegacyEra:
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
-        return await self.dispatcher.call(method, params, context)
+        return await self.dispatcher.call(method, params, context, target)
+
+    def finish(
+        self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]
+    ) -> Coroutine[Any, Any, dict[str, Any] | orjson.Fragment]:
+        """The rest of a :meth:`handle` that waits, within the handler timeout."""
+        return self.dispatcher.finish(request.method, started)
 
     async def initialized(self, session: Session) -> None:
         session.initialized = True

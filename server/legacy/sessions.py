@@ -86,9 +86,15 @@ class Session:
 
 class SessionStore(Protocol):
     async def create(
-        self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
+        self,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        *,
+        owner: str | None = None,
     ) -> Session:
-        """A new session; raises :class:`SessionLimit` when the cap is reached."""
+        """A new session opened by ``owner``, in one write; raises :class:`SessionLimit`
+        when the cap is reached."""
 
     async def get(self, session_id: str) -> Session | None:
         """The live session (its idle clock restarted), or None if unknown, ended or expired."""
@@ -150,7 +156,12 @@ class MemorySessionStore:
         self._subscriptions: dict[str, set[str]] = {}
 
     async def create(
-        self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
+        self,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        *,
+        owner: str | None = None,
     ) -> Session:
         if len(self._sessions) >= self.max_sessions:
             await self.expire()  # idle ones make room first; busy ones are kept
@@ -159,6 +170,7 @@ class MemorySessionStore:
                 f"Too many sessions ({self.max_sessions}); end unused sessions or retry later"
             )
         session = Session(new_session_id(), protocol_version, client_info, capabilities)
+        session.owner = owner
         self._sessions[session.id] = session
         return session
 

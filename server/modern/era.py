@@ -3,7 +3,9 @@
 ``ModernEra.validate`` applies the per-request rules in the order the spec's errors imply:
 ``_meta`` fields (-32602/400), the ``MCP-Protocol-Version`` header against the body (-32020),
 the version itself (-32022), ``Mcp-Method`` / ``Mcp-Name`` / ``Mcp-Param-*`` headers (-32020),
-then the method (-32601/404). ``ModernEra.handle`` answers a validated request with the
+then the method (-32601/404), and returns a :class:`ModernCall` that carries what the request
+names (its tool, prompt or resource), looked up once. A list or ``server/discover`` is answered
+by :meth:`ModernEra.cached_result`; every other request by ``ModernEra.handle``, with the
 modern envelope: ``resultType`` everywhere, serverInfo in ``_meta``, ``ttlMs``/``cacheScope``
 on cacheable results, and input-required results for handlers that ask the client.
 
@@ -21,15 +23,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
 from server.catalog import Catalog
+from server.catalog.tools import Tool
 from server.context import Context
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import (
     HeaderMismatch,
     MalformedMeta,
@@ -72,7 +75,8 @@ _MATCHES_KEPT = 4096
 
 @dataclass(slots=True)  # not frozen, for the cost on every request (see server.jsonrpc)
 class ModernCall:
-    """A request that passed every per-request rule."""
+    """A request that passed every per-request rule, with what it names already looked up
+    (:meth:`~server.dispatch.Dispatcher.resolve`), so nothing looks it up again."""
 
     request: Request
     version: str
@@ -80,7 +84,8 @@ class ModernCall:
     client_info: dict[str, Any] | None
     log_level: str | None
     progress_token: str | int | None
-    # Who calls (the endpoint sets both): tasks are bound to the subject, capped per client.
+    target: Target
+    # Who calls (the HTTP side sets both): tasks are bound to the subject, capped per client.
     subject: str | None = None
     client_key: str = ""
     # The task the answer created or showed ({"id", "status"}), for the request's record.
@@ -162,6 +167,9 @@ class ModernEra:
         version = meta.get(META_PROTOCOL_VERSION)
         if not isinstance(version, str) or not version:
             raise MalformedMeta(f"params._meta[{META_PROTOCOL_VERSION!r}] is required")
+        # Shape only: unlike initialize's (server.jsonrpc.declared_problem), nothing of these
+        # outlives the answer, the body cap bounds them, and the record caps them; measuring
+        # them would cost every request an encoding.
         capabilities = meta.get(META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
             raise MalformedMeta(f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
@@ -186,9 +194,13 @@ class ModernEra:
             self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
         if not self.serves(request.method):
             raise MethodNotFound(request.method)
-        if request.method == "tools/call":
-            self._check_param_headers(request.params, headers)
-        return ModernCall(request, version, capabilities, client_info, log_level, progress_token)
+        # Only the methods with a name header name something to look up (lists do not).
+        target = self.dispatcher.resolve(request.method, request.params) if name_field else None
+        if isinstance(target, Tool) and target.header_params:
+            self._check_param_headers(target, request.params, headers)
+        return ModernCall(
+            request, version, capabilities, client_info, log_level, progress_token, target
+        )
 
     def _check_header(
         self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any
@@ -207,12 +219,8 @@ class ModernEra:
             matched.add((raw, body))
 
     def _check_param_headers(
-        self, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
+        self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
     ) -> None:
-        name = params.get("name")
-        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
-        if tool is None or not tool.header_params:
-            return
         arguments = params.get("arguments")
         arguments = arguments if isinstance(arguments, dict) else {}
         for suffix, prop in tool.header_params.items():
@@ -237,28 +245,31 @@ class ModernEra:
 
     # -- answering -------------------------------------------------------------------------
 
-    async def handle(self, call: ModernCall, send: Send) -> dict[str, Any] | orjson.Fragment:
-        """The result of a validated request (not ``subscriptions/listen``)."""
-        cached = self.cached_result(call)
-        if cached is not None:
-            return cached
+    async def handle(self, call: ModernCall, send: Send) -> dict[str, Any]:
+        """The result of a validated request that :meth:`cached_result` does not answer (not
+        ``subscriptions/listen`` either)."""
         method = call.request.method
         context = self._context(call, send)
         if self.extensions.handles(call):
             return await self.extensions.handle(call, context)
         try:
-            result = await self.dispatcher.call(method, call.request.params, context)
+            result = await self.dispatcher.call(method, call.request.params, context, call.target)
         except InputRequired as suspended:
             if method not in INPUT_REQUIRED_METHODS:
                 raise
             return self._input_required(call, context, suspended)
         finally:
             context.finish()
-        ttl = None
-        if method == "resources/read":
-            found = self.catalog.find_resource(str(call.request.params.get("uri")))
-            ttl = found[0].ttl_ms if found else None
+        # A resource may set its own ttl (it was found by validate, and read).
+        ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
         return self._envelope(method, result, ttl)
+
+    def finish(
+        self, call: ModernCall, started: Awaitable[dict[str, Any]]
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """The rest of a :meth:`handle` that waits, within the handler timeout (a tool that
+        runs past it fails with a result in this era's envelope)."""
+        return self.dispatcher.finish(call.request.method, started, self._envelope)
 
     def _context(self, call: ModernCall, send: Send) -> Context:
         async def notify(method: str, params: dict[str, Any]) -> None:

@@ -7,6 +7,11 @@ draft exists before anything can fail. The schema is versioned (``v: 1``, see
 :mod:`server.records.schema`) and documented in ``docs/records.md``; fields are added, never
 renamed, within a version.
 
+Every client-chosen string is clipped in the record (:func:`server.records.schema.clip`); the
+headers, which can be as long as the HTTP server accepts, already when the draft is made, so a
+queued draft holds no more of them than its record will. A stream's draft lets go of the params
+and capabilities once its request record is out: it may stay open for hours.
+
 A draft holds what the request said. What a record may keep of it is for the record writer
 to decide, off the request path, with the rules of :mod:`server.records.privacy`; the writer
 turns a finished request's draft into its line with :mod:`server.records.lines`: the same
@@ -23,7 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.asgi import ASGIMessage, Receive, Send
-from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
+from server.jsonrpc import Message, Notification, Request, Response
+from server.protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from server.records.schema import (
+    MAX_CLIENT_STRING,
+    MAX_ERROR_MESSAGE,
+    SCHEMA_VERSION,
+    clip,
+    iso_time,
+    request_id_of,
+)
 
 # The request path only takes a number; the record writer formats it (see Draft.request_id).
 _next_serial = itertools.count(1).__next__
@@ -71,11 +85,48 @@ class Draft:
     client_left: bool = False
     ended_clock: float | None = None
 
+    def __post_init__(self) -> None:
+        # The headers (and X-Forwarded-For behind a trusted proxy) may be megabytes long.
+        agent, address, version = self.user_agent, self.client_address, self.header_version
+        if agent is not None and len(agent) > MAX_CLIENT_STRING:
+            self.user_agent = clip(agent)
+        if address is not None and len(address) > MAX_CLIENT_STRING:
+            self.client_address = clip(address)
+        if version is not None and len(version) > MAX_CLIENT_STRING:
+            self.header_version = clip(version)
+
     @property
     def request_id(self) -> str:
         return request_id_of(self.serial)
 
-    def client(self, info: Any, capabilities: Any) -> None:
+    def describe(self, message: Message | list[Message]) -> None:
+        """What the request is, as far as its body says, before anything can reject it."""
+        if isinstance(message, list):
+            self.batch_size = len(message)
+            self.method = "(batch)"
+            return
+        if isinstance(message, Response):
+            self.method = "(response)"
+            self.jsonrpc_id = message.id
+            return
+        self.method = message.method
+        self.notification = isinstance(message, Notification)
+        if isinstance(message, Request):
+            self.jsonrpc_id = message.id
+        # Raw here; the record writer applies the privacy rules off the request path.
+        params = self.params = message.params
+        meta = params.get("_meta")
+        if message.method == "initialize":
+            version = params.get("protocolVersion")
+            self.body_version = version if isinstance(version, str) else None
+            self.set_client(params.get("clientInfo"), params.get("capabilities"))
+        elif isinstance(meta, dict):
+            version = meta.get(META_PROTOCOL_VERSION)
+            self.body_version = version if isinstance(version, str) else None
+            self.set_client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
+
+    def set_client(self, info: Any, capabilities: Any) -> None:
+        """The client's name, version and capabilities as it declared them."""
         if isinstance(info, dict):
             name, version = info.get("name"), info.get("version")
             self.client_name = name if isinstance(name, str) else None
@@ -85,34 +136,38 @@ class Draft:
 
     def error(self, code: int, message: str) -> None:
         self.error_code = code
-        self.error_message = message[:300]
+        self.error_message = clip(message, MAX_ERROR_MESSAGE)
 
     def request_record(self) -> dict[str, Any]:
+        # Client-chosen strings clipped (server.records.lines clips the same fields alike).
         record: dict[str, Any] = {
             "v": SCHEMA_VERSION,
             "kind": "request",
             "time": iso_time(self.started),
             "request_id": self.request_id,
-            "verb": self.verb,
-            "path": self.path,
+            "verb": clip(self.verb),
+            "path": clip(self.path),
             "status": self.status,
             "era": self.era,
-            "protocol_version": {"header": self.header_version, "body": self.body_version},
-            "method": self.method,
-            "jsonrpc_id": self.jsonrpc_id,
+            "protocol_version": {
+                "header": clip(self.header_version),
+                "body": clip(self.body_version),
+            },
+            "method": clip(self.method),
+            "jsonrpc_id": clip(self.jsonrpc_id),
             "notification": self.notification,
             "client": {
-                "name": self.client_name,
-                "version": self.client_version,
+                "name": clip(self.client_name),
+                "version": clip(self.client_version),
                 "capabilities": self.client_capabilities,
             },
-            "session_id": self.session_id,
-            "subject": self.subject,
-            "user_agent": self.user_agent,
-            "client_address": self.client_address,
+            "session_id": clip(self.session_id),
+            "subject": clip(self.subject),
+            "user_agent": clip(self.user_agent),
+            "client_address": clip(self.client_address),
             "error": None
             if self.error_code is None
-            else {"code": self.error_code, "message": self.error_message},
+            else {"code": self.error_code, "message": clip(self.error_message, MAX_ERROR_MESSAGE)},
             "duration_ms": round(
                 ((self.ended_clock or time.perf_counter()) - self.clock) * 1000, 3
             ),
@@ -135,17 +190,22 @@ class Draft:
             "kind": "stream",
             "time": iso_time(time.time()),
             "request_id": self.request_id,
-            "verb": self.verb,
+            "verb": clip(self.verb),
             "era": self.era,
-            "method": self.method,
-            "session_id": self.session_id,
-            "client": {"name": self.client_name, "version": self.client_version},
-            "user_agent": self.user_agent,
+            "method": clip(self.method),
+            "session_id": clip(self.session_id),
+            "client": {"name": clip(self.client_name), "version": clip(self.client_version)},
+            "user_agent": clip(self.user_agent),
             "opened": iso_time(self.started),
             "open_ms": round((time.perf_counter() - self.clock) * 1000, 3),
             "events": self.events,
             "bytes_out": self.bytes_out,
             "end": self.stream_end or "complete",
+            # The request record went out when the stream opened: an error its last event
+            # carried (a failure mid-stream, a call the drain deadline ended) is told here.
+            "error": None
+            if self.error_code is None
+            else {"code": self.error_code, "message": self.error_message},
         }
 
     def observe_receive(self, receive: Receive) -> Receive:
@@ -210,6 +270,8 @@ class Draft:
                 if self.streaming and not self.request_written:
                     self.request_written = True
                     emit(self.request_record())
+                    # The record has them; the stream record does not need them.
+                    self.params = self.client_capabilities = None
             return send(message)
 
         return observed

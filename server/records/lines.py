@@ -8,7 +8,10 @@ judged and encoded once, then remembered (:class:`LineMemo`, bounded): a client'
 capabilities (whether a key in them is sensitive, their encoding, their redacted form), the
 ``_meta`` of its calls, and the fields one client program sends the same on every request
 (a record template). The time of day is formatted once per second
-(:func:`server.records.schema.iso_time`).
+(:func:`server.records.schema.iso_time`). Client-chosen strings are clipped as
+:meth:`Draft.request_record` clips them: those of the template when it is made, the others
+(method, id, session, subject, address, error message) for each record, by a length check that
+calls :func:`~server.records.schema.clip` only for a long one.
 
 Values are remembered by their encoding. They are parsed JSON (what the endpoint records), for
 which equal encodings mean equal values, with key order, bools and numbers as written (``==``
@@ -29,22 +32,39 @@ import orjson
 
 from server.records.draft import Draft
 from server.records.privacy import Privacy
-from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
+from server.records.schema import (
+    MAX_CLIENT_STRING,
+    MAX_ERROR_MESSAGE,
+    SCHEMA_VERSION,
+    clip,
+    iso_time,
+    request_id_of,
+)
 
 # Memory stays bounded: what takes more than this many bytes is not remembered (it is judged
 # and encoded every time), and a memo holding this many entries starts over.
 MEMO_MAX_BYTES = 4096
 MEMO_MAX_ENTRIES = 256
+# Capabilities are remembered up to what a legacy session may declare (server.jsonrpc): a
+# session's are on every one of its records, and judging 16 KiB of them again for each record
+# costs the writer ~0.7 ms (256 of them: 4 MiB at most).
+DECLARED_MEMO_MAX_BYTES = 16 * 1024
 
 
 class Declared:
     """One capabilities object (by its encoding) under one set of privacy rules."""
 
-    __slots__ = ("cleaned", "encoded", "sensitive")
+    __slots__ = ("cleaned", "encoded", "fits", "sensitive")
 
-    def __init__(self, encoded: bytes, sensitive: bool) -> None:
+    def __init__(self, encoded: bytes, fits: bool) -> None:
         self.encoded = orjson.Fragment(encoded)
-        self.sensitive = sensitive
+        # Within the rules' size cap as written (a legacy session's are not part of the body
+        # that the cap was checked against).
+        self.fits = fits
+        # Whether a key in them is sensitive, judged when a record first needs to know: one
+        # whose body or capabilities are over the cap never does (they are cleaned anyway),
+        # and judging a large object is a walk over all of it.
+        self.sensitive: bool | None = None
         # Their redacted and capped form, encoded when a record first needs it.
         self.cleaned: orjson.Fragment | None = None
 
@@ -55,8 +75,9 @@ class MetaSeen:
 
     __slots__ = ("capabilities_key", "declared", "sensitive")
 
-    def __init__(self, sensitive: bool) -> None:
-        self.sensitive = sensitive
+    def __init__(self) -> None:
+        # Judged when a record first needs to know, as Declared.sensitive.
+        self.sensitive: bool | None = None
         self.capabilities_key: str | None = None
         self.declared: Declared | None = None
 
@@ -76,9 +97,10 @@ class LineMemo:
         self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def meta_seen(self, encoded: bytes, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
-        """``meta`` (``encoded``) judged: ``sensitive`` is whether the key ``_meta`` or a key at
-        any depth of its value is, judged where params hold it (one level down)."""
-        seen = MetaSeen(privacy.has_sensitive_key({"_meta": meta}))
+        """``meta`` (``encoded``) remembered with the capabilities it holds; its ``sensitive``
+        (whether the key ``_meta`` or a key at any depth of its value is, judged where params
+        hold it, one level down) is judged by the first record that needs it."""
+        seen = MetaSeen()
         if type(meta) is dict and capabilities is not None:
             for key, value in meta.items():
                 if value is capabilities:
@@ -92,8 +114,8 @@ class LineMemo:
         encoded = orjson.dumps(capabilities)
         known = self.declared.get(encoded)
         if known is None:
-            known = Declared(encoded, privacy.has_sensitive_key(capabilities))
-            _remember(self.declared, encoded, known, len(encoded))
+            known = Declared(encoded, len(encoded) <= privacy.max_params_bytes)
+            _remember(self.declared, encoded, known, len(encoded), DECLARED_MEMO_MAX_BYTES)
         return known
 
     def template_of(
@@ -108,8 +130,10 @@ class LineMemo:
         return template
 
 
-def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
-    if size > MEMO_MAX_BYTES:
+def _remember(
+    memo: dict[Any, Any], key: Any, value: Any, size: int, max_bytes: int = MEMO_MAX_BYTES
+) -> None:
+    if size > max_bytes:
         return
     if len(memo) >= MEMO_MAX_ENTRIES:
         memo.clear()
@@ -173,14 +197,28 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         record["time"] = iso_time(draft.started)
         record["request_id"] = request_id_of(draft.serial)
         record["status"] = draft.status
-        record["method"] = draft.method
-        record["jsonrpc_id"] = draft.jsonrpc_id
+        # Client-chosen: clipped when long (a length check each, clip() only then).
+        method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id
+        subject, address = draft.subject, draft.client_address
+        if type(method) is str and len(method) > MAX_CLIENT_STRING:
+            method = clip(method)
+        if type(jsonrpc_id) is str and len(jsonrpc_id) > MAX_CLIENT_STRING:
+            jsonrpc_id = clip(jsonrpc_id)
+        if type(session_id) is str and len(session_id) > MAX_CLIENT_STRING:
+            session_id = clip(session_id)
+        if type(subject) is str and len(subject) > MAX_CLIENT_STRING:
+            subject = clip(subject)
+        if type(address) is str and len(address) > MAX_CLIENT_STRING:
+            address = clip(address)
+        record["method"] = method
+        record["jsonrpc_id"] = jsonrpc_id
         record["notification"] = draft.notification
-        record["session_id"] = draft.session_id
-        record["subject"] = draft.subject
-        record["client_address"] = draft.client_address
+        record["session_id"] = session_id
+        record["subject"] = subject
+        record["client_address"] = address
         if draft.error_code is not None:
-            record["error"] = {"code": draft.error_code, "message": draft.error_message}
+            message = clip(draft.error_message, MAX_ERROR_MESSAGE)
+            record["error"] = {"code": draft.error_code, "message": message}
         record["duration_ms"] = rounded_ms((draft.ended_clock or time.perf_counter()) - draft.clock)
         record["bytes_in"] = draft.bytes_in
         record["bytes_out"] = draft.bytes_out
@@ -225,15 +263,22 @@ def _apply_privacy(
         declared = seen.declared
     else:
         declared = memo.declared_of(capabilities, privacy)
-    # Harmless: the body is within the cap, and no key in the capabilities or in the params
-    # (``_meta`` included) is sensitive. Then the params are written without ``_meta``.
-    harmless = small and (declared is None or not declared.sensitive)
+    # Harmless: the body is within the cap, the capabilities too, and no key in them or in
+    # the params (``_meta`` included) is sensitive. Then the params are written without
+    # ``_meta``.
+    harmless = small and (declared is None or declared.fits)
+    if harmless and declared is not None:
+        if declared.sensitive is None:
+            declared.sensitive = privacy.has_sensitive_key(capabilities)
+        harmless = not declared.sensitive
     written: Any = params
     if harmless and params is not None:
         if seen is not None:
             # A shallow copy without the key writes the same as Privacy.apply's own copy.
             written = params.copy()
             del written["_meta"]
+            if seen.sensitive is None:
+                seen.sensitive = privacy.has_sensitive_key({"_meta": meta})
             harmless = not seen.sensitive
         harmless = harmless and not privacy.has_sensitive_key(written)
     if not (harmless and privacy.keep_params):
@@ -251,8 +296,8 @@ def _apply_privacy(
 def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, Any]:
     # Draft.request_record's keys in its order; request_line sets the values that change.
     client = {
-        "name": draft.client_name,
-        "version": draft.client_version,
+        "name": clip(draft.client_name),
+        "version": clip(draft.client_version),
         "capabilities": capabilities,
     }
     return {
@@ -260,12 +305,12 @@ def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, A
         "kind": "request",
         "time": None,
         "request_id": None,
-        "verb": draft.verb,
-        "path": draft.path,
+        "verb": clip(draft.verb),
+        "path": clip(draft.path),
         "status": None,
         "era": draft.era,
         "protocol_version": orjson.Fragment(
-            orjson.dumps({"header": draft.header_version, "body": draft.body_version})
+            orjson.dumps({"header": clip(draft.header_version), "body": clip(draft.body_version)})
         ),
         "method": None,
         "jsonrpc_id": None,
@@ -273,7 +318,7 @@ def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, A
         "client": orjson.Fragment(orjson.dumps(client)),
         "session_id": None,
         "subject": None,
-        "user_agent": draft.user_agent,
+        "user_agent": clip(draft.user_agent),
         "client_address": None,
         "error": None,
         "duration_ms": None,

@@ -41,8 +41,9 @@ class Privacy:
             small
             and not self.has_sensitive_key(record.get("params"))
             # Legacy records carry the capabilities of the session's initialize, not of this
-            # body: they are checked on their own.
+            # body: they are checked on their own, sensitive keys and size.
             and not self.has_sensitive_key(capabilities)
+            and self.fits(capabilities)
         )
         if "params" in record:
             if harmless and self.keep_params:
@@ -57,6 +58,16 @@ class Privacy:
         if not harmless and capabilities is not None:
             assert isinstance(client, dict)
             client["capabilities"] = self.clean_capabilities(capabilities)
+
+    def fits(self, value: Any) -> bool:
+        """Whether ``value`` encodes within the size cap (None does; what does not encode
+        does not)."""
+        if value is None:
+            return True
+        try:
+            return len(orjson.dumps(value)) <= self.max_params_bytes
+        except orjson.JSONEncodeError:
+            return False
 
     def clean_capabilities(self, capabilities: Any) -> Any:
         """Declared capabilities, redacted and capped like params, but never dropped."""

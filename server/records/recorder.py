@@ -2,12 +2,16 @@
 
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
 queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`. A failing sink
-(unwritable path, full disk, Redis away) never stops the server: the failure is logged once per
-streak, counted, and reported through :attr:`Recorder.healthy`; the next batch retries. A sink
-that can keep what it could not write (see :class:`~server.records.sinks.base.SinkBacklogged`)
-loses nothing while it fits in memory. ``close`` drains the queue, so a graceful shutdown
-writes every record.
+writes them in batches to one or several :mod:`server.records.sinks`: as soon as a batch is
+full, and otherwise every ``flush_s`` (``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
+most that long before a sink has handed it to the kernel (or Redis): what a SIGKILL loses. A
+failing sink (unwritable path, full disk, Redis away) never stops the server: the failure is
+logged once per streak, counted, and reported through :attr:`Recorder.healthy` and the reasons
+in :meth:`Recorder.status`; the next batch retries. A sink that can keep what it could not write
+(see :class:`~server.records.sinks.base.SinkBacklogged`) loses nothing while it fits in memory.
+While idle the writer still opens its sinks once a second (a failing one at every interval), so
+a records file deleted under it is back, and a path made unwritable shows, without traffic.
+``close`` drains the queue, so a graceful shutdown writes every record.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -24,6 +29,10 @@ import orjson
 from server.records.sinks.base import Sink, SinkBacklogged
 
 log = logging.getLogger(__name__)
+
+FLUSH_S = 0.2
+PROBE_S = 1.0  # how often an idle writer opens its healthy sinks
+REASON_CHARS = 300
 
 
 class Deferred(Protocol):
@@ -41,6 +50,7 @@ class Recorder:
         *,
         capacity: int,
         batch: int = 64,
+        flush_s: float = FLUSH_S,
         prepare: Callable[[dict[str, Any]], None] | None = None,
         line: Callable[[Deferred], bytes | None] | None = None,
     ) -> None:
@@ -53,6 +63,7 @@ class Recorder:
         self._line = line
         self.capacity = capacity
         self.batch = batch
+        self.flush_s = flush_s
         self._queue: deque[dict[str, Any] | Deferred] = deque()
         self._wakeup = threading.Event()
         self._stopping = False
@@ -62,8 +73,11 @@ class Recorder:
         self.failed = 0  # (record, sink) pairs a failing sink could not write
         self.backlog = 0  # lines sinks kept to write later (see SinkBacklogged)
         # Failing sinks, and how: "open" failures clear when the sink opens again; "write"
-        # failures (a full disk opens fine) only when a write succeeds.
+        # failures (a full disk opens fine) only when a write succeeds. And why: the latest
+        # failure's message, for /readyz.
         self._failing: dict[str, str] = {}
+        self._reasons: dict[str, str] = {}
+        self._probed = 0.0
         # Per sink with a backlog: what it holds, oldest first, as [lines, 1 if another sink
         # wrote those records already (they are in ``written``) else 0]; and how many lines it
         # had shed when last asked.
@@ -75,10 +89,15 @@ class Recorder:
         return not self._failing
 
     def status(self) -> dict[str, Any]:
+        # Read from the event loop while the writer thread changes these: copies, no lookups
+        # that a recovery in between could fail.
+        failing = sorted(self._failing)
+        reasons = dict(self._reasons)
         return {
             "sinks": [sink.name for sink in self.sinks],
-            "healthy": self.healthy,
-            "failing": sorted(self._failing),
+            "healthy": not failing,
+            "failing": failing,
+            "errors": {name: reasons.get(name, "") for name in failing},
             "written": self.written,
             "dropped": self.dropped,
             "failed": self.failed,
@@ -125,12 +144,16 @@ class Recorder:
         # The process's malloc policy (serving.heap, set by serving) keeps the writer's freed
         # batches: a component embedded elsewhere does not change its host's.
         while not self._stopping:
-            # Wake on a full batch, or every 200 ms, so records reach the file promptly.
-            self._wakeup.wait(0.2)
+            # Wake on a full batch, or at every interval: no record waits longer.
+            self._wakeup.wait(self.flush_s)
             self._wakeup.clear()
             self._drain()
-            if self._failing and not self._queue:
-                self._probe()  # retry a failed sink even without traffic, so it can recover
+            if self._queue:
+                continue
+            # Without traffic too: retry a failed sink, so it can recover, and now and then
+            # open the healthy ones, so a file removed under them is back.
+            if self._failing or time.monotonic() - self._probed >= PROBE_S:
+                self._probe()
 
     def _drain(self) -> None:
         queue, line, general = self._queue, self._line, self._general
@@ -176,6 +199,7 @@ class Recorder:
 
     def _probe(self) -> None:
         """Open each sink that can be opened ahead of writing; note failures and recoveries."""
+        self._probed = time.monotonic()
         for sink in self.sinks:
             opener = getattr(sink, "open", None)
             if opener is None:
@@ -191,12 +215,15 @@ class Recorder:
                 self._recovered(sink)
 
     def _failed(self, sink: Sink, failure: Exception, how: str) -> None:
+        reason = str(failure) or type(failure).__name__
+        self._reasons[sink.name] = reason[:REASON_CHARS]
         if sink.name not in self._failing:
             self._failing[sink.name] = how
             log.error("request records: the %s sink failed (%s); still serving", sink.name, failure)
 
     def _recovered(self, sink: Sink) -> None:
         del self._failing[sink.name]
+        self._reasons.pop(sink.name, None)
         log.warning("request records: the %s sink works again", sink.name)
 
     def _write(self, lines: list[bytes]) -> None:

@@ -3,14 +3,41 @@ the request id's form and the time format (``docs/records.md`` is the full schem
 
 The request path and the record writer both format ids and times, so both are cheap here:
 an id is one integer formatted in one go, and the time of day is formatted once per second.
+
+Every string a client chose (a header, a method, an id, a name) is kept in a record up to
+:data:`MAX_CLIENT_STRING` characters and then marked (:func:`clip`), so that no client can
+make its records megabytes long and rotate everyone else's out of the files.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
+from typing import Any
 
 SCHEMA_VERSION = 1
+
+# Client-chosen strings in a record: user agents run to ~200 characters, methods, versions,
+# ids and names to a few dozen. Error messages (which may quote the client) get a little more.
+MAX_CLIENT_STRING = 256
+MAX_ERROR_MESSAGE = 300
+_CLIPPED_TAIL = re.compile(r"…\[truncated, [1-9][0-9]{0,15} chars\]")
+_LONGEST_TAIL = len("…[truncated, 9999999999999999 chars]")
+
+
+def clip(value: Any, limit: int = MAX_CLIENT_STRING) -> Any:
+    """A string past ``limit`` characters as its first ``limit`` and the marker
+    ``…[truncated, N chars]`` (N: its whole length); anything else as it is.
+
+    A string clipped already is left as it is, so clipping twice (when the draft is made, and
+    again when the record is) gives what clipping once does."""
+    if type(value) is not str or len(value) <= limit:
+        return value
+    if len(value) <= limit + _LONGEST_TAIL and _CLIPPED_TAIL.fullmatch(value, limit):
+        return value
+    return f"{value[:limit]}…[truncated, {len(value)} chars]"
+
 
 # A random per-process prefix above a 32-bit counter: one integer, formatted in one go.
 _ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32

@@ -1,39 +1,33 @@
-"""The MCP endpoint: one ASGI callable for ``POST /mcp``, the thin shell around the eras.
+"""The MCP endpoint: one ASGI callable for ``/mcp``, the thin shell around the eras.
 
-It owns only HTTP: admission (Host/Origin, Content-Type, Accept, body size), reading the body,
-choosing the era from headers and ``_meta``, and writing JSON or SSE. Everything MCP means is
-in :mod:`server.modern.era` and :mod:`server.legacy.era` (whose HTTP half is
-:mod:`server.transport.legacy`); every exception raised before a response starts is turned into a
-wire error here, with the status from :func:`server.errors.http_status`.
+It owns only HTTP: admission (Host/Origin, the auth gate, the rate), Content-Type and Accept,
+reading and decoding the body, describing it to the request record, and choosing the era from
+headers and ``_meta``; then one call, ``post`` of the era's HTTP half
+(:class:`~server.transport.modern.ModernHttp`, :class:`~server.transport.legacy.LegacyHttp`),
+which takes the message the rest of the way down and its answer back. No MCP method is named
+here. Every refusal raised before a response starts is written here, the one place that adds
+the headers a refusal needs (Allow, and through :meth:`~server.security.gate.Gate.headers`
+WWW-Authenticate and Retry-After), with what :func:`server.errors.wire_error` makes of it.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
-from server.errors import Era, InternalError, InvalidRequest, McpError, RequestId, http_status
-from server.jsonrpc import Message, Notification, Request, Response, decode, encode_error
-from server.modern.era import ModernCall, ModernEra
-from server.protocol import (
-    LEGACY_VERSIONS,
-    META_CLIENT_CAPABILITIES,
-    META_CLIENT_INFO,
-    META_PROTOCOL_VERSION,
-)
+from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
+from server.jsonrpc import Message, Request, Response, decode, encode_error
+from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
 from server.security.auth import Principal
 from server.security.gate import Gate
-from server.security.limits import Slot
 from server.security.networks import Network, client_address
 from server.transport.guards import HostGuard, check_content_type, check_origin, negotiate
 from server.transport.legacy import LegacyHttp
-from server.transport.modern import ModernHttp, OpenListen
-from server.transport.sse import send_empty, send_json
-
-log = logging.getLogger(__name__)
+from server.transport.sse import send_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +41,38 @@ class EndpointOptions:
     trusted_proxies: tuple[Network, ...]
 
 
-def choose_era(message: Request | Notification, headers: Headers) -> Era:
+# Batches and the client's responses (a tuple: isinstance with an X | Y union costs more).
+_LEGACY_ONLY = (list, Response)
+
+
+class EraHttp(Protocol):
+    """The HTTP half of an era: takes a decoded POST the rest of the way, answer included. A
+    refusal before anything is sent is raised, for the endpoint to write."""
+
+    def post(
+        self,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        message: Message | list[Message],
+        draft: Draft,
+        principal: Principal,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> Awaitable[None]: ...
+
+
+def choose_era(message: Message | list[Message], headers: Headers) -> Era:
     """Which era a message belongs to (spec-notes 1.8).
 
-    ``_meta`` naming a protocol version is modern; a legacy version header, or a session id,
-    is legacy; any other version header is modern (so ``v999.0.0`` gets -32022, not a session
-    error); and a message with neither (``initialize`` above all) is legacy.
+    Batches and the client's responses exist only in the legacy era. ``_meta`` naming a
+    protocol version is modern; a legacy version header, or a session id, is legacy; any other
+    version header is modern (so ``v999.0.0`` gets -32022, not a session error); and a message
+    with neither (``initialize`` above all) is legacy.
     """
+    if isinstance(message, _LEGACY_ONLY):
+        return "legacy"
     meta = message.params.get("_meta")
     if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta:
         return "modern"
@@ -111,16 +130,14 @@ async def read_body(receive: Receive, headers: Headers, limit: int, draft: Draft
 class McpEndpoint:
     def __init__(
         self,
-        modern: ModernEra,
-        modern_http: ModernHttp,
+        modern: EraHttp,
         legacy: LegacyHttp,
         gate: Gate,
         recorder: Recorder,
         options: EndpointOptions,
     ) -> None:
-        self.modern = modern
-        self.modern_http = modern_http
-        self.legacy = legacy
+        self.eras: dict[Era, EraHttp] = {"modern": modern, "legacy": legacy}
+        self.legacy = legacy  # GET and DELETE are the legacy era's alone
         self.gate = gate
         self.recorder = recorder
         self.options = options
@@ -151,8 +168,8 @@ class McpEndpoint:
                     if self.gate.authenticates
                     else self.gate.enter_anonymous(scope, headers, draft)
                 )
-            except McpError as error:
-                await self._send_error(observed_send, error, "modern", None, draft, scope)
+            except Exception as error:
+                await self.refuse(observed_send, error, "modern", None, draft, scope)
                 return
             if scope["method"] == "POST":
                 await self.post(scope, receive, observed_send, headers, draft, principal)
@@ -181,8 +198,10 @@ class McpEndpoint:
             else:
                 draft.era = None
                 raise InvalidRequest(f"Method {method} not allowed", http_status=405)
-        except McpError as error:
-            await self._send_error(send, error, "legacy", None, draft, scope)
+        except Exception as error:
+            if draft.status is not None:
+                raise  # the answer has begun: too late to refuse
+            await self.refuse(send, error, "legacy", None, draft, scope)
 
     def admit(self, headers: Headers) -> None:
         """DNS-rebinding protection, for every method."""
@@ -211,129 +230,27 @@ class McpEndpoint:
             # What reads on (a stream's disconnect watcher) tells the draft the client left.
             receive = draft.observe_receive(receive)
             message = decode(body, max_batch=self.options.max_batch)
-            self.describe(draft, message)
-            if isinstance(message, list):
-                era = draft.era = "legacy"
-                await self.legacy.batch(send, headers, message, draft)
-                return
-            if isinstance(message, Response):
-                if b"mcp-session-id" not in headers:
-                    raise InvalidRequest("Invalid request: this server sent no request to answer")
-                era = draft.era = "legacy"
-                await self.legacy.response(send, headers, message, draft)
-                return
+            draft.describe(message)
             era = draft.era = choose_era(message, headers)
-            if isinstance(message, Notification):
-                if era == "modern":
-                    # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
-                    await send_empty(send, 202)
-                else:
-                    await self.legacy.notification(send, headers, message, draft)
-                return
-            request_id = message.id
-            if message.method == "tools/call" and self.gate.authenticates:
-                self.require_tool_scopes(principal, message)
-            if era == "legacy":
-                await self.legacy.request(
-                    receive, send, headers, message, draft, json_ok=json_ok, sse_ok=sse_ok
-                )
-                return
-            call = self.validate_modern(message, headers, draft)
-            if call.request.method == "server/discover":
-                draft.advertised = self.modern.advertised()
+            if isinstance(message, Request):
+                request_id = message.id
+            answering = self.eras[era].post(
+                receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
+            )
+            # A listen stream may stay open for hours: this frame keeps nothing of the request.
+            del body, message
+            await answering
         except ConnectionAbortedError:
             return
-        except McpError as error:
-            await self._send_error(send, error, era, request_id, draft, scope)
-            return
-        except Exception:
-            log.exception("rejecting a request failed")
-            internal = InternalError("Internal error")
-            await self._send_error(send, internal, era, request_id, draft, scope)
-            return
-        if call.request.method != "subscriptions/listen":
-            await self.answer_modern(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
-            return
-        try:
-            opened, slot = self.open_listen(call, draft, sse_ok=sse_ok)
-        except McpError as error:
-            await self._send_error(send, error, era, request_id, draft, scope)
-            return
-        # A listen stream may stay open for hours: keep nothing of the request itself.
-        del call, message, body
-        try:
-            await self.modern_http.listen(receive, send, opened, draft)
-        finally:
-            slot.release()
+        except Exception as error:
+            if draft.status is not None:
+                raise  # the answer has begun: too late to refuse
+            await self.refuse(send, error, era, request_id, draft, scope)
 
-    async def answer_modern(
-        self,
-        receive: Receive,
-        send: Send,
-        call: ModernCall,
-        draft: Draft,
-        *,
-        json_ok: bool,
-        sse_ok: bool,
-    ) -> None:
-        """A validated request answered; what it did with a task goes into its record."""
-        await self.modern_http.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
-        draft.task = call.task
-
-    def validate_modern(self, message: Request, headers: Headers, draft: Draft) -> ModernCall:
-        """The era's checks, and who calls (tasks are bound to the subject, capped per client)."""
-        call = self.modern.validate(message, headers)
-        call.subject, call.client_key = draft.subject, self.gate.key(draft)
-        return call
-
-    def open_listen(
-        self, call: ModernCall, draft: Draft, *, sse_ok: bool
-    ) -> tuple[OpenListen, Slot]:
-        """The client's stream slot (429 past its cap) and the stream, attached to the hub."""
-        slot = self.gate.stream_slot(draft)
-        try:
-            return self.modern_http.open_listen(call, sse_ok=sse_ok), slot
-        except BaseException:
-            slot.release()
-            raise
-
-    def describe(self, draft: Draft, message: Message | list[Message]) -> None:
-        """What the request is, as far as the body says, before anything can reject it."""
-        if isinstance(message, list):
-            draft.batch_size = len(message)
-            draft.method = "(batch)"
-            return
-        if isinstance(message, Response):
-            draft.method = "(response)"
-            draft.jsonrpc_id = message.id
-            return
-        draft.method = message.method
-        draft.notification = isinstance(message, Notification)
-        if isinstance(message, Request):
-            draft.jsonrpc_id = message.id
-        # Raw here; the record writer applies the privacy rules off the request path.
-        draft.params = message.params
-        meta = message.params.get("_meta")
-        if message.method == "initialize":
-            version = message.params.get("protocolVersion")
-            draft.body_version = version if isinstance(version, str) else None
-            draft.client(message.params.get("clientInfo"), message.params.get("capabilities"))
-        elif isinstance(meta, dict):
-            version = meta.get(META_PROTOCOL_VERSION)
-            draft.body_version = version if isinstance(version, str) else None
-            draft.client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
-
-    def require_tool_scopes(self, principal: Principal, message: Request) -> None:
-        """Per-tool scopes are checked before the call runs, while a 403 can still be sent."""
-        name = message.params.get("name")
-        tool = self.modern.catalog.tools.get(name) if isinstance(name, str) else None
-        if tool is not None:
-            self.gate.require_tool(principal, tool.scopes)
-
-    async def _send_error(
+    async def refuse(
         self,
         send: Send,
-        error: McpError,
+        error: Exception,
         era: Era,
         request_id: RequestId | None,
         draft: Draft,
@@ -342,15 +259,19 @@ class McpEndpoint:
         """The one way a refusal leaves the endpoint: status by era, JSON-RPC body with the id
         when it was read, and the headers the refusal needs (Allow, WWW-Authenticate,
         Retry-After)."""
-        echo = request_id if request_id is not None else error.request_id
-        draft.error(error.wire_code(era), error.message)
+        wire = wire_error(error, era, "rejecting a request")
+        echo = request_id
+        if echo is None and isinstance(error, McpError):
+            echo = error.request_id
+        draft.error(wire.code, wire.message)
         if draft.jsonrpc_id is None:
             draft.jsonrpc_id = echo
-        headers = self.gate.headers(error, scope, _host(scope))
-        if http_status(error, era) == 405:
+        headers = []
+        if isinstance(error, McpError):
+            headers = self.gate.headers(error, scope, _host(scope))
+        if wire.status == 405:
             headers.append((b"allow", b"GET, POST, DELETE"))
-        body = encode_error(echo, error.to_wire(era))
-        await send_json(send, http_status(error, era), body, headers)
+        await send_json(send, wire.status, encode_error(echo, wire.body), headers)
 
 
 def _host(scope: Scope) -> str | None:

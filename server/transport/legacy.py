@@ -1,5 +1,7 @@
 """The legacy era over HTTP: session headers, JSON or resumable SSE, the GET stream, DELETE.
 
+:meth:`LegacyHttp.post` takes a POST (batch, response, notification, request) the whole way
+once the endpoint has read it; a refusal before anything is sent is raised for the endpoint.
 Each call in a session runs in its own task and writes to its own
 :class:`~server.legacy.eventstream.EventStream`; the HTTP response follows that stream. A call that
 sends nothing before its result is answered with plain JSON; otherwise the response becomes SSE
@@ -11,52 +13,46 @@ the resume, and only ``notifications/cancelled`` (or the session ending) stops i
 Behind a load balancer the session's other requests may reach other replicas: answers to the
 server's questions and cancellations that find nothing here go on the :mod:`~server.state.bus` to
 the replica that waits, and a resume of a stream another replica holds is served from its
-:mod:`~server.state.mirror` copy.
+:mod:`~server.state.mirror` copy. Finding a session from its header, ending it, and what other
+replicas tell about it are :mod:`server.transport.legacy_sessions`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from server.aio import create_task
 from server.asgi import Headers, Receive, Send, header_text
-from server.errors import InvalidRequest
+from server.catalog.tools import Tool
+from server.dispatch import Target
+from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
-from server.jsonrpc import (
-    Message,
-    Notification,
-    Request,
-    Response,
-    encode_error,
-    encode_result,
-)
+from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
 from server.legacy.calls import Call, finished, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
-from server.legacy.sessions import Session, checked_session_id
-from server.protocol import LEGACY_VERSIONS, PRIMING_SINCE
+from server.legacy.sessions import Session
+from server.protocol import PRIMING_SINCE
 from server.records.draft import Draft
+from server.security.auth import Principal
 from server.security.gate import Gate
 from server.state.bus import Bus, LocalBus
 from server.state.mirror import LocalMirror, StreamMirror
+from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.sse import (
     SSE_HEADERS,
     DisconnectWatch,
-    event_frame,
-    priming_frame,
     pump,
     send_body,
     send_empty,
     send_json,
+    sse_frame,
     uncancel,
 )
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,44 +80,65 @@ class LegacyHttp:
         self.options = options
         self.bus: Bus = bus or LocalBus()
         self.mirror: StreamMirror = mirror or LocalMirror()
-
-    # -- sessions and headers --------------------------------------------------------------
-
-    @staticmethod
-    def check_version_header(headers: Headers) -> None:
-        version = header_text(headers, b"mcp-protocol-version")
-        if version is not None and version.strip() not in LEGACY_VERSIONS:
-            raise InvalidRequest(
-                f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
-                + ", ".join(LEGACY_VERSIONS)
-            )
-
-    async def session(self, headers: Headers, draft: Draft) -> tuple[Session, SessionRuntime]:
-        session_id = header_text(headers, b"mcp-session-id")
-        if session_id is None or not session_id.strip():
-            raise InvalidRequest(
-                "Bad Request: the Mcp-Session-Id header is required; send initialize first"
-            )
-        session_id = checked_session_id(session_id)  # a 400 before any store sees it
-        session = await self.era.store.get(session_id)
-        if session is not None and session.owner != draft.subject:
-            # Another subject's session is, for this caller, a session that does not exist.
-            session = None
-        elif session is None:
-            self.session_ended(session_id)  # found expired just now: release it too
-        if session is None:
-            raise InvalidRequest(
-                "Session not found: it ended or expired; send initialize again", http_status=404
-            )
-        runtime = self.runtimes.get(session.id)
-        # What the client declared at initialize is carried on every record of its session.
-        draft.session_id = session.id
-        draft.client(session.client_info, session.client_capabilities)
-        if draft.body_version is None:
-            draft.body_version = session.protocol_version
-        return session, runtime
+        self.sessions = LegacySessions(era, runtimes, gate)
 
     # -- POST ------------------------------------------------------------------------------
+
+    def post(
+        self,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        message: Message | list[Message],
+        draft: Draft,
+        principal: Principal,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> Awaitable[None]:
+        """One legacy POST, from its session to the last byte of its answer (not a coroutine
+        function: a request is :meth:`request`'s own coroutine, one fewer per call)."""
+        if isinstance(message, Request):
+            return self.request(
+                receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
+            )
+        return self.deliver(send, headers, message, draft, principal)
+
+    async def deliver(
+        self,
+        send: Send,
+        headers: Headers,
+        message: Notification | Response | list[Message],
+        draft: Draft,
+        principal: Principal,
+    ) -> None:
+        """A batch, or a client's notification or response (202)."""
+        targets: list[Target] = []
+        if isinstance(message, list):
+            # A batch is charged to the rate per message; the tool scopes of every request in
+            # it are checked before any starts (403 for the whole, as for that request alone).
+            self.gate.charge_more(draft, len(message) - 1)
+            targets = [
+                self.resolve(each, principal) if isinstance(each, Request) else None
+                for each in message
+            ]
+        elif isinstance(message, Response) and b"mcp-session-id" not in headers:
+            raise InvalidRequest("Invalid request: this server sent no request to answer")
+        check_version_header(headers)
+        session, runtime = await self.sessions.find(headers, draft)
+        if isinstance(message, list):
+            await self.batch(send, session, runtime, message, targets)
+            return
+        await self.take(session, runtime, message)
+        await send_empty(send, 202)
+
+    def resolve(self, request: Request, principal: Principal) -> Target:
+        """What the request names, looked up once; a tool's scopes are checked here, before
+        its call starts, while a 403 can still be sent."""
+        target = self.era.resolve(request)
+        if isinstance(target, Tool) and self.gate.authenticates:
+            self.gate.require_tool(principal, target.scopes)
+        return target
 
     async def request(
         self,
@@ -130,64 +147,43 @@ class LegacyHttp:
         headers: Headers,
         request: Request,
         draft: Draft,
+        principal: Principal,
         *,
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
-        self.check_version_header(headers)
+        target = self.resolve(request, principal)
+        check_version_header(headers)
         if request.method == "initialize":
             slot = self.gate.session_slot(draft)  # 429 past this client's session cap
             try:
-                session, result = await self.era.initialize(request)
+                # The owner goes in with the session: one store write.
+                session, result = await self.era.initialize(request, draft.subject)
             except BaseException:
                 slot.release()
                 raise
             self.gate.session_started(session.id, slot)
-            session.owner = draft.subject
-            await self.era.store.save(session)
             draft.session_id = session.id
             draft.advertised = self.era.advertised(session.protocol_version)
             session_header = [(b"mcp-session-id", session.id.encode())]
             await send_json(send, 200, encode_result(request.id, result), session_header)
             return
         if request.method == "ping" and b"mcp-session-id" not in headers:
-            await send_json(
-                send, 200, encode_result(request.id, {})
-            )  # ping works before initialize
+            # ping works before initialize
+            await send_json(send, 200, encode_result(request.id, {}))
             return
-        session, runtime = await self.session(headers, draft)
-        call = self.start(session, runtime, request)
-        await self.respond(
-            receive, send, session, runtime, call, draft=draft, json_ok=json_ok, sse_ok=sse_ok
-        )
-
-    def start(self, session: Session, runtime: SessionRuntime, request: Request) -> Call:
-        return start_call(self.era, session, runtime, request)
-
-    async def respond(
-        self,
-        receive: Receive,
-        send: Send,
-        session: Session,
-        runtime: SessionRuntime,
-        call: Call,
-        *,
-        draft: Draft,
-        json_ok: bool,
-        sse_ok: bool,
-    ) -> None:
+        session, runtime = await self.sessions.find(headers, draft)
+        call = start_call(self.era, session, runtime, request, target)
         try:
-            ended = await self._respond(
+            draft.stream_end = await self.respond(
                 receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok
             )
-            if ended is not None:
-                draft.stream_end = ended
         finally:
             if call.error is not None:
                 draft.error(*call.error)
             draft.task = call.task
 
-    async def _respond(
+    async def respond(
         self,
         receive: Receive,
         send: Send,
@@ -228,69 +224,57 @@ class LegacyHttp:
             return None
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         if session.protocol_version >= PRIMING_SINCE:
-            await send_body(send, priming_frame(stream.priming_id, self.options.retry_ms))
+            await send_body(
+                send, sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
+            )
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
         return await pump(
             receive, send, stream, 0, keepalive_s=self.options.keepalive_s, generation=generation
         )
 
-    async def notification(
-        self, send: Send, headers: Headers, message: Notification, draft: Draft
+    async def take(
+        self, session: Session, runtime: SessionRuntime, message: Notification | Response
     ) -> None:
-        self.check_version_header(headers)
-        session, runtime = await self.session(headers, draft)
-        if message.method == "notifications/initialized":
+        """A client's notification, or its answer to a question of the server's."""
+        if isinstance(message, Response):
+            if not self.era.accept_response(runtime, message):
+                # The question may wait on another replica; a stray answer is dropped there.
+                answer = {"id": message.id, "result": message.result, "error": message.error}
+                self.bus.publish("answer", {"sid": session.id, **answer})
+        elif message.method == "notifications/initialized":
             await self.era.initialized(session)
-        elif message.method == "notifications/cancelled":
-            self.cancel(session, runtime, message)
-        await send_empty(send, 202)
-
-    def cancel(self, session: Session, runtime: SessionRuntime, message: Notification) -> None:
-        if not self.era.cancel(runtime, message.params):
+        elif message.method == "notifications/cancelled" and not self.era.cancel(
+            runtime, message.params
+        ):
             # The call may run on another replica.
             self.bus.publish("cancel", {"sid": session.id, "params": dict(message.params)})
 
-    def answer(self, session: Session, runtime: SessionRuntime, message: Response) -> None:
-        if not self.era.accept_response(runtime, message):
-            # The question may wait on another replica; a stray answer is dropped there.
-            answer = {"id": message.id, "result": message.result, "error": message.error}
-            self.bus.publish("answer", {"sid": session.id, **answer})
-
-    async def response(self, send: Send, headers: Headers, message: Response, draft: Draft) -> None:
-        self.check_version_header(headers)
-        session, runtime = await self.session(headers, draft)
-        self.answer(session, runtime, message)
-        await send_empty(send, 202)
-
     async def batch(
-        self, send: Send, headers: Headers, messages: list[Message], draft: Draft
+        self,
+        send: Send,
+        session: Session,
+        runtime: SessionRuntime,
+        messages: list[Message],
+        targets: list[Target],
     ) -> None:
-        """JSON-RPC batches (2025-03-26 only): capped, and charged to the rate per message."""
-        self.gate.charge_more(draft, len(messages) - 1)
-        self.check_version_header(headers)
-        session, runtime = await self.session(headers, draft)
+        """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH)."""
         if session.protocol_version != "2025-03-26":
             raise InvalidRequest(
                 "Invalid request: batches exist only in protocol version 2025-03-26"
             )
         calls: list[Call] = []
-        for message in messages:
-            if isinstance(message, Response):
-                self.answer(session, runtime, message)
-            elif isinstance(message, Notification):
-                if message.method == "notifications/initialized":
-                    await self.era.initialized(session)
-                elif message.method == "notifications/cancelled":
-                    self.cancel(session, runtime, message)
+        for message, target in zip(messages, targets, strict=True):
+            if not isinstance(message, Request):
+                await self.take(session, runtime, message)
             elif message.method == "initialize":
                 refused = Call(runtime.open_stream())
-                error = InvalidRequest("initialize must not be part of a batch")
-                refused.final = encode_error(message.id, error.to_wire("legacy"))
+                refusal = InvalidRequest("initialize must not be part of a batch")
+                refused.final = encode_error(message.id, wire_error(refusal, "legacy").body)
                 refused.stream.finish(refused.final)
                 calls.append(refused)
             else:
-                calls.append(self.start(session, runtime, message))
+                calls.append(start_call(self.era, session, runtime, message, target))
         answers = []
         for call in calls:
             await finished(call.stream)
@@ -312,8 +296,8 @@ class LegacyHttp:
             raise InvalidRequest(
                 "GET opens an SSE stream: accept text/event-stream", http_status=406
             )
-        self.check_version_header(headers)
-        session, runtime = await self.session(headers, draft)
+        check_version_header(headers)
+        session, runtime = await self.sessions.find(headers, draft)
         last_event_id = header_text(headers, b"last-event-id")
         wanted = elsewhere(runtime, last_event_id)
         copy = await self.mirror.open(session.id, *wanted) if wanted else None
@@ -339,9 +323,12 @@ class LegacyHttp:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
-                await send_body(send, priming_frame(f"{stream.id}_{after}", self.options.retry_ms))
+                await send_body(
+                    send,
+                    sse_frame(b"", event_id=f"{stream.id}_{after}", retry_ms=self.options.retry_ms),
+                )
             for event_id, data in found.missed:
-                await send_body(send, event_frame(event_id, data))
+                await send_body(send, sse_frame(data, event_id=event_id))
             draft.stream_end = await pump(
                 receive, send, stream, after, keepalive_s=self.options.keepalive_s
             )
@@ -353,40 +340,11 @@ class LegacyHttp:
                 feeder.cancel()
 
     async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
-        session, _ = await self.session(headers, draft)
+        session, _ = await self.sessions.find(headers, draft)
         await self.era.store.delete(session.id)
-        self.session_ended(session.id)
+        self.sessions.session_ended(session.id)
         self.bus.publish("ended", {"sid": session.id})
         await send_empty(send, 200)
-
-    def session_ended(self, session_id: str) -> None:
-        """Release what a session held here: its runtime and its client's session slot."""
-        self.runtimes.end(session_id)
-        self.gate.session_ended(session_id)
-
-    # -- what other replicas tell (state.relay.SessionEvents) ---------------------------------
-
-    def remote_answer(self, session_id: str, response: Response) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            self.era.accept_response(runtime, response)
-
-    def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            self.era.cancel(runtime, params)
-
-    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            runtime.subscriptions.apply(uri, subscribed)
-
-    def subscriptions_missed(self) -> None:
-        for session_id in self.runtimes.ids():
-            if (runtime := self.runtimes.peek(session_id)) is not None:
-                # Read again now where a GET stream follows them, else when one opens.
-                read = partial(self.era.store.subscriptions, session_id)
-                runtime.subscriptions.stale(read if runtime.standalone is not None else None)
 
     def end_connections(self) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""

@@ -1,12 +1,19 @@
 """The 2026-07-28 era over HTTP: a request answered as JSON or SSE, and listen streams.
 
+:meth:`ModernHttp.post` is the whole way of a modern message once the endpoint has read it: a
+notification is accepted and ignored (202); a request is validated (which looks up what it
+names, once), checked against the caller's per-tool scopes while a 403 can still be sent, and
+then answered, or becomes a listen stream. A refusal before anything is sent is raised, and the
+endpoint writes it; a failure once the call runs is answered here, through
+:func:`server.errors.wire_error`.
+
 A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
 once: no handler coroutine and no response writer (a quarter of a ``tools/list``'s time in
 process, docs/benchmarks.md). Any other call runs inline in the request's task, started eagerly
-(:class:`~server.aio.Started`): one that answers without waiting costs no disconnect watcher at
-all, one that waits gets it armed then (a timer, and a watcher task past 20 ms). Its response
-is JSON unless it sends something before its result. A closed response stream cancels the
-handler, as the spec requires.
+(:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
+no disconnect watcher and no handler timer at all, one that waits gets them armed then (a
+timer, and a watcher task past 20 ms). Its response is JSON unless it sends something before
+its result. A closed response stream cancels the handler, as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout for clients that stop
 reading, and the graceful result when the server shuts down (``Application.begin_shutdown``
@@ -18,29 +25,32 @@ first: its task group (four tasks a stream) cost ~54 KiB per idle stream; this c
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 from server.aio import Deadline, Started
-from server.asgi import Receive, Send
-from server.errors import InternalError, InvalidRequest, McpError, http_status
+from server.asgi import Headers, Receive, Send
+from server.catalog.tools import Tool
+from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
-from server.jsonrpc import encode_error, encode_result
+from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
 from server.modern.era import ModernCall, ModernEra
 from server.records.draft import Draft
+from server.security.auth import Principal
+from server.security.gate import Gate
+from server.security.limits import Slot
 from server.transport.sse import (
+    KEEP_ALIVE,
     SSE_HEADERS,
     Disconnect,
     DisconnectWatch,
     ResponseWriter,
-    comment_frame,
-    message_frame,
+    send_empty,
     send_json,
+    sse_frame,
     uncancel,
 )
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +70,44 @@ class StreamOptions:
 
 
 class ModernHttp:
-    def __init__(self, modern: ModernEra, hub: Hub, options: StreamOptions) -> None:
+    def __init__(self, modern: ModernEra, hub: Hub, gate: Gate, options: StreamOptions) -> None:
         self.modern = modern
         self.hub = hub
+        self.gate = gate
         self.options = options
+
+    def post(
+        self,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        message: Message | list[Message],
+        draft: Draft,
+        principal: Principal,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+    ) -> Awaitable[None]:
+        """One modern message, from validation to the last byte of its answer. Not a coroutine
+        function: a refusal raises from here, before anything is sent, and what it returns is
+        the answer's own awaitable (no coroutine of its own on every request)."""
+        if isinstance(message, Notification):
+            # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
+            return send_empty(send, 202)
+        if not isinstance(message, Request):  # the endpoint sends these to the legacy era
+            raise InvalidRequest("Invalid request: batches and responses are legacy messages")
+        call = self.modern.validate(message, headers)
+        # Who calls: tasks are bound to the subject, capped per client.
+        call.subject, call.client_key = draft.subject, self.gate.key(draft)
+        if isinstance(call.target, Tool) and self.gate.authenticates:
+            # Per-tool scopes, before the call runs, while a 403 can still be sent.
+            self.gate.require_tool(principal, call.target.scopes)
+        if message.method == "subscriptions/listen":
+            # What the stream gets is all it needs: nothing of the request itself is kept.
+            return self.listen(receive, send, *self.open_listen(call, draft, sse_ok=sse_ok), draft)
+        if message.method == "server/discover":
+            draft.advertised = self.modern.advertised()
+        return self.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
 
     async def answer(
         self,
@@ -75,74 +119,95 @@ class ModernHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
-        if json_ok:
-            # A cached page (lists, discover) is answered at once: nothing to wait for, so no
-            # response writer and no handler coroutine. A refusal (a bad cursor) takes the
-            # general way below, which refuses it again and records why.
-            try:
-                cached = self.modern.cached_result(call)
-            except McpError:
-                cached = None
-            if cached is not None:
-                await send_json(send, 200, encode_result(call.request.id, cached))
+        request_id = call.request.id
+        failure: Exception | None = None
+        try:
+            cached = self.modern.cached_result(call)
+        except Exception as error:  # a cursor this list never issued
+            cached, failure = None, error
+        else:
+            if cached is not None and json_ok:
+                # A cached page (lists, discover) is answered at once: nothing to wait for,
+                # so no response writer and no handler coroutine.
+                await send_json(send, 200, encode_result(request_id, cached))
                 return
         writer = ResponseWriter(
             send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
         )
-        request_id = call.request.id
-        disconnect: Disconnect | None = None
-        try:
+        if failure is not None:
+            payload, status = self._failed(call, failure, writer, draft)
+        elif cached is not None:
+            payload, status = encode_result(request_id, cached), 200  # as one SSE event
+        else:
+            disconnect: Disconnect | None = None
             try:
-                started = Started(self.modern.handle(call, writer.emit))
-                if started.done:
-                    result = started.result  # answered without waiting: nothing to watch
-                else:
-                    with DisconnectWatch(receive) as disconnect:
-                        result = await started
-                payload = encode_result(request_id, result)
-                status = 200
-            except McpError as error:
-                payload = encode_error(request_id, error.to_wire("modern"))
-                status = http_status(error, "modern") if not writer.streaming else 200
-                draft.error(error.wire_code("modern"), error.message)
-            except Exception:
-                log.exception("%s failed", call.request.method)
-                payload = encode_error(request_id, InternalError("Internal error").to_wire())
-                status = 200
-                draft.error(InternalError.code, "Internal error")
-        except asyncio.CancelledError:
-            writer.close()
-            if disconnect is not None and disconnect.happened:
-                # The client closed the stream: that is the cancellation; nothing more is sent.
-                uncancel()
-                return
-            raise
+                try:
+                    started = Started(self.modern.handle(call, writer.emit))
+                    if started.done:
+                        result = started.result  # answered without waiting: nothing to watch
+                    else:
+                        with DisconnectWatch(receive) as disconnect:
+                            result = await self.modern.finish(call, started)
+                    payload = encode_result(request_id, result)
+                    status = 200
+                except Exception as error:
+                    payload, status = self._failed(call, error, writer, draft)
+            except asyncio.CancelledError:
+                writer.close()
+                if disconnect is not None and disconnect.happened:
+                    # The client closed the stream: that is the cancellation; nothing more is
+                    # sent.
+                    uncancel()
+                    return
+                raise
+        draft.task = call.task  # what it did with a task, for its record
         try:
             await writer.finish(payload, status)
         finally:
             writer.close()
 
-    def open_listen(self, call: ModernCall, *, sse_ok: bool) -> OpenListen:
-        """Check a ``subscriptions/listen`` request and attach its stream to the hub; raises
-        McpError (answered by the endpoint) when it cannot be served. What it returns is all
-        the stream needs, so the caller can let go of the request itself."""
-        if not sse_ok:
-            raise InvalidRequest(
-                "subscriptions/listen needs Accept: text/event-stream", http_status=406
-            )
-        granted, ack = self.modern.listen(call)
-        request_id = call.request.id
-        stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
-        # orjson's output keeps a 4 KiB buffer: only the exact-size frame is kept.
-        return OpenListen(stream, message_frame(ack), request_id)
+    @staticmethod
+    def _failed(
+        call: ModernCall, error: Exception, writer: ResponseWriter, draft: Draft
+    ) -> tuple[bytes, int]:
+        """A call's failure as its answer: the body, and the status unless the response is
+        already a stream (then the error is its last event, on the stream's 200)."""
+        wire = wire_error(error, "modern", call.request.method)
+        draft.error(wire.code, wire.message)
+        return encode_error(call.request.id, wire.body), 200 if writer.streaming else wire.status
 
-    async def listen(self, receive: Receive, send: Send, opened: OpenListen, draft: Draft) -> None:
+    def open_listen(
+        self, call: ModernCall, draft: Draft, *, sse_ok: bool
+    ) -> tuple[OpenListen, Slot]:
+        """Take the client's stream slot (429 past its cap), check a ``subscriptions/listen``
+        request and attach the stream to the hub; raises McpError (answered by the endpoint)
+        when it cannot be served. What it returns is all the stream needs, so the caller can
+        let go of the request itself."""
+        slot = self.gate.stream_slot(draft)
+        try:
+            if not sse_ok:
+                raise InvalidRequest(
+                    "subscriptions/listen needs Accept: text/event-stream", http_status=406
+                )
+            granted, ack = self.modern.listen(call)
+            request_id = call.request.id
+            stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
+        except BaseException:
+            slot.release()
+            raise
+        # orjson's output keeps a 4 KiB buffer: only the exact-size frame is kept.
+        return OpenListen(stream, sse_frame(ack), request_id), slot
+
+    async def listen(
+        self, receive: Receive, send: Send, opened: OpenListen, slot: Slot, draft: Draft
+    ) -> None:
         try:
             await self._stream_listen(
                 receive, send, opened.stream, opened.ack_frame, opened.request_id, draft
             )
         finally:
             self.hub.detach(opened.stream)
+            slot.release()
 
     async def _stream_listen(
         self,
@@ -155,7 +220,6 @@ class ModernHttp:
     ) -> None:
         """The listen stream itself: the request's own task plus a disconnect watcher, so an
         idle stream costs two tasks and an empty queue."""
-        keepalive = comment_frame()
         with DisconnectWatch(receive) as disconnect:
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -165,15 +229,15 @@ class ModernHttp:
                         async with Deadline(self.options.keepalive_s):
                             item = await stream.queue.get()
                     except TimeoutError:
-                        await self._send_frame(send, keepalive)
+                        await self._send_frame(send, KEEP_ALIVE)
                         continue
                     if isinstance(item, Closed):
                         draft.stream_end = item.reason
                         if item.reason == "shutdown":
                             closing = self.modern.listen_closing(request_id)
-                            await self._send_frame(send, message_frame(closing))
+                            await self._send_frame(send, sse_frame(closing))
                         break
-                    await self._send_frame(send, message_frame(item))
+                    await self._send_frame(send, sse_frame(item))
             except asyncio.CancelledError:
                 if not disconnect.happened:
                     raise

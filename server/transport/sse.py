@@ -1,20 +1,39 @@
-"""Server-Sent Events on the MCP endpoint: frames, and the response that picks JSON or SSE.
+"""Server-Sent Events on the MCP endpoint: the framing of every event, and the responses.
+
+:func:`sse_frame` writes every SSE frame the server sends: the messages of modern request
+streams and listen streams, the events of legacy call and GET streams with their ids, priming
+events with ``retry``, and the keep-alive comment (:data:`KEEP_ALIVE`). Lines end with CRLF,
+sse-starlette's default. The bytes are what sse-starlette's ``ServerSentEvent(...).encode()``
+writes for the same fields (tests/transport/test_sse_frames.py checks that, and that the SDK
+client's parser reads every field back), but the function is this module's own: that class
+takes text, so orjson's bytes would be decoded, split by a regex, written through a
+``StringIO`` and encoded again, 1.8 us for a 200-byte message against 0.2
+(``tests/bench/sse_frames_bench.py``). A listen notification costs the server about 23 us of
+CPU in all; with that class, 26.5 (``tests/bench/fanout_cpu.py``, 1,000 streams). The server
+does not import sse-starlette at all: its import replaces uvicorn's ``Server.handle_exit`` for
+the whole process (its ``AppStatus``). The tests keep it, as the reference for the bytes.
+
+Nor are listen streams its ``EventSourceResponse``. A listen stream stays open as long as its
+client, idle most of the time, reads a bounded queue with a send timeout, and is ended by the
+hub (with the graceful result at shutdown); it runs in the request's own task beside a
+:class:`DisconnectWatch` (server/transport/modern.py). An ``EventSourceResponse`` runs a task
+group per response (the writer, a ping task, a disconnect listener, a server-exit listener on
+the process-global ``AppStatus``): listen streams written through one cost 40 KiB each while
+idle, against 17 (``tests/bench/streams_bench.py`` at 3,000 streams; docs/benchmarks.md).
 
 :class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
 that finishes without sending anything gets one ``application/json`` response; the first
 notification it sends (progress, a log message) turns the response into an SSE stream, which
-then carries the rest and the result. Long-lived listen streams use sse-starlette's
-``EventSourceResponse`` (keep-alives, send timeouts, disconnect and server-exit detection);
-request streams are short and live inline in the request's task, so they cost no extra tasks
-except a keep-alive while one is open.
+then carries the rest and the result. Request streams are short and live inline in the
+request's task, so they cost no extra tasks except a keep-alive while one is open. :func:`pump`
+writes a resumable legacy stream from its event log until it ends or the client leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable
-
-from sse_starlette import ServerSentEvent
 
 from server.aio import Deadline, coarse_timers, current_task, running_loop
 from server.asgi import ASGIMessage, Receive, Send
@@ -27,23 +46,49 @@ SSE_HEADERS = [
 ]
 
 
-def message_frame(payload: bytes) -> bytes:
-    """One JSON-RPC message as an SSE event (orjson never emits a raw newline)."""
-    return b"event: message\r\ndata: " + payload + b"\r\n\r\n"
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+CRLF = b"\r\n"
+CR, LF = CRLF
 
 
-def event_frame(event_id: str, payload: bytes) -> bytes:
-    """A message of a resumable stream: its id lets the client resume after it."""
-    return b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: " + payload + b"\r\n\r\n"
+def sse_frame(
+    data: bytes | None = None,
+    *,
+    event_id: str | None = None,
+    retry_ms: int | None = None,
+    comment: str | None = None,
+) -> bytes:
+    """One SSE frame, its fields in sse-starlette's order (comment, ``id``, ``event``, ``data``,
+    ``retry``), lines ended by CRLF, then the blank line that ends the frame. A frame with data
+    is a JSON-RPC message (``event: message``); empty data is a priming event (an id to resume
+    from, no message); a comment alone is a keep-alive. Data with line breaks becomes several
+    ``data:`` lines (the client joins them with ``\\n``); orjson never writes one, so a message
+    is one line, copied once."""
+    parts: list[bytes] = []
+    if comment is not None:
+        for line in _LINE_BREAK.split(comment.encode()):
+            parts += (b": ", line, CRLF)
+    if event_id is not None:
+        if "\n" in event_id or "\r" in event_id or "\0" in event_id:
+            # A client would cut the id at the break or drop it: resuming would go wrong.
+            raise ValueError(f"an SSE event id cannot hold CR, LF or NUL: {event_id!r}")
+        parts += (b"id: ", event_id.encode(), CRLF)
+    if data:
+        parts.append(b"event: message\r\n")
+    if data is not None:
+        if LF in data or CR in data:  # ints: a memchr each, 4x faster than bytes needles
+            for line in _LINE_BREAK.split(data):
+                parts += (b"data: ", line, CRLF)
+        else:
+            parts += (b"data: ", data, CRLF)
+    if retry_ms is not None:
+        parts.append(b"retry: %d\r\n" % retry_ms)
+    parts.append(CRLF)
+    return b"".join(parts)
 
 
-def priming_frame(event_id: str, retry_ms: int) -> bytes:
-    """An id with empty data: lets a client resume a stream before its first message."""
-    return f"id: {event_id}\r\ndata: \r\nretry: {retry_ms}\r\n\r\n".encode()
-
-
-def comment_frame() -> bytes:
-    return ServerSentEvent(comment="").encode()
+KEEP_ALIVE = sse_frame(comment="")
+"""An empty comment: keeps proxies from closing a quiet stream; clients ignore it."""
 
 
 def json_response_start(
@@ -87,7 +132,7 @@ class ResponseWriter:
         if not self.streaming:
             await self._start_stream()
         await self._send(
-            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
         )
 
     def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
@@ -102,7 +147,7 @@ class ResponseWriter:
             await self._start_stream()
         self._stop_keepalive()
         await self._send(
-            {"type": "http.response.body", "body": message_frame(payload), "more_body": True}
+            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
         )
         await self._send({"type": "http.response.body", "body": b""})
 
@@ -115,10 +160,9 @@ class ResponseWriter:
         self._keepalive = asyncio.create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
-        frame = comment_frame()
         while True:
             await asyncio.sleep(self._keepalive_s)
-            await self._send({"type": "http.response.body", "body": frame, "more_body": True})
+            await self._send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:
@@ -202,12 +246,11 @@ async def pump(
     ``client_closed``, or the reason the server gave for ending the connection."""
     generation = stream.generation if generation is None else generation
     cursor = after
-    keepalive = comment_frame()
     with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):
-                    await send_body(send, event_frame(event.id, event.payload))
+                    await send_body(send, sse_frame(event.payload, event_id=event.id))
                     cursor = seq
                 if stream.finished or stream.generation != generation:
                     break
@@ -215,7 +258,7 @@ async def pump(
                     async with Deadline(keepalive_s):
                         await stream.wait_beyond(cursor, generation)
                 except TimeoutError:
-                    await send_body(send, keepalive)
+                    await send_body(send, KEEP_ALIVE)
         except asyncio.CancelledError:
             if not disconnect.happened:
                 raise

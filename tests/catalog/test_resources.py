@@ -4,10 +4,15 @@ import base64
 
 import pytest
 
+from server.catalog import Catalog
 from server.catalog.content import BlobContents, TextContents
 from server.catalog.resources import Resource, ResourceTemplate, to_contents
+from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 from server.context import Context
+from server.dispatch import Dispatcher
 from server.errors import ResourceNotFound
+from server.pagination import Pager
+from server.sealing import Sealer
 from tests.support.core_helpers import make_context
 
 pytestmark = pytest.mark.anyio
@@ -112,6 +117,107 @@ async def test_template_read_with_unconvertible_variable_is_not_found():
     with pytest.raises(ResourceNotFound) as caught:
         await template.read("x://items/abc", {"item_id": "abc"}, make_context())
     assert caught.value.data == {"uri": "x://items/abc"}
+
+
+def _file_catalog() -> Catalog:
+    catalog = Catalog()
+
+    @catalog.resource_template("file:///docs/{name}")
+    def doc(name: str) -> str:
+        return f"doc {name}"
+
+    @catalog.resource_template("file:///tree/{+path}")
+    def tree(path: str) -> str:
+        return f"tree {path}"
+
+    @catalog.resource_template("x://spot/{lat}")
+    def spot(lat: float) -> str:
+        return f"spot {lat}"
+
+    return catalog
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "file:///docs/..%2Fsecret",
+        "file:///docs/%2e%2e",
+        "file:///docs/..",
+        "file:///docs/a%00b",
+        "file:///docs/a/b",
+        "file:///tree/../secret",
+        "file:///tree/a/%2E%2E/%2E%2E/secret",
+        "file:///tree/a%00",
+    ],
+)
+async def test_a_variable_that_would_leave_its_place_names_no_resource(uri):
+    # Answered exactly as an unknown resource: -32602 with data.uri (-32002 on the legacy
+    # wire), and the handler never runs.
+    catalog = _file_catalog()
+    assert catalog.find_resource(uri) is None
+    dispatcher = Dispatcher(catalog, Pager(Sealer(b"d" * 32), 10))
+    params = {"uri": uri}
+    target = dispatcher.resolve("resources/read", params)
+    with pytest.raises(ResourceNotFound) as caught:
+        await dispatcher.call(
+            "resources/read", params, make_context(method="resources/read"), target
+        )
+    assert caught.value.to_wire("modern") == {
+        "code": -32602,
+        "message": f"Resource not found: {uri}",
+        "data": {"uri": uri},
+    }
+    assert caught.value.to_wire("legacy")["code"] == -32002
+
+
+@pytest.mark.parametrize(
+    ("uri", "text"),
+    [
+        ("file:///docs/read%20me", "doc read me"),
+        ("file:///docs/..hidden", "doc ..hidden"),
+        ("file:///tree/a/b/c.txt", "tree a/b/c.txt"),
+        ("file:///tree/a%2Fb", "tree a%2Fb"),
+        ("x://spot/59.9", "spot 59.9"),
+    ],
+)
+async def test_variables_below_the_prefix_are_served(uri, text):
+    dispatcher = Dispatcher(_file_catalog(), Pager(Sealer(b"d" * 32), 10))
+    params = {"uri": uri}
+    target = dispatcher.resolve("resources/read", params)
+    result = await dispatcher.call("resources/read", params, make_context(), target)
+    assert result["contents"][0]["text"] == text
+
+
+async def test_a_refused_value_falls_through_to_the_next_template():
+    catalog = Catalog()
+    catalog.resource_template("x://a/{name}")(lambda name: f"one {name}")
+    catalog.resource_template("x://a/{+rest}")(lambda rest: f"many {rest}")
+    found = catalog.find_resource("x://a/b%2Fc")
+    assert found is not None
+    assert found[0].template.template == "x://a/{+rest}"
+    assert found[1] == {"rest": "b%2Fc"}
+
+
+def test_a_uri_past_the_cap_names_no_template_but_may_name_a_resource():
+    catalog = Catalog()
+    catalog.resource_template("x://{+rest}")(lambda rest: rest)
+    longest = "x://" + "a" * (MAX_TEMPLATED_URI_CHARS - len("x://"))
+    catalog.resource(longest + "b")(lambda: "fixed")
+    assert catalog.find_resource(longest) is not None
+    assert catalog.find_resource(longest + "a") is None
+    found = catalog.find_resource(longest + "b")
+    assert found is not None
+    assert found[0].definition["uri"] == longest + "b"
+
+
+@pytest.mark.parametrize("lat", ["nan", "NaN", "inf", "-Infinity", "1e400"])
+async def test_a_number_variable_is_finite(lat):
+    def spot(lat: float) -> str:
+        raise AssertionError("must not run")
+
+    template = ResourceTemplate("x://spot/{lat}", spot)
+    with pytest.raises(ResourceNotFound):
+        await template.read(f"x://spot/{lat}", {"lat": lat}, make_context())
 
 
 async def test_template_handler_gets_context():

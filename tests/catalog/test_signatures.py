@@ -72,7 +72,107 @@ def test_bind_validates_and_converts():
         return None
 
     plan = read_parameters(handler, name="h")
-    assert plan.bind({"count": "3"}) == {"count": 3, "ratio": 0.5}
+    assert plan.bind({"count": 3}) == {"count": 3, "ratio": 0.5}
+    # JSON does not let a client choose between 1 and 1.0, nor JSON Schema between 3.0 and 3.
+    assert plan.bind({"count": 3.0, "ratio": 1}) == {"count": 3, "ratio": 1.0}
+    assert type(plan.bind({"count": 3.0})["count"]) is int
+
+
+def numbers(
+    count: int,
+    ratio: float,
+    ratios: Sequence[float] = (),
+    limit: int | None = None,
+    scale: Annotated[float, Field(ge=0)] = 1.0,
+    weights: dict[str, float] | None = None,
+    pair: tuple[int, float] = (0, 0.0),
+) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "where", "problem"),
+    [
+        ({"ratio": "NaN"}, "ratio", "valid number"),
+        ({"ratio": "nan"}, "ratio", "valid number"),
+        ({"ratio": "inf"}, "ratio", "valid number"),
+        ({"ratio": "-Infinity"}, "ratio", "valid number"),
+        ({"ratio": "1e400"}, "ratio", "valid number"),
+        ({"ratio": "0.5"}, "ratio", "valid number"),
+        ({"ratio": float("nan")}, "ratio", "finite number"),
+        ({"ratio": float("inf")}, "ratio", "finite number"),
+        ({"ratio": True}, "ratio", "valid number"),
+        ({"count": "3"}, "count", "valid integer"),
+        ({"count": True}, "count", "valid integer"),
+        ({"count": 2.5}, "count", "valid integer"),
+        ({"count": float("inf")}, "count", "valid integer"),
+        # orjson reads an integer past 64 bits as a float: refused, not silently rounded.
+        ({"count": 1.2345678901234568e29}, "count", "valid integer"),
+        ({"ratios": [1, "2"]}, "ratios.1", "valid number"),
+        ({"ratios": [1, float("inf")]}, "ratios.1", "finite number"),
+        ({"limit": "3"}, "limit", "valid integer"),
+        ({"scale": "2"}, "scale", "valid number"),
+        ({"weights": {"a": "NaN"}}, "weights.a", "valid number"),
+        ({"pair": [1, "inf"]}, "pair.1", "valid number"),
+    ],
+)
+def test_tool_numbers_are_finite_json_numbers(arguments, where, problem):
+    plan = read_parameters(numbers, name="h")
+    with pytest.raises(ArgumentsInvalid) as caught:
+        plan.bind({"count": 1, "ratio": 1.0} | arguments)
+    assert str(caught.value) == f"Invalid arguments: {where}: Input should be a {problem}"
+
+
+def test_numbers_the_json_way_still_pass():
+    plan = read_parameters(numbers, name="h")
+    bound = plan.bind(
+        {
+            "count": 2**60,
+            "ratio": 1,
+            "ratios": [1, 2.5, -3],
+            "limit": 4.0,
+            "scale": 0,
+            "weights": {"a": 1},
+            "pair": [5.0, 6],
+        }
+    )
+    assert bound == {
+        "count": 2**60,
+        "ratio": 1.0,
+        "ratios": [1.0, 2.5, -3.0],
+        "limit": 4,
+        "scale": 0.0,
+        "weights": {"a": 1.0},
+        "pair": (5, 6.0),
+    }
+
+
+def test_strict_numbers_leave_the_schema_as_it_was():
+    plan = read_parameters(numbers, name="h")
+    properties = plan.schema["properties"]
+    assert properties["count"] == {"type": "integer"}
+    assert properties["ratio"] == {"type": "number"}
+    assert properties["ratios"]["items"] == {"type": "number"}
+    assert properties["scale"] == {"type": "number", "minimum": 0, "default": 1.0}
+
+
+def test_text_arguments_are_parsed_but_finite():
+    # Template variables and prompt arguments are strings on the wire.
+    def handler(count: int, ratio: float = 0.5) -> None:
+        return None
+
+    plan = read_parameters(handler, name="h", json_values=False)
+    assert plan.bind({"count": "3", "ratio": "2.5"}) == {"count": 3, "ratio": 2.5}
+    for text in ("nan", "inf", "-Infinity", "1e400"):
+        with pytest.raises(ArgumentsInvalid, match="ratio: Input should be a finite number"):
+            plan.bind({"count": "3", "ratio": text})
+
+
+def test_an_explicit_field_setting_wins_over_strict_numbers():
+    def handler(count: Annotated[int, Field(strict=False)]) -> None:
+        return None
+
+    assert read_parameters(handler, name="h").bind({"count": "3"}) == {"count": 3}
 
 
 def test_bind_reports_every_problem_by_location():
@@ -108,6 +208,8 @@ def nested(count: int, point: Point, tree: Tree | None = None, tags: Sequence[st
 
 ARGUMENTS: list[dict[str, Any]] = [
     {"count": "3", "point": {"x": 1, "y": "2"}},
+    {"count": 3.0, "point": {"x": 1, "y": 2}, "ratio": "NaN"},
+    {"count": 1, "point": {"x": 1, "y": 2}, "ratio": 1},
     {"count": 1, "point": Point(x=1, y=2), "tree": {"name": "a", "children": [{"name": "b"}]}},
     {"count": 1, "point": {"x": 1, "y": 2}, "tags": ["a"], "ratio": 2, "extra": True},
     {"count": 1, "point": {"x": 1}},

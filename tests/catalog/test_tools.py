@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 from server.catalog.content import Icon, Image, ResourceLink, Text, ToolResult
 from server.catalog.tools import Tool, error_result, to_content
 from server.context import Context, Roots
-from server.errors import InvalidParams, ToolError
+from server.errors import InvalidParams, ParseError, ToolError
+from server.jsonrpc import decode
 from server.modern.input_required import InputRequired
 from tests.support.core_helpers import RecordingExchange, make_context
 
@@ -196,6 +197,42 @@ async def test_invalid_arguments_are_an_error_result_not_a_protocol_error():
     assert message.startswith("Invalid arguments: ")
     assert "text" in message
     assert "extra" in message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"a": "NaN", "b": 1}, "a: Input should be a valid number"),
+        ({"a": "inf", "b": 1}, "a: Input should be a valid number"),
+        ({"a": "1e400", "b": 1}, "a: Input should be a valid number"),
+        ({"a": 1.5, "b": "3"}, "b: Input should be a valid integer"),
+    ],
+)
+async def test_numbers_as_strings_are_an_error_result(arguments, problem):
+    async def scale(a: float, b: int) -> str:
+        raise AssertionError("must not run")
+
+    result = await Tool.from_function(scale).call(arguments, make_context())
+    assert result == {
+        "content": [{"type": "text", "text": f"Invalid arguments: {problem}"}],
+        "isError": True,
+    }
+
+
+async def test_a_json_integer_is_a_float_argument():
+    async def scale(a: float, b: int) -> str:
+        return f"{a!r} {b!r}"
+
+    result = await Tool.from_function(scale).call({"a": 2, "b": 3.0}, make_context())
+    assert result == {"content": [{"type": "text", "text": "2.0 3"}]}
+
+
+def test_1e400_as_a_json_number_never_reaches_a_tool():
+    # orjson refuses a number that overflows a double: the body is a parse error (-32700).
+    params = b'{"name":"t","arguments":{"a":1e400}}'
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":' + params + b"}"
+    with pytest.raises(ParseError):
+        decode(body)
 
 
 async def test_tool_error_message_reaches_the_model():

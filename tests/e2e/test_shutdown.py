@@ -6,6 +6,13 @@ era with a progress token (answered as SSE), 2 of the ``initialize`` era in one 
 with a progress token, one without). Once every call is under way, SIGTERM goes to the
 server's PID. The tests then check what each client got, how the process ended, and the
 records file.
+
+A second scenario runs calls past the drain deadline: ``count_slowly`` taking ~10 s in both
+eras, answered as JSON and as SSE, with a 1 s drain and 3 s of grace after it. At the drain
+deadline the app ends each of them with a -32000 "Server shutting down" error (a 503 JSON
+answer, or an error event on the stream), well before uvicorn's own deadline would cut them
+off with a plain-text 500; the process exits 0 and each call's record has its status and the
+error code.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import httpx
 import pytest
 
 from tests.support.deploy_helpers import (
+    BOTH,
     SUB_ID,
     ServerProcess,
     legacy_headers,
@@ -262,3 +270,137 @@ def test_legacy_stream_records_say_how_the_stream_ended(scenario: Scenario) -> N
         id_ = requests[record["request_id"]]
         delivered = _final(scenario.calls[id_], id_) is not None
         assert record["end"] == ("complete" if delivered else "shutdown"), (id_, record)
+
+
+# -- past the drain deadline --------------------------------------------------------------------
+
+DRAIN_S, GRACE_S = 1.0, 3.0
+SLOW = {"steps": 20, "delay_ms": 500}  # ~10 s: far past both deadlines
+JSON_ONLY = "application/json"
+# id -> (era, Accept, progress token?): each era answered as JSON and as SSE.
+SLOW_CALLS = {
+    "modern-json": ("modern", JSON_ONLY, False),
+    "modern-sse": ("modern", BOTH, True),
+    "legacy-json": ("legacy", JSON_ONLY, False),
+    "legacy-sse": ("legacy", BOTH, True),
+}
+
+
+@dataclass
+class PastDeadline:
+    calls: dict[str, Outcome]
+    exit_code: int | None
+    records: list[dict[str, Any]]
+    log: str
+
+
+async def _run_past_deadline(server: ServerProcess) -> dict[str, Outcome]:
+    calls = {id_: Outcome() for id_ in SLOW_CALLS}
+    sigterm: dict[str, float] = {}
+    async with httpx.AsyncClient(base_url=server.url, timeout=DRAIN_S + GRACE_S + 5) as client:
+        session_id = await open_session(client, "/mcp")
+        tasks: list[asyncio.Task[None]] = []
+        streaming: list[asyncio.Event] = []
+        for id_, (era, accept, progress) in SLOW_CALLS.items():
+            meta = {"progressToken": id_} if progress else {}
+            if era == "modern":
+                message = modern_call("count_slowly", SLOW, id_, **meta)
+                headers = modern_headers(message, accept)
+            else:
+                params: dict[str, Any] = {"name": "count_slowly", "arguments": SLOW}
+                if meta:
+                    params["_meta"] = meta
+                message = {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params}
+                headers = {**legacy_headers(session_id), "Accept": accept}
+            started = asyncio.Event()
+            if progress:
+                streaming.append(started)  # set at its first progress frame
+            tasks.append(
+                asyncio.create_task(_stream(client, message, headers, calls[id_], started, sigterm))
+            )
+        # The streaming calls have sent their first progress (0.5 s in); every call is running.
+        await asyncio.wait_for(asyncio.gather(*(event.wait() for event in streaming)), 5)
+        assert all(not task.done() for task in tasks), ("ended before SIGTERM", calls)
+        sigterm["at"] = time.monotonic()
+        server.terminate()
+        await asyncio.wait_for(asyncio.gather(*tasks), DRAIN_S + GRACE_S + 5)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def past_deadline(tmp_path_factory: pytest.TempPathFactory) -> PastDeadline:
+    workdir = tmp_path_factory.mktemp("past-deadline")
+    records = workdir / "records" / "requests.jsonl"
+    server = ServerProcess(
+        workdir,
+        MCP_RECORDS="file",
+        MCP_RECORDS_FILE=str(records),
+        MCP_DRAIN_TIMEOUT_S=str(DRAIN_S),
+        MCP_SHUTDOWN_GRACE_S=str(GRACE_S),
+    ).start()
+    try:
+        calls = asyncio.run(_run_past_deadline(server))
+        assert server.process is not None
+        exit_code = server.process.wait(DRAIN_S + GRACE_S + 5)
+    finally:
+        server.stop()
+    return PastDeadline(calls, exit_code, read_records(records), server.log())
+
+
+def test_calls_past_the_drain_deadline_end_with_a_json_rpc_error(
+    past_deadline: PastDeadline,
+) -> None:
+    for id_, (_, accept, _) in SLOW_CALLS.items():
+        outcome = past_deadline.calls[id_]
+        assert outcome.error is None, (id_, outcome.error)  # an answer, not a cut connection
+        final = _final(outcome, id_)
+        assert final is not None, (id_, outcome.status, outcome.content_type, outcome.messages)
+        assert final["error"]["code"] == -32000, (id_, final)
+        assert final["error"]["message"] == "Server shutting down"
+        if accept == JSON_ONLY:
+            assert outcome.status == 503, (id_, outcome.status)
+            assert outcome.content_type.startswith("application/json")
+        else:
+            # The response was already an SSE stream: the error is its last event.
+            assert outcome.status == 200
+            assert outcome.content_type.startswith("text/event-stream")
+            assert any(m.get("method") == "notifications/progress" for m in outcome.messages)
+        # Ended by the app at its drain deadline, not by uvicorn's (DRAIN_S + GRACE_S).
+        assert outcome.ended_after_s is not None
+        assert DRAIN_S <= outcome.ended_after_s < DRAIN_S + GRACE_S, (id_, outcome.ended_after_s)
+
+
+def test_the_process_exits_0_after_ending_the_calls(past_deadline: PastDeadline) -> None:
+    assert past_deadline.exit_code == 0, past_deadline.log
+    assert "Traceback" not in past_deadline.log, past_deadline.log
+    assert f"ended {len(SLOW_CALLS)} call(s) still running" in past_deadline.log
+
+
+def test_calls_ended_by_the_drain_have_a_status_and_the_error_code(
+    past_deadline: PastDeadline,
+) -> None:
+    requests = {
+        record["jsonrpc_id"]: record
+        for record in past_deadline.records
+        if record["kind"] == "request" and record["method"] == "tools/call"
+    }
+    streams = {
+        record["request_id"]: record
+        for record in past_deadline.records
+        if record["kind"] == "stream"
+    }
+    assert set(requests) == set(SLOW_CALLS)
+    shutting_down = {"code": -32000, "message": "Server shutting down"}
+    for id_, (_, accept, _) in SLOW_CALLS.items():
+        record = requests[id_]
+        if accept == JSON_ONLY:
+            assert record["status"] == 503, record
+            assert record["error"] == shutting_down, record
+            assert record["streaming"] is False
+        else:
+            # Written when its stream opened (200); the stream record tells how it ended.
+            assert record["status"] == 200, record
+            assert record["streaming"] is True
+            stream = streams[record["request_id"]]
+            assert stream["error"] == shutting_down, stream
+            assert stream["end"] == "complete", stream  # its last event sent, then closed

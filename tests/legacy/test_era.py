@@ -16,7 +16,14 @@ from server.context import Context, Elicitation, ElicitResult, LogLevel, Roots, 
 from server.dispatch import Dispatcher
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
-from server.jsonrpc import Request, Response, encode_result
+from server.jsonrpc import (
+    MAX_DECLARED_BYTES,
+    MAX_DECLARED_DEPTH,
+    Request,
+    Response,
+    declared_problem,
+    encode_result,
+)
 from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
@@ -99,7 +106,8 @@ class Harness:
     async def call(self, method: str, params: dict[str, Any] | None = None, id: Any = 1) -> Any:
         request = Request(id, method, params or {})
         context = self.era.context(self.session, request, self.exchange)
-        result = await self.era.handle(self.session, self.runtime, request, context)
+        target = self.era.resolve(request)
+        result = await self.era.handle(self.session, self.runtime, request, context, target)
         # A list page comes encoded (a Fragment has no way back but encoding it).
         return orjson.loads(encode_result(id, result))["result"]
 
@@ -187,6 +195,29 @@ async def test_initialize_result_and_the_session_it_creates() -> None:
     assert session.initialized
 
 
+async def test_initialize_writes_the_session_with_its_owner_once() -> None:
+    era = make_era()
+    store = era.store
+    writes: list[str] = []
+    create, save = store.create, store.save
+
+    async def counting_create(*args: Any, **kwargs: Any) -> Session:
+        writes.append("create")
+        return await create(*args, **kwargs)
+
+    async def counting_save(session: Session) -> None:
+        writes.append("save")
+        await save(session)
+
+    store.create, store.save = counting_create, counting_save  # type: ignore[method-assign]
+    session, _ = await era.initialize(Request(1, "initialize", init_params("2025-11-25")), "bob")
+    assert writes == ["create"]  # one write, the owner in it: no save after
+    assert session.owner == "bob"
+    found = await store.get(session.id)
+    assert found is not None
+    assert found.owner == "bob"
+
+
 async def test_initialize_with_an_unknown_version_answers_and_records_its_own() -> None:
     era = make_era()
     session, result = await era.initialize(Request(1, "initialize", init_params("2030-01-01")))
@@ -229,6 +260,99 @@ async def test_initialize_with_bad_params_is_invalid_params(params: dict[str, An
         await era.initialize(Request(1, "initialize", params))
     assert raised.value.to_wire("legacy")["code"] == -32602
     assert era.store.count() == 0
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep (itself the first)."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def sized_capabilities(size: int) -> dict[str, Any]:
+    """Capabilities of exactly ``size`` bytes encoded."""
+    shell = len(orjson.dumps({"experimental": {"pad": ""}}))
+    capabilities = {"experimental": {"pad": "x" * (size - shell)}}
+    assert len(orjson.dumps(capabilities)) == size
+    return capabilities
+
+
+async def test_what_initialize_declares_is_kept_up_to_the_limits() -> None:
+    era = make_era()
+    capabilities = sized_capabilities(MAX_DECLARED_BYTES)
+    capabilities["deep"] = nested(MAX_DECLARED_DEPTH - 1)  # the capabilities are level 1
+    capabilities["experimental"]["pad"] = capabilities["experimental"]["pad"][:-200]
+    info = {"name": "big", "version": "1", "description": "d" * (MAX_DECLARED_BYTES - 100)}
+    session, _ = await era.initialize(
+        Request(
+            1,
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": info},
+        )
+    )
+    assert session.client_capabilities == capabilities
+    assert session.client_info == info
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "capabilities",
+            sized_capabilities(MAX_DECLARED_BYTES + 1),
+            "initialize params.capabilities too large: 16,385 bytes, at most 16,384",
+        ),
+        (
+            "capabilities",
+            sized_capabilities(3_700_000),
+            "initialize params.capabilities too large: 3,700,000 bytes, at most 16,384",
+        ),
+        (
+            "clientInfo",
+            {"name": "n" * MAX_DECLARED_BYTES, "version": "1"},
+            "initialize params.clientInfo too large: 16,409 bytes, at most 16,384",
+        ),
+        (
+            "capabilities",
+            {"experimental": nested(MAX_DECLARED_DEPTH)},
+            "initialize params.capabilities nested too deep: more than 32 levels",
+        ),
+        (
+            "clientInfo",
+            {"name": "n", "icons": [nested(MAX_DECLARED_DEPTH - 1)]},
+            "initialize params.clientInfo nested too deep: more than 32 levels",
+        ),
+        (
+            # Past what orjson encodes at all (254 levels), as a JSON body may nest (1024).
+            "capabilities",
+            {"experimental": nested(600)},
+            "initialize params.capabilities nested too deep: more than 32 levels",
+        ),
+    ],
+    ids=["one-byte-over", "3.7MB", "client-info", "deep", "deep-client-info", "very-deep"],
+)
+async def test_initialize_past_the_limits_is_invalid_params_and_no_session(
+    field: str, value: dict[str, Any], message: str
+) -> None:
+    era = make_era()
+    params = init_params("2025-11-25") | {field: value}
+    with pytest.raises(InvalidParams) as raised:
+        await era.initialize(Request(1, "initialize", params))
+    assert raised.value.to_wire("legacy") == {"code": -32602, "message": message}
+    assert era.store.count() == 0
+
+
+def test_declared_problem_walks_only_when_the_containers_could_nest_that_deep() -> None:
+    # Wide but shallow: more containers than levels allowed, no level past the limit.
+    wide = {f"k{number}": {"v": [number]} for number in range(500)}
+    assert declared_problem("c", wide) is None
+    assert declared_problem("c", {"a": [[[[]]]]}, max_depth=5) is None
+    assert declared_problem("c", {"a": [[[[[]]]]]}, max_depth=5) == (
+        "c nested too deep: more than 5 levels"
+    )
+    # Brackets inside strings count as containers for the shortcut, never as levels.
+    assert declared_problem("c", {"a": "[[[[[[[[[["}, max_depth=2) is None
 
 
 # -- session methods ----------------------------------------------------------------------------
@@ -315,8 +439,8 @@ async def test_list_pages_are_encoded_once_per_catalog_version() -> None:
     h = await harness(make_era(catalog))
     request = Request(1, "tools/list", {})
     context = h.era.context(h.session, request, h.exchange)
-    first = await h.era.handle(h.session, h.runtime, request, context)
-    assert await h.era.handle(h.session, h.runtime, request, context) is first
+    first = await h.era.handle(h.session, h.runtime, request, context, None)
+    assert await h.era.handle(h.session, h.runtime, request, context, None) is first
     # The same bytes the dispatcher's page encodes to: no envelope in this era.
     assert encode_result(1, first) == encode_result(
         1, h.era.dispatcher.list_page("tools/list", None)

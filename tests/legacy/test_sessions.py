@@ -65,6 +65,16 @@ async def test_create_keeps_what_initialize_negotiated() -> None:
     assert await store.get(session.id) is session
 
 
+async def test_create_keeps_the_owner() -> None:
+    store = make_store()
+    assert (await store.create("2025-11-25", INFO, {})).owner is None
+    owned = await store.create("2025-11-25", INFO, {}, owner="alice")
+    assert owned.owner == "alice"
+    found = await store.get(owned.id)
+    assert found is not None
+    assert found.owner == "alice"
+
+
 # -- get, save, delete --------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from server.pagination import Pager
 from server.sealing import Sealer
 from server.state.tasks import MemoryTaskStore
 from server.tasks.service import TaskService
-from tests.modern.test_era import Sent, as_json, make_request, raw_headers
+from tests.modern.test_era import Sent, answer, as_json, make_request, raw_headers
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +98,7 @@ async def run(
     sent_headers.update(headers or {})
     call = era.validate(request, raw_headers(sent_headers))
     call.subject, call.client_key = subject, f"sub:{subject}"
-    return as_json(await era.handle(call, Sent()))  # type: ignore[no-any-return]
+    return as_json(await answer(era, call, Sent()))  # type: ignore[no-any-return]
 
 
 async def settled(era: ModernEra, task_id: str, **kwargs: Any) -> dict[str, Any]:

@@ -18,11 +18,25 @@ from typing import Any
 import orjson
 import pytest
 
+from server.jsonrpc import MAX_DECLARED_BYTES, MAX_DECLARED_DEPTH
 from server.records.draft import Draft
-from server.records.lines import MEMO_MAX_BYTES, MEMO_MAX_ENTRIES, LineWriter, rounded_ms
+from server.records.lines import (
+    DECLARED_MEMO_MAX_BYTES,
+    MEMO_MAX_BYTES,
+    MEMO_MAX_ENTRIES,
+    LineWriter,
+    rounded_ms,
+)
 from server.records.privacy import REDACTED, Privacy
 from server.records.recorder import Recorder
-from server.records.schema import SCHEMA_VERSION, iso_time, request_id_of
+from server.records.schema import (
+    MAX_CLIENT_STRING,
+    MAX_ERROR_MESSAGE,
+    SCHEMA_VERSION,
+    clip,
+    iso_time,
+    request_id_of,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -292,7 +306,7 @@ def test_request_record_carries_what_the_request_turned_out_to_be() -> None:
     draft.method = "tools/call"
     draft.jsonrpc_id = "abc"
     draft.notification = False
-    draft.client({"name": "cli", "version": "2.0", "extra": 1}, {"roots": {}})
+    draft.set_client({"name": "cli", "version": "2.0", "extra": 1}, {"roots": {}})
     draft.session_id = "sess"
     draft.params = {"name": "echo"}
     draft.error(-32602, "bad")
@@ -322,7 +336,7 @@ def test_optional_fields_appear_only_when_set() -> None:
 
 def test_stream_record_has_exactly_the_documented_fields() -> None:
     draft = make_draft(started=1_700_000_000.25)
-    draft.client({"name": "cli", "version": "2.0"}, {"sampling": {}})
+    draft.set_client({"name": "cli", "version": "2.0"}, {"sampling": {}})
     draft.era = "modern"
     draft.method = "tools/call"
     draft.streaming = True
@@ -358,13 +372,13 @@ def test_request_ids_are_unique_16_hex() -> None:
 
 def test_client_ignores_what_is_not_the_right_shape() -> None:
     draft = make_draft()
-    draft.client({"name": 5, "version": ["1"]}, "not a dict")
+    draft.set_client({"name": 5, "version": ["1"]}, "not a dict")
     assert (draft.client_name, draft.client_version, draft.client_capabilities) == (
         None,
         None,
         None,
     )
-    draft.client("nope", None)
+    draft.set_client("nope", None)
     assert draft.request_record()["client"] == {
         "name": None,
         "version": None,
@@ -372,10 +386,204 @@ def test_client_ignores_what_is_not_the_right_shape() -> None:
     }
 
 
-def test_error_messages_are_capped() -> None:
+def test_error_messages_are_capped_with_a_marker() -> None:
     draft = make_draft()
     draft.error(-32600, "x" * 1000)
-    assert draft.request_record()["error"] == {"code": -32600, "message": "x" * 300}
+    message = "x" * 300 + "…[truncated, 1000 chars]"
+    assert draft.error_message == message  # cut when set: the draft holds no more
+    assert draft.request_record()["error"] == {"code": -32600, "message": message}
+    draft.error(-32600, "y" * 300)
+    assert draft.request_record()["error"]["message"] == "y" * 300
+
+
+# -- client-chosen strings ----------------------------------------------------------------------
+
+
+def test_clip_keeps_short_strings_and_marks_long_ones_with_their_length() -> None:
+    assert clip("a" * MAX_CLIENT_STRING) == "a" * MAX_CLIENT_STRING
+    just_over = "a" * (MAX_CLIENT_STRING + 1)
+    assert clip(just_over) == "a" * MAX_CLIENT_STRING + "…[truncated, 257 chars]"
+    long = "\u00e9" * (8 * 1024 * 1024)
+    assert clip(long) == "\u00e9" * MAX_CLIENT_STRING + "…[truncated, 8388608 chars]"
+    assert clip("abcdef", 3) == "abc…[truncated, 6 chars]"
+    for value in (None, 7, 2.5, True, ["x" * 1000], {"x": "y" * 1000}):
+        assert clip(value) == value
+
+
+def test_clipping_twice_is_clipping_once() -> None:
+    once = clip("z" * 5000)
+    assert clip(once) is once
+    assert clip(clip("z" * 400, MAX_ERROR_MESSAGE), MAX_ERROR_MESSAGE) == clip(
+        "z" * 400, MAX_ERROR_MESSAGE
+    )
+
+
+def test_the_document_states_the_limits_and_the_marker() -> None:
+    text = DOC.read_text()
+    assert f"**{MAX_CLIENT_STRING} characters**" in text
+    assert f"**{MAX_ERROR_MESSAGE}**" in text
+    assert "`…[truncated, N chars]`" in text
+    # The expression the document gives readers finds the marker, and only there.
+    documented = re.search(r"regular expression `([^`]+)`", text)
+    assert documented is not None
+    assert re.search(documented.group(1), clip("x" * 300))
+    assert re.search(documented.group(1), clip("x" * 400, MAX_ERROR_MESSAGE))
+    assert not re.search(documented.group(1), "x" * MAX_CLIENT_STRING)
+    assert f"larger than {MAX_DECLARED_BYTES // 1024} KiB encoded" in text
+    assert f"more than {MAX_DECLARED_DEPTH} levels" in text
+
+
+def test_a_string_that_only_looks_clipped_is_still_bounded() -> None:
+    # What a client could send to pass for a clipped value: bounded all the same.
+    forged = "f" * MAX_CLIENT_STRING + "…[truncated, 5 chars]"
+    assert clip(forged) == forged
+    longer = "f" * MAX_CLIENT_STRING + "…[truncated, 5 chars]" + "g" * 10_000
+    assert len(clip(longer)) < MAX_CLIENT_STRING + 40
+    shifted = "f" * (MAX_CLIENT_STRING + 1) + "…[truncated, 5 chars]"
+    assert clip(shifted).endswith(f"…[truncated, {len(shifted)} chars]")
+    zero = "f" * MAX_CLIENT_STRING + "…[truncated, 0 chars]"
+    assert clip(zero).endswith(f"…[truncated, {len(zero)} chars]")
+
+
+EIGHT_MIB = 8 * 1024 * 1024
+
+
+def test_a_draft_cuts_its_headers_when_it_is_made() -> None:
+    draft = make_draft(
+        user_agent="u" * EIGHT_MIB,
+        client_address="a" * EIGHT_MIB,
+        header_version="v" * EIGHT_MIB,
+    )
+    cut = f"…[truncated, {EIGHT_MIB} chars]"
+    assert draft.user_agent == "u" * MAX_CLIENT_STRING + cut
+    assert draft.client_address == "a" * MAX_CLIENT_STRING + cut
+    assert draft.header_version == "v" * MAX_CLIENT_STRING + cut
+    ordinary = make_draft()
+    assert (ordinary.user_agent, ordinary.client_address, ordinary.header_version) == (
+        "test-agent/1.0",
+        "127.0.0.1",
+        "2026-07-28",
+    )
+
+
+def long_strings_draft() -> Draft:
+    """A draft where every field a client can choose is megabytes long."""
+    draft = make_draft(
+        verb="P" * EIGHT_MIB,
+        user_agent="u" * EIGHT_MIB,
+        client_address="a" * EIGHT_MIB,
+        header_version="h" * EIGHT_MIB,
+    )
+    draft.era = "legacy"
+    draft.body_version = "b" * EIGHT_MIB
+    draft.method = "m" * EIGHT_MIB
+    draft.jsonrpc_id = "i" * EIGHT_MIB
+    draft.notification = False
+    draft.set_client({"name": "n" * EIGHT_MIB, "version": "v" * EIGHT_MIB}, {"roots": {}})
+    draft.session_id = "s" * EIGHT_MIB
+    draft.subject = "t" * EIGHT_MIB
+    draft.params = {"name": "echo"}
+    draft.bytes_in = 50
+    draft.error(-32601, "Method not found: " + "m" * EIGHT_MIB)
+    draft.status = 200
+    draft.ended_clock = draft.clock
+    return draft
+
+
+def strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in strings_in(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in strings_in(item)]
+    return []
+
+
+def test_every_client_chosen_string_in_a_record_is_clipped() -> None:
+    draft = long_strings_draft()
+    request = draft.request_record()
+    rules = privacy()
+    written = LineWriter(rules).line(draft)
+    assert written is not None
+    general = dict(request)
+    rules.apply(general)
+    assert written == orjson.dumps(general, option=orjson.OPT_APPEND_NEWLINE)
+    assert len(written) < 5000  # against 88 MiB of strings in the draft
+    draft.streaming = True
+    stream = draft.stream_record()
+    for record in (orjson.loads(written), stream):
+        for text in strings_in(record):
+            assert len(text) <= MAX_ERROR_MESSAGE + len("…[truncated, 16777216 chars]")
+    marker = f"…[truncated, {EIGHT_MIB} chars]"
+    line = orjson.loads(written)
+    assert line["user_agent"] == "u" * MAX_CLIENT_STRING + marker
+    assert line["verb"] == "P" * MAX_CLIENT_STRING + marker
+    assert line["protocol_version"] == {
+        "header": "h" * MAX_CLIENT_STRING + marker,
+        "body": "b" * MAX_CLIENT_STRING + marker,
+    }
+    assert line["method"] == "m" * MAX_CLIENT_STRING + marker
+    assert line["jsonrpc_id"] == "i" * MAX_CLIENT_STRING + marker
+    assert line["client"]["name"] == "n" * MAX_CLIENT_STRING + marker
+    assert line["client"]["version"] == "v" * MAX_CLIENT_STRING + marker
+    assert line["session_id"] == "s" * MAX_CLIENT_STRING + marker
+    assert line["subject"] == "t" * MAX_CLIENT_STRING + marker
+    assert line["client_address"] == "a" * MAX_CLIENT_STRING + marker
+    error_text = "Method not found: " + "m" * EIGHT_MIB
+    assert line["error"]["message"] == clip(error_text, MAX_ERROR_MESSAGE)
+    assert line["error"]["message"].endswith(f"…[truncated, {len(error_text)} chars]")
+    assert stream["method"] == line["method"]
+    client = line["client"]
+    assert stream["client"] == {"name": client["name"], "version": client["version"]}
+    assert (stream["user_agent"], stream["session_id"]) == (line["user_agent"], line["session_id"])
+    assert stream["verb"] == line["verb"]
+
+
+def test_strings_set_straight_on_the_draft_are_clipped_in_the_record_too() -> None:
+    # The record does not rely on how a field was set: a field assigned after the draft was
+    # made (or an error message assigned without error()) is clipped when written.
+    draft = make_draft()
+    draft.user_agent = "u" * 1000
+    draft.error_code, draft.error_message = -32600, "e" * 1000
+    draft.ended_clock = draft.clock
+    record = draft.request_record()
+    assert record["user_agent"] == clip("u" * 1000)
+    assert record["error"]["message"] == clip("e" * 1000, MAX_ERROR_MESSAGE)
+    assert LineWriter(privacy()).line(draft) == reference_line(draft, privacy())
+
+
+def test_an_integer_id_is_written_as_it_is() -> None:
+    draft = make_draft()
+    draft.jsonrpc_id = 10**18
+    draft.ended_clock = draft.clock
+    assert draft.request_record()["jsonrpc_id"] == 10**18
+    assert b'"jsonrpc_id":1000000000000000000,' in (LineWriter(privacy()).line(draft) or b"")
+
+
+def test_session_capabilities_past_the_cap_become_the_truncation_marker() -> None:
+    # A legacy record carries the session's capabilities whatever this body's size: they are
+    # measured on their own, so a session cannot put kilobytes into each of its records.
+    big = parsed({"experimental": {f"k{number}": {"v": [number]} for number in range(900)}})
+    size = len(orjson.dumps(big))
+    rules = privacy()
+    draft = legacy({"name": "echo"}, capabilities=big)
+    draft.status, draft.ended_clock = 200, draft.clock
+    record = draft.request_record()
+    rules.apply(record)
+    assert record["client"]["capabilities"] == {"_truncated": True, "bytes": size}
+    assert record["params"] == {"name": "echo"}
+    writer = LineWriter(rules)
+    for _ in range(2):  # judged, then remembered
+        assert writer.line(draft) == reference_line(draft, rules)
+        assert f'"capabilities":{{"_truncated":true,"bytes":{size}}}'.encode() in (
+            writer.line(draft) or b""
+        )
+    # Within the cap they are written as declared.
+    small = privacy(max_params_bytes=size)
+    kept = LineWriter(small).line(draft)
+    assert kept == reference_line(draft, small)
+    assert orjson.loads(kept or b"null")["client"]["capabilities"] == big
 
 
 # -- observe, observe_receive, finish -----------------------------------------------------------
@@ -486,6 +694,8 @@ async def test_an_empty_response_with_no_headers() -> None:
 async def test_a_stream_emits_its_request_record_at_open_and_its_stream_record_at_finish() -> None:
     wire = Wire()
     draft = make_draft()
+    draft.params = {"name": "echo"}
+    draft.set_client({"name": "c"}, {"roots": {}})
     send = draft.observe(wire.send, wire.emit)
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send(
@@ -519,6 +729,11 @@ async def test_a_stream_emits_its_request_record_at_open_and_its_stream_record_a
     assert [record["kind"] for record in wire.emitted] == ["request", "stream"]
     stream = wire.emitted[1]
     assert stream["request_id"] == request["request_id"]
+    # The draft of a stream (open for hours, perhaps) let go of what its request record has.
+    assert request["params"] == {"name": "echo"}
+    assert request["client"]["capabilities"] == {"roots": {}}
+    assert draft.params is None
+    assert draft.client_capabilities is None
     assert stream["events"] == 3
     assert stream["bytes_out"] == len(PRIMING) + sum(len(data) for data in frames)
     assert stream["end"] == "complete"
@@ -622,10 +837,21 @@ async def test_a_client_that_left_before_any_response_has_a_null_status() -> Non
 # it gives: that reference is built here field by field, with a Privacy of its own.
 
 
+def reference_clip(value: Any, limit: int = 256) -> Any:
+    """The documented clipping, written out apart from server.records.schema.clip."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return value
+    tail = value[limit:]
+    if re.fullmatch(r"…\[truncated, [1-9][0-9]* chars\]", tail) and len(tail) <= 40:
+        return value  # clipped already
+    return value[:limit] + "…[truncated, " + str(len(value)) + " chars]"
+
+
 def reference_line(draft: Draft, rules: Privacy) -> bytes:
     """The record field by field, ``rules`` applied by a fresh Privacy, encoded, with the
     writer's fallbacks for what fails."""
     started = draft.started
+    cut = reference_clip
     assert draft.ended_clock is not None
     record: dict[str, Any] = {
         "v": 1,
@@ -633,26 +859,26 @@ def reference_line(draft: Draft, rules: Privacy) -> bytes:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(started)))
         + f".{int(started % 1 * 1000):03d}Z",
         "request_id": draft.request_id,
-        "verb": draft.verb,
-        "path": draft.path,
+        "verb": cut(draft.verb),
+        "path": cut(draft.path),
         "status": draft.status,
         "era": draft.era,
-        "protocol_version": {"header": draft.header_version, "body": draft.body_version},
-        "method": draft.method,
-        "jsonrpc_id": draft.jsonrpc_id,
+        "protocol_version": {"header": cut(draft.header_version), "body": cut(draft.body_version)},
+        "method": cut(draft.method),
+        "jsonrpc_id": cut(draft.jsonrpc_id),
         "notification": draft.notification,
         "client": {
-            "name": draft.client_name,
-            "version": draft.client_version,
+            "name": cut(draft.client_name),
+            "version": cut(draft.client_version),
             "capabilities": draft.client_capabilities,
         },
-        "session_id": draft.session_id,
-        "subject": draft.subject,
-        "user_agent": draft.user_agent,
-        "client_address": draft.client_address,
+        "session_id": cut(draft.session_id),
+        "subject": cut(draft.subject),
+        "user_agent": cut(draft.user_agent),
+        "client_address": cut(draft.client_address),
         "error": None
         if draft.error_code is None
-        else {"code": draft.error_code, "message": draft.error_message},
+        else {"code": draft.error_code, "message": cut(draft.error_message, 300)},
         "duration_ms": round((draft.ended_clock - draft.clock) * 1000, 3),
         "bytes_in": draft.bytes_in,
         "bytes_out": draft.bytes_out,
@@ -723,7 +949,7 @@ def modern(
     draft.notification = False
     draft.params = params
     draft.body_version = params["_meta"][PROTOCOL_VERSION_KEY]
-    draft.client(params["_meta"][CLIENT_INFO_KEY], params["_meta"][CAPABILITIES_KEY])
+    draft.set_client(params["_meta"][CLIENT_INFO_KEY], params["_meta"][CAPABILITIES_KEY])
     draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
     return draft
 
@@ -739,7 +965,7 @@ def legacy(params: Any, capabilities: Any = SESSION_CAPABILITIES, **overrides: A
     draft.session_id = "3f2a9c1e5b7d4a60"
     draft.body_version = "2025-11-25"
     draft.params = parsed(params)
-    draft.client({"name": "old-client", "version": "0.9"}, capabilities)
+    draft.set_client({"name": "old-client", "version": "0.9"}, capabilities)
     draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
     return draft
 
@@ -751,6 +977,33 @@ def task_drafts() -> list[Draft]:
     seen = modern({"taskId": "Ab_c-1"}, method="tasks/get")
     seen.task = {"id": "Ab_c-1", "status": "completed"}
     return [created, seen]
+
+
+def long_field_drafts() -> list[Draft]:
+    """Drafts whose client-chosen strings run past the limit (some clipped when the draft was
+    made, some set afterwards), and legacy sessions whose capabilities exceed the cap."""
+    drafts = [
+        modern(user_agent="u" * 100_000, header_version="2026-07-28" * 40),
+        modern(method="m" * 257),
+        legacy({"name": "echo"}, user_agent="a" * 257, client_address="b" * 300, subject="s" * 999),
+        legacy({"name": "echo"}, capabilities=parsed({"big": "x" * 3000})),
+        legacy({"name": "echo"}, capabilities=parsed({"big": "x" * 3000, "token": "t"})),
+        legacy({"name": "echo"}, capabilities=parsed({"_meta": {"x": "y" * 3000}})),
+        legacy({"name": "echo"}, capabilities=parsed({"k": "x" * (DECLARED_MEMO_MAX_BYTES + 1)})),
+    ]
+    draft = legacy({"name": "echo"}, capabilities=parsed({"roots": {}}))
+    draft.jsonrpc_id = "j" * 5000
+    draft.session_id = "i" * 300
+    draft.set_client({"name": "n" * 300, "version": "v" * 256}, draft.client_capabilities)
+    draft.body_version = "2025-11-25" * 30
+    drafts.append(draft)
+    draft = modern()
+    draft.error(-32601, "Method not found: " + "q" * 10_000)
+    drafts.append(draft)
+    draft = modern()
+    draft.user_agent = "set-after/" + "z" * 300  # assigned, not passed: clipped when written
+    drafts.append(draft)
+    return drafts
 
 
 def line_drafts() -> list[Draft]:
@@ -790,6 +1043,7 @@ def line_drafts() -> list[Draft]:
         legacy({"name": "echo", "_meta": [SESSION_CAPABILITIES]}),
         legacy({"name": "echo", "_meta": {"caps": SESSION_CAPABILITIES}}),
         legacy({"name": "echo"}, capabilities=None, client_address=None, user_agent=None),
+        *long_field_drafts(),
     ]
     # Modern whose _meta holds the capabilities under another key than the draft's.
     drafts.append(modern(meta={"caps": parsed(CAPABILITIES)}))
@@ -801,7 +1055,7 @@ def line_drafts() -> list[Draft]:
     }
     draft = legacy(initialize, capabilities=None, header_version=None)
     draft.method = "initialize"
-    draft.client(draft.params["clientInfo"], draft.params["capabilities"])
+    draft.set_client(draft.params["clientInfo"], draft.params["capabilities"])
     draft.advertised = ["initialize", "tools/list", "tools/call"]
     drafts.append(draft)
     # A batch, a client's response, a notification, errors, a rejection, a GET stream.
@@ -926,12 +1180,13 @@ def test_what_request_lines_remember_stays_bounded() -> None:
         draft.user_agent = f"agent/{number}"
         draft.ended_clock = draft.clock
         assert writer.line(draft) == reference_line(draft, rules)
-    huge = modern(capabilities={"experimental": {"blob": "z" * MEMO_MAX_BYTES}})
+    huge = modern(capabilities={"experimental": {"blob": "z" * DECLARED_MEMO_MAX_BYTES}})
     huge.ended_clock = huge.clock
     assert writer.line(huge) == reference_line(huge, rules)
     for remembered in (memo.declared, memo.metas, memo.templates):
         assert 0 < len(remembered) <= MEMO_MAX_ENTRIES
-    assert all(len(encoded) <= MEMO_MAX_BYTES for encoded in memo.declared)
+    assert all(len(encoded) <= DECLARED_MEMO_MAX_BYTES for encoded in memo.declared)
+    assert all(len(encoded) <= MEMO_MAX_BYTES for encoded in memo.metas)
 
 
 def test_each_writer_remembers_for_its_own_rules() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from sse_starlette.sse import AppStatus
+from pydantic import ValidationError
 
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
@@ -793,18 +793,85 @@ async def test_readyz_reports_a_failing_sink_and_its_recovery(tmp_path: Path) ->
         assert body["serving"] is True
         assert body["records"]["healthy"] is False
         assert body["records"]["failing"] == ["file"]
-        # Requests are served although their records cannot be written; those are counted.
+        assert str(blocker) in body["records"]["errors"]["file"]  # and why
+        # Requests are served although their records cannot be written now; those are kept.
         assert (await post_modern(client, modern("tools/list"), "a")).status_code == 200
-        await wait_until(lambda: app.recorder.failed == 1)
-        assert (await client.get("/readyz")).json()["records"]["failed"] == 1
-        # The operator fixes the path: the sink recovers without waiting for traffic.
+        await wait_until(lambda: app.recorder.backlog == 1)
+        records = (await client.get("/readyz")).json()["records"]
+        assert (records["backlog"], records["failed"], records["written"]) == (1, 0, 0)
+        # The operator fixes the path: the sink recovers without waiting for traffic, and
+        # writes what it kept.
         blocker.unlink()
         await wait_until(lambda: app.recorder.healthy)
         again = await client.get("/readyz")
         assert again.status_code == 200
         assert again.json()["records"]["failing"] == []
+        assert again.json()["records"]["errors"] == {}
+        assert (again.json()["records"]["backlog"], again.json()["records"]["written"]) == (0, 1)
         assert (await post_modern(client, modern("tools/list"), "b")).status_code == 200
-    assert [record["user_agent"] for record in read_records(path)] == ["b"]
+    assert [record["user_agent"] for record in read_records(path)] == ["a", "b"]
+
+
+async def test_a_records_file_removed_moved_or_blocked_under_a_running_server(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "records" / "mcp-requests.jsonl"
+    moved = tmp_path / "records" / "mcp-requests.jsonl.moved"
+    gone = tmp_path / "gone"
+
+    def agents(target: Path) -> list[str] | None:
+        """None while the file ends inside a line: the writer thread may be writing."""
+        data = target.read_bytes() if target.exists() else b""
+        if not data:
+            return []
+        if not data.endswith(b"\n"):
+            return None
+        return [record["user_agent"] for record in read_records(target)]
+
+    async def post_and_wait(agent: str, target: Path, expected: list[str]) -> None:
+        assert (await post_modern(client, modern("tools/list"), agent)).status_code == 200
+        await wait_until(lambda: agents(target) == expected)
+
+    async with serve(path) as (client, app):
+        await post_and_wait("a", path, ["a"])
+        path.unlink()  # deleted: the next records go to a new file
+        await post_and_wait("b", path, ["b"])
+        path.rename(moved)  # moved away (logrotate without copytruncate)
+        await post_and_wait("c", path, ["c"])
+        assert agents(moved) == ["b"]
+        # The whole folder gone (moved in one step: the writer may create the file anytime).
+        path.parent.rename(gone)
+        await post_and_wait("d", path, ["d"])
+        assert (agents(gone / path.name), agents(gone / moved.name)) == (["c"], ["b"])
+        # A directory in the file's place: failing, with the reason, and nothing lost.
+        while True:
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(FileExistsError):  # the writer made the file again
+                path.mkdir()
+                break
+        assert (await post_modern(client, modern("tools/list"), "e")).status_code == 200
+        await wait_until(lambda: app.recorder.backlog == 1)
+        blocked = await client.get("/readyz")
+        assert blocked.status_code == 503
+        assert blocked.json()["records"]["failing"] == ["file"]
+        assert "Is a directory" in blocked.json()["records"]["errors"]["file"]
+        path.rmdir()
+        await wait_until(lambda: app.recorder.healthy)
+        assert (await client.get("/readyz")).status_code == 200
+        assert agents(path) == ["e"]
+        await post_and_wait("f", path, ["e", "f"])
+        await wait_until(lambda: app.recorder.written == 6)  # counted once the write returned
+        assert (app.recorder.failed, app.recorder.dropped) == (0, 0)
+
+
+def test_the_flush_interval_is_a_setting_within_bounds(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    assert create_app(settings_for(path), make_catalog()).recorder.flush_s == 0.2
+    app = create_app(settings_for(path, records_flush_ms=50), make_catalog())
+    assert app.recorder.flush_s == 0.05
+    for refused in (0, 9, 10_001):
+        with pytest.raises(ValidationError):
+            settings_for(path, records_flush_ms=refused)
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -850,10 +917,8 @@ def live(tmp_path: Path) -> Iterator[tuple[ServerThread, Path]]:
     try:
         yield running, path
     finally:
-        AppStatus.should_exit = False  # process-wide in sse-starlette
         if running.thread.is_alive():
             running.stop()
-        AppStatus.should_exit = False
 
 
 def listen_message(id: Any) -> dict[str, Any]:

@@ -96,6 +96,32 @@ def test_records_reach_the_file_without_close(tmp_path: Path) -> None:
         recorder.close()
 
 
+def test_a_record_waits_in_the_queue_for_at_most_the_flush_interval() -> None:
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100, batch=4, flush_s=30.0)
+    recorder.start()
+    try:
+        recorder.record({"n": 0})
+        time.sleep(0.5)
+        assert sink.lines == []  # a long interval: the single record is still queued
+        for number in range(1, 4):  # a full batch does not wait for the interval
+            recorder.record({"n": number})
+        wait_until_blocking(lambda: len(sink.lines) == 4)
+        recorder.record({"n": 4})
+    finally:
+        recorder.close()  # and close writes what is queued
+    assert [record["n"] for record in sink.records()] == list(range(5))
+
+    sink = MemorySink()
+    recorder = Recorder([sink], capacity=100, batch=64, flush_s=0.02)
+    recorder.start()
+    try:
+        recorder.record({"n": 0})
+        wait_until_blocking(lambda: len(sink.lines) == 1)
+    finally:
+        recorder.close()
+
+
 def line_of(record: dict[str, Any]) -> bytes:
     return orjson.dumps(record) + b"\n"
 
@@ -184,6 +210,7 @@ def test_a_recorder_without_sinks_takes_records_and_does_nothing() -> None:
         "sinks": [],
         "healthy": True,
         "failing": [],
+        "errors": {},
         "written": 0,
         "dropped": 0,
         "failed": 0,
@@ -203,6 +230,7 @@ def test_status_reports_every_field() -> None:
         "sinks": ["file", "stdout"],
         "healthy": True,
         "failing": [],
+        "errors": {},
         "written": 0,
         "dropped": 2,
         "failed": 0,
@@ -215,6 +243,7 @@ def test_status_reports_every_field() -> None:
         "sinks": ["file", "stdout"],
         "healthy": False,
         "failing": ["stdout"],
+        "errors": {"stdout": "[Errno 28] No space left on device"},
         "written": 5,  # at least one sink wrote them
         "dropped": 2,
         "failed": 5,  # (record, sink) pairs lost
@@ -277,31 +306,33 @@ def test_one_failing_sink_does_not_stop_the_others() -> None:
     assert recorder.healthy is False
 
 
-def test_a_file_sink_below_a_regular_file_fails_then_recovers(
+def test_a_file_sink_below_a_regular_file_keeps_its_records_until_the_path_is_fixed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="server.records")
     blocker = tmp_path / "records"
     blocker.write_text("in the way")
     path = blocker / "mcp-requests.jsonl"
-    recorder = Recorder(
-        [JsonlFileSink(path, max_bytes=0, backups=1, compress=False)], capacity=1000, batch=1
-    )
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False, retry_s=0.02)
+    recorder = Recorder([sink], capacity=1000, batch=1)
     recorder.start()
     try:
         recorder.record({"n": 1})
-        wait_until_blocking(lambda: recorder.failed == 1)
-        assert recorder.healthy is False
-        assert recorder.status()["failing"] == ["file"]
+        wait_until_blocking(lambda: recorder.backlog == 1)
+        status = recorder.status()
+        assert (status["healthy"], status["failing"]) == (False, ["file"])
+        assert (status["written"], status["failed"]) == (0, 0)  # kept, not lost
+        assert str(blocker) in status["errors"]["file"]  # why, for /readyz
         assert any("file sink failed" in r.getMessage() for r in caplog.records)
         blocker.unlink()  # the operator fixes the path
         recorder.record({"n": 2})
-        wait_until_blocking(lambda: recorder.written == 1)
+        wait_until_blocking(lambda: recorder.written == 2)
         assert recorder.healthy is True
-        assert recorder.failed == 1
+        assert (recorder.failed, recorder.backlog) == (0, 0)
+        assert recorder.status()["errors"] == {}
     finally:
         recorder.close()
-    assert numbers(path.read_bytes()) == [2]
+    assert numbers(path.read_bytes()) == [1, 2]
 
 
 def test_sinks_are_opened_at_start_and_a_bad_path_recovers_without_traffic(
@@ -347,18 +378,21 @@ def test_a_full_disk_is_a_failure_not_a_crash() -> None:
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_the_file_sink_recovers_after_a_full_disk(tmp_path: Path) -> None:
-    sink = JsonlFileSink("/dev/full", max_bytes=0, backups=0, compress=False)
+    sink = JsonlFileSink("/dev/full", max_bytes=0, backups=0, compress=False, retry_s=0)
     recorder = Recorder([sink], capacity=100, batch=10)
     recorder.record({"n": 1})
     recorder._drain()
     assert recorder.healthy is False
+    assert (recorder.backlog, recorder.failed) == (1, 0)
     # Space is back (modelled by pointing the sink at a writable file): the next batch must
-    # reopen the file and write.
+    # reopen the file and write what was kept, then itself.
     sink.path = tmp_path / "records.jsonl"
     recorder.record({"n": 2})
-    recorder.close()
+    recorder._drain()
     assert recorder.healthy is True
-    assert numbers(sink.path.read_bytes()) == [2]
+    recorder.close()
+    assert numbers(sink.path.read_bytes()) == [1, 2]
+    assert (recorder.written, recorder.failed, recorder.backlog) == (2, 0, 0)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

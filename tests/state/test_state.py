@@ -218,13 +218,13 @@ async def test_ended_releases_what_the_session_holds_here(
     call = await sleeper(runtime, 1)
     stream = runtime.open_stream()
     ended: list[str] = []
-    real = app.legacy.session_ended
+    real = app.legacy.sessions.session_ended
 
     def session_ended(session_id: str) -> None:
         ended.append(session_id)
         real(session_id)
 
-    monkeypatch.setattr(app.legacy, "session_ended", session_ended)
+    monkeypatch.setattr(app.legacy.sessions, "session_ended", session_ended)
     app.replica.deliver("ended", {"sid": "s1"})
     assert ended == ["s1"]
     assert app.legacy.runtimes.peek("s1") is None
@@ -380,7 +380,7 @@ async def test_events_from_another_replica_arrive_through_the_bus(
     links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
     there, here = RedisBus(links[0]), RedisBus(links[1])
     app = Application(settings(), Catalog("replication-test", "1.0.0"))
-    replica = BusRelay(app.hub, app.legacy, here)
+    replica = BusRelay(app.hub, app.legacy.sessions, here)
     try:
         there.start(lambda kind, data: None)
         here.start(replica.deliver)

@@ -33,6 +33,7 @@ META = {
 }
 NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
+ECHO_HI = {"name": "echo", "arguments": {"text": "hi"}}
 
 
 # -- a small catalog ----------------------------------------------------------------------
@@ -674,26 +675,37 @@ async def test_read_body_counts_what_arrives_into_the_draft() -> None:
 
 @pytest.mark.anyio
 async def test_cached_pages_are_answered_without_a_handler(monkeypatch: Any) -> None:
-    # A list page or discover, answerable as JSON, is the cached bytes: no handler coroutine,
-    # no response writer. The same request accepting only SSE takes the general way.
+    # A list page or discover is the cached bytes, asked for once: no handler coroutine (and,
+    # answerable as JSON, no response writer). Only SSE, it is the same page as one event; a
+    # refusal (a cursor never issued) is answered from that one question too.
     async with serve() as (client, app):
         handled: list[str] = []
-        general = app.modern.handle
+        asked: list[str] = []
+        general, cached = app.modern.handle, app.modern.cached_result
 
         async def counting(call: Any, send: Any) -> Any:
             handled.append(call.request.method)
             return await general(call, send)
 
+        def counting_cached(call: Any) -> Any:
+            asked.append(call.request.method)
+            return cached(call)
+
         monkeypatch.setattr(app.modern, "handle", counting)
+        monkeypatch.setattr(app.modern, "cached_result", counting_cached)
         for id, method in enumerate(["tools/list", "server/discover", "resources/list"]):
             result_of(await post(client, request(method, id=id)), id=id)
-        assert handled == []
+        assert asked == ["tools/list", "server/discover", "resources/list"]
         sse = await post(client, request("tools/list", id="s"), Accept="text/event-stream")
         assert sse.headers["content-type"].startswith("text/event-stream")
-        assert handled == ["tools/list"]
-        # A refusal goes the general way too, and is answered as one.
+        event = json.loads(sse.text.split("data: ", 1)[1].split("\n", 1)[0])
+        assert event["id"] == "s"
+        assert event["result"]["tools"]
         error_of(await post(client, request("tools/list", {"cursor": "x"}, id=9)), 200, -32602, 9)
-        assert handled == ["tools/list", "tools/list"]
+        assert asked[3:] == ["tools/list", "tools/list"]
+        result_of(await post(client, request("tools/call", ECHO_HI, 7)), id=7)
+        assert asked[5:] == ["tools/call"]  # asked once, found nothing: the handler answers
+        assert handled == ["tools/call"]
 
 
 @pytest.mark.anyio

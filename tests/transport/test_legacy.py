@@ -811,7 +811,9 @@ async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
 def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
     # 32,000 pings (1.6 MB) froze every client and /healthz for 36 s: the session rescanned
     # all its streams as each call started. Now such a batch is refused before any message
-    # is read, a batch at the cap is answered, and /healthz stays quick throughout.
+    # is read, a batch at the cap is answered, and /healthz stays quick throughout (the
+    # 100 ms target on a quiet machine is tests/bench/abuse.py's; this bound leaves room for a
+    # loaded CI machine and is still a hundred times below the old freeze).
     application = create_app(settings(), make_catalog())
     latencies: list[float] = []
     done = threading.Event()
@@ -846,7 +848,7 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
             done.set()
             prober.join()
     assert len(latencies) > 5
-    assert max(latencies) < 0.1, f"/healthz took {max(latencies):.3f} s during the batches"
+    assert max(latencies) < 0.25, f"/healthz took {max(latencies):.3f} s during the batches"
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])

@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from sse_starlette.sse import AppStatus
 
 from server import Catalog, Context
 from server.app import create_app
@@ -485,10 +484,8 @@ def fresh_server() -> Iterator[ServerThread]:
     try:
         yield running
     finally:
-        AppStatus.should_exit = False  # process-wide in sse-starlette
         if running.thread.is_alive():
             running.stop()
-        AppStatus.should_exit = False
 
 
 async def _listen_through_shutdown(running: ServerThread, trigger: Any) -> list[dict[str, Any]]:

@@ -18,22 +18,18 @@ may be added twice.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-from collections import deque
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from server.records.sinks.base import SinkBacklogged
+from server.records.sinks.base import BACKLOG_BYTES, BACKLOG_LINES, Backlog, SinkBacklogged
 
 log = logging.getLogger(__name__)
 
 FIELD = "r"
-BACKLOG_LINES = 100_000
-BACKLOG_BYTES = 128 << 20
 DELIVER_LINES = 1000  # backlog lines per pipeline when catching up
 RETRY_S = 0.5
 # Raised by the client for an unreachable, slow or refusing server.
@@ -56,8 +52,6 @@ class RedisStreamSink:
     ) -> None:
         self.key = key
         self.maxlen = maxlen
-        self.backlog_lines = backlog_lines
-        self.backlog_bytes = backlog_bytes
         self.retry_s = retry_s
         # No retries inside the client: one try per operation, bounded by the timeout; the
         # backlog is the retry.
@@ -67,24 +61,28 @@ class RedisStreamSink:
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
-        self._backlog: deque[bytes] = deque()
-        self._backlog_size = 0
-        self.shed = 0  # lines given up on, ever (backlog full, or undelivered at close)
+        self._backlog = Backlog(
+            f"the Redis stream {key}", max_lines=backlog_lines, max_bytes=backlog_bytes
+        )
         self._reachable: bool | None = None  # None: not tried yet
         self._error = ""
         self._retry_at = 0.0
-        self._shedding = False
 
     @property
     def backlog(self) -> int:
         """Lines kept, waiting for Redis."""
         return len(self._backlog)
 
+    @property
+    def shed(self) -> int:
+        """Lines given up on, ever (backlog full, or undelivered at close)."""
+        return self._backlog.shed
+
     def write(self, lines: list[bytes]) -> None:
         entries = [line[:-1] if line.endswith(b"\n") else line for line in lines]
         if self._deliver() and self._add(entries):
             return
-        self._keep(entries)
+        self._backlog.keep(entries)
         raise self._backlogged()
 
     def open(self) -> None:
@@ -108,10 +106,7 @@ class RedisStreamSink:
     def close(self) -> None:
         self._retry_at = 0.0  # one last try, whatever the retry interval says
         if not self._deliver():
-            lost = len(self._backlog)
-            self.shed += lost
-            self._backlog.clear()
-            self._backlog_size = 0
+            lost = self._backlog.give_up()
             log.error(
                 "request records: %d records could not be added to the Redis stream %s (%s)",
                 lost,
@@ -141,26 +136,11 @@ class RedisStreamSink:
     def _deliver(self) -> bool:
         """The backlog to Redis, oldest first; True once it is empty."""
         while self._backlog:
-            chunk = list(itertools.islice(self._backlog, DELIVER_LINES))
+            chunk = self._backlog.oldest(DELIVER_LINES)
             if not self._add(chunk):
                 return False
-            for _ in chunk:
-                self._backlog_size -= len(self._backlog.popleft())
-        self._shedding = False
+            self._backlog.delivered(len(chunk))
         return True
-
-    def _keep(self, entries: list[bytes]) -> None:
-        self._backlog.extend(entries)
-        self._backlog_size += sum(len(entry) for entry in entries)
-        while len(self._backlog) > self.backlog_lines or self._backlog_size > self.backlog_bytes:
-            self._backlog_size -= len(self._backlog.popleft())
-            self.shed += 1
-            if not self._shedding:
-                self._shedding = True
-                log.error(
-                    "request records: the Redis backlog is full (%d lines); dropping the oldest",
-                    len(self._backlog),
-                )
 
     def _fault(self, failure: BaseException) -> None:
         self._reachable = False

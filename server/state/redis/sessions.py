@@ -3,8 +3,9 @@
 A session is one hash (``<prefix>:session:<id>``) whose Redis TTL is the idle timeout: every
 use restarts it, so expiry is Redis's job and works the same whichever replica saw the session
 last. A sorted set (``<prefix>:sessions``, scored by when each session would expire) counts
-them for the cap. ``save`` only updates a session that still exists, so a request finishing
-after a ``DELETE`` on another replica cannot bring the session back.
+them for the cap; ``create`` checks the cap and writes the whole session, owner included, in
+one script (one round trip). ``save`` only updates a session that still exists, so a request
+finishing after a ``DELETE`` on another replica cannot bring the session back.
 
 Its resource subscriptions are a set beside it (``<prefix>:subs:<id>``, the same TTL, restarted
 with it): a subscribe is one ``SADD`` (in a script that checks the session exists and the
@@ -36,6 +37,21 @@ from server.legacy.sessions import (
     new_session_id,
 )
 from server.state.redis.link import RedisLink
+
+# One round trip for a new session: drop the expired from the index, count, and write the
+# session (hash, TTL, index entry) only under the cap; atomic, so replicas creating at once
+# cannot pass the cap together. Returns {created (0 or 1), sessions counted}.
+_CREATE_UNDER_CAP = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local count = redis.call('ZCARD', KEYS[1])
+if count >= tonumber(ARGV[2]) then
+  return {0, count}
+end
+redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[5], ARGV[4])
+return {1, count + 1}
+"""
 
 # HSET only while the hash exists: a save racing a DELETE must not resurrect the session.
 _SAVE_IF_EXISTS = """
@@ -114,6 +130,7 @@ class RedisSessionStore:
         self._ended = ended
         self._index = link.key("sessions")
         self._count = 0
+        self._create = link.client.register_script(_CREATE_UNDER_CAP)
         self._save = link.client.register_script(_SAVE_IF_EXISTS)
         self._subscribe = link.client.register_script(_SUBSCRIBE)
 
@@ -127,25 +144,27 @@ class RedisSessionStore:
         return time.time() + self.idle_timeout_s
 
     async def create(
-        self, protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any]
+        self,
+        protocol_version: str,
+        client_info: dict[str, Any],
+        capabilities: dict[str, Any],
+        *,
+        owner: str | None = None,
     ) -> Session:
-        async with self.link.client.pipeline(transaction=False) as pipe:
-            pipe.zremrangebyscore(self._index, "-inf", time.time())
-            pipe.zcard(self._index)
-            _, count = await self.link.run(pipe.execute())
+        session = Session(new_session_id(), protocol_version, client_info, capabilities)
+        session.owner = owner
+        args: list[Any] = [time.time(), self.max_sessions, self._ttl_ms, session.id]
+        args.append(self._deadline())
+        for name, value in _encode(session).items():
+            args += [name, value]
+        created, count = await self.link.run(
+            self._create(keys=[self._index, self._key(session.id)], args=args)
+        )
         self._count = int(count)
-        if self._count >= self.max_sessions:
+        if not created:
             raise SessionLimit(
                 f"Too many sessions ({self.max_sessions}); end unused sessions or retry later"
             )
-        session = Session(new_session_id(), protocol_version, client_info, capabilities)
-        key = self._key(session.id)
-        async with self.link.client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=_encode(session))  # type: ignore[arg-type]
-            pipe.pexpire(key, self._ttl_ms)
-            pipe.zadd(self._index, {session.id: self._deadline()})
-            await self.link.run(pipe.execute())
-        self._count += 1
         return session
 
     async def get(self, session_id: str) -> Session | None:

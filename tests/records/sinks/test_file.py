@@ -6,6 +6,7 @@ No sockets. Failures are real where the filesystem can make them (a path below a
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
+from server.records.sinks.base import SinkBacklogged
 from server.records.sinks.file import JsonlFileSink, StdoutSink
 
 
@@ -103,14 +105,14 @@ def test_rotated_files_are_compressed_at_the_fastest_level(tmp_path: Path) -> No
     # Rotation compresses in the record writer, on the server's CPU: zlib's level 1, which
     # gzip marks in its header (XFL 4, "fastest").
     path = tmp_path / "records.jsonl"
-    sink = JsonlFileSink(path, max_bytes=len(line(0)), backups=1, compress=True)
-    sink.write([line(0)])
-    sink.write([line(1)])  # past the cap: rotates first
+    sink = JsonlFileSink(path, max_bytes=2 * len(line(0)), backups=1, compress=True)
+    sink.write([line(0), line(1)])
+    sink.write([line(2)])  # past the cap: rotates first
     sink.close()
     rotated = (tmp_path / "records.jsonl.1.gz").read_bytes()
     assert rotated[8] == 4
-    assert numbers(gzip.decompress(rotated)) == [0]
-    assert numbers(path.read_bytes()) == [1]
+    assert numbers(gzip.decompress(rotated)) == [0, 1]
+    assert numbers(path.read_bytes()) == [2]
 
 
 def test_rotation_with_no_backups_just_starts_over(tmp_path: Path) -> None:
@@ -124,14 +126,84 @@ def test_rotation_with_no_backups_just_starts_over(tmp_path: Path) -> None:
     assert numbers(path.read_bytes()) == [9]
 
 
-def test_a_batch_larger_than_the_cap_is_written_whole(tmp_path: Path) -> None:
+def read_file(target: Path) -> bytes:
+    if target.name.endswith(".gz"):
+        with gzip.open(target, "rb") as handle:
+            return handle.read()
+    return target.read_bytes()
+
+
+def history(path: Path, backups: int, compress: bool) -> list[list[int]]:
+    """The numbers in each file, oldest backup first, the live file last (missing ones: [])."""
+    suffix = ".gz" if compress else ""
+    found = []
+    for number in range(backups, 0, -1):
+        target = path.with_name(f"{path.name}.{number}{suffix}")
+        found.append(numbers(read_file(target)) if target.exists() else [])
+    found.append(numbers(path.read_bytes()) if path.exists() else [])
+    return found
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_a_batch_past_the_cap_is_split_where_the_files_end(tmp_path: Path, compress: bool) -> None:
+    # Rotation is decided per line, not per batch: a big batch fills the current file up to the
+    # cap first, so no backup is spent on a file that was nearly empty.
     path = tmp_path / "records.jsonl"
-    sink = JsonlFileSink(path, max_bytes=50, backups=2, compress=False)
+    size = len(line(0))
+    sink = JsonlFileSink(path, max_bytes=size * 4, backups=3, compress=compress)
     sink.write([line(0)])
-    sink.write([line(n) for n in range(1, 6)])
+    sink.write([line(n) for n in range(1, 11)])
     sink.close()
-    assert numbers((tmp_path / "records.jsonl.1").read_bytes()) == [0]
-    assert numbers(path.read_bytes()) == [1, 2, 3, 4, 5]
+    assert history(path, 3, compress) == [[], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+
+
+def test_a_huge_line_costs_one_rotation(tmp_path: Path) -> None:
+    # A line larger than half the cap would fill a file of its own: it joins the current file,
+    # which rotates right after; the backups before it stay.
+    path = tmp_path / "records.jsonl"
+    size = len(line(0))
+    sink = JsonlFileSink(path, max_bytes=size * 4, backups=3, compress=False)
+    for batch in ([0, 1, 2, 3], [4, 5, 6, 7], [8]):
+        sink.write([line(n) for n in batch])
+    huge = line(9, width=size * 10)
+    sink.write([huge])
+    sink.write([line(10)])
+    sink.close()
+    assert history(path, 3, compress=False) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9], [10]]
+    # The huge line alone, in a batch of its own and in the middle of one: one rotation each.
+    sink = JsonlFileSink(path, max_bytes=size * 4, backups=3, compress=False)
+    sink.write([line(11), huge.replace(b'"n":9', b'"n":12'), line(13)])
+    sink.close()
+    assert history(path, 3, compress=False) == [[4, 5, 6, 7], [8, 9], [10, 11, 12], [13]]
+
+
+def test_every_rotated_file_holds_more_than_half_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    cap = 1000
+    sink = JsonlFileSink(path, max_bytes=cap, backups=1000, compress=False)
+    written = []
+    # Lines of every size from tiny to several times the cap, in batches of every size.
+    sizes = [30, 700, 20, 499, 501, 2500, 60, 60, 60, 900, 10, 5000, 333, 333, 333, 334, 1]
+    number = 0
+    for batch_size in (1, 3, 2, 5, 1, 4, 1):
+        batch = []
+        for _ in range(batch_size):
+            batch.append(line(number, width=sizes[number % len(sizes)]))
+            number += 1
+        written.extend(range(number - batch_size, number))
+        sink.write(batch)
+    sink.close()
+    files = sorted(tmp_path.glob("records.jsonl.*"), key=lambda p: -int(p.suffix[1:]))
+    contents = [numbers(p.read_bytes()) for p in files] + [numbers(path.read_bytes())]
+    assert [n for content in contents for n in content] == written  # nothing lost or repeated
+    for rotated in files:
+        data = rotated.read_bytes()
+        assert len(data) > cap // 2
+        # Past the cap only by one line larger than half of it, the file's last.
+        if len(data) > cap:
+            last = data.splitlines(keepends=True)[-1]
+            assert len(last) > cap // 2
+            assert len(data) - len(last) <= cap
 
 
 def test_rotation_counts_what_the_file_held_before_it_was_opened(tmp_path: Path) -> None:
@@ -180,17 +252,19 @@ def test_the_file_sink_reopens_after_a_failure(tmp_path: Path) -> None:
     assert numbers(path.read_bytes()) == [2]
 
 
-def test_the_file_sink_reopens_after_its_file_object_broke(tmp_path: Path) -> None:
+def test_the_file_sink_reopens_after_its_descriptor_broke(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False)
+    sink = JsonlFileSink(path, max_bytes=0, backups=1, compress=False, retry_s=0)
     sink.write([line(1)])
-    sink._file.close()  # e.g. closed under it; the Recorder closes the sink after a failure
-    with pytest.raises(ValueError, match="closed file"):
+    assert sink._fd is not None
+    os.close(sink._fd)  # e.g. closed under it
+    with pytest.raises(SinkBacklogged, match="Bad file descriptor"):
         sink.write([line(2)])
+    assert sink.backlog == 1
+    sink.write([line(3)])  # opens again, the kept line first
     sink.close()
-    sink.write([line(3)])
-    sink.close()
-    assert numbers(path.read_bytes()) == [1, 3]
+    assert numbers(path.read_bytes()) == [1, 2, 3]
+    assert (sink.backlog, sink.shed) == (0, 0)
 
 
 # -- StdoutSink ---------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ def test_records_land_in_the_stream_in_order(
         "sinks": None,
         "healthy": True,
         "failing": [],
+        "errors": {},
         "written": 1000,
         "dropped": 0,
         "failed": 0,

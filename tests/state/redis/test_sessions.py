@@ -119,6 +119,28 @@ async def test_create_then_get_on_another_replica_round_trips_every_field(links:
     same(await one.store.get(session.id), session)
 
 
+async def test_create_writes_the_owner_in_one_round_trip(
+    links: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = replica(links), replica(links)
+    await create(one.store)  # the first use loads the script (NOSCRIPT, then SCRIPT LOAD)
+    round_trips: list[Any] = []
+    run = one.store.link.run
+
+    def counting(operation: Any) -> Any:
+        round_trips.append(operation)
+        return run(operation)
+
+    monkeypatch.setattr(one.store.link, "run", counting)
+    session = await one.store.create("2025-11-25", INFO, CAPABILITIES, owner="alice")
+    assert len(round_trips) == 1  # cap check and the whole session, owner included
+    assert session.owner == "alice"
+    found = await two.store.get(session.id)
+    assert found is not None
+    assert found.owner == "alice"
+    assert one.store.count() == 2
+
+
 async def test_ids_are_new_and_visible_ascii(links: Any) -> None:
     store = replica(links).store
     ids = [(await create(store)).id for _ in range(20)]

@@ -1,0 +1,96 @@
+"""The legacy era's sessions over HTTP: found from their header, ended, told about by others.
+
+A request of a session names it in ``Mcp-Session-Id``; :meth:`LegacySessions.find` checks the
+header (400 for an id that cannot be one of ours, before any store sees it), loads the session
+for its owner only (another subject's session is, for that caller, one that does not exist:
+404), and returns it with its live part in this process. :meth:`LegacySessions.session_ended`
+releases what a session held here. The rest is :class:`~server.state.relay.SessionEvents`: what
+another replica announces on the bus about a session this process holds a part of.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from server.asgi import Headers, header_text
+from server.errors import InvalidRequest
+from server.jsonrpc import Response
+from server.legacy.era import LegacyEra
+from server.legacy.runtime import Runtimes, SessionRuntime
+from server.legacy.sessions import Session, checked_session_id
+from server.protocol import LEGACY_VERSIONS
+from server.records.draft import Draft
+from server.security.gate import Gate
+
+
+def check_version_header(headers: Headers) -> None:
+    """A legacy request's ``MCP-Protocol-Version``, when sent, names a legacy version."""
+    version = header_text(headers, b"mcp-protocol-version")
+    if version is not None and version.strip() not in LEGACY_VERSIONS:
+        raise InvalidRequest(
+            f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
+            + ", ".join(LEGACY_VERSIONS)
+        )
+
+
+class LegacySessions:
+    def __init__(self, era: LegacyEra, runtimes: Runtimes, gate: Gate) -> None:
+        self.era = era
+        self.runtimes = runtimes
+        self.gate = gate
+
+    async def find(self, headers: Headers, draft: Draft) -> tuple[Session, SessionRuntime]:
+        """The session the request names, for its caller, with its live part here."""
+        session_id = header_text(headers, b"mcp-session-id")
+        if session_id is None or not session_id.strip():
+            raise InvalidRequest(
+                "Bad Request: the Mcp-Session-Id header is required; send initialize first"
+            )
+        session_id = checked_session_id(session_id)  # a 400 before any store sees it
+        session = await self.era.store.get(session_id)
+        if session is not None and session.owner != draft.subject:
+            # Another subject's session is, for this caller, a session that does not exist.
+            session = None
+        elif session is None:
+            self.session_ended(session_id)  # found expired just now: release it too
+        if session is None:
+            raise InvalidRequest(
+                "Session not found: it ended or expired; send initialize again", http_status=404
+            )
+        runtime = self.runtimes.get(session.id)
+        # What the client declared at initialize is carried on every record of its session.
+        draft.session_id = session.id
+        draft.set_client(session.client_info, session.client_capabilities)
+        if draft.body_version is None:
+            draft.body_version = session.protocol_version
+        return session, runtime
+
+    def session_ended(self, session_id: str) -> None:
+        """Release what a session held here: its runtime and its client's session slot."""
+        self.runtimes.end(session_id)
+        self.gate.session_ended(session_id)
+
+    # -- what other replicas tell (state.relay.SessionEvents) -----------------------------------
+
+    def remote_answer(self, session_id: str, response: Response) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            self.era.accept_response(runtime, response)
+
+    def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            self.era.cancel(runtime, params)
+
+    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            runtime.subscriptions.apply(uri, subscribed)
+
+    def subscriptions_missed(self) -> None:
+        for session_id in self.runtimes.ids():
+            if (runtime := self.runtimes.peek(session_id)) is not None:
+                # Read again now where a GET stream follows them, else when one opens.
+                read = partial(self.era.store.subscriptions, session_id)
+                runtime.subscriptions.stale(read if runtime.standalone is not None else None)
