@@ -10,10 +10,19 @@ The serving modules are imported only to serve, so a report does not load the we
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+from typing import TYPE_CHECKING
 
+from server.errors import ConfigurationError
 from server.report import cli as report_cli
+
+if TYPE_CHECKING:
+    from server.app import Application
+    from server.settings import Settings
+
+log = logging.getLogger("server")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,16 +55,38 @@ def token() -> int:
 
 
 def serve() -> int:
-    from server.app import create_app
+    """Serve; a configuration error is one line (the traceback only at debug level), exit 2."""
+    from server import logs
     from server.serving import server_for
-    from server.settings import Settings
+    from server.settings import load_settings, logging_choice, unknown_variables
 
-    settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    server_for(create_app(settings)).run()
+    level, log_format = logging_choice()
+    logs.configure(log_format, level)
+    try:
+        settings = load_settings()
+        for warning in unknown_variables():
+            log.warning(warning)
+        app = _app(settings)
+    except ConfigurationError as error:
+        log.critical("cannot start: %s", error)  # shown at every MCP_LOG_LEVEL
+        log.debug("the configuration error in full", exc_info=True)
+        return 2
+    server_for(app).run()
     return 0
+
+
+def _app(settings: Settings) -> Application:
+    """The app; when the records go to stdout, whatever else would be printed there (a
+    catalog's ``print``) goes to stderr, so stdout carries records only."""
+    from server.app import create_app, load_catalog
+
+    if "stdout" not in settings.records:
+        return create_app(settings)
+    with contextlib.redirect_stdout(sys.stderr):
+        catalog = load_catalog(settings.catalog)
+    app = create_app(settings, catalog)  # its stdout sink keeps the real stdout
+    sys.stdout = sys.stderr
+    return app
 
 
 if __name__ == "__main__":

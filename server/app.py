@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
-from server.errors import ServiceUnavailable
+from server.errors import ConfigurationError, ServiceUnavailable
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
@@ -54,6 +54,14 @@ log = logging.getLogger(__name__)
 # on another replica or once this one is back; not -32603, nothing went wrong with the call).
 SHUTTING_DOWN = "Server shutting down"
 
+# A WARNING (plain uvicorn shows no INFO of ours): what breaks, and the fix.
+PER_PROCESS_KEY = (
+    "MCP_STATE_SECRET is unset: cursors and requestState are signed with a key of this process "
+    "alone, so with several workers or replicas a next page or an input-required retry that "
+    "reaches another process fails with 'Invalid cursor' or 'Invalid requestState'; set "
+    "MCP_STATE_SECRET, the same on every process (openssl rand -hex 32)"
+)
+
 BUILTIN_CATALOGS = {
     "probe": "server.builtin.probe:catalog",
     "conformance": "server.builtin.conformance:catalog",
@@ -61,20 +69,35 @@ BUILTIN_CATALOGS = {
 
 
 def load_catalog(spec: str) -> Catalog:
-    """A built-in catalog by name, or ``package.module:attribute`` (a Catalog or a factory)."""
+    """A built-in catalog by name, or ``package.module:attribute`` (a Catalog or a factory).
+    A name that leads nowhere is a ConfigurationError; what the catalog's own code raises
+    (a module it imports that is missing, say) is not, and keeps its traceback."""
     target = BUILTIN_CATALOGS.get(spec, spec)
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
-        raise ValueError(
+        raise ConfigurationError(
             f"MCP_CATALOG={spec!r}: use probe, conformance or package.module:attribute"
         )
-    found: Any = importlib.import_module(module_name)
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as missing:
+        named = missing.name or ""
+        if module_name != named and not module_name.startswith(named + "."):
+            raise
+        raise ConfigurationError(
+            f"MCP_CATALOG={spec!r}: there is no module {named!r} to import (run from the folder "
+            "that holds it, or set PYTHONPATH)"
+        ) from missing
     for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise ConfigurationError(f"MCP_CATALOG={spec!r}: {module_name} has no {attribute!r}")
         found = getattr(found, part)
     if callable(found) and not isinstance(found, Catalog):
         found = found()
     if not isinstance(found, Catalog):
-        raise TypeError(f"MCP_CATALOG={spec!r} names a {type(found).__name__}, not a Catalog")
+        raise ConfigurationError(
+            f"MCP_CATALOG={spec!r} names a {type(found).__name__}, not a Catalog"
+        )
     return found
 
 
@@ -85,11 +108,6 @@ class Application:
         self.settings = settings
         self.catalog = catalog
         sealer = Sealer(settings.sealing_key())
-        if not settings.state_secret.get_secret_value():
-            log.info(
-                "MCP_STATE_SECRET is unset: cursors and requestState are signed with a per-process"
-                " key (set one shared secret when running several replicas)"
-            )
         # Refuses to start with authentication off on a non-loopback address (unless asked).
         self.gate = Gate(
             settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
@@ -236,6 +254,9 @@ class Application:
             ],
             lifespan=self.lifespan,
         )
+        # Last: a configuration refused above is then the only line printed.
+        if not settings.state_secret.get_secret_value():
+            log.warning(PER_PROCESS_KEY)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

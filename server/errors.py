@@ -28,6 +28,10 @@ Hierarchy::
 message, the JSON-RPC ``error`` member): every boundary that answers a failure asks it, and
 anything that is not an :class:`McpError` becomes -32603 "Internal error", its traceback
 logged and never sent.
+
+:class:`ConfigurationError` is no wire error either: a setting the server cannot start with.
+``python -m server`` prints its message as one line and exits 2, so each message names the
+``MCP_*`` variable and what to set instead.
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 SERVER_UNAVAILABLE = -32000
+
+
+class ConfigurationError(ValueError):
+    """A configuration the server must not start with; the message names the ``MCP_*``
+    variable and the fix, on one line."""
 
 
 class McpError(Exception):

@@ -19,6 +19,12 @@ import orjson
 from server.errors import InvalidParams
 
 _TAG_BYTES = 16
+# Why a token a client got from "this server" fails, most often: another worker or replica
+# (with a key of its own) issued it. Said to the client, who tells the operator.
+NOT_OURS = (
+    "not signed by this server (changed, or issued by another process: every worker and "
+    "replica must have the same MCP_STATE_SECRET)"
+)
 
 
 def _b64(data: bytes) -> str:
@@ -70,7 +76,7 @@ class Sealer:
         """The sealed value, or InvalidParams naming ``what`` was forged, malformed or expired."""
         payload = self.open(purpose, token) if isinstance(token, str) else None
         if payload is None:
-            raise InvalidParams(f"Invalid {what}")
+            raise InvalidParams(f"Invalid {what}: {NOT_OURS}")
         try:
             document = orjson.loads(payload)
         except orjson.JSONDecodeError:

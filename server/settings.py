@@ -2,16 +2,30 @@
 
 Every field is an ``MCP_*`` variable (or a line in ``.env``) and is mirrored, with a comment,
 in ``.env.example``; a test keeps the two in step. Lists are comma-separated.
+
+For ``python -m server``, :func:`load_settings` turns pydantic's report into one line that
+names each bad variable (``MCP_PORT``, not ``port``) and what it takes, :func:`unknown_variables`
+names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would otherwise be
+silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
+and format on their own, so that even a failure to load the rest is reported as asked.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 import secrets
-from typing import Annotated, Literal
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from dotenv import dotenv_values
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from server.errors import ConfigurationError
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -30,17 +44,26 @@ ASYMMETRIC_ALGORITHMS = (
     "EdDSA",
 )
 _TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# What deploy/mcp.env.example and deploy/k8s/secret.example.yaml ship in place of the secret:
+# a server started with it would sign with a key anyone can read in this repository.
+PLACEHOLDER_SECRET_PREFIX = "replace-with"
+# Never repeated in an error message: the value is a secret, or may hold one (a password).
+_SECRET_FIELDS = frozenset({"state_secret", "redis_url", "auth_tokens"})
+_SOURCES = SettingsConfigDict(
+    env_prefix="MCP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+)
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LogFormat = Literal["text", "json"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="MCP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
-    )
+    model_config = _SOURCES
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     catalog: str = "probe"
-    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    log_level: LogLevel = "info"
+    log_format: LogFormat = "text"
 
     path: str = "/mcp"
     root_path: str = ""
@@ -162,8 +185,15 @@ class Settings(BaseSettings):
     @field_validator("state_secret")
     @classmethod
     def _secret_length(cls, value: SecretStr) -> SecretStr:
+        if value.get_secret_value().startswith(PLACEHOLDER_SECRET_PREFIX):
+            raise ValueError(
+                "MCP_STATE_SECRET is the placeholder from the examples, which anyone can read: "
+                "set your own, the same on every replica (openssl rand -hex 32)"
+            )
         if value.get_secret_value() and len(value.get_secret_value().encode()) < 16:
-            raise ValueError("MCP_STATE_SECRET must be at least 16 bytes (or empty)")
+            raise ValueError(
+                "MCP_STATE_SECRET must be at least 16 bytes (or empty): use openssl rand -hex 32"
+            )
         return value
 
     @field_validator("auth_tokens")
@@ -225,3 +255,134 @@ class Settings(BaseSettings):
         """The HMAC key for cursors and request state; random per process when unset."""
         secret = self.state_secret.get_secret_value()
         return secret.encode() if secret else secrets.token_bytes(32)
+
+
+# -- for python -m server: one line per mistake, in the variables' own names ------------------
+
+
+def load_settings() -> Settings:
+    """The settings from the environment and ``.env``; a :class:`ConfigurationError` whose one
+    line names every variable that does not validate and what it takes."""
+    try:
+        return Settings()
+    except ValidationError as invalid:
+        raise ConfigurationError(explain(invalid)) from invalid
+
+
+def explain(invalid: ValidationError) -> str:
+    """pydantic's report as one line: ``MCP_PORT='abc' is not valid: use a whole number from 0
+    to 65535 (default 8000)``; a validator's own message (which names its variables and the
+    fix) as it is. Secret values are never repeated."""
+    problems: list[str] = []
+    for error in invalid.errors(include_url=False):
+        message = str(error["msg"]).removeprefix("Value error, ")
+        name = str(error["loc"][0]) if error["loc"] else ""
+        if name not in Settings.model_fields:
+            problems.append(message)  # a check across settings: it names them itself
+            continue
+        variable = f"MCP_{name.upper()}"
+        if error["type"] == "value_error":
+            problems.append(message if variable in message else f"{variable}: {message}")
+            continue
+        shown = "(hidden)" if name in _SECRET_FIELDS else _shown(error["input"])
+        problems.append(f"{variable}={shown} is not valid: use {expected(name)}")
+    return "; ".join(problems)
+
+
+def _shown(value: object) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def expected(name: str) -> str:
+    """What a setting takes, in words: its kind, its bounds and its default."""
+    field = Settings.model_fields[name]
+    annotation = field.annotation
+    bounds = _bounds(field.metadata)
+    if typing.get_origin(annotation) is Literal:
+        kind = "one of " + ", ".join(map(str, typing.get_args(annotation)))
+    elif annotation is bool:
+        kind = "true or false"
+    elif annotation is int:
+        kind = "a whole number" + bounds
+    elif annotation is float:
+        kind = "a number" + bounds
+    elif typing.get_origin(annotation) is list:
+        kind = "a comma-separated list"
+    else:
+        kind = "text" + bounds
+    default = field.default
+    if isinstance(default, SecretStr) or default in ("", []):
+        return kind
+    shown = ",".join(default) if isinstance(default, list) else str(default).lower()
+    return f"{kind} (default {shown})"
+
+
+def _bounds(metadata: list[Any]) -> str:
+    """ " from 0 to 65535", " above 0", " of 1 to 64 characters matching ...": a field's limits."""
+    limits: dict[str, Any] = {}
+    pattern = ""
+    for item in metadata:
+        for key in ("ge", "gt", "le", "min_length", "max_length"):
+            if getattr(item, key, None) is not None:
+                limits[key] = getattr(item, key)
+        pattern = getattr(item, "pattern", None) or pattern
+    low, high = limits.get("ge"), limits.get("le")
+    if "gt" in limits:
+        words = f"above {limits['gt']}" + (f", at most {high}" if high is not None else "")
+    elif low is not None and high is not None:
+        words = f"from {low} to {high}"
+    elif low is not None:
+        words = f"of at least {low}"
+    elif high is not None:
+        words = f"of at most {high}"
+    elif "max_length" in limits:
+        words = f"of {limits.get('min_length', 0)} to {limits['max_length']} characters"
+    else:
+        words = ""
+    if pattern:
+        words += f" matching {pattern}"
+    return f" {words.strip()}" if words.strip() else ""
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each ``MCP_*`` variable (in the environment or ``.env``) that no setting
+    reads, with the closest real name: pydantic ignores them, so a typo would change nothing
+    and say nothing."""
+    names = {name.upper() for name in (os.environ if environ is None else environ)}
+    env_file = Path(str(_SOURCES.get("env_file")))
+    if environ is None and env_file.is_file():
+        names |= {name.upper() for name in dotenv_values(env_file)}
+    known = [f"MCP_{field.upper()}" for field in Settings.model_fields]
+    warnings = []
+    for name in sorted(names):
+        if not name.startswith("MCP_") or name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}?" if close else "every setting is in .env.example"
+        warnings.append(f"{name} is not a setting of this server and is ignored: {hint}")
+    return warnings
+
+
+class _LoggingChoice(BaseSettings):
+    """The two settings that say how to report, read alone and as plain text."""
+
+    model_config = _SOURCES
+
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def logging_choice() -> tuple[LogLevel, LogFormat]:
+    """(level, format) as configured, or (info, text) for a value that would not validate (the
+    settings' own check then names it): how to report even when the settings do not load."""
+    try:
+        chosen = _LoggingChoice()
+    except ValidationError:
+        return "info", "text"
+    level = chosen.log_level.lower()
+    log_format = chosen.log_format.lower()
+    return (
+        typing.cast(LogLevel, level) if level in typing.get_args(LogLevel) else "info",
+        typing.cast(LogFormat, log_format) if log_format in typing.get_args(LogFormat) else "text",
+    )

@@ -49,8 +49,9 @@ PUBLIC_API = "__init__"
 # -- the rules --------------------------------------------------------------------------------
 
 RANKS: tuple[tuple[str, ...], ...] = (
-    # 0: vocabulary, the standard library only; the environment (pydantic-settings)
-    ("errors", "protocol", "asgi", "aio", "settings"),
+    # 0: vocabulary, the standard library only; the environment (pydantic-settings); the
+    # server's own log lines (the request they belong to, text or JSON)
+    ("errors", "protocol", "asgi", "aio", "settings", "logs"),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
     # 2: the methods both eras share, cursors, fan-out of changes to open streams, and tasks

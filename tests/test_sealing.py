@@ -103,3 +103,14 @@ def test_only_the_issued_spelling_of_a_token_opens():
     token = sealer.seal("cursor", b"tools:2")
     body, tag = token.split(".")
     assert sealer.open("cursor", f"{body[:2]}!!!!{body[2:]}.{tag}") is None
+
+
+def test_a_token_another_key_signed_is_refused_with_the_likely_cause():
+    # What a worker or replica with a key of its own issued: the operator's fix is named.
+    token = Sealer(b"another process key!").seal_json("request-state", {"a": 1})
+    with pytest.raises(InvalidParams) as refused:
+        Sealer(KEY).open_json("request-state", token, "requestState")
+    assert refused.value.message == (
+        "Invalid requestState: not signed by this server (changed, or issued by another "
+        "process: every worker and replica must have the same MCP_STATE_SECRET)"
+    )

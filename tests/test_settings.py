@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from server.settings import Settings
+from server.errors import ConfigurationError
+from server.settings import Settings, load_settings, logging_choice, unknown_variables
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"
 ASSIGNMENT = re.compile(r"^(MCP_[A-Z0-9_]+)=(.*)$")
@@ -130,3 +131,106 @@ def test_sealing_key(clean_env):
 def test_secret_is_not_shown(clean_env):
     settings = Settings(_env_file=None, state_secret="topsecretvalue123")
     assert "topsecretvalue123" not in repr(settings)
+
+
+# -- python -m server's reading: one line per mistake, in the variables' names -----------------
+
+
+@pytest.mark.parametrize(
+    ("environment", "line"),
+    [
+        (
+            {"MCP_PORT": "abc"},
+            "MCP_PORT='abc' is not valid: use a whole number from 0 to 65535 (default 8000)",
+        ),
+        (
+            {"MCP_KEEPALIVE_S": "0"},
+            "MCP_KEEPALIVE_S='0' is not valid: use a number above 0 (default 15.0)",
+        ),
+        (
+            {"MCP_REDIS_TIMEOUT_S": "100"},
+            "MCP_REDIS_TIMEOUT_S='100' is not valid: use a number above 0, at most 60 "
+            "(default 2.0)",
+        ),
+        (
+            {"MCP_MAX_BODY_BYTES": "10"},
+            "MCP_MAX_BODY_BYTES='10' is not valid: use a whole number of at least 1024 "
+            "(default 4194304)",
+        ),
+        (
+            {"MCP_CACHE_SCOPE": "shared"},
+            "MCP_CACHE_SCOPE='shared' is not valid: use one of public, private (default public)",
+        ),
+        (
+            {"MCP_RECORDS_COMPRESS": "maybe"},
+            "MCP_RECORDS_COMPRESS='maybe' is not valid: use true or false (default true)",
+        ),
+        (
+            {"MCP_REDIS_PREFIX": "a b"},
+            "MCP_REDIS_PREFIX='a b' is not valid: use text of 1 to 64 characters matching "
+            "^[A-Za-z0-9_.:-]+$ (default mcp)",
+        ),
+        (  # two at once, on one line
+            {"MCP_PORT": "-1", "MCP_LOG_FORMAT": "xml"},
+            "MCP_PORT='-1' is not valid: use a whole number from 0 to 65535 (default 8000); "
+            "MCP_LOG_FORMAT='xml' is not valid: use one of text, json (default text)",
+        ),
+        (  # a validator's own message, which names the variable
+            {"MCP_PATH": "/"},
+            "MCP_PATH must name a path below /, such as /mcp",
+        ),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_variable(
+    clean_env, monkeypatch, tmp_path, environment, line
+):
+    monkeypatch.chdir(tmp_path)  # no .env
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings()
+    assert str(refused.value) == line
+
+
+def test_a_secret_value_is_never_repeated(clean_env, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_AUTH_TOKENS", "sha256:not-the-right-shape-hunter2")
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings()
+    assert "hunter2" not in str(refused.value)
+    assert "MCP_AUTH_TOKENS" in str(refused.value)
+
+
+def test_the_placeholder_secret_of_the_examples_is_refused(clean_env):
+    with pytest.raises(ValidationError, match="placeholder from the examples"):
+        Settings(_env_file=None, state_secret="replace-with-the-output-of-openssl-rand-hex-32")
+
+
+def test_unknown_mcp_variables_are_named_with_the_closest_setting():
+    environment = {"MCP_PORTT": "1", "MCP_LOGLEVEL": "x", "MCP_NOTHING_LIKE_IT": "1", "HOME": "/"}
+    assert unknown_variables(environment) == [
+        "MCP_LOGLEVEL is not a setting of this server and is ignored: did you mean MCP_LOG_LEVEL?",
+        "MCP_NOTHING_LIKE_IT is not a setting of this server and is ignored: every setting is "
+        "in .env.example",
+        "MCP_PORTT is not a setting of this server and is ignored: did you mean MCP_PORT?",
+    ]
+    assert unknown_variables({"MCP_PORT": "1", "mcp_host": "x"}) == []
+
+
+def test_unknown_variables_in_the_env_file_are_named_too(clean_env, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("MCP_CATALOGUE=probe\n")
+    assert unknown_variables() == [
+        "MCP_CATALOGUE is not a setting of this server and is ignored: did you mean MCP_CATALOG?"
+    ]
+
+
+def test_the_logging_choice_is_read_alone_and_leniently(clean_env, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_PORT", "not a port")  # the rest need not load
+    monkeypatch.setenv("MCP_LOG_FORMAT", "json")
+    monkeypatch.setenv("MCP_LOG_LEVEL", "debug")
+    assert logging_choice() == ("debug", "json")
+    monkeypatch.setenv("MCP_LOG_LEVEL", "verbose")
+    monkeypatch.setenv("MCP_LOG_FORMAT", "xml")
+    assert logging_choice() == ("info", "text")

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
-from server.errors import McpError, ServiceUnavailable
+from server.errors import ConfigurationError, McpError, ServiceUnavailable
 from server.records.draft import Draft
 from server.security.auth import (
     ANONYMOUS,
@@ -51,6 +51,22 @@ from server.security.networks import in_networks, is_loopback, parse_networks
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Settings that mean something only when callers authenticate (with MCP_AUTH=none set too, the
+# start is refused rather than serving openly). MCP_AUTH_ALGORITHMS has a default, so no.
+AUTH_ONLY = (
+    "auth_tokens",
+    "auth_token_scopes",
+    "auth_required_scopes",
+    "auth_issuer",
+    "auth_audience",
+    "auth_resource",
+    "auth_servers",
+    "auth_jwks_file",
+    "auth_jwks_url",
+)
+# What deploy/mcp.env.example and deploy/k8s/secret.example.yaml ship in MCP_AUTH_TOKENS.
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
 class Gate:
@@ -159,14 +175,26 @@ class Gate:
 
 
 def check_auth_mode(settings: Settings) -> list[str]:
-    """Startup check of the authentication settings: ValueError for a configuration that must
-    not run, and the warnings (to log loudly) for one that runs but deserves attention."""
+    """Startup check of the authentication settings: ConfigurationError for a configuration
+    that must not run, and the warnings (to log loudly) for one that runs but deserves
+    attention."""
     warnings: list[str] = []
     mode = settings.auth
     if mode == "none":
+        configured = [name for name in AUTH_ONLY if getattr(settings, name)]
+        if configured:
+            # Someone meant to authenticate: serving openly instead would be the worst outcome.
+            variables = ", ".join(f"MCP_{name.upper()}" for name in configured)
+            verb = "is" if len(configured) == 1 else "are"
+            raise ConfigurationError(
+                f"MCP_AUTH=none but {variables} {verb} set, so the server would be open to "
+                "anyone: "
+                f"set MCP_AUTH={'jwt' if 'auth_tokens' not in configured else 'tokens'} to "
+                f"check them, or remove {variables}"
+            )
         if not is_loopback(settings.host):
             if not settings.auth_allow_none_non_loopback:
-                raise ValueError(
+                raise ConfigurationError(
                     f"MCP_AUTH=none with MCP_HOST={settings.host}: anyone who reaches the port "
                     "could call every tool. Set MCP_AUTH=tokens or jwt, bind to 127.0.0.1, or "
                     "set MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true for a private deployment with "
@@ -177,13 +205,24 @@ def check_auth_mode(settings: Settings) -> list[str]:
                 "MCP_AUTH_ALLOW_NONE_NON_LOOPBACK=true): every client that reaches this port "
                 "can call every tool. Only run this behind a gate that authenticates. !!!"
             )
-        if settings.auth_tokens or settings.auth_issuer or settings.auth_required_scopes:
-            warnings.append("MCP_AUTH=none: the other MCP_AUTH_* settings are ignored")
         return warnings
-    check_scope_tokens([*settings.auth_required_scopes, *settings.auth_token_scopes])
+    try:
+        check_scope_tokens([*settings.auth_required_scopes, *settings.auth_token_scopes])
+    except ValueError as bad:
+        raise ConfigurationError(
+            f"MCP_AUTH_REQUIRED_SCOPES or MCP_AUTH_TOKEN_SCOPES: {bad}; use OAuth scope names"
+        ) from bad
     if mode == "tokens":
         if not settings.auth_tokens:
-            raise ValueError("MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token)")
+            raise ConfigurationError(
+                "MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token prints one)"
+            )
+        if set(settings.auth_tokens) == {PLACEHOLDER_DIGEST}:
+            warnings.append(
+                "MCP_AUTH_TOKENS holds only the placeholder digest of the examples, which "
+                "matches no token: every request will be refused with 401 (python -m server "
+                "token prints a real one)"
+            )
         lacking = set(settings.auth_required_scopes) - set(settings.auth_token_scopes)
         if lacking:
             warnings.append(
@@ -192,13 +231,15 @@ def check_auth_mode(settings: Settings) -> list[str]:
             )
         return warnings
     if not settings.auth_issuer or not settings.auth_audience:
-        raise ValueError("MCP_AUTH=jwt needs MCP_AUTH_ISSUER and MCP_AUTH_AUDIENCE")
+        raise ConfigurationError("MCP_AUTH=jwt needs MCP_AUTH_ISSUER and MCP_AUTH_AUDIENCE")
     if bool(settings.auth_jwks_file) == bool(settings.auth_jwks_url):
-        raise ValueError("MCP_AUTH=jwt needs exactly one of MCP_AUTH_JWKS_FILE, MCP_AUTH_JWKS_URL")
+        raise ConfigurationError(
+            "MCP_AUTH=jwt needs exactly one of MCP_AUTH_JWKS_FILE, MCP_AUTH_JWKS_URL"
+        )
     if settings.auth_jwks_url:
         url = urlsplit(settings.auth_jwks_url)
         if url.scheme != "https" and not (url.scheme == "http" and is_loopback(url.hostname or "")):
-            raise ValueError("MCP_AUTH_JWKS_URL must be https (http only on loopback)")
+            raise ConfigurationError("MCP_AUTH_JWKS_URL must be https (http only on loopback)")
     return warnings
 
 

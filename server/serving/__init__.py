@@ -12,9 +12,11 @@ graceful timeout cancels whatever is left, which uvicorn answers with a bare 500
 It also tunes the collector once the app has started (:func:`tune_collector`), and keeps the C
 heap's freed memory (:func:`server.serving.heap.keep_freed_heap`): process-wide choices, so
 they are made here, where this server owns the process, never by a component that may be
-embedded in someone else's. The same goes for uvicorn's access log: off below the info level,
-where it would print nothing but still cost every response its formatting (the request records
-are this server's access log), and at info or debug never printing a query string
+embedded in someone else's. The same goes for the log configuration (:mod:`server.logs`: one
+format for uvicorn's lines and ours, all on stderr) and for uvicorn's access log: off below the
+info level, where it would print nothing but still cost every response its formatting, and off
+when the records go to stdout (the request records are this server's access log), and at info
+or debug never printing a query string
 (:class:`NoQueryString`): a token a client put in the URL (``?access_token=``, refused with a
 400) would be written down for anyone reading the log. The records never hold a query string.
 Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's, with one write per
@@ -31,6 +33,7 @@ from types import FrameType
 
 import uvicorn
 
+from server import logs
 from server.app import Application
 from server.serving.heap import keep_freed_heap
 from server.serving.uvicorn_protocol import HttpProtocol
@@ -104,8 +107,11 @@ def server_for(app: Application, **overrides: object) -> Server:
         "root_path": settings.root_path,
         # Below info, uvicorn's access log prints nothing but still formats its arguments for
         # every response (the client address, the quoted path); the request records are the
-        # access log here. At info or debug it stays, for whoever wants both.
-        "access_log": settings.log_level in ("debug", "info"),
+        # access log here. At info or debug it stays, for whoever wants both, unless the
+        # records go to stdout: then they are the access log there, and nothing else is.
+        "access_log": settings.log_level in ("debug", "info") and "stdout" not in settings.records,
+        # Our format (MCP_LOG_FORMAT) for uvicorn's lines too, all of them on stderr.
+        "log_config": logs.dict_config(settings.log_format, settings.log_level),
         # No websockets here: an Upgrade request is answered as plain HTTP.
         "ws": "none",
         # No "server: uvicorn" on every response: it names the software to anyone asking, and

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from server.errors import ConfigurationError
 from server.legacy.sessions import MemorySessionStore, SessionStore
 from server.settings import Settings
 from server.state.bus import Bus, LocalBus
@@ -83,7 +84,7 @@ def shared_state(
         from server.state.redis.sessions import RedisSessionStore
         from server.state.redis.tasks import RedisTaskStore
     except ImportError as missing:
-        raise RuntimeError(
+        raise ConfigurationError(
             "MCP_REDIS_URL is set but the redis package is missing: "
             "pip install 'mcp-http-server[redis]'"
         ) from missing

@@ -19,6 +19,7 @@ from typing import Protocol
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
+from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
@@ -158,6 +159,7 @@ class McpEndpoint:
             ),
             header_text(headers, b"mcp-protocol-version"),
         )
+        bind_request(draft)  # the server's log lines name the request (server.logs)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         try:

@@ -22,8 +22,10 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from server.app import Application, create_app
-from server.settings import Settings
+from server.settings import PLACEHOLDER_SECRET_PREFIX, Settings
 from tests.support.deploy_helpers import ROOT
+from tests.support.polling import wait_until
+from tests.support.redis_server import RedisServer
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -54,14 +56,26 @@ def settings_from(env: dict[str, str]) -> Settings:
         return Settings(_env_file=None)
 
 
-def read_env_file(path: Path) -> dict[str, str]:
+# What an operator puts in place of the examples' placeholder secret (which is refused).
+FILLED_IN_SECRET = "9f0c2d4e6a8b1c3d5e7f9a0b2c4d6e8f"
+
+
+def filled_in(env: dict[str, str]) -> dict[str, str]:
+    """The examples as their instructions say to use them: the placeholder secret replaced."""
+    return {
+        name: FILLED_IN_SECRET if value.startswith(PLACEHOLDER_SECRET_PREFIX) else value
+        for name, value in env.items()
+    }
+
+
+def read_env_file(path: Path, *, as_shipped: bool = False) -> dict[str, str]:
     pairs = {}
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             pairs[name.strip()] = value.strip()
-    return pairs
+    return pairs if as_shipped else filled_in(pairs)
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +86,17 @@ def compose() -> dict[str, Any]:
 
 
 def load_k8s() -> dict[str, dict[str, Any]]:
-    """Every Kubernetes object in deploy/k8s, by kind."""
+    """The server's own Kubernetes objects in deploy/k8s, by kind (not Redis's, nor the
+    kustomization; tests/e2e/test_deploy_cluster.py checks those)."""
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(K8S.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
-            if document:
-                assert document["kind"] not in found, f"two {document['kind']}s"
-                found[document["kind"]] = document
+            if not document or document["kind"] == "Kustomization":
+                continue
+            if document["metadata"]["labels"]["app.kubernetes.io/name"] != "mcp-http-server":
+                continue
+            assert document["kind"] not in found, f"two {document['kind']}s"
+            found[document["kind"]] = document
     return found
 
 
@@ -124,7 +142,7 @@ def k8s_env(k8s: dict[str, dict[str, Any]]) -> dict[str, str]:
             ref = item["valueFrom"]["secretKeyRef"]
             assert ref["name"] == k8s["Secret"]["metadata"]["name"]
             env[item["name"]] = k8s["Secret"]["stringData"][ref["key"]]
-    return env
+    return filled_in(env)
 
 
 # -- nginx config -------------------------------------------------------------------------------
@@ -164,11 +182,21 @@ def size_bytes(value: str) -> int:
 # -- the app, to ask what it serves ------------------------------------------------------------
 
 
+def local_redis(env: dict[str, str], redis_server: RedisServer) -> dict[str, str]:
+    """The manifest's environment with its Redis (a Service name) swapped for the test's."""
+    assert env["MCP_REDIS_URL"].startswith("redis://")
+    return {**env, "MCP_REDIS_URL": redis_server.url}
+
+
 @pytest.fixture
-async def started_app(tmp_path: Path) -> AsyncIterator[Application]:
-    env = {**k8s_env(load_k8s()), "MCP_RECORDS_FILE": str(tmp_path / "records.jsonl")}
+async def started_app(tmp_path: Path, redis_server: RedisServer) -> AsyncIterator[Application]:
+    env = {
+        **local_redis(k8s_env(load_k8s()), redis_server),
+        "MCP_RECORDS_FILE": str(tmp_path / "records.jsonl"),
+    }
     app = create_app(settings_from(env))
     async with app.lifespan(app.starlette):
+        await wait_until(lambda: app.shared.healthy)  # its first PING answered
         yield app
 
 
@@ -203,9 +231,16 @@ def test_compose_parses_with_nginx_two_replicas_and_redis(compose: dict[str, Any
 
 
 def test_k8s_manifests_parse(k8s: dict[str, dict[str, Any]]) -> None:
-    assert set(k8s) == {"Deployment", "Service", "ConfigMap", "Secret"}
+    assert set(k8s) == {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "Secret",
+        "Ingress",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+    }
     for obj in k8s.values():
-        assert obj["apiVersion"] in {"v1", "apps/v1"}
         assert obj["metadata"]["name"] == "mcp-http-server"
     deployment = k8s["Deployment"]["spec"]
     labels = deployment["template"]["metadata"]["labels"]
@@ -232,6 +267,18 @@ def test_every_env_name_in_k8s_is_a_setting(k8s: dict[str, dict[str, Any]]) -> N
     env = k8s_env(k8s)
     assert set(env) <= FIELDS
     settings_from(env)
+
+
+def test_the_examples_secret_as_shipped_is_refused(k8s: dict[str, dict[str, Any]]) -> None:
+    # Copied without filling in, the examples would sign with a key anyone can read here.
+    shipped = [
+        read_env_file(DEPLOY / "mcp.env.example", as_shipped=True),
+        k8s["Secret"]["stringData"],
+    ]
+    for env in shipped:
+        assert env["MCP_STATE_SECRET"].startswith(PLACEHOLDER_SECRET_PREFIX)
+        with pytest.raises(ValueError, match="placeholder from the examples"):
+            settings_from({"MCP_STATE_SECRET": env["MCP_STATE_SECRET"]})
 
 
 def test_replicas_share_the_state_secret_from_an_env_file(compose: dict[str, Any]) -> None:
@@ -303,8 +350,11 @@ async def test_every_probe_path_answers_200_once_the_app_has_started(
 
 
 @pytest.mark.anyio
-async def test_probes_fail_before_the_app_has_started(tmp_path: Path) -> None:
-    app = create_app(settings_from({**k8s_env(load_k8s()), "MCP_RECORDS": "none"}))
+async def test_probes_fail_before_the_app_has_started(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    env = local_redis(k8s_env(load_k8s()), redis_server)
+    app = create_app(settings_from({**env, "MCP_RECORDS": "none"}))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://pod") as client:
         assert (await client.get("/readyz")).status_code == 503
@@ -313,11 +363,14 @@ async def test_probes_fail_before_the_app_has_started(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_readiness_fails_at_start_when_the_records_folder_is_not_writable(
-    tmp_path: Path,
+    tmp_path: Path, redis_server: RedisServer
 ) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the records folder should be")
-    env = {**k8s_env(load_k8s()), "MCP_RECORDS_FILE": str(blocked / "mcp-requests.jsonl")}
+    env = {
+        **local_redis(k8s_env(load_k8s()), redis_server),
+        "MCP_RECORDS_FILE": str(blocked / "mcp-requests.jsonl"),
+    }
     app = create_app(settings_from(env))
     async with app.lifespan(app.starlette):
         transport = httpx.ASGITransport(app=app)

@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from server.__main__ import main
-from server.errors import http_status
+from server.errors import ConfigurationError, http_status
 from server.security import auth
 from server.security.auth import (
     ANONYMOUS,
@@ -346,6 +346,32 @@ def test_none_on_a_public_address_when_allowed_warns_loudly():
     warnings = check_auth_mode(make_settings(host="0.0.0.0", auth_allow_none_non_loopback=True))
     assert len(warnings) == 1
     assert "AUTHENTICATION IS OFF" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variables", "mode"),
+    [
+        ({"auth_tokens": "sha256:" + "1" * 64}, "MCP_AUTH_TOKENS is", "tokens"),
+        ({"auth_issuer": "https://id.example.com"}, "MCP_AUTH_ISSUER is", "jwt"),
+        (
+            {"auth_jwks_url": "https://id.example.com/jwks", "auth_required_scopes": "mcp"},
+            "MCP_AUTH_REQUIRED_SCOPES, MCP_AUTH_JWKS_URL are",
+            "jwt",
+        ),
+    ],
+)
+def test_none_with_settings_that_only_authentication_reads_is_refused(overrides, variables, mode):
+    # Someone meant to authenticate: serving openly (with a warning) would be the worst outcome.
+    with pytest.raises(ConfigurationError) as refused:
+        check_auth_mode(make_settings(**overrides))
+    assert str(refused.value).startswith(f"MCP_AUTH=none but {variables} set, so the server")
+    assert f"set MCP_AUTH={mode} to check them" in str(refused.value)
+
+
+def test_the_placeholder_token_digest_of_the_examples_is_a_warning():
+    placeholder = "sha256:" + "0" * 64
+    (warning,) = check_auth_mode(make_settings(auth="tokens", auth_tokens=placeholder))
+    assert "placeholder digest" in warning
 
 
 def test_tokens_mode_checks():

@@ -424,7 +424,7 @@ async def main():
     try:
         create_app(Settings(_env_file=None, records=["none"], redis_url="redis://127.0.0.1:1/0",
                             state_secret="0123456789abcdef0123"))
-    except RuntimeError as refused:
+    except ValueError as refused:  # a ConfigurationError
         print("refused:", refused)
 
 asyncio.run(main())

@@ -8,6 +8,7 @@ optional; ``none`` writes nothing. What a sink is: :mod:`server.records.sinks.ba
 
 from __future__ import annotations
 
+from server.errors import ConfigurationError
 from server.records.sinks.base import Sink
 from server.records.sinks.file import JsonlFileSink, StdoutSink
 
@@ -25,7 +26,7 @@ def build_sinks(
     redis_timeout_s: float = 2.0,
 ) -> list[Sink]:
     if len(set(names)) != len(names):
-        raise ValueError(f"MCP_RECORDS names a sink twice: {','.join(names)}")
+        raise ConfigurationError(f"MCP_RECORDS names a sink twice: {','.join(names)}")
     sinks: list[Sink] = []
     for name in names:
         if name == "file":
@@ -37,17 +38,19 @@ def build_sinks(
         elif name == "redis":
             sinks.append(_redis_sink(redis_url, redis_key, redis_maxlen, redis_timeout_s))
         elif name != "none":
-            raise ValueError(f"unknown record sink {name!r}: use file, stdout, redis or none")
+            raise ConfigurationError(
+                f"unknown record sink {name!r}: use file, stdout, redis or none in MCP_RECORDS"
+            )
     return sinks
 
 
 def _redis_sink(url: str, key: str, maxlen: int, timeout_s: float) -> Sink:
     if not url:
-        raise ValueError("MCP_RECORDS=redis needs MCP_REDIS_URL (redis://host:port/db)")
+        raise ConfigurationError("MCP_RECORDS=redis needs MCP_REDIS_URL (redis://host:port/db)")
     try:
         from server.records.sinks.redis import RedisStreamSink
     except ImportError as missing:
-        raise ValueError(
+        raise ConfigurationError(
             "MCP_RECORDS=redis needs the redis package: pip install 'mcp-http-server[redis]'"
         ) from missing
     return RedisStreamSink(url, key=key, maxlen=maxlen, timeout_s=timeout_s)

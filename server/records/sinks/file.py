@@ -38,12 +38,17 @@ class PartlyWritten(OSError):
 class StdoutSink:
     name = "stdout"
 
+    def __init__(self) -> None:
+        # The stdout of when it was made: ``python -m server`` then points sys.stdout at
+        # stderr, so that nothing but records reaches the real one.
+        self._out = sys.stdout.buffer
+
     def write(self, lines: list[bytes]) -> None:
-        sys.stdout.buffer.write(b"".join(lines))
-        sys.stdout.buffer.flush()
+        self._out.write(b"".join(lines))
+        self._out.flush()
 
     def close(self) -> None:
-        sys.stdout.buffer.flush()
+        self._out.flush()
 
 
 # Rotation compresses in the record writer, which shares a CPU with the event loop: zlib's

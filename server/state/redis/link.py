@@ -11,6 +11,7 @@ marks the link lost: readiness fails and, when Redis answers again, the bus resy
 read-only replica) proves the connection works: the command fails (logged, 503 to the
 request), and the link stays connected, so one bad command never takes the replica out of
 rotation nor makes every stream re-read its lists.
+Each change is one log line: unreachable at start, lost, and back (:meth:`lost`, :meth:`seen`).
 A monitor pings Redis (every second while it is away, every few seconds otherwise), so
 readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
 when it is back (the bus resubscribes and tells local streams to re-read what they may have
@@ -28,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -74,6 +76,10 @@ class RedisLink:
             max_connections=256,
         )
         self.connected = False
+        self.ever_connected = False
+        # For the log: where Redis is, never the URL (it may hold a password).
+        address = urlsplit(url)
+        self.where = f"{address.hostname or address.path}:{address.port or 6379}"
         self.last_error: str | None = "not connected yet"
         self.lost_at: float | None = None
         self._reconnect_listeners: list[Callable[[], None]] = []
@@ -119,7 +125,18 @@ class RedisLink:
 
     def lost(self, failure: BaseException) -> None:
         if self.connected:
-            log.error("Redis is unreachable (%s); shared-state requests get 503", failure)
+            log.error(
+                "Redis at %s is unreachable (%s); shared-state requests get 503",
+                self.where,
+                failure,
+            )
+        elif not self.ever_connected and self.lost_at is None:
+            log.error(
+                "Redis at %s is unreachable at start (%s); shared-state requests get 503 "
+                "until it answers",
+                self.where,
+                failure,
+            )
         self.connected = False
         self.last_error = f"{type(failure).__name__}: {failure}" if str(failure) else repr(failure)
         if self.lost_at is None:
@@ -129,12 +146,12 @@ class RedisLink:
         if self.connected:
             return
         was_lost = self.lost_at is not None
-        self.connected = True
+        self.connected = self.ever_connected = True
         self.last_error = None
         self.lost_at = None
         if not was_lost:
             return  # the first connection: nothing was missed
-        log.warning("Redis answers again; shared state is back")
+        log.warning("Redis at %s answers again; shared state is back", self.where)
         for listener in list(self._reconnect_listeners):
             try:
                 listener()

@@ -6,6 +6,7 @@ in a ``finally``. Every test has its own key prefix.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -248,3 +249,45 @@ async def test_the_monitor_notices_redis_going_and_coming_back(
     started = time.monotonic()
     await link.close()
     assert time.monotonic() - started < 1
+
+
+# -- what the log says ----------------------------------------------------------------------------
+
+
+def link_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "server.state.redis.link"]
+
+
+async def test_unreachable_at_start_is_one_line_however_often_it_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()
+    link = RedisLink(
+        f"redis://:hunter2@127.0.0.1:{port}/0", prefix=fresh_prefix(), timeout_s=TIMEOUT_S
+    )
+    caplog.set_level(logging.INFO, logger="server.state.redis.link")
+    try:
+        for _ in range(3):
+            await expect_unavailable(link, link.client.ping())
+    finally:
+        await link.close()
+    (line,) = link_lines(caplog)
+    assert line.startswith(f"Redis at 127.0.0.1:{port} is unreachable at start (")
+    assert "hunter2" not in line  # never the URL, which may hold a password
+
+
+async def test_lost_and_back_are_one_line_each(
+    link: RedisLink, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="server.state.redis.link")
+    await link.run(link.client.ping())
+    assert link_lines(caplog) == []  # the first connection says nothing
+    with redis_server.stopped():
+        for _ in range(3):
+            await expect_unavailable(link, link.client.ping())
+    await link.run(link.client.ping())
+    await link.run(link.client.ping())
+    where = f"127.0.0.1:{redis_server.port}"
+    lost, back = link_lines(caplog)
+    assert lost.startswith(f"Redis at {where} is unreachable (")
+    assert back == f"Redis at {where} answers again; shared state is back"

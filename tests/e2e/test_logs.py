@@ -1,0 +1,182 @@
+"""A real ``python -m server``'s two outputs: stdout holds records only, stderr the log lines.
+
+With ``MCP_RECORDS=stdout`` every line of stdout, first to last, is a request record (JSON
+Lines), even at the debug level (where uvicorn's access log would be on) and with a catalog
+that prints. With ``MCP_LOG_FORMAT=json`` every log line on stderr, uvicorn's included, is one
+JSON object, and a line logged inside a request names it (the same ``request_id`` as its
+record, era, method, session, client). With ``text``, uvicorn's lines take our format too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.deploy_helpers import (
+    INITIALIZE,
+    ROOT,
+    free_port,
+    legacy_headers,
+    modern_call,
+    modern_headers,
+    stop_process,
+)
+
+CLIENT = {"name": "log-tests", "version": "1.0"}
+# What the noisy catalog prints (tests/support/noisy_catalog.py): never on stdout.
+STRAY_PRINTS = ("noisy catalog imported", "shouting loud")
+
+
+@contextlib.contextmanager
+def server(tmp_path: Path, **settings: str) -> Iterator[str]:
+    """``python -m server`` with its stdout and stderr kept apart; yields its URL."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "MCP_PORT": str(port),
+            "MCP_STATE_SECRET": "0123456789abcdef0123456789abcdef",
+            "MCP_CATALOG": "tests.support.noisy_catalog:catalog",
+            **settings,
+        }
+    )
+    with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "server"], cwd=tmp_path, env=env, stdout=out, stderr=err
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            assert process.poll() is None, (tmp_path / "err").read_text()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, (tmp_path / "err").read_text()
+            time.sleep(0.05)
+        yield url
+    finally:
+        stop_process(process)
+    assert process.returncode == 0, (tmp_path / "err").read_text()
+
+
+def call(client: httpx.Client, url: str, name: str, arguments: dict[str, Any], id: str) -> Any:
+    message = modern_call(name, arguments, id, **{"io.modelcontextprotocol/clientInfo": CLIENT})
+    answer = client.post(f"{url}/mcp", json=message, headers=modern_headers(message))
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def exercise(url: str) -> tuple[int, str]:
+    """Requests of every kind (modern, legacy with a session, refused); how many reached the
+    endpoint, and the legacy session's id."""
+    with httpx.Client(timeout=10) as client:
+        call(client, url, "shout", {"text": "loud"}, "shout-1")
+        call(client, url, "warn", {"text": "modern"}, "warn-1")
+        assert call(client, url, "crash", {}, "crash-1")["result"]["isError"] is True
+        opened = client.post(f"{url}/mcp", json=INITIALIZE, headers=legacy_headers())
+        session_id = opened.headers["mcp-session-id"]
+        warned = client.post(
+            f"{url}/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": "warn-2",
+                "method": "tools/call",
+                "params": {"name": "warn", "arguments": {"text": "legacy"}},
+            },
+            headers=legacy_headers(session_id),
+        )
+        assert warned.status_code == 200, warned.text
+        refused = client.post(f"{url}/mcp", content=b"{not json", headers=legacy_headers())
+        assert refused.status_code == 400
+        assert client.get(f"{url}/healthz").status_code == 200
+    return 6, session_id
+
+
+def test_stdout_is_json_lines_of_records_from_first_line_to_last(tmp_path: Path) -> None:
+    with server(
+        tmp_path, MCP_RECORDS="stdout", MCP_LOG_FORMAT="json", MCP_LOG_LEVEL="debug"
+    ) as url:
+        expected, _session = exercise(url)
+    stdout = (tmp_path / "out").read_text()
+    lines = stdout.splitlines()
+    assert stdout.endswith("\n")
+    records = [json.loads(line) for line in lines]  # every line, the first to the last
+    assert all(record["v"] == 1 for record in records), records
+    assert len([r for r in records if r["kind"] == "request"]) == expected
+    stderr = (tmp_path / "err").read_text()
+    for printed in STRAY_PRINTS:
+        assert printed not in stdout
+        assert printed in stderr  # moved, not lost
+
+
+def test_json_log_lines_name_their_request(tmp_path: Path) -> None:
+    with server(tmp_path, MCP_RECORDS="stdout", MCP_LOG_FORMAT="json") as url:
+        _expected, session_id = exercise(url)
+    records = {
+        r["jsonrpc_id"]: r
+        for r in map(json.loads, (tmp_path / "out").read_text().splitlines())
+        if r.get("jsonrpc_id")
+    }
+    lines = [
+        line for line in (tmp_path / "err").read_text().splitlines() if line not in STRAY_PRINTS
+    ]
+    logged = [json.loads(line) for line in lines]  # every log line is one JSON object
+    for line in logged:
+        assert {"time", "level", "logger", "message"} <= set(line), line
+        assert line["time"].endswith("Z")
+    assert {"uvicorn.error", "server.catalog.tools", "noisy_catalog"} <= {
+        line["logger"] for line in logged
+    }
+    assert any(line["message"].startswith("Started server process") for line in logged)
+    assert "request_id" not in next(line for line in logged if line["logger"] == "uvicorn.error")
+
+    (modern,) = [line for line in logged if line["message"] == "warned about modern"]
+    assert modern["request_id"] == records["warn-1"]["request_id"]
+    assert (modern["era"], modern["method"], modern["client_name"]) == (
+        "modern",
+        "tools/call",
+        "log-tests",
+    )
+    assert "session_id" not in modern
+    (legacy,) = [line for line in logged if line["message"] == "warned about legacy"]
+    assert legacy["request_id"] == records["warn-2"]["request_id"]
+    assert (legacy["era"], legacy["session_id"], legacy["client_name"]) == (
+        "legacy",
+        session_id,
+        "deploy-tests",  # the session's, from its initialize
+    )
+    (crashed,) = [line for line in logged if line["message"] == "tool crash raised"]
+    assert crashed["request_id"] == records["crash-1"]["request_id"]
+    assert crashed["level"] == "error"
+    assert "Traceback" in crashed["exception"]
+    assert "the noisy catalog crashed\non two lines" in crashed["exception"]
+
+
+def test_text_log_gives_uvicorns_lines_our_format(tmp_path: Path) -> None:
+    with (
+        server(tmp_path, MCP_RECORDS="none", MCP_LOG_LEVEL="info") as url,
+        httpx.Client(timeout=10) as client,
+    ):
+        call(client, url, "warn", {"text": "text"}, "warn-1")
+    stderr = (tmp_path / "err").read_text().splitlines()
+    started = [line for line in stderr if "Started server process" in line]
+    assert len(started) == 1
+    assert " INFO uvicorn.error: Started server process" in started[0]
+    assert not [line for line in stderr if line.startswith("INFO:")]  # uvicorn's own format
+    (warned,) = [line for line in stderr if "warned about text" in line]
+    assert " WARNING noisy_catalog: warned about text [request_id=" in warned
+    assert "era=modern method=tools/call client_name=log-tests]" in warned
+    # Without stdout records, uvicorn's access log stays at info, on stderr like the rest.
+    assert any('"POST /mcp HTTP/1.1" 200' in line for line in stderr)
+    assert (tmp_path / "out").read_text() == "noisy catalog imported\n"

@@ -1,0 +1,136 @@
+"""server.logs: the JSON and text formats, and the request a line belongs to."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import sys
+
+import pytest
+
+from server import logs
+from server.records.draft import Draft
+
+
+def record(message: str = "hello %s", *args: object, **extra: object) -> logging.LogRecord:
+    made = logging.LogRecord("server.test", logging.WARNING, __file__, 1, message, args, None)
+    made.__dict__.update(extra)
+    return made
+
+
+def draft() -> Draft:
+    return Draft("POST", "/mcp", "agent/1", "127.0.0.1", "2026-07-28")
+
+
+def in_fresh_context(function):  # type: ignore[no-untyped-def]
+    """Run ``function`` in a copy of the context, as uvicorn runs each request in its task."""
+    return contextvars.copy_context().run(function)
+
+
+def test_a_json_line_has_time_level_logger_and_message() -> None:
+    line = json.loads(logs.JsonFormatter().format(record("hello %s", "world", request={})))
+    assert line["level"] == "warning"
+    assert line["logger"] == "server.test"
+    assert line["message"] == "hello world"
+    assert line["time"].endswith("Z")
+    assert line["time"][10] == "T"
+    assert set(line) == {"time", "level", "logger", "message"}
+
+
+def test_a_traceback_stays_on_the_one_json_line() -> None:
+    try:
+        raise RuntimeError("first\nsecond")
+    except RuntimeError:
+        failed = record("it broke", exc_info=sys.exc_info())
+    text = logs.JsonFormatter().format(failed)
+    assert "\n" not in text
+    line = json.loads(text)
+    assert line["exception"].startswith("Traceback (most recent call last)")
+    assert "RuntimeError: first\nsecond" in line["exception"]
+
+
+def test_outside_a_request_a_line_names_none() -> None:
+    def outside() -> dict[str, str]:
+        line = record()
+        assert logs.RequestFields().filter(line) is True
+        return line.request  # type: ignore[attr-defined,no-any-return]
+
+    assert in_fresh_context(outside) == {}
+
+
+def test_a_line_names_its_request_as_far_as_it_is_known_when_logged() -> None:
+    request = draft()
+
+    def inside() -> tuple[dict[str, str], dict[str, str]]:
+        logs.bind_request(request)
+        early = logs.request_fields()
+        request.era, request.method = "legacy", "tools/call"
+        request.session_id, request.client_name = "s-1", "claude-code"
+        return early, logs.request_fields()
+
+    early, later = in_fresh_context(inside)
+    assert early == {"request_id": request.request_id}
+    assert later == {
+        "request_id": request.request_id,
+        "era": "legacy",
+        "method": "tools/call",
+        "session_id": "s-1",
+        "client_name": "claude-code",
+    }
+    line = record()
+    in_fresh_context(lambda: (logs.bind_request(request), logs.RequestFields().filter(line)))
+    assert json.loads(logs.JsonFormatter().format(line))["session_id"] == "s-1"
+
+
+def test_tasks_a_request_starts_inherit_it_and_other_requests_do_not_see_it() -> None:
+    async def main() -> tuple[dict[str, str], dict[str, str]]:
+        request = draft()
+
+        async def serve() -> dict[str, str]:
+            logs.bind_request(request)
+            # A handler task, as the dispatcher starts one per call.
+            return await asyncio.create_task(asyncio.sleep(0, logs.request_fields()))
+
+        async def other() -> dict[str, str]:
+            await asyncio.sleep(0)
+            return logs.request_fields()
+
+        return await asyncio.gather(asyncio.create_task(serve()), asyncio.create_task(other()))
+
+    inherited, unrelated = in_fresh_context(lambda: asyncio.run(main()))
+    assert set(inherited) == {"request_id"}
+    assert unrelated == {}
+
+
+def test_the_text_format_adds_the_request_in_brackets() -> None:
+    formatter = logs.TextFormatter()
+    plain = formatter.format(record(request={}))
+    assert plain.endswith(" WARNING server.test: hello %s")
+    named = formatter.format(record(request={"request_id": "ab", "method": "ping"}))
+    assert named.endswith(" WARNING server.test: hello %s [request_id=ab method=ping]")
+
+
+def test_the_config_sends_uvicorns_lines_to_the_one_stderr_handler(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    uvicorn = logging.getLogger("uvicorn.error")
+    saved_uvicorn = (uvicorn.handlers[:], uvicorn.propagate, uvicorn.level)
+    uvicorn.handlers = [logging.StreamHandler(sys.stdout)]  # as uvicorn's default config has it
+    uvicorn.setLevel(logging.INFO)  # (an earlier uvicorn in this process may have set another)
+    try:
+        logs.configure("json", "info")
+        uvicorn.info("Started server process [1]")
+        logging.getLogger("server.x").debug("below the level")
+        captured = capsys.readouterr()
+    finally:
+        root.handlers, root.level = saved
+        uvicorn.handlers, uvicorn.propagate = saved_uvicorn[:2]
+        uvicorn.setLevel(saved_uvicorn[2])
+        logging.captureWarnings(False)
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert json.loads(line)["logger"] == "uvicorn.error"
