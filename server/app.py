@@ -12,6 +12,11 @@ as its own (``FastAPI(lifespan=mcp.lifespan)``), and until it does every request
 503 with that fix named, and a warning logged (:data:`NOT_STARTED`). On SIGTERM the lifespan
 hears of the exit before the server's graceful wait (:mod:`server.exit_signals`), unless the
 server says it tells the app itself (:mod:`server.serving`).
+
+The module is a little over 400 lines: building every part from the settings, in the order
+they depend on each other, is one sequence that reads best in one place. What can stand on
+its own lives elsewhere (the probes in :mod:`server.transport.health`, the live report in
+:mod:`server.report.live`, finding a catalog in :mod:`server.catalog.loading`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from server.catalog.loading import load_catalog
 from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
 from server.exit_signals import ExitSignals
-from server.hub import Hub
+from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
@@ -52,6 +57,8 @@ from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
+from server.tasks.model import TaskLimits
+from server.tasks.service import TaskService
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.health import Probes
@@ -107,6 +114,20 @@ class Application:
             ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
         )
         self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
+        self.tasks = TaskService(
+            self.shared.tasks,
+            TaskLimits(
+                default_ttl_ms=int(settings.task_ttl_s * 1000),
+                min_ttl_ms=int(settings.task_ttl_min_s * 1000),
+                max_ttl_ms=int(settings.task_ttl_max_s * 1000),
+                poll_ms=settings.task_poll_interval_ms,
+                lease_s=settings.task_lease_s,
+                per_client=settings.max_tasks_per_client,
+                total=settings.max_tasks,
+                max_result_bytes=settings.task_result_max_bytes,
+            ),
+            announce=self.shared.bus.publish,
+        )
         self.sessions = self.shared.store
         legacy_era = LegacyEra(
             catalog,
@@ -118,6 +139,7 @@ class Application:
                 if settings.legacy_default_log_level == "off"
                 else settings.legacy_default_log_level
             ),
+            tasks=self.tasks,
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -128,7 +150,10 @@ class Application:
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus)
+        # A task's new state (here or announced by another replica) reaches the streams that
+        # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
+        self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
+        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -137,6 +162,7 @@ class Application:
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope,
+            tasks=self.tasks,
         )
         privacy = Privacy(
             redact=tuple(
@@ -221,6 +247,8 @@ class Application:
         self._not_started_warned = False
         # Armed by begin_shutdown: when it fires, the calls still running are ended.
         self._drain_deadline: asyncio.TimerHandle | None = None
+        # Started by begin_shutdown: running tasks finish, or are failed, within the drain.
+        self._tasks_drained: asyncio.Future[None] | None = None
         probes = Probes(self, self.recorder, self.shared, self.gate)
         self.starlette = Starlette(
             routes=[
@@ -280,12 +308,15 @@ class Application:
             if not self.server_tells_shutdown:
                 wrapped = self.exit_signals.install()
                 log.debug("exit signals heard first: %s", [sig.name for sig in wrapped])
+            self.tasks.closing = False  # (again, after a drain: an app may be started twice)
             self.ready = self.started = True
             try:
                 yield
             finally:
                 self.exit_signals.uninstall()
                 self.begin_shutdown()
+                if self._tasks_drained is not None:
+                    await self._tasks_drained
                 expiry.cancel()
                 self.runtimes.end_all()
                 unsubscribe()
@@ -297,6 +328,7 @@ class Application:
                 if self._drain_deadline is not None:
                     self._drain_deadline.cancel()
                     self._drain_deadline = None  # a later start drains afresh
+                self._tasks_drained = None
                 self.started = False
 
     async def expire_sessions(self) -> None:
@@ -337,6 +369,9 @@ class Application:
         if self._drain_deadline is None:
             delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
             self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)
+            # Running tasks get the drain time to finish alongside the calls in flight (a
+            # second is kept to write the rest failed, for the other replicas to report).
+            self._tasks_drained = asyncio.ensure_future(self.tasks.drain(max(0.0, delay - 1.0)))
 
     def end_calls(self) -> int:
         """The drain deadline: every call still running, in either era, ends at once with a

@@ -55,8 +55,10 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("errors", "protocol", "asgi", "aio", "exit_signals", "settings", "logs", "call_note"),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
-    # 2: the methods both eras share, cursors, fan-out of changes to open streams
-    ("dispatch", "pagination", "hub"),
+    # 2: the methods both eras share, cursors, fan-out of changes to open streams, and tasks
+    # (long-running calls either era starts and any replica serves; sans-IO, their store is
+    # an interface whose flavours live in state/)
+    ("dispatch", "pagination", "hub", "tasks"),
     # 3: the two eras (sans-IO) and the request records
     ("modern", "legacy", "records"),
     # 4: shared state (memory or Redis) and who may call how much

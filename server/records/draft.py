@@ -80,6 +80,8 @@ class Draft:
     # What a tool call, prompt get or resource read named and came to (server.call_note).
     target: str | None = None
     outcome: str | None = None
+    # The task this request created or looked at, as the answer left it: {"id", "status"}.
+    task: dict[str, str] | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -199,6 +201,8 @@ class Draft:
         if self.method in CALL_METHODS:
             record["target"] = self.target
             record["outcome"] = self.call_outcome()
+        if self.task is not None:
+            record["task"] = self.task
         return record
 
     def stream_record(self) -> dict[str, Any]:

@@ -231,6 +231,8 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         if draft.method in CALL_METHODS:
             record["target"] = draft.target
             record["outcome"] = draft.call_outcome()
+        if draft.task is not None:
+            record["task"] = draft.task
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None

@@ -25,7 +25,14 @@ import orjson
 
 from server.records.schema import SCHEMA_VERSION
 from server.report.build import build_report
-from server.report.counters import MAX_CLIENTS, OVERFLOW_NAME, ClientKey, ClientStats, Tally
+from server.report.counters import (
+    MAX_CLIENTS,
+    OVERFLOW_NAME,
+    ClientKey,
+    ClientStats,
+    Tally,
+    follow_task,
+)
 from server.report.measures import BUCKETS_PER_DOUBLING as _PER_DOUBLING
 from server.report.measures import CALL_METHODS
 from server.report.measures import bucket as _bucket
@@ -191,6 +198,9 @@ class Aggregator(Tally):
         session = get("session_id")
         if type(session) is str and len(stats.sessions) < MAX_SESSIONS:
             stats.sessions.add(session)
+        task = get("task")
+        if task is not None:
+            follow_task(stats.tasks, task)
         streaming = get("streaming") is True
         duration: Any = get("duration_ms")
         if not streaming and method is not None and type(duration) in _NUMBERS:

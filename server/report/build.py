@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from server.report.counters import NO_FIRST, ClientStats, Tally
+from server.report.counters import NO_FIRST, ClientStats, Tally, tally
 from server.report.features import features
 from server.report.measures import OUTCOMES, error_name, latency, merge, merged
 from server.report.model import (
@@ -184,6 +184,7 @@ def client_report(stats: ClientStats, client_id: str, aggregator: Tally) -> Clie
         streams=stats.streams,
         stream_events=stats.stream_events,
         stream_ends=by_count(stats.stream_ends),
+        tasks=by_count(tally(stats.tasks)),
     )
 
 

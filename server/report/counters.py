@@ -49,6 +49,7 @@ class ClientStats:
         "stream_ends",
         "stream_events",
         "streams",
+        "tasks",
         "ttfb",
         "verbs",
     )
@@ -83,6 +84,8 @@ class ClientStats:
         self.ttfb: dict[str, Histogram] = {}
         # Listen requests that asked for resource updates (the 2026-07-28 subscriptions).
         self.listen_resources = 0
+        # Task id -> the last status a record showed (an ended task's status is kept).
+        self.tasks: dict[str, str] = {}
 
 
 class Tally:
@@ -105,3 +108,29 @@ class Tally:
         self.unknown_version = 0
         self.unknown_kind = 0
         self.filtered_out = 0
+
+
+# Tasks followed per client (their last status seen); past it, new ones are not followed.
+MAX_TASKS_PER_CLIENT = 100_000
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def follow_task(tasks: dict[str, str], task: Any) -> None:
+    """A record's word on a task: its status now, unless the task was seen ending already."""
+    if type(task) is not dict:
+        return
+    task_id, status = task.get("id"), task.get("status")
+    if type(task_id) is not str or type(status) is not str:
+        return
+    known = tasks.get(task_id)
+    if known is None and len(tasks) >= MAX_TASKS_PER_CLIENT:
+        return
+    if known not in _TERMINAL:
+        tasks[task_id] = status
+
+
+def tally(statuses: dict[str, str]) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for status in statuses.values():
+        counted[status] = counted.get(status, 0) + 1
+    return counted

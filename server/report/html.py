@@ -41,6 +41,7 @@ from server.report.render import (
     period,
     plain,
     stream_text,
+    task_text,
     who,
 )
 
@@ -342,6 +343,7 @@ def details(client: ClientReport) -> list[str]:
         ("other requests", other_text(client) or "-"),
         ("errors", error_text(client)),
         ("streams", stream_text(client)),
+        ("tasks", task_text(client)),
     ]
     out += [f"<dt>{name}</dt><dd>{h(text, 2000)}</dd>" for name, text in rows]
     out.append(f"<dt>latest capabilities</dt><dd><code>{h(compact(client.capabilities), 2000)}")

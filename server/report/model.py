@@ -73,6 +73,8 @@ class ClientReport:
     streams: int
     stream_events: int
     stream_ends: dict[str, int]
+    # Tasks by the last status their records showed (created: "working", then what polls saw).
+    tasks: dict[str, int]
 
     @property
     def label(self) -> str:

@@ -182,6 +182,7 @@ def client_json(client: ClientReport) -> dict[str, Any]:
             "events": client.stream_events,
             "end": client.stream_ends,
         },
+        "tasks": client.tasks,
     }
 
 
@@ -303,6 +304,13 @@ def stream_text(client: ClientReport) -> str:
         f"{client.streams:,} streams, {client.stream_events:,} events; "
         f"ended {counts(client.stream_ends)}"
     )
+
+
+def task_text(client: ClientReport) -> str:
+    """The client's tasks by the last status its requests saw."""
+    if not client.tasks:
+        return "none"
+    return f"{sum(client.tasks.values()):,}: last seen {counts(client.tasks)}"
 
 
 def other_text(client: ClientReport) -> str:

@@ -31,6 +31,7 @@ from server.report.render import (
     period,
     plain,
     stream_text,
+    task_text,
 )
 
 # -- terminal table ------------------------------------------------------------------------
@@ -155,6 +156,7 @@ def table_block(client: ClientReport) -> list[str]:
         out += field("not advertised", ", ".join(map(plain, client.not_advertised)))
     out += field("errors", error_text(client))
     out += field("streams", stream_text(client))
+    out += field("tasks", task_text(client))
     out.append("")
     return out
 
@@ -288,4 +290,5 @@ def render_markdown(report: Report) -> str:
             out.append(f"- **Requested, not advertised:** {md_list(client.not_advertised)}")
         out.append(f"- **Errors:** {md(error_text(client))}")
         out.append(f"- **Streams:** {md(stream_text(client))}")
+        out.append(f"- **Tasks:** {md(task_text(client))}")
     return "\n".join(out) + "\n"

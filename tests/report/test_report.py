@@ -18,6 +18,7 @@ import pytest
 
 import server.__main__ as entry
 from server.report import aggregate as report_module
+from server.report import counters as report_counters
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
 from server.report.html import render_html
@@ -630,3 +631,41 @@ def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     assert entry.main([]) == 0
     assert entry.main(["serve"]) == 0
     assert calls == ["serve", "serve"]
+
+
+def test_tasks_are_counted_by_the_last_status_their_records_showed() -> None:
+    def with_task(method: str, task_id: str, status: str, time: str) -> dict[str, Any]:
+        record = request(method, time=time)
+        record["task"] = {"id": task_id, "status": status}
+        return record
+
+    data = jsonl(
+        with_task("tools/call", "a", "working", "2026-11-30T06:00:00.000Z"),
+        with_task("tasks/get", "a", "input_required", "2026-11-30T06:00:01.000Z"),
+        with_task("tasks/get", "a", "completed", "2026-11-30T06:00:02.000Z"),
+        # An ended task stays ended, whatever a record that arrives late says.
+        with_task("tasks/get", "a", "working", "2026-11-30T06:00:01.500Z"),
+        with_task("tools/call", "b", "working", "2026-11-30T06:00:03.000Z"),
+        with_task("tasks/cancel", "b", "cancelled", "2026-11-30T06:00:04.000Z"),
+        with_task("tools/call", "c", "working", "2026-11-30T06:00:05.000Z"),
+        {**request("tasks/get"), "task": {"id": 5, "status": "odd"}},  # not a task: ignored
+    )
+    report = aggregate(data)
+    found = client(report, "claude-code")
+    assert found.tasks == {"cancelled": 1, "completed": 1, "working": 1}
+    assert found.methods["tasks/get"].requests == 4
+    assert to_json(report)["clients"][0]["tasks"] == found.tasks
+    table = render_table(report)
+    assert "tasks            3: last seen cancelled 1, completed 1, working 1" in table
+    assert "**Tasks:** 3: last seen" in render_markdown(report)
+    assert "3: last seen" in render_html(report)
+
+
+def test_tasks_followed_per_client_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report_counters, "MAX_TASKS_PER_CLIENT", 2)
+    records = []
+    for task_id in ("a", "b", "c"):
+        record = request("tools/call")
+        record["task"] = {"id": task_id, "status": "working"}
+        records.append(record)
+    assert client(aggregate(jsonl(*records)), "claude-code").tasks == {"working": 2}
