@@ -13,12 +13,18 @@ A handler declares a parameter typed :class:`Context` and uses one API whatever 
 
 Asking for something the client did not declare raises
 :class:`~server.errors.MissingClientCapability` before anything is sent.
+
+Who is calling and how: ``ctx.caller`` (the authenticated :class:`Caller`: subject, scopes,
+verified claims; None when anonymous), ``ctx.headers`` (the request's headers by lower-case name,
+built on first read, never ``Authorization`` or cookies), ``ctx.session_id`` (legacy era) and
+``ctx.record_id`` (the ``request_id`` of this request's record and log lines).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Protocol
 
 from server.errors import MissingClientCapability
@@ -139,6 +145,36 @@ class Roots(InputRequest):
         return roots
 
 
+class Caller(Protocol):
+    """Who is calling, as the server authenticated them (``server.security.auth.Principal``)."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def scopes(self) -> frozenset[str]: ...
+    @property
+    def claims(self) -> Mapping[str, Any]: ...
+
+
+# Credentials stay with the server: a handler never sees them, whatever it logs or forwards.
+_HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+def visible_headers(raw: Mapping[bytes, bytes] | None) -> Mapping[str, str]:
+    """The request headers a handler may read: text by lower-case name, read-only, credentials
+    left out."""
+    if not raw:
+        return _NO_HEADERS
+    return MappingProxyType(
+        {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in raw.items()
+            if name not in _HIDDEN_HEADERS
+        }
+    )
+
+
 class Exchange(Protocol):
     """The era-specific channel a Context talks through."""
 
@@ -168,9 +204,26 @@ class Context:
     # Kept across input-required rounds in the modern era (sealed into requestState), so a
     # handler can avoid redoing work when it is replayed with the client's answers.
     state: dict[str, Any] = field(default_factory=dict)
+    # The authenticated caller; None when the server runs without authentication.
+    caller: Caller | None = None
+    # The legacy session the request belongs to (None in the modern era, which has none).
+    session_id: str | None = None
+    # The request_id of this request's record, to tie a handler's own logs to it.
+    record_id: str | None = None
+    # The raw headers; :attr:`headers` decodes them on first read (most handlers never do).
+    raw_headers: Mapping[bytes, bytes] | None = field(default=None, repr=False)
+    _headers: Mapping[str, str] | None = field(default=None, repr=False)
     _last_progress: float | None = None
     _asked: int = 0
     _done: bool = False
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The request's headers by lower-case name, read-only; never ``Authorization``,
+        ``Proxy-Authorization`` or ``Cookie``."""
+        if self._headers is None:
+            self._headers = visible_headers(self.raw_headers)
+        return self._headers
 
     def client_supports(self, capability: str) -> bool:
         return capability in self.client_capabilities

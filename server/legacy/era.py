@@ -34,7 +34,7 @@ import orjson
 
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
-from server.context import Context, InputRequest
+from server.context import Caller, Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
@@ -219,7 +219,16 @@ class LegacyEra:
             return bool(resources.get("subscribe"))
         return self.dispatcher.serves(method)
 
-    def context(self, session: Session, request: Request, exchange: LegacyExchange) -> Context:
+    def context(
+        self,
+        session: Session,
+        request: Request,
+        exchange: LegacyExchange,
+        *,
+        caller: Caller | None = None,
+        headers: Mapping[bytes, bytes] | None = None,
+        record_id: str | None = None,
+    ) -> Context:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
             meta = {}
@@ -234,6 +243,10 @@ class LegacyEra:
             client_info=session.client_info,
             log_level=self.log_level(session, meta),
             progress_token=token if is_valid_id(token) else None,
+            caller=caller,
+            session_id=session.id,
+            record_id=record_id,
+            raw_headers=headers,
         )
 
     def log_level(self, session: Session, meta: Mapping[str, Any]) -> str | None:
