@@ -156,6 +156,13 @@ class Caller(Protocol):
     def claims(self) -> Mapping[str, Any]: ...
 
 
+class Recorded(Protocol):
+    """The request's record (``server.records.draft.Draft``), read only for its request_id."""
+
+    @property
+    def request_id(self) -> str: ...
+
+
 # Credentials stay with the server: a handler never sees them, whatever it logs or forwards.
 _HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -208,8 +215,8 @@ class Context:
     caller: Caller | None = None
     # The legacy session the request belongs to (None in the modern era, which has none).
     session_id: str | None = None
-    # The request_id of this request's record, to tie a handler's own logs to it.
-    record_id: str | None = None
+    # The request's record; :attr:`record_id` formats its request_id only when read.
+    record: Recorded | None = field(default=None, repr=False)
     # The raw headers; :attr:`headers` decodes them on first read (most handlers never do).
     raw_headers: Mapping[bytes, bytes] | None = field(default=None, repr=False)
     _headers: Mapping[str, str] | None = field(default=None, repr=False)
@@ -224,6 +231,12 @@ class Context:
         if self._headers is None:
             self._headers = visible_headers(self.raw_headers)
         return self._headers
+
+    @property
+    def record_id(self) -> str | None:
+        """The ``request_id`` of this request's record and log lines (None outside a server),
+        to tie a handler's own logs to them."""
+        return None if self.record is None else self.record.request_id
 
     def client_supports(self, capability: str) -> bool:
         return capability in self.client_capabilities

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Mapping
 
 from server.aio import Started, create_task, current_task
-from server.context import Caller
+from server.context import Caller, Recorded
 from server.dispatch import Target
 from server.errors import wire_error
 from server.jsonrpc import Request, encode_error, encode_result
@@ -30,7 +30,7 @@ from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
 
 # The caller, the request headers and the record's request_id, for the call's Context.
-Origin = tuple[Caller | None, Mapping[bytes, bytes] | None, str | None]
+Origin = tuple[Caller | None, Mapping[bytes, bytes] | None, Recorded | None]
 
 
 class Call:
@@ -86,9 +86,9 @@ async def _run(
     if origin is None:
         context = era.context(session, request, exchange)
     else:
-        caller, headers, record_id = origin
+        caller, headers, record = origin
         context = era.context(
-            session, request, exchange, caller=caller, headers=headers, record_id=record_id
+            session, request, exchange, caller=caller, headers=headers, record=record
         )
     try:
         # Started eagerly (the only Started on this way): the handler timer is armed only for a

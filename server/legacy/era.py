@@ -34,7 +34,7 @@ import orjson
 
 from server.aio import Deadline, running_loop
 from server.catalog import Catalog
-from server.context import Caller, Context, InputRequest
+from server.context import Caller, Context, InputRequest, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
@@ -227,7 +227,7 @@ class LegacyEra:
         *,
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
-        record_id: str | None = None,
+        record: Recorded | None = None,
     ) -> Context:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
@@ -245,7 +245,7 @@ class LegacyEra:
             progress_token=token if is_valid_id(token) else None,
             caller=caller,
             session_id=session.id,
-            record_id=record_id,
+            record=record,
             raw_headers=headers,
         )
 

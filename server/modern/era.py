@@ -31,7 +31,7 @@ import orjson
 
 from server.catalog import Catalog, Change
 from server.catalog.tools import Tool
-from server.context import Caller, Context
+from server.context import Caller, Context, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import (
     HeaderMismatch,
@@ -221,14 +221,14 @@ class ModernEra:
         *,
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
-        record_id: str | None = None,
+        record: Recorded | None = None,
     ) -> dict[str, Any]:
         """The result of a validated request that :meth:`cached_result` does not answer (not
-        ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record_id`` are what the
+        ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record`` are what the
         handler's Context says of the request."""
         method = call.request.method
         context = self._context(call, send)
-        context.caller, context.raw_headers, context.record_id = caller, headers, record_id
+        context.caller, context.raw_headers, context.record = caller, headers, record
         try:
             result = await self.dispatcher.call(method, call.request.params, context, call.target)
         except InputRequired as suspended:

@@ -127,7 +127,7 @@ class LegacyHttp:
         check_version_header(headers)
         session, runtime = await self.sessions.find(headers, draft)
         if isinstance(message, list):
-            origin = (None if principal.anonymous else principal, headers, draft.request_id)
+            origin = (None if principal.anonymous else principal, headers, draft)
             await self.batch(send, session, runtime, message, targets, origin)
             return
         await self.take(session, runtime, message)
@@ -175,7 +175,7 @@ class LegacyHttp:
             return
         session, runtime = await self.sessions.find(headers, draft)
         caller = None if principal.anonymous else principal
-        origin = (caller, headers, draft.request_id)
+        origin = (caller, headers, draft)
         call = start_call(self.era, session, runtime, request, target, origin)
         try:
             draft.stream_end = await self.respond(

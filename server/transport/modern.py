@@ -159,7 +159,7 @@ class ModernHttp:
                             writer.emit,
                             caller=caller,
                             headers=headers,
-                            record_id=draft.request_id,
+                            record=draft,
                         )
                     )
                     if started.done:
