@@ -103,21 +103,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000/mcp", help="the MCP endpoint")
     parser.add_argument("--token", help="a bearer token (sent as Authorization: Bearer ...)")
+    parser.add_argument(
+        "--capabilities",
+        default="{}",
+        help="the client capabilities as JSON, e.g. '{\"elicitation\": {}}' to be asked",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait")
+
+
+def _object(text: str, what: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as bad:
+        print(f"call: {what} is not JSON: {bad}", file=sys.stderr)
+        return None
+    if not isinstance(value, dict):
+        print(f"call: {what} must be a JSON object", file=sys.stderr)
+        return None
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     import httpx
 
-    try:
-        params = json.loads(args.params)
-    except json.JSONDecodeError as bad:
-        print(f"call: PARAMS_JSON is not JSON: {bad}", file=sys.stderr)
+    params, capabilities = (
+        _object(args.params, "PARAMS_JSON"),
+        _object(args.capabilities, "--capabilities"),
+    )
+    if params is None or capabilities is None:
         return EXIT_NO_ANSWER
-    if not isinstance(params, dict):
-        print("call: PARAMS_JSON must be a JSON object", file=sys.stderr)
-        return EXIT_NO_ANSWER
-    message, headers = modern_request(args.method, params)
+    message, headers = modern_request(args.method, params, capabilities=capabilities)
     if args.token:
         headers["Authorization"] = f"Bearer {args.token}"
     try:

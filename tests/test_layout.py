@@ -64,9 +64,8 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("transport",),
     # 6: wiring, and running it under uvicorn (serving imports app, never the reverse)
     ("app", "serving"),
-    # 7: the command line, the report and the one-request client it runs; the in-memory
-    # client for testing a catalog
-    ("__main__", "report", "client_cli", "testing"),
+    # 7: the command line, the report and the one-request client it runs
+    ("__main__", "report", "client_cli"),
     # 8: catalogs loaded by name (MCP_CATALOG), like an author's: nothing imports them
     ("builtin",),
 )
