@@ -25,7 +25,7 @@ from server.catalog.content import (
     user,
 )
 from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
-from server.errors import MissingClientCapability, ToolError
+from server.errors import InvalidParams, MissingClientCapability, ResourceNotFound, ToolError
 
 if TYPE_CHECKING:
     from server.app import create_app
@@ -43,9 +43,11 @@ __all__ = [
     "Icon",
     "Image",
     "InputRequest",
+    "InvalidParams",
     "MissingClientCapability",
     "PromptMessage",
     "ResourceLink",
+    "ResourceNotFound",
     "Roots",
     "Sampling",
     "Text",

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Protocol
 
+from pydantic import BaseModel, ValidationError
+
 from server.errors import MissingClientCapability
 from server.protocol import LOG_LEVEL_RANK
 
@@ -55,8 +57,12 @@ class InputRequest:
 
 @dataclass(frozen=True, slots=True)
 class ElicitResult:
+    """The user's answer; ``data`` is ``content`` validated into the pydantic model the
+    question was asked with (None unless accepted, or asked with a plain JSON Schema)."""
+
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    data: Any = None
 
 
 class Elicitation(InputRequest):
@@ -64,11 +70,27 @@ class Elicitation(InputRequest):
     capability: ClassVar[dict[str, Any]] = {"elicitation": {}}
 
     def __init__(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+        self,
+        message: str,
+        requested_schema: Mapping[str, Any] | type[BaseModel],
+        *,
+        key: str | None = None,
     ):
         super().__init__(key)
         self.message = message
-        self.requested_schema = dict(requested_schema)
+        # A pydantic model (the SDK idiom) is asked as its JSON Schema and answers with an
+        # instance; a Mapping is sent as it is.
+        self.model: type[BaseModel] | None = None
+        if isinstance(requested_schema, type) and issubclass(requested_schema, BaseModel):
+            self.model = requested_schema
+            self.requested_schema = requested_schema.model_json_schema()
+        elif isinstance(requested_schema, Mapping):
+            self.requested_schema = dict(requested_schema)
+        else:
+            raise TypeError(
+                "elicit() takes a JSON Schema (a dict) or a pydantic model class, not "
+                f"{requested_schema!r}"
+            )
 
     def params(self) -> dict[str, Any]:
         # "mode" is left out: form is the default in every revision that knows modes, and
@@ -87,7 +109,13 @@ class Elicitation(InputRequest):
             raise ValueError("elicitation content must be an object")
         if response["action"] == "accept" and content is None:
             content = {}
-        return ElicitResult(response["action"], content)
+        if self.model is None or response["action"] != "accept":
+            return ElicitResult(response["action"], content)
+        try:
+            data = self.model.model_validate(content)
+        except ValidationError as wrong:
+            raise ValueError(f"the elicitation answer does not fit its schema: {wrong}") from None
+        return ElicitResult(response["action"], content, data)
 
 
 class Sampling(InputRequest):
@@ -301,8 +329,13 @@ class Context:
         return tuple(answers[key] for key in keyed)
 
     async def elicit(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+        self,
+        message: str,
+        requested_schema: Mapping[str, Any] | type[BaseModel],
+        *,
+        key: str | None = None,
     ) -> ElicitResult:
+        """Ask the user; with a pydantic model, an accepted answer's ``data`` is an instance."""
         (answer,) = await self.ask(Elicitation(message, requested_schema, key=key))
         return answer  # type: ignore[no-any-return]
 
