@@ -44,7 +44,8 @@ def label(block: str) -> str:
         parts.append(payload["method"] + (f" {target}" if target else ""))
     if "-X DELETE" in block:
         parts.append("DELETE")
-    return " + ".join(parts)
+    # The scripting example builds its requests in a shell function.
+    return " + ".join(parts) or ("mcp shell function" if "mcp() {" in block else "")
 
 
 LABELS = [label(block) for block in EXAMPLES]
@@ -61,6 +62,7 @@ def test_the_readme_curl_examples_are_all_found() -> None:
         "tools/call ask_name",
         "initialize",
         "tools/call echo + DELETE",
+        "mcp shell function",
     }
     assert len(set(LABELS)) == len(LABELS)
     assert set(CHECKS) <= set(LABELS)
@@ -249,6 +251,13 @@ def check_session_call(messages: list[dict[str, Any]], url: str, session: str, *
     assert after.status_code == 404
 
 
+def check_shell_function(messages: list[dict[str, Any]], **_: Any) -> None:
+    # "it calls a tool, then plays both rounds of a question"
+    added, answered = messages
+    assert added["result"]["structuredContent"]["sum"] == 5
+    assert answered["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "server/discover": check_discover,
     "tools/list": check_tools_list,
@@ -258,6 +267,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "tools/call ask_name": check_ask_name,
     "initialize": check_initialize,
     "tools/call echo + DELETE": check_session_call,
+    "mcp shell function": check_shell_function,
 }
 
 
@@ -330,3 +340,21 @@ def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) ->
         for stream in (listener.stdout, listener.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_the_test_your_catalog_example_passes(tmp_path: Path) -> None:
+    section = README.split("## Test your catalog", 1)[1]
+    example = re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE)
+    assert example is not None
+    (tmp_path / "test_my_server.py").write_text(example.group(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_server.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
