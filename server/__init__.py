@@ -26,7 +26,13 @@ from server.catalog.content import (
 )
 from server.catalog.frontmatter import SkillError
 from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
-from server.errors import InternalError, MissingClientCapability, ToolError
+from server.errors import (
+    InternalError,
+    InvalidParams,
+    MissingClientCapability,
+    ResourceNotFound,
+    ToolError,
+)
 
 if TYPE_CHECKING:
     from server.app import create_app
@@ -45,9 +51,11 @@ __all__ = [
     "Image",
     "InputRequest",
     "InternalError",
+    "InvalidParams",
     "MissingClientCapability",
     "PromptMessage",
     "ResourceLink",
+    "ResourceNotFound",
     "Roots",
     "Sampling",
     "SkillError",

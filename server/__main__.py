@@ -9,7 +9,9 @@ puts the current folder first on the import path, so ``--catalog my_server:catal
 shadows this package, which is named ``server``: that is said in one line (:func:`shadowing`).
 ``python -m server report FILE...`` reads request records back (see ``docs/records.md``) and
 needs no configuration. ``python -m server token`` prints a new random bearer token and the
-digest line for ``MCP_AUTH_TOKENS``. The serving modules are imported only to serve, so a
+digest line for ``MCP_AUTH_TOKENS``. ``python -m server call METHOD [PARAMS_JSON] --url URL``
+sends one modern-era request with its headers and ``_meta`` filled in
+(:mod:`server.client_cli`). The serving modules are imported only to serve, so a
 report does not load the web stack.
 """
 
@@ -21,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from server import client_cli
 from server.errors import ConfigurationError
 from server.report import cli as report_cli
 
@@ -31,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m server", description="A dual-era MCP server for HTTP."
     )
-    commands = parser.add_subparsers(dest="command", metavar="{serve,report,token}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,report,token,call}")
     serving = commands.add_parser("serve", help="serve the configured catalog (the default)")
     serving.add_argument("--host", help="address to listen on (overrides MCP_HOST)")
     serving.add_argument("--port", type=int, help="port to listen on (overrides MCP_PORT)")
@@ -47,7 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         commands.add_parser("report", help="per-client report from request record files")
     )
     commands.add_parser("token", help="print a new random token and its MCP_AUTH_TOKENS digest")
+    client_cli.add_arguments(
+        commands.add_parser("call", help="send one request (modern era) and print its result")
+    )
     args = parser.parse_args(argv)
+    if args.command == "call":
+        return client_cli.run(args)
     if args.command == "report":
         return report_cli.run(args)
     if args.command == "token":

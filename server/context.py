@@ -18,13 +18,21 @@ A tool declared with ``task_support`` may run as a task (:mod:`server.tasks`): t
 questions wait for the client's answers on the task (``tasks/update``, or ``tasks/result`` in
 2025-11-25), and its progress becomes the task's status message. ``await ctx.start_task()``
 starts the task from inside a handler declared with ``defer_task``.
+
+Who is calling and how: ``ctx.caller`` (the authenticated :class:`Caller`: subject, scopes,
+verified claims; None when anonymous), ``ctx.headers`` (the request's headers by lower-case name,
+built on first read, never ``Authorization`` or cookies), ``ctx.session_id`` (legacy era) and
+``ctx.record_id`` (the ``request_id`` of this request's record and log lines).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ValidationError
 
 from server.errors import MissingClientCapability
 from server.protocol import LOG_LEVEL_RANK
@@ -54,8 +62,12 @@ class InputRequest:
 
 @dataclass(frozen=True, slots=True)
 class ElicitResult:
+    """The user's answer; ``data`` is ``content`` validated into the pydantic model the
+    question was asked with (None unless accepted, or asked with a plain JSON Schema)."""
+
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    data: Any = None
 
 
 class Elicitation(InputRequest):
@@ -63,11 +75,27 @@ class Elicitation(InputRequest):
     capability: ClassVar[dict[str, Any]] = {"elicitation": {}}
 
     def __init__(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+        self,
+        message: str,
+        requested_schema: Mapping[str, Any] | type[BaseModel],
+        *,
+        key: str | None = None,
     ):
         super().__init__(key)
         self.message = message
-        self.requested_schema = dict(requested_schema)
+        # A pydantic model (the SDK idiom) is asked as its JSON Schema and answers with an
+        # instance; a Mapping is sent as it is.
+        self.model: type[BaseModel] | None = None
+        if isinstance(requested_schema, type) and issubclass(requested_schema, BaseModel):
+            self.model = requested_schema
+            self.requested_schema = requested_schema.model_json_schema()
+        elif isinstance(requested_schema, Mapping):
+            self.requested_schema = dict(requested_schema)
+        else:
+            raise TypeError(
+                "elicit() takes a JSON Schema (a dict) or a pydantic model class, not "
+                f"{requested_schema!r}"
+            )
 
     def params(self) -> dict[str, Any]:
         # "mode" is left out: form is the default in every revision that knows modes, and
@@ -86,7 +114,13 @@ class Elicitation(InputRequest):
             raise ValueError("elicitation content must be an object")
         if response["action"] == "accept" and content is None:
             content = {}
-        return ElicitResult(response["action"], content)
+        if self.model is None or response["action"] != "accept":
+            return ElicitResult(response["action"], content)
+        try:
+            data = self.model.model_validate(content)
+        except ValidationError as wrong:
+            raise ValueError(f"the elicitation answer does not fit its schema: {wrong}") from None
+        return ElicitResult(response["action"], content, data)
 
 
 class Sampling(InputRequest):
@@ -144,6 +178,43 @@ class Roots(InputRequest):
         return roots
 
 
+class Caller(Protocol):
+    """Who is calling, as the server authenticated them (``server.security.auth.Principal``)."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def scopes(self) -> frozenset[str]: ...
+    @property
+    def claims(self) -> Mapping[str, Any]: ...
+
+
+class Recorded(Protocol):
+    """The request's record (``server.records.draft.Draft``), read only for its request_id."""
+
+    @property
+    def request_id(self) -> str: ...
+
+
+# Credentials stay with the server: a handler never sees them, whatever it logs or forwards.
+_HIDDEN_HEADERS = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+def visible_headers(raw: Mapping[bytes, bytes] | None) -> Mapping[str, str]:
+    """The request headers a handler may read: text by lower-case name, read-only, credentials
+    left out."""
+    if not raw:
+        return _NO_HEADERS
+    return MappingProxyType(
+        {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in raw.items()
+            if name not in _HIDDEN_HEADERS
+        }
+    )
+
+
 class Exchange(Protocol):
     """The era-specific channel a Context talks through."""
 
@@ -178,9 +249,32 @@ class Context:
     # What the request did with a task, for its record: {"id", "status"} (the eras set it).
     task_outcome: dict[str, str] | None = None
     task_starter: Callable[[str | None], Awaitable[None]] | None = None
+    # The authenticated caller; None when the server runs without authentication.
+    caller: Caller | None = None
+    # The legacy session the request belongs to (None in the modern era, which has none).
+    session_id: str | None = None
+    # The request's record; :attr:`record_id` formats its request_id only when read.
+    record: Recorded | None = field(default=None, repr=False)
+    # The raw headers; :attr:`headers` decodes them on first read (most handlers never do).
+    raw_headers: Mapping[bytes, bytes] | None = field(default=None, repr=False)
+    _headers: Mapping[str, str] | None = field(default=None, repr=False)
     _last_progress: float | None = None
     _asked: int = 0
     _done: bool = False
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The request's headers by lower-case name, read-only; never ``Authorization``,
+        ``Proxy-Authorization`` or ``Cookie``."""
+        if self._headers is None:
+            self._headers = visible_headers(self.raw_headers)
+        return self._headers
+
+    @property
+    def record_id(self) -> str | None:
+        """The ``request_id`` of this request's record and log lines (None outside a server),
+        to tie a handler's own logs to them."""
+        return None if self.record is None else self.record.request_id
 
     def client_supports(self, capability: str) -> bool:
         return capability in self.client_capabilities
@@ -245,8 +339,13 @@ class Context:
         return tuple(answers[key] for key in keyed)
 
     async def elicit(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+        self,
+        message: str,
+        requested_schema: Mapping[str, Any] | type[BaseModel],
+        *,
+        key: str | None = None,
     ) -> ElicitResult:
+        """Ask the user; with a pydantic model, an accepted answer's ``data`` is an instance."""
         (answer,) = await self.ask(Elicitation(message, requested_schema, key=key))
         return answer  # type: ignore[no-any-return]
 

@@ -68,8 +68,9 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("transport", "report"),
     # 6: wiring, and running it under uvicorn (serving imports app, never the reverse)
     ("app", "serving"),
-    # 7: the command line
-    ("__main__",),
+    # 7: the command line and the one-request client it runs; the in-memory
+    # client for testing a catalog
+    ("__main__", "client_cli", "testing"),
     # 8: catalogs loaded by name (MCP_CATALOG), like an author's: nothing imports them
     ("builtin",),
 )
@@ -85,7 +86,8 @@ WEB_UNITS = ("transport", "serving", "app")
 # The core's ban in one list: the rules below say the same of all but httpx (the JWKS client).
 NEVER_IN_CORE = (*WEB_STACK, "redis", "httpx", "server.settings")
 SETTINGS = "server.settings"
-SETTINGS_UNITS = ("app", "serving", "__main__")
+# The in-memory test client builds its app with settings of its own (server.testing).
+SETTINGS_UNITS = ("app", "serving", "__main__", "testing")
 # The modules that pick a flavour from the settings (uvicorn's "auto"), and what they pick.
 SETTINGS_CHOOSERS = {
     "server.state": "shared_state: sessions, bus and stream mirror in memory or in Redis",

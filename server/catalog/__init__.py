@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from server.catalog.completion import Completer
 from server.catalog.content import Icon
+from server.catalog.declaring import attach_completer, require_uri
 from server.catalog.extensions import (
     RESERVED_METHODS,
     SKILLS_EXTENSION,
@@ -261,6 +262,7 @@ class Catalog:
         ttl_ms: int | None = None,
     ) -> Callable[[F], F]:
         """Declare a resource at a fixed URI; the function returns its contents."""
+        require_uri("resource", uri, "file:///notes.txt")
 
         def register(handler: F) -> F:
             self.add_resource(
@@ -308,6 +310,7 @@ class Catalog:
         ttl_ms: int | None = None,
     ) -> Callable[[F], F]:
         """Declare a resource template (RFC 6570); its variables are the function's parameters."""
+        require_uri("resource_template", uri_template, "notes://{name}")
 
         def register(handler: F) -> F:
             template = ResourceTemplate(
@@ -342,21 +345,14 @@ class Catalog:
             raise ValueError("completion() needs exactly one of prompt= or template=")
 
         def register(completer: Completer) -> Completer:
-            if prompt is not None:
-                target = self.prompts.get(prompt)
-                if target is None:
-                    raise ValueError(f"no prompt named {prompt!r} to complete")
-                if argument not in target.parameters.names:
-                    raise ValueError(f"prompt {prompt!r} has no argument {argument!r}")
-                target.completers[argument] = completer
-            else:
-                assert template is not None
-                found = self.templates.get(template)
-                if found is None:
-                    raise ValueError(f"no template {template!r} to complete")
-                if argument not in found.template.variables:
-                    raise ValueError(f"template {template!r} has no variable {argument!r}")
-                found.completers[argument] = completer
+            attach_completer(
+                self.prompts,
+                self.templates,
+                argument=argument,
+                prompt=prompt,
+                template=template,
+                completer=completer,
+            )
             self._rebuild()
             return completer
 

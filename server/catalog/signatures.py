@@ -211,8 +211,20 @@ class Output:
     wrapped: bool
 
     def dump(self, value: Any) -> Any:
-        data = self.adapter.dump_python(value, mode="json")
+        """``value`` as ``structuredContent``, checked against the declared type first (a
+        pydantic ValidationError if it does not fit: serialising it anyway would send content
+        that breaks the tool's own outputSchema)."""
+        data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
         return {"result": data} if self.wrapped else data
+
+    def check(self, structured: Any) -> None:
+        """Raise a pydantic ValidationError if ``structured`` (already wire data, from a
+        ToolResult) does not fit the declared type."""
+        if self.wrapped:
+            if not isinstance(structured, dict) or "result" not in structured:
+                raise ValueError("structuredContent needs the 'result' member of its outputSchema")
+            structured = structured["result"]
+        self.adapter.validate_python(structured)
 
 
 def read_output(func: Callable[..., Any]) -> Output | None:

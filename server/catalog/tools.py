@@ -190,12 +190,26 @@ class Tool:
         if type(value) is str and self.output is None:
             return {"content": [{"type": "text", "text": value}]}  # the common case, directly
         if isinstance(value, ToolResult):
+            if self.output is not None and value.structured is not None:
+                try:
+                    self.output.check(value.structured)
+                except ValueError as broken:  # pydantic's ValidationError is a ValueError
+                    return self._broken_output(broken)
             return value.to_wire()
         if self.output is not None:
-            structured = self.output.dump(value)
+            try:
+                structured = self.output.dump(value)
+            except ValueError as broken:
+                return self._broken_output(broken)
             text = orjson.dumps(structured).decode()
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         return {"content": [block.to_wire() for block in to_content(value)]}
+
+    def _broken_output(self, broken: ValueError) -> dict[str, Any]:
+        """What the tool returned does not fit its own outputSchema: never sent; the author
+        hears of it in a WARNING, the client gets an error result."""
+        log.warning("tool %s returned a value that breaks its outputSchema: %s", self.name, broken)
+        return error_result(f"Tool {self.name} returned a result that breaks its outputSchema")
 
 
 def to_content(value: Any) -> list[ContentBlock]:

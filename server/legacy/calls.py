@@ -16,8 +16,10 @@ of the call's (docs/benchmarks.md, "Tried and left out").
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from server.aio import Started, create_task, current_task
+from server.context import Caller, Recorded
 from server.dispatch import Target
 from server.errors import wire_error
 from server.jsonrpc import Request, encode_error, encode_result
@@ -26,6 +28,9 @@ from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
+
+# The caller, the request headers and the record's request_id, for the call's Context.
+Origin = tuple[Caller | None, Mapping[bytes, bytes] | None, Recorded | None]
 
 
 class Call:
@@ -42,12 +47,17 @@ class Call:
 
 
 def start_call(
-    era: LegacyEra, session: Session, runtime: SessionRuntime, request: Request, target: Target
+    era: LegacyEra,
+    session: Session,
+    runtime: SessionRuntime,
+    request: Request,
+    target: Target,
+    origin: Origin | None = None,
 ) -> Call:
     """Run ``request`` (naming ``target``, as :meth:`LegacyEra.resolve` found it) in a task of
-    its own."""
+    its own; ``origin`` is what its Context says of the HTTP request that carried it."""
     call = Call(runtime.open_stream())
-    task = create_task(_run(era, session, runtime, request, target, call))
+    task = create_task(_run(era, session, runtime, request, target, call, origin))
     runtime.inflight[request.id] = task
 
     def settle(done: asyncio.Task[None]) -> None:
@@ -67,6 +77,7 @@ async def _run(
     request: Request,
     target: Target,
     call: Call,
+    origin: Origin | None,
 ) -> None:
     exchange = LegacyExchange(
         runtime,
@@ -74,7 +85,13 @@ async def _run(
         era.client_request_timeout_s,
         resumable=session.protocol_version >= PRIMING_SINCE,
     )
-    context = era.context(session, request, exchange)
+    if origin is None:
+        context = era.context(session, request, exchange)
+    else:
+        caller, headers, record = origin
+        context = era.context(
+            session, request, exchange, caller=caller, headers=headers, record=record
+        )
     try:
         # Started eagerly (the only Started on this way): the handler timer is armed only for a
         # call that waits.

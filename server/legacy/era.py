@@ -35,7 +35,7 @@ import orjson
 from server.aio import Deadline, running_loop
 from server.call_note import noted
 from server.catalog import Catalog
-from server.context import Context, InputRequest
+from server.context import Caller, Context, InputRequest, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
 from server.hub import MAX_URI_LENGTH
@@ -231,7 +231,16 @@ class LegacyEra:
             return bool(resources.get("subscribe"))
         return self.dispatcher.serves(method)
 
-    def context(self, session: Session, request: Request, exchange: LegacyExchange) -> Context:
+    def context(
+        self,
+        session: Session,
+        request: Request,
+        exchange: LegacyExchange,
+        *,
+        caller: Caller | None = None,
+        headers: Mapping[bytes, bytes] | None = None,
+        record: Recorded | None = None,
+    ) -> Context:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
             meta = {}
@@ -246,6 +255,10 @@ class LegacyEra:
             client_info=session.client_info,
             log_level=self.log_level(session, meta),
             progress_token=token if is_valid_id(token) else None,
+            caller=caller,
+            session_id=session.id,
+            record=record,
+            raw_headers=headers,
         )
 
     def log_level(self, session: Session, meta: Mapping[str, Any]) -> str | None:

@@ -35,7 +35,7 @@ import orjson
 from server.call_note import INPUT_REQUIRED, note_outcome, noted
 from server.catalog import Catalog
 from server.catalog.tools import Tool
-from server.context import Context
+from server.context import Caller, Context, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import (
     HeaderMismatch,
@@ -249,11 +249,21 @@ class ModernEra:
 
     # -- answering -------------------------------------------------------------------------
 
-    async def handle(self, call: ModernCall, send: Send) -> dict[str, Any]:
+    async def handle(
+        self,
+        call: ModernCall,
+        send: Send,
+        *,
+        caller: Caller | None = None,
+        headers: Mapping[bytes, bytes] | None = None,
+        record: Recorded | None = None,
+    ) -> dict[str, Any]:
         """The result of a validated request that :meth:`cached_result` does not answer (not
-        ``subscriptions/listen`` either)."""
+        ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record`` are what the
+        handler's Context says of the request."""
         method = call.request.method
         context = self._context(call, send)
+        context.caller, context.raw_headers, context.record = caller, headers, record
         if self.extensions.handles(call):
             return await self.extensions.handle(call, context)
         try:

@@ -31,7 +31,7 @@ from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
-from server.legacy.calls import Call, finished, start_call
+from server.legacy.calls import Call, Origin, finished, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
@@ -127,7 +127,8 @@ class LegacyHttp:
         check_version_header(headers)
         session, runtime = await self.sessions.find(headers, draft)
         if isinstance(message, list):
-            await self.batch(send, session, runtime, message, targets)
+            origin = (None if principal.anonymous else principal, headers, draft)
+            await self.batch(send, session, runtime, message, targets, origin)
             return
         await self.take(session, runtime, message)
         await send_empty(send, 202)
@@ -173,7 +174,9 @@ class LegacyHttp:
             await send_json(send, 200, encode_result(request.id, {}))
             return
         session, runtime = await self.sessions.find(headers, draft)
-        call = start_call(self.era, session, runtime, request, target)
+        caller = None if principal.anonymous else principal
+        origin = (caller, headers, draft)
+        call = start_call(self.era, session, runtime, request, target, origin)
         try:
             draft.stream_end = await self.respond(
                 receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok
@@ -257,6 +260,7 @@ class LegacyHttp:
         runtime: SessionRuntime,
         messages: list[Message],
         targets: list[Target],
+        origin: Origin | None = None,
     ) -> None:
         """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH)."""
         if session.protocol_version != "2025-03-26":
@@ -274,7 +278,7 @@ class LegacyHttp:
                 refused.stream.finish(refused.final)
                 calls.append(refused)
             else:
-                calls.append(start_call(self.era, session, runtime, message, target))
+                calls.append(start_call(self.era, session, runtime, message, target, origin))
         answers = []
         for call in calls:
             await finished(call.stream)

@@ -44,8 +44,14 @@ class LegacySessions:
         """The session the request names, for its caller, with its live part here."""
         session_id = header_text(headers, b"mcp-session-id")
         if session_id is None or not session_id.strip():
+            # Both ways in: a bare curl most likely meant the modern era, which needs no session.
             raise InvalidRequest(
-                "Bad Request: the Mcp-Session-Id header is required; send initialize first"
+                "Bad Request: no session. Either send params._meta"
+                " {'io.modelcontextprotocol/protocolVersion': '2026-07-28',"
+                " 'io.modelcontextprotocol/clientCapabilities': {}} with the headers"
+                " MCP-Protocol-Version: 2026-07-28 and Mcp-Method (protocol 2026-07-28, no"
+                " session), or send initialize first and then the Mcp-Session-Id header it"
+                " returns (protocol 2025-11-25 and older)"
             )
         session_id = checked_session_id(session_id)  # a 400 before any store sees it
         session = await self.era.store.get(session_id)

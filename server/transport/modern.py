@@ -32,6 +32,7 @@ from typing import Any
 from server.aio import Deadline, Started
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
+from server.context import Caller
 from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
 from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
@@ -107,7 +108,17 @@ class ModernHttp:
             return self.listen(receive, send, *self.open_listen(call, draft, sse_ok=sse_ok), draft)
         if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
-        return self.answer(receive, send, call, draft, json_ok=json_ok, sse_ok=sse_ok)
+        caller = None if principal.anonymous else principal
+        return self.answer(
+            receive,
+            send,
+            call,
+            draft,
+            json_ok=json_ok,
+            sse_ok=sse_ok,
+            caller=caller,
+            headers=headers,
+        )
 
     async def answer(
         self,
@@ -118,6 +129,8 @@ class ModernHttp:
         *,
         json_ok: bool,
         sse_ok: bool,
+        caller: Caller | None = None,
+        headers: Headers | None = None,
     ) -> None:
         request_id = call.request.id
         failure: Exception | None = None
@@ -142,7 +155,15 @@ class ModernHttp:
             disconnect: Disconnect | None = None
             try:
                 try:
-                    started = Started(self.modern.handle(call, writer.emit))
+                    started = Started(
+                        self.modern.handle(
+                            call,
+                            writer.emit,
+                            caller=caller,
+                            headers=headers,
+                            record=draft,
+                        )
+                    )
                     if started.done:
                         result = started.result  # answered without waiting: nothing to watch
                     else:

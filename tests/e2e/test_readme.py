@@ -49,7 +49,8 @@ def label(block: str) -> str:
         parts.append(payload["method"] + (f" {target}" if target else "") + as_task)
     if "-X DELETE" in block:
         parts.append("DELETE")
-    return " + ".join(parts)
+    # The scripting example builds its requests in a shell function.
+    return " + ".join(parts) or ("mcp shell function" if "mcp() {" in block else "")
 
 
 LABELS = [label(block) for block in EXAMPLES]
@@ -72,6 +73,7 @@ def test_the_readme_curl_examples_are_all_found() -> None:
         "tasks/get + tasks/result",
         "skills/list",
         "resources/read skill://try-the-probe/SKILL.md",
+        "mcp shell function",
     }
     assert len(set(LABELS)) == len(LABELS)
     assert set(CHECKS) <= set(LABELS)
@@ -299,6 +301,13 @@ def check_skill_file(messages: list[dict[str, Any]], **_: Any) -> None:
     assert contents["text"].startswith("---\nname: try-the-probe\n")
 
 
+def check_shell_function(messages: list[dict[str, Any]], **_: Any) -> None:
+    # "it calls a tool, then plays both rounds of a question"
+    added, answered = messages
+    assert added["result"]["structuredContent"]["sum"] == 5
+    assert answered["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "server/discover": check_discover,
     "tools/list": check_tools_list,
@@ -314,6 +323,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "tasks/get + tasks/result": check_status_and_result,
     "skills/list": check_skills_list,
     "resources/read skill://try-the-probe/SKILL.md": check_skill_file,
+    "mcp shell function": check_shell_function,
 }
 
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -428,3 +438,21 @@ def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) ->
         for stream in (listener.stdout, listener.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_the_test_your_catalog_example_passes(tmp_path: Path) -> None:
+    section = README.split("## Test your catalog", 1)[1]
+    example = re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE)
+    assert example is not None
+    (tmp_path / "test_my_server.py").write_text(example.group(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_server.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from server import Catalog
+from server import Catalog, Context
 from server.app import Application, create_app
 from server.settings import Settings
 from tests.support.live_server import ServerThread
@@ -76,6 +76,25 @@ def make_catalog() -> Catalog:
     async def echo(text: str) -> str:
         """Echo."""
         return text
+
+    @catalog.tool
+    async def whoami(ctx: Context) -> str:
+        """What the Context says of the request."""
+        caller = ctx.caller
+        return json.dumps(
+            {
+                "caller": None
+                if caller is None
+                else {
+                    "subject": caller.subject,
+                    "scopes": sorted(caller.scopes),
+                    "claims": dict(caller.claims),
+                },
+                "headers": dict(ctx.headers),
+                "session_id": ctx.session_id,
+                "record_id": ctx.record_id,
+            }
+        )
 
     @catalog.tool(scopes=["tools:admin"])
     async def wipe() -> str:
@@ -630,6 +649,63 @@ async def test_static_tokens_with_an_authorization_server_point_to_the_metadata(
         good = await post_modern(client, call("echo", {"text": "ok"}), token)
     assert missing.headers["www-authenticate"] == f'Bearer resource_metadata="{META_URL}"'
     assert text_of(result_of(good)) == "ok"
+
+
+# -- what a tool sees of its caller ------------------------------------------------------------
+
+
+async def whoami_in_both_eras(client: httpx.AsyncClient, token: str) -> list[dict[str, Any]]:
+    modern_seen = text_of(
+        result_of(await post_modern(client, call("whoami"), token, **{"X-Trace": "t-1"}))
+    )
+    session = await initialize(client, token)
+    legacy_seen = text_of(
+        result_of(await post_legacy(client, legacy_call("whoami"), token, session))
+    )
+    return [json.loads(modern_seen), json.loads(legacy_seen), {"session": session}]
+
+
+async def test_a_tool_sees_the_jwt_caller_in_both_eras(keys: Any, jwks_file: Path) -> None:
+    token = sign(keys["rsa"], scope="mcp tools:read", sub="carol")
+    async with serve(**jwt_settings(jwks_file)) as (client, _):
+        modern_seen, legacy_seen, opened = await whoami_in_both_eras(client, token)
+    for seen_by_tool in (modern_seen, legacy_seen):
+        caller = seen_by_tool["caller"]
+        assert caller["subject"] == "carol"
+        assert caller["scopes"] == ["mcp", "tools:read"]
+        assert caller["claims"]["iss"] == ISSUER
+        # Credentials never reach a handler; the other headers do, by lower-case name.
+        assert "authorization" not in seen_by_tool["headers"]
+        assert seen_by_tool["headers"]["content-type"] == "application/json"
+        assert len(seen_by_tool["record_id"]) == 16
+    assert modern_seen["headers"]["x-trace"] == "t-1"
+    assert modern_seen["session_id"] is None
+    assert legacy_seen["session_id"] == opened["session"]
+    assert modern_seen["record_id"] != legacy_seen["record_id"]
+
+
+async def test_a_tool_sees_the_static_token_caller_in_both_eras() -> None:
+    token = "a-static-test-token-0123456789"
+    digest = "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+    settings = {"auth": "tokens", "auth_tokens": digest, "auth_token_scopes": ["mcp", "tools:read"]}
+    async with serve(**settings) as (client, _):
+        modern_seen, legacy_seen, _ = await whoami_in_both_eras(client, token)
+    for seen_by_tool in (modern_seen, legacy_seen):
+        caller = seen_by_tool["caller"]
+        assert caller["subject"].startswith("token:")
+        assert caller["subject"][6:] in digest
+        assert token not in json.dumps(seen_by_tool)
+        assert caller["scopes"] == ["mcp", "tools:read"]
+
+
+async def test_an_anonymous_caller_is_none_and_cookies_stay_hidden() -> None:
+    async with serve() as (client, _):
+        message = call("whoami")
+        response = await post_modern(client, message, Cookie="sid=secret")
+    seen_by_tool = json.loads(text_of(result_of(response)))
+    assert seen_by_tool["caller"] is None
+    assert "cookie" not in seen_by_tool["headers"]
+    assert seen_by_tool["headers"]["mcp-method"] == "tools/call"
 
 
 # -- request records ----------------------------------------------------------------------------

@@ -264,6 +264,20 @@ async def test_not_a_jsonrpc_request_is_400_invalid_request(body: str, id: Any) 
 
 
 @pytest.mark.anyio
+async def test_a_bare_request_is_told_both_ways_in() -> None:
+    # What `curl -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'` sends.
+    bare = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with serve() as (client, _):
+        response = await post(client, bare, headers={"Content-Type": "application/json"})
+    message = error_of(response, 400, -32600, 1)["message"]
+    assert "io.modelcontextprotocol/protocolVersion" in message
+    assert "MCP-Protocol-Version: 2026-07-28" in message
+    assert "Mcp-Method" in message
+    assert "initialize" in message
+    assert "Mcp-Session-Id" in message
+
+
+@pytest.mark.anyio
 async def test_batch_is_400_invalid_request() -> None:
     batch = [request("tools/list", id=1), request("prompts/list", id=2)]
     async with serve() as (client, _):
@@ -683,9 +697,9 @@ async def test_cached_pages_are_answered_without_a_handler(monkeypatch: Any) -> 
         asked: list[str] = []
         general, cached = app.modern.handle, app.modern.cached_result
 
-        async def counting(call: Any, send: Any) -> Any:
+        async def counting(call: Any, send: Any, **origin: Any) -> Any:
             handled.append(call.request.method)
-            return await general(call, send)
+            return await general(call, send, **origin)
 
         def counting_cached(call: Any) -> Any:
             asked.append(call.request.method)
