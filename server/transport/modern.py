@@ -15,11 +15,11 @@ no disconnect watcher and no handler timer at all, one that waits gets them arme
 timer, and a watcher task past 20 ms). Its response is JSON unless it sends something before
 its result. A closed response stream cancels the handler, as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
-here, in the request's own task, with keep-alive comments, a send timeout for clients that stop
-reading, and the graceful result when the server shuts down (``Application.begin_shutdown``
-closes every stream through the hub). They used sse-starlette's ``EventSourceResponse`` at
-first: its task group (four tasks a stream) cost ~54 KiB per idle stream; this costs two tasks
-(see docs/benchmarks.md).
+here, in the request's own task, with keep-alive comments, a send timeout on every send
+(the end too) for clients that stop reading, and the graceful result when the server shuts
+down (``Application.begin_shutdown`` closes every stream through the hub). They used
+sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a stream) cost
+~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
 from server.transport.sse import (
+    END_OF_BODY,
     KEEP_ALIVE,
     SSE_HEADERS,
     Disconnect,
@@ -48,6 +49,7 @@ from server.transport.sse import (
     ResponseWriter,
     send_empty,
     send_json,
+    send_within,
     sse_frame,
     uncancel,
 )
@@ -235,17 +237,18 @@ class ModernHttp:
                             await self._send_frame(send, sse_frame(closing))
                         break
                     await self._send_frame(send, sse_frame(item))
+                # The end is a send too: a client that stopped reading (a stream ended by
+                # overflow, say) must not hold it.
+                await send_within(send, END_OF_BODY, self.options.send_timeout_s)
             except asyncio.CancelledError:
                 if not disconnect.happened:
                     raise
                 uncancel()
-                return
             except TimeoutError:
-                # The client stopped reading: a stuck stream is closed, not kept.
+                # The client stopped reading: the stream ends unfinished, and the server's
+                # HTTP protocol aborts the connection (server/serving/uvicorn_protocol.py).
                 draft.stream_end = "send_timeout"
-                return
-        await send({"type": "http.response.body", "body": b""})
 
-    async def _send_frame(self, send: Send, frame: bytes) -> None:
-        async with Deadline(self.options.send_timeout_s):
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+    def _send_frame(self, send: Send, frame: bytes) -> Awaitable[None]:
+        body = {"type": "http.response.body", "body": frame, "more_body": True}
+        return send_within(send, body, self.options.send_timeout_s)

@@ -26,7 +26,8 @@ that finishes without sending anything gets one ``application/json`` response; t
 notification it sends (progress, a log message) turns the response into an SSE stream, which
 then carries the rest and the result. Request streams are short and live inline in the
 request's task, so they cost no extra tasks except a keep-alive while one is open. :func:`pump`
-writes a resumable legacy stream from its event log until it ends or the client leaves.
+writes a resumable legacy stream from its event log until it ends or the client leaves; its
+sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
 """
 
 from __future__ import annotations
@@ -227,8 +228,23 @@ def uncancel() -> None:
         task.uncancel()
 
 
-async def send_body(send: Send, body: bytes) -> None:
-    await send({"type": "http.response.body", "body": body, "more_body": True})
+END_OF_BODY: ASGIMessage = {"type": "http.response.body", "body": b""}
+
+
+async def send_within(send: Send, message: ASGIMessage, timeout_s: float) -> None:
+    """Send, or raise TimeoutError after ``timeout_s``: a send waits while the client does not
+    read (uvicorn's flow control), and a client that stops reading must not keep a stream.
+    The caller then returns with its response unfinished, and the server's HTTP protocol
+    aborts the connection (server/serving/uvicorn_protocol.py)."""
+    async with Deadline(timeout_s):
+        await send(message)
+
+
+def send_body(send: Send, body: bytes, timeout_s: float) -> Awaitable[None]:
+    """One piece of a streamed body, within the send timeout."""
+    return send_within(
+        send, {"type": "http.response.body", "body": body, "more_body": True}, timeout_s
+    )
 
 
 async def pump(
@@ -238,19 +254,23 @@ async def pump(
     after: int,
     *,
     keepalive_s: float,
+    send_timeout_s: float,
     generation: int | None = None,
 ) -> str:
     """Write a resumable stream's events after ``after`` until it finishes, the client leaves,
     or the server ends the connection on purpose (``generation`` moves on); then end the
-    response. Keep-alive comments fill the silences. Returns why it ended: ``complete``,
-    ``client_closed``, or the reason the server gave for ending the connection."""
+    response. Keep-alive comments fill the silences. Every send, the end too, must finish
+    within ``send_timeout_s``. Returns why it ended: ``complete``, ``client_closed``,
+    ``send_timeout`` (the response left unfinished), or the reason the server gave for
+    ending the connection."""
     generation = stream.generation if generation is None else generation
     cursor = after
     with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):
-                    await send_body(send, sse_frame(event.payload, event_id=event.id))
+                    frame = sse_frame(event.payload, event_id=event.id)
+                    await send_body(send, frame, send_timeout_s)
                     cursor = seq
                 if stream.finished or stream.generation != generation:
                     break
@@ -258,11 +278,13 @@ async def pump(
                     async with Deadline(keepalive_s):
                         await stream.wait_beyond(cursor, generation)
                 except TimeoutError:
-                    await send_body(send, KEEP_ALIVE)
+                    await send_body(send, KEEP_ALIVE, send_timeout_s)
+            await send_within(send, END_OF_BODY, send_timeout_s)
         except asyncio.CancelledError:
             if not disconnect.happened:
                 raise
             uncancel()
             return "client_closed"
-    await send({"type": "http.response.body", "body": b""})
+        except TimeoutError:
+            return "send_timeout"  # the call's events stay resumable
     return "complete" if stream.generation == generation else stream.end_reason
