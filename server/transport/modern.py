@@ -29,7 +29,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from server.aio import Deadline, Started
+from server.aio import Deadline, Started, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.errors import InvalidRequest, wire_error
@@ -132,7 +132,11 @@ class ModernHttp:
                 await send_json(send, 200, encode_result(request_id, cached))
                 return
         writer = ResponseWriter(
-            send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
+            send,
+            json_ok=json_ok,
+            sse_ok=sse_ok,
+            keepalive_s=self.options.keepalive_s,
+            send_timeout_s=self.options.send_timeout_s,
         )
         if failure is not None:
             payload, status = self._failed(call, failure, writer, draft)
@@ -159,9 +163,17 @@ class ModernHttp:
                     # sent.
                     uncancel()
                     return
+                if writer.stalled:
+                    # The client stopped reading: the same, and its connection is reset.
+                    draft.stream_end = "send_timeout"
+                    if (task := current_task()) is not None and task.cancelling():
+                        uncancel()
+                    return
                 raise
         try:
             await writer.finish(payload, status)
+        except TimeoutError:
+            draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:
             writer.close()
 

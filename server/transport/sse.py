@@ -116,15 +116,32 @@ async def send_empty(
 
 
 class ResponseWriter:
-    """JSON unless the request sends something before its result; then SSE."""
+    """JSON unless the request sends something before its result; then SSE.
 
-    def __init__(self, send: Send, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
+    Every send on the stream must finish within ``send_timeout_s``. A client that stops
+    reading is treated as one that closed the stream: the writer is ``stalled``, the handler
+    is cancelled (a send it was waiting on raises CancelledError; a keep-alive that times out
+    cancels the request's task), nothing more is sent, and the response is left unfinished
+    for the HTTP protocol to reset."""
+
+    def __init__(
+        self,
+        send: Send,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+        keepalive_s: float,
+        send_timeout_s: float,
+    ) -> None:
         self._send = send
         self._json_ok = json_ok
         self._sse_ok = sse_ok
         self._keepalive_s = keepalive_s
+        self._send_timeout_s = send_timeout_s
         self._keepalive: asyncio.Task[None] | None = None
+        self._owner: asyncio.Task[object] | None = None
         self.streaming = False
+        self.stalled = False
 
     async def emit(self, payload: bytes) -> None:
         """Send a message that precedes the result (dropped if the client takes no SSE)."""
@@ -132,13 +149,15 @@ class ResponseWriter:
             return
         if not self.streaming:
             await self._start_stream()
-        await self._send(
-            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
-        )
+        try:
+            await self._body(sse_frame(payload))
+        except TimeoutError:
+            raise asyncio.CancelledError from None  # the handler ends, as on a disconnect
 
     def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
         """Send the final message (result or error) and end the response. Not a coroutine
-        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own."""
+        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own.
+        Raises TimeoutError if the stream is (or becomes) stalled."""
         if not self.streaming and (self._json_ok or status != 200):
             return send_json(self._send, status, payload)
         return self._finish_stream(payload)
@@ -147,23 +166,37 @@ class ResponseWriter:
         if not self.streaming:
             await self._start_stream()
         self._stop_keepalive()
-        await self._send(
-            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
-        )
-        await self._send({"type": "http.response.body", "body": b""})
+        await self._body(sse_frame(payload))
+        await self._body(b"", more_body=False)
 
     def close(self) -> None:
         self._stop_keepalive()
 
+    async def _body(self, body: bytes, *, more_body: bool = True) -> None:
+        if self.stalled:
+            raise TimeoutError
+        message = {"type": "http.response.body", "body": body, "more_body": more_body}
+        try:
+            await send_within(self._send, message, self._send_timeout_s)
+        except TimeoutError:
+            self.stalled = True
+            raise
+
     async def _start_stream(self) -> None:
         self.streaming = True
+        self._owner = current_task()
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         self._keepalive = asyncio.create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
         while True:
             await asyncio.sleep(self._keepalive_s)
-            await self._send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+            try:
+                await self._body(KEEP_ALIVE)
+            except TimeoutError:
+                if self._owner is not None:
+                    self._owner.cancel()  # the handler ends, as on a disconnect
+                return
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:

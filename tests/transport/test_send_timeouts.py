@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server import Catalog
+from server import Catalog, Context
 from server.app import Application, create_app
 from server.settings import Settings
 from tests.support.live_server import ServerThread
@@ -37,6 +38,9 @@ LONG = "x" * 2000  # a 2 KiB URI: a notification frame of about 2.1 KiB
 UPDATES = 2500  # about 5 MiB of frames: more than a small receive window and the buffers hold
 
 
+chatty_cancelled = threading.Event()
+
+
 def make_catalog() -> Catalog:
     catalog = Catalog("send-timeout-test", "1.0.0")
 
@@ -49,6 +53,19 @@ def make_catalog() -> Catalog:
             if n % 100 == 99:
                 await asyncio.sleep(0.005)
         return "flooded"
+
+    @catalog.tool
+    async def chatty(ctx: Context, count: int) -> str:
+        """Reports ``count`` steps of progress, each with a 2 KiB message, one per loop turn
+        (writes are coalesced per turn: flow control acts between turns)."""
+        try:
+            for step in range(1, count + 1):
+                await ctx.report_progress(step, count, LONG)
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            chatty_cancelled.set()
+            raise
+        return "done"
 
     @catalog.resource("test://docs")
     def docs() -> str:
@@ -111,7 +128,7 @@ def read_until(sock: socket.socket, marker: bytes) -> bytes:
     return seen
 
 
-def modern_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[dict[str, str], bytes]:
     message = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -122,6 +139,7 @@ def modern_call(name: str, arguments: dict[str, Any]) -> tuple[dict[str, str], b
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": MODERN,
                 "io.modelcontextprotocol/clientCapabilities": {},
+                **meta,
             },
         },
     }
@@ -187,6 +205,19 @@ def test_a_modern_listen_stream_whose_client_stops_reading_is_dropped(
         assert len(app.gate.streams) == 1
         flood(live)  # from here on the client reads nothing
         assert_dropped(live, sock, lambda: len(app.gate.streams) == 0 and not app.hub._streams)
+
+
+def test_a_modern_call_stream_whose_client_stops_reading_is_dropped_and_cancelled(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    chatty_cancelled.clear()
+    headers, body = modern_call("chatty", {"count": UPDATES}, progressToken="p")
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("POST", headers, body))
+        read_until(sock, b"\r\n\r\n")  # the head: from here on the client reads nothing
+        assert_dropped(live, sock, chatty_cancelled.is_set)
+        assert len(app.gate.streams) == 0
 
 
 def open_legacy_session(live: ServerThread) -> str:
