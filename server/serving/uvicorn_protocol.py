@@ -39,6 +39,7 @@ and checks the wire bytes against uvicorn's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import urllib.parse
@@ -238,7 +239,8 @@ class Cycle(RequestResponseCycle):
             if sock is not None:
                 # A reset, not a close: a closed socket keeps its unsent bytes in the kernel
                 # (megabytes on loopback) and goes on offering them to the client.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+                with contextlib.suppress(OSError):  # gone already: nothing to drop
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
             self.transport.abort()
         else:
             self.transport.close()

@@ -55,13 +55,14 @@ def make_catalog() -> Catalog:
         return "flooded"
 
     @catalog.tool
-    async def chatty(ctx: Context, count: int) -> str:
+    async def chatty(ctx: Context, count: int, pause: float = 0.0) -> str:
         """Reports ``count`` steps of progress, each with a 2 KiB message, one per loop turn
-        (writes are coalesced per turn: flow control acts between turns)."""
+        (writes are coalesced per turn: flow control acts between turns) or ``pause``
+        seconds apart (a legacy stream keeps only its last events: its writer keeps up)."""
         try:
             for step in range(1, count + 1):
                 await ctx.report_progress(step, count, LONG)
-                await asyncio.sleep(0)
+                await asyncio.sleep(pause)
         except asyncio.CancelledError:
             chatty_cancelled.set()
             raise
@@ -218,6 +219,38 @@ def test_a_modern_call_stream_whose_client_stops_reading_is_dropped_and_cancelle
         read_until(sock, b"\r\n\r\n")  # the head: from here on the client reads nothing
         assert_dropped(live, sock, chatty_cancelled.is_set)
         assert len(app.gate.streams) == 0
+
+
+def test_a_legacy_call_stream_whose_client_stops_reading_is_dropped_and_the_call_goes_on(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    session_id = open_legacy_session(live)
+    runtime = app.runtimes.peek(session_id)
+    assert runtime is not None
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "chatty",
+            "arguments": {"count": UPDATES, "pause": 0.0005},
+            "_meta": {"progressToken": "p"},
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": LEGACY,
+    }
+    chatty_cancelled.clear()
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
+        read_until(sock, b"retry:")  # the priming event: from here on the client reads nothing
+        # A disconnect is no cancellation in this era: the call finishes, resumable.
+        assert_dropped(live, sock, lambda: not runtime.inflight)
+    assert not chatty_cancelled.is_set()
 
 
 def open_legacy_session(live: ServerThread) -> str:
