@@ -146,7 +146,11 @@ class Application:
             self.runtimes,
             self.hub,
             self.gate,
-            LegacyOptions(keepalive_s=settings.keepalive_s, retry_ms=settings.sse_retry_ms),
+            LegacyOptions(
+                keepalive_s=settings.keepalive_s,
+                retry_ms=settings.sse_retry_ms,
+                send_timeout_s=settings.send_timeout_s,
+            ),
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )

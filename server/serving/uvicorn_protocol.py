@@ -20,6 +20,15 @@ clients were woken one response at a time.
   0.5 s) closes the connections idle past ``timeout_keep_alive``, so one closes between that
   and half a second later.
 
+One thing differs in what it does: a response the app leaves unfinished while the client is
+not reading (a stream that gave up on its send timeout) is **reset**: its unsent bytes are
+dropped, those in the kernel's socket buffer too (``SO_LINGER`` 0). uvicorn's own protocol
+closes it, and a close waits until the buffered bytes are written: a client that never reads
+again keeps the connection and megabytes of unsent data (tests/transport/test_send_timeouts.py;
+a plain abort would still leave the kernel's send buffer, 2.8 MB on loopback, to an orphaned
+socket). Under another server the stream still ends and frees
+its slots; what the connection holds is then that server's affair.
+
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
 they follow uvicorn 0.54, and :func:`server.serving.http_protocol` uses them only on the releases
 in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer uvicorn installs and
@@ -30,6 +39,9 @@ and checks the wire bytes against uvicorn's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 import urllib.parse
 from itertools import chain
 from typing import Any
@@ -51,6 +63,8 @@ from server.serving.coalescing import CoalescingTransport, write_batch
 # What a header line means to the response framing (uvicorn's rules).
 _PLAIN, _LENGTH, _CHUNKED, _CLOSE = 0, 1, 2, 3
 _LINES_KEPT = 1024
+# SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
+_RESET = struct.pack("ii", 1, 0)
 
 
 class HeaderLines:
@@ -101,7 +115,7 @@ _LINES = HeaderLines()
 
 class Cycle(RequestResponseCycle):
     """One request and its response: uvicorn's ``send``, with the head built from
-    :class:`HeaderLines`."""
+    :class:`HeaderLines`, and its ``run_asgi``, aborting a stalled unfinished response."""
 
     def __init__(self, protocol: HttpProtocol, scope: Any, keep_alive: bool) -> None:
         # uvicorn's __init__, its arguments read from the protocol here instead of passed by
@@ -187,6 +201,49 @@ class Cycle(RequestResponseCycle):
             if not self.keep_alive:
                 self.transport.close()
             self.on_response()
+
+    async def run_asgi(self, app: Any) -> None:
+        # uvicorn's, but a response the app leaves unfinished while the client is not reading
+        # (its writes paused: the app gave up on a send timeout) is aborted. uvicorn closes
+        # it, and a close waits until the unsent bytes are written: for a client that never
+        # reads again, forever, with its megabytes held.
+        try:
+            result = await app(self.scope, self.receive, self.send)
+        except BaseException as exc:
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            if not self.response_started:
+                await self.send_500_response()
+            else:
+                self._end_unfinished()
+        else:
+            if result is not None:
+                msg = "ASGI callable should return None, but returned '%s'."
+                self.logger.error(msg, result)
+                self.transport.close()
+            elif not self.response_started and not self.disconnected:
+                self.logger.error("ASGI callable returned without starting response.")
+                await self.send_500_response()
+            elif not self.response_complete and not self.disconnected:
+                if not self.flow.write_paused:
+                    self.logger.error("ASGI callable returned without completing response.")
+                self._end_unfinished()
+        finally:
+            self.on_response = lambda: None
+
+    def _end_unfinished(self) -> None:
+        """A response cut short: closed once what was written has gone out, or aborted at
+        once if the client has stopped reading (the bytes would never go out)."""
+        if self.flow.write_paused:
+            self.disconnected = True  # nothing more is sent on it
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                # A reset, not a close: a closed socket keeps its unsent bytes in the kernel
+                # (megabytes on loopback) and goes on offering them to the client.
+                with contextlib.suppress(OSError):  # gone already: nothing to drop
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+            self.transport.abort()
+        else:
+            self.transport.close()
 
     def _start(self, status: int, headers: Any) -> None:
         self.response_started = True

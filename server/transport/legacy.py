@@ -7,6 +7,9 @@ Each call in a session runs in its own task and writes to its own
 sends nothing before its result is answered with plain JSON; otherwise the response becomes SSE
 with a priming event (id, empty data, ``retry``) for clients of 2025-11-25 and later, and every
 message carries an id so a dropped connection can be resumed with ``GET`` + ``Last-Event-ID``.
+Every send on a stream, the GET stream's too, is bounded by ``MCP_SEND_TIMEOUT_S``: a client
+that stops reading loses the connection, not the call, and a stuck GET stream does not keep
+its session from expiring.
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
 
@@ -59,6 +62,7 @@ from server.transport.sse import (
 class LegacyOptions:
     keepalive_s: float
     retry_ms: int
+    send_timeout_s: float
 
 
 class LegacyHttp:
@@ -225,15 +229,24 @@ class LegacyHttp:
             assert call.final is not None
             await send_json(send, call.status, call.final)
             return None
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        if session.protocol_version >= PRIMING_SINCE:
-            await send_body(
-                send, sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
-            )
+        timeout_s = self.options.send_timeout_s
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            if session.protocol_version >= PRIMING_SINCE:
+                priming = sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
+                await send_body(send, priming, timeout_s)
+        except TimeoutError:
+            return "send_timeout"  # the call goes on; its messages stay resumable
         # If the call already ended this connection (SSE polling), pump sends what there is
         # and closes; the client resumes from the priming id.
         return await pump(
-            receive, send, stream, 0, keepalive_s=self.options.keepalive_s, generation=generation
+            receive,
+            send,
+            stream,
+            0,
+            keepalive_s=self.options.keepalive_s,
+            send_timeout_s=timeout_s,
+            generation=generation,
         )
 
     async def take(
@@ -324,18 +337,27 @@ class LegacyHttp:
         if follow:
             runtime.remote_followers += 1
         feeder = create_task(self.mirror.tail(session.id, stream)) if follow else None
+        timeout_s = self.options.send_timeout_s
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if session.protocol_version >= PRIMING_SINCE:
-                await send_body(
-                    send,
-                    sse_frame(b"", event_id=f"{stream.id}_{after}", retry_ms=self.options.retry_ms),
-                )
+                priming_id = f"{stream.id}_{after}"
+                priming = sse_frame(b"", event_id=priming_id, retry_ms=self.options.retry_ms)
+                await send_body(send, priming, timeout_s)
             for event_id, data in found.missed:
-                await send_body(send, sse_frame(data, event_id=event_id))
+                await send_body(send, sse_frame(data, event_id=event_id), timeout_s)
             draft.stream_end = await pump(
-                receive, send, stream, after, keepalive_s=self.options.keepalive_s
+                receive,
+                send,
+                stream,
+                after,
+                keepalive_s=self.options.keepalive_s,
+                send_timeout_s=timeout_s,
             )
+        except TimeoutError:
+            # The client stopped reading: the follower ends (so an idle session can expire)
+            # and the server's HTTP protocol aborts the connection.
+            draft.stream_end = "send_timeout"
         finally:
             if standalone:
                 runtime.standalone_followers -= 1

@@ -15,11 +15,11 @@ no disconnect watcher and no handler timer at all, one that waits gets them arme
 timer, and a watcher task past 20 ms). Its response is JSON unless it sends something before
 its result. A closed response stream cancels the handler, as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
-here, in the request's own task, with keep-alive comments, a send timeout for clients that stop
-reading, and the graceful result when the server shuts down (``Application.begin_shutdown``
-closes every stream through the hub). They used sse-starlette's ``EventSourceResponse`` at
-first: its task group (four tasks a stream) cost ~54 KiB per idle stream; this costs two tasks
-(see docs/benchmarks.md).
+here, in the request's own task, with keep-alive comments, a send timeout on every send
+(the end too) for clients that stop reading, and the graceful result when the server shuts
+down (``Application.begin_shutdown`` closes every stream through the hub). They used
+sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a stream) cost
+~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from server.aio import Deadline, Started
+from server.aio import Deadline, Started, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.context import Caller
@@ -42,6 +42,7 @@ from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
 from server.transport.sse import (
+    END_OF_BODY,
     KEEP_ALIVE,
     SSE_HEADERS,
     Disconnect,
@@ -49,6 +50,7 @@ from server.transport.sse import (
     ResponseWriter,
     send_empty,
     send_json,
+    send_within,
     sse_frame,
     uncancel,
 )
@@ -145,7 +147,11 @@ class ModernHttp:
                 await send_json(send, 200, encode_result(request_id, cached))
                 return
         writer = ResponseWriter(
-            send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=self.options.keepalive_s
+            send,
+            json_ok=json_ok,
+            sse_ok=sse_ok,
+            keepalive_s=self.options.keepalive_s,
+            send_timeout_s=self.options.send_timeout_s,
         )
         if failure is not None:
             payload, status = self._failed(call, failure, writer, draft)
@@ -180,10 +186,18 @@ class ModernHttp:
                     # sent.
                     uncancel()
                     return
+                if writer.stalled:
+                    # The client stopped reading: the same, and its connection is reset.
+                    draft.stream_end = "send_timeout"
+                    if (task := current_task()) is not None and task.cancelling():
+                        uncancel()
+                    return
                 raise
         draft.task = call.task  # what it did with a task, for its record
         try:
             await writer.finish(payload, status)
+        except TimeoutError:
+            draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:
             writer.close()
 
@@ -259,17 +273,18 @@ class ModernHttp:
                             await self._send_frame(send, sse_frame(closing))
                         break
                     await self._send_frame(send, sse_frame(item))
+                # The end is a send too: a client that stopped reading (a stream ended by
+                # overflow, say) must not hold it.
+                await send_within(send, END_OF_BODY, self.options.send_timeout_s)
             except asyncio.CancelledError:
                 if not disconnect.happened:
                     raise
                 uncancel()
-                return
             except TimeoutError:
-                # The client stopped reading: a stuck stream is closed, not kept.
+                # The client stopped reading: the stream ends unfinished, and the server's
+                # HTTP protocol aborts the connection (server/serving/uvicorn_protocol.py).
                 draft.stream_end = "send_timeout"
-                return
-        await send({"type": "http.response.body", "body": b""})
 
-    async def _send_frame(self, send: Send, frame: bytes) -> None:
-        async with Deadline(self.options.send_timeout_s):
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+    def _send_frame(self, send: Send, frame: bytes) -> Awaitable[None]:
+        body = {"type": "http.response.body", "body": frame, "more_body": True}
+        return send_within(send, body, self.options.send_timeout_s)

@@ -26,7 +26,8 @@ that finishes without sending anything gets one ``application/json`` response; t
 notification it sends (progress, a log message) turns the response into an SSE stream, which
 then carries the rest and the result. Request streams are short and live inline in the
 request's task, so they cost no extra tasks except a keep-alive while one is open. :func:`pump`
-writes a resumable legacy stream from its event log until it ends or the client leaves.
+writes a resumable legacy stream from its event log until it ends or the client leaves; its
+sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
 """
 
 from __future__ import annotations
@@ -115,15 +116,32 @@ async def send_empty(
 
 
 class ResponseWriter:
-    """JSON unless the request sends something before its result; then SSE."""
+    """JSON unless the request sends something before its result; then SSE.
 
-    def __init__(self, send: Send, *, json_ok: bool, sse_ok: bool, keepalive_s: float) -> None:
+    Every send on the stream must finish within ``send_timeout_s``. A client that stops
+    reading is treated as one that closed the stream: the writer is ``stalled``, the handler
+    is cancelled (a send it was waiting on raises CancelledError; a keep-alive that times out
+    cancels the request's task), nothing more is sent, and the response is left unfinished
+    for the HTTP protocol to reset."""
+
+    def __init__(
+        self,
+        send: Send,
+        *,
+        json_ok: bool,
+        sse_ok: bool,
+        keepalive_s: float,
+        send_timeout_s: float,
+    ) -> None:
         self._send = send
         self._json_ok = json_ok
         self._sse_ok = sse_ok
         self._keepalive_s = keepalive_s
+        self._send_timeout_s = send_timeout_s
         self._keepalive: asyncio.Task[None] | None = None
+        self._owner: asyncio.Task[object] | None = None
         self.streaming = False
+        self.stalled = False
 
     async def emit(self, payload: bytes) -> None:
         """Send a message that precedes the result (dropped if the client takes no SSE)."""
@@ -131,13 +149,15 @@ class ResponseWriter:
             return
         if not self.streaming:
             await self._start_stream()
-        await self._send(
-            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
-        )
+        try:
+            await self._body(sse_frame(payload))
+        except TimeoutError:
+            raise asyncio.CancelledError from None  # the handler ends, as on a disconnect
 
     def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
         """Send the final message (result or error) and end the response. Not a coroutine
-        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own."""
+        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own.
+        Raises TimeoutError if the stream is (or becomes) stalled."""
         if not self.streaming and (self._json_ok or status != 200):
             return send_json(self._send, status, payload)
         return self._finish_stream(payload)
@@ -146,23 +166,37 @@ class ResponseWriter:
         if not self.streaming:
             await self._start_stream()
         self._stop_keepalive()
-        await self._send(
-            {"type": "http.response.body", "body": sse_frame(payload), "more_body": True}
-        )
-        await self._send({"type": "http.response.body", "body": b""})
+        await self._body(sse_frame(payload))
+        await self._body(b"", more_body=False)
 
     def close(self) -> None:
         self._stop_keepalive()
 
+    async def _body(self, body: bytes, *, more_body: bool = True) -> None:
+        if self.stalled:
+            raise TimeoutError
+        message = {"type": "http.response.body", "body": body, "more_body": more_body}
+        try:
+            await send_within(self._send, message, self._send_timeout_s)
+        except TimeoutError:
+            self.stalled = True
+            raise
+
     async def _start_stream(self) -> None:
         self.streaming = True
+        self._owner = current_task()
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         self._keepalive = asyncio.create_task(self._keep_alive())
 
     async def _keep_alive(self) -> None:
         while True:
             await asyncio.sleep(self._keepalive_s)
-            await self._send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+            try:
+                await self._body(KEEP_ALIVE)
+            except TimeoutError:
+                if self._owner is not None:
+                    self._owner.cancel()  # the handler ends, as on a disconnect
+                return
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:
@@ -227,8 +261,23 @@ def uncancel() -> None:
         task.uncancel()
 
 
-async def send_body(send: Send, body: bytes) -> None:
-    await send({"type": "http.response.body", "body": body, "more_body": True})
+END_OF_BODY: ASGIMessage = {"type": "http.response.body", "body": b""}
+
+
+async def send_within(send: Send, message: ASGIMessage, timeout_s: float) -> None:
+    """Send, or raise TimeoutError after ``timeout_s``: a send waits while the client does not
+    read (uvicorn's flow control), and a client that stops reading must not keep a stream.
+    The caller then returns with its response unfinished, and the server's HTTP protocol
+    aborts the connection (server/serving/uvicorn_protocol.py)."""
+    async with Deadline(timeout_s):
+        await send(message)
+
+
+def send_body(send: Send, body: bytes, timeout_s: float) -> Awaitable[None]:
+    """One piece of a streamed body, within the send timeout."""
+    return send_within(
+        send, {"type": "http.response.body", "body": body, "more_body": True}, timeout_s
+    )
 
 
 async def pump(
@@ -238,19 +287,23 @@ async def pump(
     after: int,
     *,
     keepalive_s: float,
+    send_timeout_s: float,
     generation: int | None = None,
 ) -> str:
     """Write a resumable stream's events after ``after`` until it finishes, the client leaves,
     or the server ends the connection on purpose (``generation`` moves on); then end the
-    response. Keep-alive comments fill the silences. Returns why it ended: ``complete``,
-    ``client_closed``, or the reason the server gave for ending the connection."""
+    response. Keep-alive comments fill the silences. Every send, the end too, must finish
+    within ``send_timeout_s``. Returns why it ended: ``complete``, ``client_closed``,
+    ``send_timeout`` (the response left unfinished), or the reason the server gave for
+    ending the connection."""
     generation = stream.generation if generation is None else generation
     cursor = after
     with DisconnectWatch(receive) as disconnect:
         try:
             while True:
                 for seq, event in stream.events_after(cursor):
-                    await send_body(send, sse_frame(event.payload, event_id=event.id))
+                    frame = sse_frame(event.payload, event_id=event.id)
+                    await send_body(send, frame, send_timeout_s)
                     cursor = seq
                 if stream.finished or stream.generation != generation:
                     break
@@ -258,11 +311,13 @@ async def pump(
                     async with Deadline(keepalive_s):
                         await stream.wait_beyond(cursor, generation)
                 except TimeoutError:
-                    await send_body(send, KEEP_ALIVE)
+                    await send_body(send, KEEP_ALIVE, send_timeout_s)
+            await send_within(send, END_OF_BODY, send_timeout_s)
         except asyncio.CancelledError:
             if not disconnect.happened:
                 raise
             uncancel()
             return "client_closed"
-    await send({"type": "http.response.body", "body": b""})
+        except TimeoutError:
+            return "send_timeout"  # the call's events stay resumable
     return "complete" if stream.generation == generation else stream.end_reason

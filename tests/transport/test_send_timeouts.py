@@ -1,0 +1,314 @@
+"""A client that stops reading a stream loses it after the send timeout, and holds nothing.
+
+Each test runs a real uvicorn on 127.0.0.1 (the server's own HTTP protocol) and a raw socket
+with a small receive buffer that stops reading once the stream is open. The server then has
+megabytes to send (resource updates with long URIs), fills the kernel buffers and uvicorn's
+write buffer, and its sends block: after ``MCP_SEND_TIMEOUT_S`` the stream must end, the
+connection must be gone from the server (not kept to flush what is unsent), and every slot
+the stream held (the client's stream slot, the hub stream, the session's GET follower) must be
+free; a legacy session whose GET stream is stuck still expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from server import Catalog, Context
+from server.app import Application, create_app
+from server.settings import Settings
+from tests.support.live_server import ServerThread
+from tests.support.polling import wait_until_blocking
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+SEND_TIMEOUT_S = 0.5
+# Past the send timeout: the first blocked send waits at most this long after the buffers
+# fill (about a second of flooding at most), plus the test's own polling and a loaded machine.
+MARGIN_S = 5.0
+LONG = "x" * 2000  # a 2 KiB URI: a notification frame of about 2.1 KiB
+UPDATES = 2500  # about 5 MiB of frames: more than a small receive window and the buffers hold
+
+
+chatty_cancelled = threading.Event()
+
+
+def make_catalog() -> Catalog:
+    catalog = Catalog("send-timeout-test", "1.0.0")
+
+    @catalog.tool
+    async def flood(count: int) -> str:
+        """Announces ``count`` updates of resources below test://docs/, a hundred at a time:
+        a legacy stream keeps only its last events, so its writer must keep up."""
+        for n in range(count):
+            catalog.notify_resource_updated(f"test://docs/{n}/{LONG}")
+            if n % 100 == 99:
+                await asyncio.sleep(0.005)
+        return "flooded"
+
+    @catalog.tool
+    async def chatty(ctx: Context, count: int, pause: float = 0.0) -> str:
+        """Reports ``count`` steps of progress, each with a 2 KiB message, one per loop turn
+        (writes are coalesced per turn: flow control acts between turns) or ``pause``
+        seconds apart (a legacy stream keeps only its last events: its writer keeps up)."""
+        try:
+            for step in range(1, count + 1):
+                await ctx.report_progress(step, count, LONG)
+                await asyncio.sleep(pause)
+        except asyncio.CancelledError:
+            chatty_cancelled.set()
+            raise
+        return "done"
+
+    @catalog.resource("test://docs")
+    def docs() -> str:
+        """Docs."""
+        return "docs"
+
+    return catalog
+
+
+@pytest.fixture
+def live() -> Iterator[ServerThread]:
+    settings = Settings(
+        _env_file=None,
+        send_timeout_s=SEND_TIMEOUT_S,
+        keepalive_s=0.2,
+        listen_queue_size=UPDATES + 10,  # the queue never overflows: the sends must time out
+        session_idle_timeout_s=1.0,
+    )
+    running = ServerThread(create_app(settings, make_catalog()), check_health=True)
+    running.start()
+    yield running
+    running.stop()
+
+
+def app_of(live: ServerThread) -> Application:
+    app = live.app
+    assert isinstance(app, Application)
+    return app
+
+
+def open_connections(live: ServerThread) -> int:
+    return len(live.server.server_state.connections)
+
+
+def stalled_socket(live: ServerThread) -> socket.socket:
+    """A connection to the server that will read little: a 4 KiB receive buffer."""
+    port = int(live.url.rsplit(":", 1)[1])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.settimeout(5)
+    return sock
+
+
+def raw_request(method: str, headers: dict[str, str], body: bytes = b"") -> bytes:
+    lines = [f"{method} /mcp HTTP/1.1", "Host: 127.0.0.1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    if body:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def read_until(sock: socket.socket, marker: bytes) -> bytes:
+    """Read until ``marker`` has arrived (the stream is open and has sent its first event)."""
+    seen = b""
+    while marker not in seen:
+        chunk = sock.recv(4096)
+        assert chunk, f"the server closed before {marker!r}: {seen[:300]!r}"
+        seen += chunk
+    return seen
+
+
+def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[dict[str, str], bytes]:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": name,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                **meta,
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    return headers, json.dumps(message).encode()
+
+
+def flood(live: ServerThread) -> None:
+    headers, body = modern_call("flood", {"count": UPDATES})
+    response = httpx.post(f"{live.url}/mcp", headers=headers, content=body, timeout=10)
+    assert response.status_code == 200, response.text
+
+
+def assert_dropped(live: ServerThread, sock: socket.socket, released: Callable[[], bool]) -> None:
+    """The server lets the stalled connection go within the send timeout and a margin, while
+    the client still reads nothing; the client then finds the connection ended, long before
+    the megabytes the server had to send."""
+    started = time.monotonic()
+    wait_until_blocking(lambda: open_connections(live) == 0, SEND_TIMEOUT_S + MARGIN_S)
+    wait_until_blocking(released, 1.0)
+    assert time.monotonic() - started < SEND_TIMEOUT_S + MARGIN_S
+    received = 0
+    try:
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass  # an aborted connection: what the server had not sent is gone
+    assert received < UPDATES * len(LONG) // 2, received
+
+
+def test_a_modern_listen_stream_whose_client_stops_reading_is_dropped(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    message = {
+        "jsonrpc": "2.0",
+        "id": "listen",
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"resourceSubscriptions": ["test://docs/"]},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
+        read_until(sock, b"\r\n\r\n")  # the head and the acknowledgement
+        assert len(app.hub) >= 1
+        assert len(app.gate.streams) == 1
+        flood(live)  # from here on the client reads nothing
+        assert_dropped(live, sock, lambda: len(app.gate.streams) == 0 and not app.hub._streams)
+
+
+def test_a_modern_call_stream_whose_client_stops_reading_is_dropped_and_cancelled(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    chatty_cancelled.clear()
+    headers, body = modern_call("chatty", {"count": UPDATES}, progressToken="p")
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("POST", headers, body))
+        read_until(sock, b"\r\n\r\n")  # the head: from here on the client reads nothing
+        assert_dropped(live, sock, chatty_cancelled.is_set)
+        assert len(app.gate.streams) == 0
+
+
+def test_a_legacy_call_stream_whose_client_stops_reading_is_dropped_and_the_call_goes_on(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    session_id = open_legacy_session(live)
+    runtime = app.runtimes.peek(session_id)
+    assert runtime is not None
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "chatty",
+            "arguments": {"count": UPDATES, "pause": 0.0005},
+            "_meta": {"progressToken": "p"},
+        },
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": LEGACY,
+    }
+    chatty_cancelled.clear()
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
+        read_until(sock, b"retry:")  # the priming event: from here on the client reads nothing
+        # A disconnect is no cancellation in this era: the call finishes, resumable.
+        assert_dropped(live, sock, lambda: not runtime.inflight)
+    assert not chatty_cancelled.is_set()
+
+
+def open_legacy_session(live: ServerThread) -> str:
+    """A 2025-11-25 session subscribed to test://docs/..., through httpx."""
+    base = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "stalled", "version": "1"},
+        },
+    }
+    with httpx.Client(base_url=live.url, timeout=5) as http:
+        response = http.post("/mcp", headers=base, json=initialize)
+        assert response.status_code == 200, response.text
+        session_id = response.headers["mcp-session-id"]
+        headers = {**base, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": LEGACY}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post("/mcp", headers=headers, json=initialized).status_code == 202
+        subscribe = {  # every URI the flood announces is below it
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "resources/subscribe",
+            "params": {"uri": "test://docs/"},
+        }
+        answer = http.post("/mcp", headers=headers, json=subscribe)
+        assert answer.status_code == 200, answer.text
+    return session_id
+
+
+def test_a_legacy_get_stream_whose_client_stops_reading_is_dropped_and_its_session_expires(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    session_id = open_legacy_session(live)
+    headers = {
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": LEGACY,
+    }
+    with stalled_socket(live) as sock:
+        sock.sendall(raw_request("GET", headers))
+        read_until(sock, b"retry:")  # the priming event: the stream is followed
+        runtime = app.runtimes.peek(session_id)
+        assert runtime is not None
+        assert runtime.standalone_followers == 1
+        assert runtime.busy()
+        flood(live)
+        assert_dropped(
+            live,
+            sock,
+            lambda: runtime.standalone_followers == 0 and len(app.gate.streams) == 0,
+        )
+        # Nothing keeps the session busy now: it expires after its idle timeout.
+        wait_until_blocking(lambda: app.runtimes.peek(session_id) is None, 5.0)
