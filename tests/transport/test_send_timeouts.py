@@ -21,9 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from server import Catalog, Context
 from server.app import Application, create_app
+from server.serving import http_protocol
 from server.settings import Settings
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until_blocking
@@ -84,7 +86,12 @@ def live() -> Iterator[ServerThread]:
         keepalive_s=0.2,
         listen_queue_size=UPDATES + 10,  # the queue never overflows: the sends must time out
         session_idle_timeout_s=1.0,
+        coalesce_writes=True,  # this server's own protocol, whatever the environment says
     )
+    if http_protocol(settings) == "auto":
+        # The app cannot reach the transport: uvicorn's own protocol keeps a connection whose
+        # client stopped reading (documented in server/serving/uvicorn_protocol.py).
+        pytest.skip(f"uvicorn {uvicorn.__version__} runs its own protocol here")
     running = ServerThread(create_app(settings, make_catalog()), check_health=True)
     running.start()
     yield running
