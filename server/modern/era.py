@@ -41,6 +41,7 @@ from server.errors import (
 )
 from server.hub import ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
+from server.memo import BoundedMemo
 from server.modern.input_required import (
     InputRequired,
     ReplayExchange,
@@ -130,7 +131,7 @@ class ModernEra:
         self._encoded = EncodedResults(catalog)
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
-        self._matched: set[tuple[bytes, str]] = set()
+        self._matched: BoundedMemo[tuple[bytes, str], bool] = BoundedMemo(_MATCHES_KEPT)
 
     # -- validation ------------------------------------------------------------------------
 
@@ -189,8 +190,8 @@ class ModernEra:
             return
         if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
             raise HeaderMismatch(f"Header {name} does not match the request body")
-        if type(body) is str and len(matched) < _MATCHES_KEPT:
-            matched.add((raw, body))
+        if type(body) is str:
+            matched.remember((raw, body), True, len(raw) + len(body))
 
     def _check_param_headers(
         self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]

@@ -46,6 +46,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from server.aio import PerLoop
+from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 
 # What a header line means to the response framing (uvicorn's rules).
@@ -58,10 +59,14 @@ class HeaderLines:
 
     A value per pair: (the line as written, what it means to the framing, the length for a
     Content-Length). The server's date header is one of them, a new line each second.
-    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over."""
+    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over, and a
+    pair larger than :data:`~server.memo.SMALL_KEY_BYTES` (a value an app echoes from a
+    request) is checked every time, never kept."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[bytes, bytes], tuple[bytes, int, int]] = {}
+        self._known: BoundedMemo[tuple[bytes, bytes], tuple[bytes, int, int]] = BoundedMemo(
+            _LINES_KEPT
+        )
 
     def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
         try:
@@ -90,10 +95,7 @@ class HeaderLines:
         ]:
             meaning = _CLOSE
         known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
-        if len(self._known) >= _LINES_KEPT:
-            self._known.clear()
-        self._known[pair] = known
-        return known
+        return self._known.remember(pair, known, len(name) + len(value))
 
 
 _LINES = HeaderLines()

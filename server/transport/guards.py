@@ -8,12 +8,12 @@ a JSON-RPC error body.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from server.errors import InvalidRequest
+from server.memo import BoundedMemo, memoized
 
 _HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
 
@@ -26,10 +26,20 @@ def split_host(value: str) -> tuple[str, str | None] | None:
 
 def host_allowed(value: str, allowed: Sequence[str]) -> bool:
     """``allowed`` holds "host" (any port), "host:port", or "*" (anything)."""
-    return _host_allowed(value, tuple(allowed))
+    allowed = tuple(allowed)
+    key = (value, allowed)
+    verdict = _HOST_VERDICTS.get(key)
+    if verdict is None:
+        # The allow-list is the settings' own tuple, shared by every entry: only the value
+        # is the client's.
+        verdict = _HOST_VERDICTS.remember(key, _host_allowed(value, allowed), len(value))
+    return verdict
 
 
-@functools.lru_cache(maxsize=1024)  # hosts repeat: parse each (value, allow-list) once
+# Hosts repeat: each (value, allow-list) is parsed once.
+_HOST_VERDICTS: BoundedMemo[tuple[str, tuple[str, ...]], bool] = BoundedMemo(1024)
+
+
 def _host_allowed(value: str, allowed: tuple[str, ...]) -> bool:
     if "*" in allowed:
         return True
@@ -54,21 +64,21 @@ def check_host(host: str | None, allowed: Sequence[str]) -> None:
 
 class HostGuard:
     """:func:`check_host` for one allow-list, on the raw header, remembering the raw values it
-    allowed (bounded): a client sends the same Host on every request, so the endpoint pays a
-    set lookup instead of decoding and parsing it each time."""
+    allowed (small ones, a bounded number): a client sends the same Host on every request, so
+    the endpoint pays a dict lookup instead of decoding and parsing it each time."""
 
     KEPT = 256
 
     def __init__(self, allowed: Sequence[str]) -> None:
         self.allowed = tuple(allowed)
-        self._allowed_raw: set[bytes] = set()
+        self._allowed_raw: BoundedMemo[bytes, bool] = BoundedMemo(self.KEPT)
 
     def check(self, raw: bytes | None) -> None:
         if raw is not None and raw in self._allowed_raw:
             return
         check_host(None if raw is None else raw.decode("latin-1"), self.allowed)
-        if raw is not None and len(self._allowed_raw) < self.KEPT:
-            self._allowed_raw.add(raw)
+        if raw is not None:
+            self._allowed_raw.remember(raw, True)
 
 
 def check_origin(
@@ -117,7 +127,7 @@ def _acceptable(ranges: dict[str, float], media: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)
+@memoized(256)  # a client sends the same value every time
 def negotiate(accept: str | None) -> tuple[bool, bool]:
     """(JSON acceptable, SSE acceptable); 406 when neither is."""
     if accept is None or not accept.strip():
@@ -132,8 +142,9 @@ def negotiate(accept: str | None) -> tuple[bool, bool]:
     return json_ok, sse_ok
 
 
-@functools.lru_cache(maxsize=256)  # a client sends the same value every time
-def check_content_type(content_type: str | None) -> None:
+@memoized(256)  # a client sends the same value every time
+def check_content_type(content_type: str | None) -> bool:
+    """True, or 415 for anything but JSON in UTF-8 (True so that the memo keeps it)."""
     media, *params = (part.strip().lower() for part in (content_type or "").split(";"))
     charset_ok = all(
         not p.startswith("charset=") or p in ("charset=utf-8", 'charset="utf-8"') for p in params
@@ -142,3 +153,4 @@ def check_content_type(content_type: str | None) -> None:
         raise InvalidRequest(
             "Unsupported media type: send Content-Type: application/json (UTF-8)", http_status=415
         )
+    return True

@@ -375,6 +375,14 @@ def test_remembered_header_lines_stay_bounded() -> None:
     assert len(lines._known) <= 1024
 
 
+def test_big_header_lines_are_checked_but_never_kept() -> None:
+    lines = HeaderLines()
+    for number in range(20):
+        value = b"v" * 8192 + str(number).encode()
+        assert lines.line((b"x-echo", value))[0] == b"x-echo: " + value + b"\r\n"
+    assert len(lines._known) == 0
+
+
 def test_the_server_runs_on_it_unless_turned_off() -> None:
     on = Settings(_env_file=None, records=["none"], coalesce_writes=True)
     default = server_for(create_app(on))
