@@ -1,5 +1,7 @@
 """HTTP admission rules for the MCP endpoint, as pure functions over header values.
 
+Header sizes first (:func:`check_header_sizes`, 431): what an ASGI server hands over is not
+trusted to be bounded (uvicorn's httptools accepts megabytes).
 Host and Origin allow-lists (DNS-rebinding protection), the Accept negotiation (lenient: only
 refuse when neither JSON nor SSE is acceptable), and the Content-Type check. Each failure is an
 :class:`~server.errors.McpError` with its HTTP status, so the endpoint answers every refusal with
@@ -9,13 +11,34 @@ a JSON-RPC error body.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from server.errors import InvalidRequest
 from server.memo import BoundedMemo, memoized
 
 _HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
+
+
+def check_header_sizes(
+    headers: Iterable[tuple[bytes, bytes]], max_bytes: int, max_count: int, max_value: int
+) -> None:
+    """431 for more than ``max_count`` headers, a value past ``max_value`` bytes, or more than
+    ``max_bytes`` of names and values together."""
+    count = total = 0
+    for name, value in headers:
+        count += 1
+        total += len(name) + len(value)
+        if len(value) > max_value:
+            raise _too_large(f"a header value is larger than {max_value} bytes")
+    if count > max_count:
+        raise _too_large(f"more than {max_count} headers")
+    if total > max_bytes:
+        raise _too_large(f"headers larger than {max_bytes} bytes in all")
+
+
+def _too_large(why: str) -> InvalidRequest:
+    return InvalidRequest(f"Request header fields too large: {why}", http_status=431)
 
 
 def split_host(value: str) -> tuple[str, str | None] | None:
