@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from urllib.parse import urlsplit
 
 from server.errors import InvalidRequest
 from server.memo import BoundedMemo, memoized
@@ -112,12 +111,16 @@ def check_origin(
         return
     if origin in allowed_origins or "*" in allowed_origins:
         return
-    try:
-        parts = urlsplit(origin)
-        netloc_ok = parts.scheme in ("http", "https") and bool(parts.netloc)
-    except ValueError:
-        netloc_ok = False
-    if netloc_ok and host_allowed(parts.netloc, allowed_hosts):
+    # Parsed here rather than by urllib's urlsplit, which keeps its last 128 answers in an
+    # lru_cache whatever their size (megabytes for a client's 1 MB Origin, each).
+    scheme, separator, rest = origin.partition("://")
+    netloc = rest.partition("/")[0].partition("?")[0].partition("#")[0]
+    if (
+        separator
+        and scheme.lower() in ("http", "https")
+        and netloc
+        and host_allowed(netloc, allowed_hosts)
+    ):
         return
     raise InvalidRequest(f"Origin {origin!r} is not allowed", http_status=403)
 

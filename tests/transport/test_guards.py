@@ -1,5 +1,7 @@
 """server.transport.guards: Host/Origin allow-lists, Accept negotiation and Content-Type checks."""
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from server.errors import InvalidRequest, http_status
@@ -110,6 +112,17 @@ def test_the_host_guard_keeps_no_big_host_even_when_any_host_is_allowed():
     for number in range(50):
         guard.check(b"h" * 4096 + str(number).encode())
     assert len(guard._allowed_raw) == 0
+
+
+@pytest.mark.skipif(not hasattr(urlsplit, "cache_info"), reason="urlsplit has no cache here")
+def test_an_origin_never_reaches_the_unbounded_cache_of_urlsplit():
+    # Python 3.11+ keeps urlsplit's last 128 answers whatever their size.
+    urlsplit.cache_clear()
+    for number in range(5):
+        big = "http://" + "h" * 4096 + str(number)
+        refused(lambda big=big: check_origin(big, DEFAULT_HOSTS, ()), 403)
+    check_origin("http://localhost:3000", DEFAULT_HOSTS, ())
+    assert urlsplit.cache_info().currsize == 0
 
 
 def test_host_and_origin_verdicts_keep_no_big_value():
