@@ -140,12 +140,11 @@ class Gate:
         if not self._warned_untrusted_proxy:
             self._warned_untrusted_proxy = True
             log.warning(
-                "A request from %s carries proxy headers (X-Forwarded-For or Forwarded), but "
-                "%s is not in MCP_TRUSTED_PROXIES: every client behind that proxy looks like "
-                "%s, so they share one rate limit and one stream cap, and such requests are "
-                "not exempt from the rate limit. If the proxy is yours, set "
-                "MCP_TRUSTED_PROXIES to its address.",
-                draft.client_address,
+                "Requests from %s carry X-Forwarded-For or Forwarded, but it is not in "
+                "MCP_TRUSTED_PROXIES: every client behind that proxy looks like %s and they "
+                "share one rate limit and one stream cap (such requests are no longer exempt "
+                "from the rate limit). If the proxy is yours, set MCP_TRUSTED_PROXIES to its "
+                "address.",
                 draft.client_address,
                 draft.client_address,
             )
