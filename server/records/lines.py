@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from server.memo import BoundedMemo
-from server.records.draft import Draft
+from server.records.draft import CALL_METHODS, Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
     MAX_CLIENT_STRING,
@@ -223,6 +223,11 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
             record["batch_size"] = draft.batch_size
         if draft.advertised is not None:
             record["advertised"] = draft.advertised
+        if draft.method in CALL_METHODS:
+            record["target"] = draft.target
+            record["outcome"] = draft.call_outcome()
+        if draft.task is not None:
+            record["task"] = draft.task
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None
