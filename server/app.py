@@ -224,6 +224,9 @@ class Application:
                 allowed_origins=tuple(settings.allowed_origins) + tuple(settings.cors_origins),
                 max_body_bytes=settings.max_body_bytes,
                 max_batch=settings.max_batch,
+                max_header_bytes=settings.max_header_bytes,
+                max_headers=settings.max_headers,
+                max_header_value_bytes=settings.max_header_value_bytes,
                 trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )

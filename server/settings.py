@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     allowed_hosts: CommaList = ["127.0.0.1", "localhost", "[::1]"]
     allowed_origins: CommaList = []
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # Request headers (431 above): nginx and Apache allow 8 KiB a line and ~100 fields; 64 KiB
+    # in all leaves room for a large bearer token and cookies, and bounds what a request holds
+    # before it is authenticated.
+    max_header_bytes: int = Field(64 * 1024, ge=4096, le=16 * 1024 * 1024)
+    max_headers: int = Field(100, ge=16, le=10_000)
+    max_header_value_bytes: int = Field(8 * 1024, ge=1024, le=16 * 1024 * 1024)
     max_batch: int = Field(64, ge=1, le=10_000)
 
     page_size: int = Field(100, ge=1, le=10_000)

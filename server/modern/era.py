@@ -45,6 +45,7 @@ from server.errors import (
 )
 from server.hub import Event, ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
+from server.memo import BoundedMemo
 from server.modern.extensions import ModernExtensions
 from server.modern.input_required import (
     InputRequired,
@@ -143,7 +144,7 @@ class ModernEra:
         self._encoded = EncodedResults(catalog)
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
-        self._matched: set[tuple[bytes, str]] = set()
+        self._matched: BoundedMemo[tuple[bytes, str], bool] = BoundedMemo(_MATCHES_KEPT)
         # Declared extensions' methods (skills) and the tasks surface.
         self.extensions = ModernExtensions(
             catalog,
@@ -219,8 +220,8 @@ class ModernEra:
             return
         if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
             raise HeaderMismatch(f"Header {name} does not match the request body")
-        if type(body) is str and len(matched) < _MATCHES_KEPT:
-            matched.add((raw, body))
+        if type(body) is str:
+            matched.remember((raw, body), True, len(raw) + len(body))
 
     def _check_param_headers(
         self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]

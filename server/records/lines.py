@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from server.memo import BoundedMemo
 from server.records.draft import CALL_METHODS, Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
@@ -92,9 +93,13 @@ class LineMemo:
     __slots__ = ("declared", "metas", "templates")
 
     def __init__(self) -> None:
-        self.declared: dict[bytes, Declared] = {}
-        self.metas: dict[bytes, MetaSeen] = {}
-        self.templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.declared: BoundedMemo[bytes, Declared] = BoundedMemo(
+            MEMO_MAX_ENTRIES, DECLARED_MEMO_MAX_BYTES
+        )
+        self.metas: BoundedMemo[bytes, MetaSeen] = BoundedMemo(MEMO_MAX_ENTRIES, MEMO_MAX_BYTES)
+        self.templates: BoundedMemo[tuple[Any, ...], dict[str, Any]] = BoundedMemo(
+            MEMO_MAX_ENTRIES, MEMO_MAX_BYTES
+        )
 
     def meta_seen(self, encoded: bytes, meta: Any, capabilities: Any, privacy: Privacy) -> MetaSeen:
         """``meta`` (``encoded``) remembered with the capabilities it holds; its ``sensitive``
@@ -107,7 +112,7 @@ class LineMemo:
                     seen.capabilities_key = key
                     seen.declared = self.declared_of(capabilities, privacy)
                     break
-        _remember(self.metas, encoded, seen, len(encoded))
+        self.metas.remember(encoded, seen, len(encoded))
         return seen
 
     def declared_of(self, capabilities: dict[str, Any], privacy: Privacy) -> Declared:
@@ -115,7 +120,7 @@ class LineMemo:
         known = self.declared.get(encoded)
         if known is None:
             known = Declared(encoded, len(encoded) <= privacy.max_params_bytes)
-            _remember(self.declared, encoded, known, len(encoded), DECLARED_MEMO_MAX_BYTES)
+            self.declared.remember(encoded, known, len(encoded))
         return known
 
     def template_of(
@@ -126,18 +131,8 @@ class LineMemo:
         the rest is None."""
         template = _template(draft, capabilities)
         size = sum(len(part) for part in key if isinstance(part, str))
-        _remember(self.templates, key, template, size)
+        self.templates.remember(key, template, size)
         return template
-
-
-def _remember(
-    memo: dict[Any, Any], key: Any, value: Any, size: int, max_bytes: int = MEMO_MAX_BYTES
-) -> None:
-    if size > max_bytes:
-        return
-    if len(memo) >= MEMO_MAX_ENTRIES:
-        memo.clear()
-    memo[key] = value
 
 
 class LineWriter:

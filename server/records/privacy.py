@@ -10,11 +10,12 @@ with :meth:`Privacy.apply`, or while encoding a finished draft's line
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from server.memo import BoundedMemo
 
 REDACTED = "[redacted]"
 
@@ -26,8 +27,11 @@ class Privacy:
     redact: tuple[str, ...]
     max_params_bytes: int
     keep_params: bool = True
-    # Verdicts per key already seen (params repeat the same few keys); bounded.
-    _verdicts: dict[Any, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Verdicts per key already seen (params repeat the same few keys): small keys only, a
+    # bounded number of them (a client may send keys of any size).
+    _verdicts: BoundedMemo[Any, bool] = field(
+        default_factory=lambda: BoundedMemo(4096), init=False, repr=False, compare=False
+    )
 
     def apply(self, record: dict[str, Any]) -> None:
         """Make a record's params fit to keep (the record writer calls this, off the request
@@ -85,9 +89,7 @@ class Privacy:
             for key, item in value.items():
                 verdict = verdicts.get(key)
                 if verdict is None:
-                    verdict = _sensitive(str(key), self.redact)
-                    if len(verdicts) < 4096:
-                        verdicts[key] = verdict
+                    verdict = verdicts.remember(key, _sensitive(str(key), self.redact))
                 if verdict:
                     return True
                 if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
@@ -132,11 +134,12 @@ class Privacy:
         return value
 
     def sensitive(self, key: Any) -> bool:
-        return _sensitive(str(key), self.redact)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts.remember(key, _sensitive(str(key), self.redact))
+        return verdict
 
 
-@functools.lru_cache(maxsize=4096)
 def _sensitive(key: str, redact: tuple[str, ...]) -> bool:
-    # Params repeat the same few keys, so the verdict per key is computed once.
     normal = key.lower().replace("-", "").replace("_", "")
     return any(word in normal for word in redact)

@@ -18,7 +18,6 @@ values, so they depend on nothing above them.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
 from server.errors import ConfigurationError, McpError, ServiceUnavailable
+from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.security.auth import (
     ANONYMOUS,
@@ -80,6 +80,9 @@ class Gate:
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
+        self._trusted_proxies = parse_networks(settings.trusted_proxies)
+        self._exempt_memo: BoundedMemo[str, bool] = BoundedMemo(4096)
+        self._warned_untrusted_proxy = False
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
@@ -96,9 +99,9 @@ class Gate:
             principal = await self.auth.authenticate(authorization, scope.get("query_string", b""))
         except AuthError:
             # Failed attempts count against the address too: guessing tokens is rate-limited.
-            self.limiter.check(client_key(None, draft.client_address))
+            self.charge_refusal(scope, headers, draft)
             raise
-        self._charge(draft, principal)
+        self._charge(draft, principal, scope, headers)
         return principal
 
     def enter_anonymous(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
@@ -106,14 +109,46 @@ class Gate:
         coroutine, since there is nothing to await, and this runs on every request."""
         if b"authorization" in headers:
             single_authorization(scope["headers"])  # sent twice is still a 400
-        self._charge(draft, ANONYMOUS)
+        self._charge(draft, ANONYMOUS, scope, headers)
         return ANONYMOUS
 
-    def _charge(self, draft: Draft, principal: Principal) -> None:
+    def _charge(self, draft: Draft, principal: Principal, scope: Scope, headers: Headers) -> None:
         """The caller's subject into its record, and its request against its rate."""
         draft.subject = None if principal is ANONYMOUS else principal.subject
-        if draft.subject is not None or not self._exempt(draft.client_address):
+        if draft.subject is not None or not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
+
+    def charge_refusal(self, scope: Scope, headers: Headers, draft: Draft) -> None:
+        """A request refused before authentication (bad Host or Origin, headers too large, a
+        bad token) charged to its address, under the same exemptions: refusals cost the server
+        a record each, so a flood of them is limited like any other. RateLimited once the
+        address is over its rate."""
+        if not self._exempt_request(scope, headers, draft):
+            self.limiter.check(client_key(None, draft.client_address))
+
+    def _exempt_request(self, scope: Scope, headers: Headers, draft: Draft) -> bool:
+        """Whether this anonymous request is exempt from the rate limit: its address is in
+        MCP_RATE_LIMIT_EXEMPT, and it did not come through a proxy this server does not
+        trust (that proxy's clients would all look like the proxy, loopback above all)."""
+        if not self._exempt(draft.client_address):
+            return False
+        if b"x-forwarded-for" not in headers and b"forwarded" not in headers:
+            return True
+        peer = scope.get("client")
+        if peer and self._trusted_proxies and in_networks(peer[0], self._trusted_proxies):
+            return True
+        if not self._warned_untrusted_proxy:
+            self._warned_untrusted_proxy = True
+            log.warning(
+                "Requests from %s carry X-Forwarded-For or Forwarded, but it is not in "
+                "MCP_TRUSTED_PROXIES: every client behind that proxy looks like %s and they "
+                "share one rate limit and one stream cap (such requests are no longer exempt "
+                "from the rate limit). If the proxy is yours, set MCP_TRUSTED_PROXIES to its "
+                "address.",
+                draft.client_address,
+                draft.client_address,
+            )
+        return False
 
     def charge_more(self, draft: Draft, cost: int) -> None:
         """Charge ``cost`` more requests to a caller already admitted (the messages of a
@@ -121,12 +156,18 @@ class Gate:
         if cost > 0 and (draft.subject is not None or not self._exempt(draft.client_address)):
             self.limiter.check(self.key(draft), cost)
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one Gate per app; addresses repeat
     def _exempt(self, address: str | None) -> bool:
         """Anonymous callers from MCP_RATE_LIMIT_EXEMPT (loopback by default) are not rate
         limited: local tools and benchmarks; behind a proxy, trusted proxies make the real
         client address visible, so remote clients are still limited."""
-        return address is not None and in_networks(address, self._exempt_networks)
+        if address is None:
+            return False
+        exempt = self._exempt_memo.get(address)
+        if exempt is None:  # addresses repeat: each is parsed once
+            exempt = self._exempt_memo.remember(
+                address, in_networks(address, self._exempt_networks)
+            )
+        return exempt
 
     @staticmethod
     def key(draft: Draft) -> str:

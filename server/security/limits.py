@@ -1,7 +1,8 @@
 """Abuse limits per client: a request rate (token buckets) and counters of open streams and
 legacy sessions, with the 429 errors that answer them.
 
-A client is a key (:func:`client_key`: the authenticated subject, else the address), so one
+A client is a key (:func:`client_key`: the authenticated subject, else the address, IPv6 by its
+/64 so that one host cannot take a fresh address per request), so one
 client over its limits is refused while the others go on. Memory stays bounded: the rate
 limiter keeps at most ``max_keys`` buckets (least recently used dropped first, and a bucket
 that has refilled is dropped as soon as it is seen, since it equals a new one); a counter
@@ -14,6 +15,7 @@ which limit; :class:`RateLimited` carries ``retry_after`` (seconds, a float) for
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict
@@ -22,6 +24,7 @@ from types import TracebackType
 from typing import ClassVar
 
 from server.errors import McpError
+from server.memo import BoundedMemo
 
 LIMIT_EXCEEDED = -32000
 
@@ -55,10 +58,34 @@ def retry_after_header(seconds: float) -> str:
 
 
 def client_key(subject: str | None, address: str | None) -> str:
-    """The key limits are counted by: the authenticated subject, else the client address."""
+    """The key limits are counted by: the authenticated subject, else the client address (an
+    IPv6 address by its /64, which one host is usually given whole)."""
     if subject:
         return "sub:" + subject
-    return "addr:" + (address or "unknown")
+    if address is None:
+        return "addr:unknown"
+    if ":" not in address and len(address) <= _IPV4_CHARS:  # IPv4, the usual case: no parsing
+        return "addr:" + address
+    key = _ADDRESS_KEYS.get(address)
+    if key is None:
+        key = _ADDRESS_KEYS.remember(address, "addr:" + _network_of(address))
+    return key
+
+
+_ADDRESS_KEYS: BoundedMemo[str, str] = BoundedMemo(4096)
+_IPV4_CHARS = 15
+
+
+def _network_of(address: str) -> str:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:64]  # not an address (a forwarded header's word): its own key, clipped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 class RateLimiter:

@@ -162,6 +162,9 @@ def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict
         # only ever waits for it, so a fraction of a second is kept.
         "timeout_graceful_shutdown": graceful_s,
         "http": http_protocol(settings),
+        # uvicorn's cap on a request head under h11; this server's httptools protocol reads it
+        # too (uvicorn's own httptools protocol has none). The request line gets 16 KiB more.
+        "h11_max_incomplete_event_size": settings.max_header_bytes + 16 * 1024,
     }
 
 

@@ -2,7 +2,9 @@
 
 Parsing, keep-alive, pipelining, flow control, upgrades and shutdown are uvicorn's own,
 inherited. Three things differ, each measured on this project's machines (docs/benchmarks.md),
-where uvicorn's per-response work was a quarter of the server's CPU on a ``tools/call``:
+where uvicorn's per-response work was a quarter of the server's CPU on a ``tools/call``
+(and one more, for safety: a request head past a cap is refused with 431 while it arrives,
+since httptools would hold a header of any size):
 
 - **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for the
 end of the loop's turn and go out as one, so a response costs one system call instead of two and the
@@ -58,6 +60,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from server.aio import PerLoop
+from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 
 # What a header line means to the response framing (uvicorn's rules).
@@ -65,6 +68,13 @@ _PLAIN, _LENGTH, _CHUNKED, _CLOSE = 0, 1, 2, 3
 _LINES_KEPT = 1024
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
+# A request head (request line and headers) larger than this is refused with 431 before it is
+# all read, unless the server's configuration says otherwise (server.serving.uvicorn_options).
+MAX_HEAD_BYTES = 80 * 1024
+HEAD_TOO_LARGE = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Request header fields too large"}}'
+)
 
 
 class HeaderLines:
@@ -72,10 +82,14 @@ class HeaderLines:
 
     A value per pair: (the line as written, what it means to the framing, the length for a
     Content-Length). The server's date header is one of them, a new line each second.
-    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over."""
+    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over, and a
+    pair larger than :data:`~server.memo.SMALL_KEY_BYTES` (a value an app echoes from a
+    request) is checked every time, never kept."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[bytes, bytes], tuple[bytes, int, int]] = {}
+        self._known: BoundedMemo[tuple[bytes, bytes], tuple[bytes, int, int]] = BoundedMemo(
+            _LINES_KEPT
+        )
 
     def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
         try:
@@ -104,10 +118,7 @@ class HeaderLines:
         ]:
             meaning = _CLOSE
         known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
-        if len(self._known) >= _LINES_KEPT:
-            self._known.clear()
-        self._known[pair] = known
-        return known
+        return self._known.remember(pair, known, len(name) + len(value))
 
 
 _LINES = HeaderLines()
@@ -295,13 +306,49 @@ class HttpProtocol(HttpToolsProtocol):
     # class's other instances (CPython 3.11: 296 bytes at 29 keys, 1,584 at 30). Two more in
     # the dict cost 1.3 KiB per open connection (streams_bench: 18.5 KiB per idle listen
     # stream instead of 17.5).
-    __slots__ = ("_sweep",)
+    __slots__ = ("_head_bytes", "_max_head_bytes", "_sweep")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The loop's sweep; this connection is in its ``idle`` only between a response and
         # the next request.
         self._sweep = idle_sweep(self.loop)
+        # Bytes received while a request head is being read (-1 between heads): httptools
+        # would hold a header of any size until it ends, so past the cap (uvicorn's option
+        # for the same limit under h11, set from MCP_MAX_HEADER_BYTES) the connection is
+        # answered 431 and closed. The app checks what arrives under it (count, each value).
+        self._head_bytes = -1
+        self._max_head_bytes: int = self.config.h11_max_incomplete_event_size or MAX_HEAD_BYTES
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_bytes >= 0:  # still in a head after this chunk: count all of it
+            self._head_bytes += len(data)
+            if self._head_bytes > self._max_head_bytes:
+                self._refuse_head()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = 0
+
+    def _refuse_head(self) -> None:
+        self._head_bytes = -1
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:  # not in another's response
+            content = [STATUS_LINE[431]]
+            for name, value in self.server_state.default_headers:
+                content.extend([name, b": ", value, b"\r\n"])
+            content.extend(
+                [
+                    b"content-type: application/json\r\n",
+                    b"content-length: %d\r\n" % len(HEAD_TOO_LARGE),
+                    b"connection: close\r\n\r\n",
+                    HEAD_TOO_LARGE,
+                ]
+            )
+            self.transport.write(b"".join(content))
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, write_batch(self.loop)))
@@ -329,7 +376,8 @@ class HttpProtocol(HttpToolsProtocol):
             self._sweep.arm()
 
     def on_headers_complete(self) -> None:
-        # uvicorn's own, but for the cycle class it builds: keep in step with it.
+        # uvicorn's own, but for the cycle class it builds (and the head count): keep in step.
+        self._head_bytes = -1
         http_version = self.parser.get_http_version()
         method = self.parser.get_method()
         self.scope["method"] = method.decode("ascii")

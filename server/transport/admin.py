@@ -66,7 +66,7 @@ class ReportRoute:
         scope = request.scope
         headers = read_headers(scope)
         try:
-            self.endpoint.admit(headers)  # Host and Origin, as for the endpoint
+            self.endpoint.admit(scope, headers)  # header sizes, Host and Origin, as for /mcp
             peer = scope.get("client")
             trusted = self.endpoint.options.trusted_proxies
             local = is_local_caller(

@@ -1,6 +1,7 @@
 """The MCP endpoint: one ASGI callable for ``/mcp``, the thin shell around the eras.
 
-It owns only HTTP: admission (Host/Origin, the auth gate, the rate), Content-Type and Accept,
+It owns only HTTP: admission (header sizes, Host/Origin, the auth gate, the rate; a refusal
+before authentication is charged to the address too), Content-Type and Accept,
 reading and decoding the body, describing it to the request record, and choosing the era from
 headers and ``_meta``; then one call, ``post`` of the era's HTTP half
 (:class:`~server.transport.modern.ModernHttp`, :class:`~server.transport.legacy.LegacyHttp`),
@@ -27,7 +28,13 @@ from server.records.recorder import Recorder
 from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.networks import Network, client_address
-from server.transport.guards import HostGuard, check_content_type, check_origin, negotiate
+from server.transport.guards import (
+    HostGuard,
+    check_content_type,
+    check_header_sizes,
+    check_origin,
+    negotiate,
+)
 from server.transport.legacy import LegacyHttp
 from server.transport.sse import send_json
 
@@ -41,6 +48,10 @@ class EndpointOptions:
     # length (a task, a stream and an answer per call).
     max_batch: int
     trusted_proxies: tuple[Network, ...]
+    # Request headers: all of them together, how many, one value (431 above; see Settings).
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 100
+    max_header_value_bytes: int = 8 * 1024
 
 
 # Batches and the client's responses (a tuple: isinstance with an X | Y union costs more).
@@ -167,7 +178,13 @@ class McpEndpoint:
         noting = CALL_NOTE.set(draft)
         try:
             try:
-                self.admit(headers)
+                try:
+                    self.admit(scope, headers)
+                except McpError:
+                    # A refusal before authentication costs a record: charged to the address
+                    # (RateLimited, answered 429, once over its rate).
+                    self.gate.charge_refusal(scope, headers, draft)
+                    raise
                 principal = (
                     await self.gate.enter(scope, headers, draft)
                     if self.gate.authenticates
@@ -209,8 +226,15 @@ class McpEndpoint:
                 raise  # the answer has begun: too late to refuse
             await self.refuse(send, error, "legacy", None, draft, scope)
 
-    def admit(self, headers: Headers) -> None:
-        """DNS-rebinding protection, for every method."""
+    def admit(self, scope: Scope, headers: Headers) -> None:
+        """Header sizes (431), and DNS-rebinding protection, for every method."""
+        options = self.options
+        check_header_sizes(
+            scope["headers"],
+            options.max_header_bytes,
+            options.max_headers,
+            options.max_header_value_bytes,
+        )
         self._hosts.check(headers.get(b"host"))
         if b"origin" in headers:  # browsers send it; most MCP clients do not
             check_origin(

@@ -1,5 +1,7 @@
 """HTTP admission rules for the MCP endpoint, as pure functions over header values.
 
+Header sizes first (:func:`check_header_sizes`, 431): what an ASGI server hands over is not
+trusted to be bounded (uvicorn's httptools accepts megabytes).
 Host and Origin allow-lists (DNS-rebinding protection), the Accept negotiation (lenient: only
 refuse when neither JSON nor SSE is acceptable), and the Content-Type check. Each failure is an
 :class:`~server.errors.McpError` with its HTTP status, so the endpoint answers every refusal with
@@ -8,14 +10,34 @@ a JSON-RPC error body.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Sequence
-from urllib.parse import urlsplit
+from collections.abc import Iterable, Sequence
 
 from server.errors import InvalidRequest
+from server.memo import BoundedMemo, memoized
 
 _HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
+
+
+def check_header_sizes(
+    headers: Iterable[tuple[bytes, bytes]], max_bytes: int, max_count: int, max_value: int
+) -> None:
+    """431 for more than ``max_count`` headers, a value past ``max_value`` bytes, or more than
+    ``max_bytes`` of names and values together."""
+    count = total = 0
+    for name, value in headers:
+        count += 1
+        total += len(name) + len(value)
+        if len(value) > max_value:
+            raise _too_large(f"a header value is larger than {max_value} bytes")
+    if count > max_count:
+        raise _too_large(f"more than {max_count} headers")
+    if total > max_bytes:
+        raise _too_large(f"headers larger than {max_bytes} bytes in all")
+
+
+def _too_large(why: str) -> InvalidRequest:
+    return InvalidRequest(f"Request header fields too large: {why}", http_status=431)
 
 
 def split_host(value: str) -> tuple[str, str | None] | None:
@@ -26,10 +48,20 @@ def split_host(value: str) -> tuple[str, str | None] | None:
 
 def host_allowed(value: str, allowed: Sequence[str]) -> bool:
     """``allowed`` holds "host" (any port), "host:port", or "*" (anything)."""
-    return _host_allowed(value, tuple(allowed))
+    allowed = tuple(allowed)
+    key = (value, allowed)
+    verdict = _HOST_VERDICTS.get(key)
+    if verdict is None:
+        # The allow-list is the settings' own tuple, shared by every entry: only the value
+        # is the client's.
+        verdict = _HOST_VERDICTS.remember(key, _host_allowed(value, allowed), len(value))
+    return verdict
 
 
-@functools.lru_cache(maxsize=1024)  # hosts repeat: parse each (value, allow-list) once
+# Hosts repeat: each (value, allow-list) is parsed once.
+_HOST_VERDICTS: BoundedMemo[tuple[str, tuple[str, ...]], bool] = BoundedMemo(1024)
+
+
 def _host_allowed(value: str, allowed: tuple[str, ...]) -> bool:
     if "*" in allowed:
         return True
@@ -54,21 +86,21 @@ def check_host(host: str | None, allowed: Sequence[str]) -> None:
 
 class HostGuard:
     """:func:`check_host` for one allow-list, on the raw header, remembering the raw values it
-    allowed (bounded): a client sends the same Host on every request, so the endpoint pays a
-    set lookup instead of decoding and parsing it each time."""
+    allowed (small ones, a bounded number): a client sends the same Host on every request, so
+    the endpoint pays a dict lookup instead of decoding and parsing it each time."""
 
     KEPT = 256
 
     def __init__(self, allowed: Sequence[str]) -> None:
         self.allowed = tuple(allowed)
-        self._allowed_raw: set[bytes] = set()
+        self._allowed_raw: BoundedMemo[bytes, bool] = BoundedMemo(self.KEPT)
 
     def check(self, raw: bytes | None) -> None:
         if raw is not None and raw in self._allowed_raw:
             return
         check_host(None if raw is None else raw.decode("latin-1"), self.allowed)
-        if raw is not None and len(self._allowed_raw) < self.KEPT:
-            self._allowed_raw.add(raw)
+        if raw is not None:
+            self._allowed_raw.remember(raw, True)
 
 
 def check_origin(
@@ -79,12 +111,16 @@ def check_origin(
         return
     if origin in allowed_origins or "*" in allowed_origins:
         return
-    try:
-        parts = urlsplit(origin)
-        netloc_ok = parts.scheme in ("http", "https") and bool(parts.netloc)
-    except ValueError:
-        netloc_ok = False
-    if netloc_ok and host_allowed(parts.netloc, allowed_hosts):
+    # Parsed here rather than by urllib's urlsplit, which keeps its last 128 answers in an
+    # lru_cache whatever their size (megabytes for a client's 1 MB Origin, each).
+    scheme, separator, rest = origin.partition("://")
+    netloc = rest.partition("/")[0].partition("?")[0].partition("#")[0]
+    if (
+        separator
+        and scheme.lower() in ("http", "https")
+        and netloc
+        and host_allowed(netloc, allowed_hosts)
+    ):
         return
     raise InvalidRequest(f"Origin {origin!r} is not allowed", http_status=403)
 
@@ -117,7 +153,7 @@ def _acceptable(ranges: dict[str, float], media: str) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)
+@memoized(256)  # a client sends the same value every time
 def negotiate(accept: str | None) -> tuple[bool, bool]:
     """(JSON acceptable, SSE acceptable); 406 when neither is."""
     if accept is None or not accept.strip():
@@ -132,8 +168,9 @@ def negotiate(accept: str | None) -> tuple[bool, bool]:
     return json_ok, sse_ok
 
 
-@functools.lru_cache(maxsize=256)  # a client sends the same value every time
-def check_content_type(content_type: str | None) -> None:
+@memoized(256)  # a client sends the same value every time
+def check_content_type(content_type: str | None) -> bool:
+    """True, or 415 for anything but JSON in UTF-8 (True so that the memo keeps it)."""
     media, *params = (part.strip().lower() for part in (content_type or "").split(";"))
     charset_ok = all(
         not p.startswith("charset=") or p in ("charset=utf-8", 'charset="utf-8"') for p in params
@@ -142,3 +179,4 @@ def check_content_type(content_type: str | None) -> None:
         raise InvalidRequest(
             "Unsupported media type: send Content-Type: application/json (UTF-8)", http_status=415
         )
+    return True

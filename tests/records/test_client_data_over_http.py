@@ -171,11 +171,19 @@ async def test_a_modern_request_may_declare_more_than_a_session_and_its_record_i
     }
 
 
+RAISED_LIMITS = {"max_header_bytes": 16 * 1024 * 1024, "max_header_value_bytes": EIGHT_MIB}
+
+
+@pytest.mark.parametrize("limits", ["raised", "default"])
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-async def test_an_8_mib_user_agent_is_clipped_in_the_record(tmp_path: Path, era: str) -> None:
+async def test_an_8_mib_user_agent_is_clipped_in_the_record(
+    tmp_path: Path, era: str, limits: str
+) -> None:
+    # Served when the header limits allow it, else refused with 431: one clipped record both ways.
     path = tmp_path / "records.jsonl"
     agent = "A" * EIGHT_MIB
-    async with serve(path) as (client, _):
+    overrides: dict[str, Any] = RAISED_LIMITS if limits == "raised" else {}
+    async with serve(path, **overrides) as (client, _):
         if era == "modern":
             response = await post_modern(client, modern("tools/list"), agent)
         else:
@@ -184,7 +192,7 @@ async def test_an_8_mib_user_agent_is_clipped_in_the_record(tmp_path: Path, era:
                 content=initialize_body(b"{}"),
                 headers={**LEGACY_HEADERS, "User-Agent": agent},
             )
-        assert response.status_code == 200
+        assert response.status_code == (200 if limits == "raised" else 431)
     (record,) = read_records(path)
     assert record["user_agent"] == "A" * MAX_CLIENT_STRING + f"…[truncated, {EIGHT_MIB} chars]"
     assert path.stat().st_size < 4096

@@ -133,6 +133,16 @@ def test_sensitive_key_verdicts_are_remembered_and_bounded() -> None:
     for number in range(5000):
         shield.has_sensitive_key({f"key{number}": 1})
     assert shield.has_sensitive_key({"x": {"TOKEN": 1}})
+    assert len(shield._verdicts) <= 4096
+
+
+def test_big_keys_are_judged_but_their_verdicts_never_kept() -> None:
+    shield = privacy()
+    for number in range(50):
+        assert not shield.has_sensitive_key({"k" * 4096 + str(number): 1})
+        assert shield.has_sensitive_key({"token" + "k" * 4096 + str(number): 1})
+        assert shield.sensitive("secret" + "k" * 4096 + str(number))
+    assert len(shield._verdicts) == 0
 
 
 def test_redaction_reaches_every_depth_including_lists() -> None:

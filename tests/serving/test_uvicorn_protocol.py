@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import chain
 from typing import Any
 
 import pytest
@@ -38,8 +39,9 @@ from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
 from server.app import create_app
-from server.serving import server_for
+from server.serving import server_for, uvicorn_options
 from server.serving.uvicorn_protocol import (
+    HEAD_TOO_LARGE,
     HeaderLines,
     HttpProtocol,
     IdleSweep,
@@ -375,6 +377,14 @@ def test_remembered_header_lines_stay_bounded() -> None:
     assert len(lines._known) <= 1024
 
 
+def test_big_header_lines_are_checked_but_never_kept() -> None:
+    lines = HeaderLines()
+    for number in range(20):
+        value = b"v" * 8192 + str(number).encode()
+        assert lines.line((b"x-echo", value))[0] == b"x-echo: " + value + b"\r\n"
+    assert len(lines._known) == 0
+
+
 def test_the_server_runs_on_it_unless_turned_off() -> None:
     on = Settings(_env_file=None, records=["none"], coalesce_writes=True)
     default = server_for(create_app(on))
@@ -411,3 +421,55 @@ def test_uvicorn_code_this_module_follows_is_unchanged(qualified: str) -> None:
         f"uvicorn {uvicorn.__version__} changed {qualified}: "
         "check server/serving/uvicorn_protocol.py"
     )
+
+
+def _send_head(port: int, head_parts: Iterator[bytes]) -> tuple[bytes, int]:
+    """Sends a request head piece by piece until the server stops reading; its answer and
+    how many bytes went out."""
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            for part in head_parts:
+                sock.sendall(part)
+                sent += len(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    return answer, sent
+
+
+def test_a_request_head_past_the_cap_is_431_before_it_is_all_read() -> None:
+    def big_header() -> Iterator[bytes]:
+        yield b"GET /json HTTP/1.1\r\nHost: x\r\nX-Big: "
+        for _ in range(8 * 1024):  # 8 MiB of one header, 1 KiB at a time
+            yield b"v" * 1024
+        yield b"\r\n\r\n"
+
+    with serving(json_app, HttpProtocol, h11_max_incomplete_event_size=32 * 1024) as port:
+        answer, sent = _send_head(port, big_header())
+        assert answer.startswith(b"HTTP/1.1 431 ")
+        assert answer.endswith(HEAD_TOO_LARGE)
+        assert b"connection: close" in answer
+        assert sent < 8 * 1024 * 1024  # the server closed long before the end
+        many_lines = (b"X-H: v\r\n" for _ in range(1_600_000))
+        answer, _ = _send_head(port, chain([b"GET /json HTTP/1.1\r\nHost: x\r\n"], many_lines))
+        assert answer.startswith(b"HTTP/1.1 431 ")
+        # A head within the cap, on a keep-alive connection, twice: served.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            request = b"GET /json HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"v" * 20000 + b"\r\n\r\n"
+            sock.sendall(request + request)
+            answer = b""
+            while answer.count(b"HTTP/1.1 200 OK") < 2:
+                chunk = sock.recv(65536)
+                assert chunk, answer
+                answer += chunk
+
+
+def test_the_head_cap_follows_the_header_setting() -> None:
+    options = uvicorn_options(Settings(_env_file=None, records=["none"], max_header_bytes=100_000))
+    assert options["h11_max_incomplete_event_size"] == 100_000 + 16 * 1024

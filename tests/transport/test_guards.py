@@ -1,5 +1,7 @@
 """server.transport.guards: Host/Origin allow-lists, Accept negotiation and Content-Type checks."""
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from server.errors import InvalidRequest, http_status
@@ -101,8 +103,49 @@ def test_the_host_guard_remembers_only_what_it_allowed_and_stays_bounded():
         refused(lambda: guard.check(None), 403)
     for port in range(1000):
         guard.check(f"127.0.0.1:{port}".encode())
-    assert len(guard._allowed_raw) == HostGuard.KEPT
+    assert 0 < len(guard._allowed_raw) <= HostGuard.KEPT
     refused(lambda: guard.check(b"evil.example"), 403)
+
+
+def test_the_host_guard_keeps_no_big_host_even_when_any_host_is_allowed():
+    guard = HostGuard(("*",))
+    for number in range(50):
+        guard.check(b"h" * 4096 + str(number).encode())
+    assert len(guard._allowed_raw) == 0
+
+
+@pytest.mark.skipif(not hasattr(urlsplit, "cache_info"), reason="urlsplit has no cache here")
+def test_an_origin_never_reaches_the_unbounded_cache_of_urlsplit():
+    # Python 3.11+ keeps urlsplit's last 128 answers whatever their size.
+    urlsplit.cache_clear()
+    for number in range(5):
+        big = "http://" + "h" * 4096 + str(number)
+        refused(lambda big=big: check_origin(big, DEFAULT_HOSTS, ()), 403)
+    check_origin("http://localhost:3000", DEFAULT_HOSTS, ())
+    assert urlsplit.cache_info().currsize == 0
+
+
+def test_host_and_origin_verdicts_keep_no_big_value():
+    from server.transport import guards
+
+    guards._HOST_VERDICTS.clear()
+    for number in range(50):
+        big = "h" * 4096 + str(number)
+        assert not host_allowed(big, DEFAULT_HOSTS)
+        refused(lambda big=big: check_origin("http://" + big, DEFAULT_HOSTS, ()), 403)
+    assert len(guards._HOST_VERDICTS) == 0
+    assert host_allowed("localhost:1", DEFAULT_HOSTS)
+    assert len(guards._HOST_VERDICTS) == 1
+
+
+def test_accept_and_content_type_memos_keep_no_big_value():
+    negotiate.memo.clear()  # type: ignore[attr-defined]
+    check_content_type.memo.clear()  # type: ignore[attr-defined]
+    for number in range(50):
+        assert negotiate("application/json, " + "x" * 4096 + str(number)) == (True, False)
+        check_content_type("application/json; " + "x" * 4096 + str(number))
+    assert len(negotiate.memo) == 0  # type: ignore[attr-defined]
+    assert len(check_content_type.memo) == 0  # type: ignore[attr-defined]
 
 
 def test_entry_with_port_pins_the_port():
