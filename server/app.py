@@ -40,6 +40,7 @@ from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
+from server.observe.metrics import Metrics, MetricsEndpoint, state_readers
 from server.pagination import Pager
 from server.records.lines import LineWriter
 from server.records.privacy import Privacy
@@ -143,6 +144,7 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
+        self.metrics = Metrics(lambda name: name in catalog.tools)
         self.recorder = Recorder(
             build_sinks(
                 settings.records,
@@ -159,7 +161,9 @@ class Application:
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
             line=LineWriter(privacy).line,
+            observer=self.metrics.observe if settings.metrics else None,
         )
+        self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
         self.endpoint = McpEndpoint(
             ModernHttp(
                 self.modern,
@@ -207,10 +211,14 @@ class Application:
         self._not_started_warned = False
         # Armed by begin_shutdown: when it fires, the calls still running are ended.
         self._drain_deadline: asyncio.TimerHandle | None = None
+        metrics_networks = parse_networks(settings.metrics_networks)
+        proxies = self.endpoint.options.trusted_proxies
+        metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", self.healthz, methods=["GET"]),
                 Route("/readyz", self.readyz, methods=["GET"]),
+                *([Route("/metrics", metrics_endpoint)] if settings.metrics else []),
                 *(
                     Route(path, self.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)

@@ -62,8 +62,9 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("state", "security"),
     # 5: the HTTP shell, the only ASGI code besides wiring and serving
     ("transport",),
-    # 6: wiring, and running it under uvicorn (serving imports app, never the reverse)
-    ("app", "serving"),
+    # 6: wiring, and running it under uvicorn (serving imports app, never the reverse); what
+    # the server tells of itself (metrics), an observer of the records and the state
+    ("app", "serving", "observe"),
     # 7: the command line, and the report it runs
     ("__main__", "report"),
     # 8: catalogs loaded by name (MCP_CATALOG), like an author's: nothing imports them

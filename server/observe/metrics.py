@@ -1,0 +1,282 @@
+"""``/metrics`` in the Prometheus text format, made with ``prometheus-client``.
+
+Counting costs the request path one call per finished request: the recorder hands every
+record it is given to :meth:`Metrics.observe` (the same hand-over the records take, so every
+request is counted whatever happened to it), which reads the draft's fields and bumps
+children cached by label values. Gauges (open streams, legacy sessions, Redis, the records'
+queue) are read at scrape time by :class:`StateCollector` from the numbers the hub, the
+runtimes, the recorder and the Redis link already keep.
+
+Label values are bounded: methods from the protocol's method set (else ``other``), tool names
+from the catalog (else ``other``), outcomes and refusal reasons from fixed sets.
+
+Several processes (gunicorn workers): when ``PROMETHEUS_MULTIPROC_DIR`` is set (the library's
+own switch, read by ``prometheus-client`` when imported), the counters and histograms live in
+its files and a scrape sums them over every worker (``MultiProcessCollector``); the gauges are
+the answering worker's (see README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    values,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from server.asgi import Receive, Scope, Send
+from server.hub import Hub
+from server.legacy.runtime import Runtimes
+from server.protocol import LEGACY_METHODS, MODERN_METHODS
+from server.records.recorder import Recorder
+from server.security.networks import Network, client_address, in_networks
+from server.state import SharedState
+
+KNOWN_METHODS = frozenset(
+    {
+        *MODERN_METHODS,
+        *LEGACY_METHODS,
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+OTHER = "other"
+INTERNAL_ERROR = -32603  # what a handler that raised is answered with (server.errors)
+REFUSALS = {401: "auth", 403: "forbidden", 413: "too_large", 429: "rate_limit"}
+# Request durations: MCP calls run from a millisecond (tools/list) to minutes (a slow tool).
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+def multiprocess() -> bool:
+    """Whether prometheus-client keeps its values in files (``PROMETHEUS_MULTIPROC_DIR``)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+@dataclass(frozen=True, slots=True)
+class StateReaders:
+    """Where the gauges' numbers are, read at scrape time."""
+
+    listen_streams: Callable[[], int]
+    legacy_get_streams: Callable[[], int]
+    legacy_sessions: Callable[[], int]
+    records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
+    redis_up: Callable[[], bool | None]  # None: no Redis configured
+    bus_lag_s: Callable[[], float | None]  # None: not measured
+
+
+class StateCollector(Collector):
+    """The gauges, and the records' counters, from the state the server already keeps."""
+
+    def __init__(self, readers: StateReaders) -> None:
+        self.readers = readers
+
+    def collect(self) -> Iterable[Metric]:
+        read = self.readers
+        streams = GaugeMetricFamily("mcp_open_streams", "Open SSE streams.", labels=["kind"])
+        streams.add_metric(["listen"], read.listen_streams())
+        streams.add_metric(["legacy_get"], read.legacy_get_streams())
+        yield streams
+        yield GaugeMetricFamily(
+            "mcp_legacy_sessions", "Legacy sessions live here.", value=read.legacy_sessions()
+        )
+        records = CounterMetricFamily(
+            "mcp_records", "Request records by what became of them.", labels=["state"]
+        )
+        for state, count in read.records().items():
+            records.add_metric([state], count)
+        yield records
+        up = read.redis_up()
+        if up is not None:
+            yield GaugeMetricFamily("mcp_redis_up", "1 while Redis answers.", value=float(up))
+        lag = read.bus_lag_s()
+        if lag is not None:
+            yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
+
+
+class Metrics:
+    """The request counters and histogram, fed from finished records, and the scrape."""
+
+    def __init__(self, known_tool: Callable[[str], bool]) -> None:
+        self.known_tool = known_tool
+        self.registry = CollectorRegistry(auto_describe=True)
+        # In multiprocess mode the values live in files that MultiProcessCollector reads;
+        # registering them too would count them twice.
+        own = None if multiprocess() else self.registry
+        if own is None:
+            MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
+        self.requests = Counter(
+            "mcp_requests",
+            "Requests on the MCP endpoint.",
+            ["era", "method", "status", "outcome"],
+            registry=own,
+        )
+        self.duration = Histogram(
+            "mcp_request_duration_seconds",
+            "Time to answer a request (to the stream's opening for a stream).",
+            ["method"],
+            buckets=BUCKETS,
+            registry=own,
+        )
+        self.tool_calls = Counter(
+            "mcp_tool_calls", "tools/call by tool and outcome.", ["tool", "outcome"], registry=own
+        )
+        self.refusals = Counter(
+            "mcp_refusals", "Requests refused, by reason.", ["reason"], registry=own
+        )
+        # Label lookups cost more than the increments: children cached by their labels.
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def watch(self, readers: StateReaders) -> None:
+        """Report the gauges ``readers`` read, at every scrape."""
+        self.registry.register(StateCollector(readers))
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def observe(self, item: Any) -> None:
+        """Count one record the recorder was handed: a finished request's draft, or a built
+        record (a stream's request record at its opening, its stream record at its end)."""
+        if isinstance(item, dict):
+            self._observe_record(item)
+            return
+        method = item.method
+        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        status = item.status or 0
+        code = item.error_code
+        self._count(item.era, label, status, code)
+        ended = item.ended_clock
+        if ended is not None:
+            self._child(self.duration, label).observe(ended - item.clock)
+        if method == "tools/call":
+            self._tool(item, code)
+
+    def _observe_record(self, record: dict[str, Any]) -> None:
+        method = record.get("method")
+        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        if record.get("kind") == "stream":
+            # A streamed call's outcome is known when its stream ends.
+            if method == "tools/call":
+                error = record.get("error")
+                self._tool_outcome(record.get("target"), record.get("outcome"), error)
+            return
+        error = record.get("error")
+        self._count(record.get("era"), label, record.get("status") or 0, error and error["code"])
+        self._child(self.duration, label).observe(record.get("duration_ms", 0) / 1000)
+
+    def _count(self, era: str | None, method: str, status: int, code: int | None) -> None:
+        if code == INTERNAL_ERROR or status >= 500:
+            outcome = "crash"
+        elif code is not None or status >= 400:
+            outcome = "error"
+        else:
+            outcome = "ok"
+        self._child(self.requests, era or "none", method, str(status), outcome).inc()
+        reason = REFUSALS.get(status)
+        if reason is not None:
+            self._child(self.refusals, reason).inc()
+
+    def _tool(self, draft: Any, code: int | None) -> None:
+        if draft.streaming:
+            return  # counted from its stream record
+        target = getattr(draft, "target", None)
+        if target is None and isinstance(draft.params, dict):
+            target = draft.params.get("name")
+        call_outcome = getattr(draft, "call_outcome", None)
+        outcome = call_outcome() if call_outcome is not None else None
+        self._tool_outcome(target, outcome, None if code is None else {"code": code})
+
+    def _tool_outcome(self, target: Any, outcome: Any, error: Any) -> None:
+        tool = target if isinstance(target, str) and self.known_tool(target) else OTHER
+        if outcome is None or outcome == "error":
+            code = error and error.get("code")
+            outcome = "ok" if code is None else "crash" if code == INTERNAL_ERROR else "error"
+        self._child(self.tool_calls, tool, str(outcome)).inc()
+
+    def scrape(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def samples(self) -> Iterator[tuple[str, dict[str, str], float]]:
+        """Every sample of a scrape (tests and the README's metric list)."""
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                yield sample.name, sample.labels, sample.value
+
+
+class MetricsEndpoint:
+    """``GET /metrics``, answered only to clients in ``networks`` (loopback by default; the
+    forwarded address behind a trusted proxy, so a proxy on the same host opens nothing);
+    others get 404, as if there were nothing there."""
+
+    def __init__(
+        self, metrics: Metrics, networks: tuple[Network, ...], proxies: tuple[Network, ...]
+    ) -> None:
+        self.metrics = metrics
+        self.networks = networks
+        self.proxies = proxies
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        peer = scope.get("client")
+        forwarded = None
+        for name, value in scope.get("headers", ()):
+            if name == b"x-forwarded-for":
+                forwarded = value.decode("latin-1")
+        address = client_address(peer[0] if peer else None, forwarded, self.proxies)
+        if address is None or not in_networks(address, self.networks):
+            status, body, kind = 404, b"Not Found", b"text/plain; charset=utf-8"
+        elif scope.get("method") not in ("GET", "HEAD"):
+            status, body, kind = 405, b"Method Not Allowed", b"text/plain; charset=utf-8"
+        else:
+            status, body, kind = 200, self.metrics.scrape(), CONTENT_TYPE_LATEST.encode()
+        headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body}
+        )
+
+
+def state_readers(
+    hub: Hub, runtimes: Runtimes, recorder: Recorder, shared: SharedState
+) -> StateReaders:
+    """The gauges' readers over the app's hub, legacy runtimes, records and shared state."""
+
+    def legacy_get_streams() -> int:
+        total = 0
+        for session_id in runtimes.ids():
+            runtime = runtimes.peek(session_id)
+            if runtime is not None:
+                total += runtime.standalone_followers
+        return total
+
+    def redis_up() -> bool | None:
+        link = shared.link
+        return None if link is None else bool(link.connected)
+
+    return StateReaders(
+        listen_streams=lambda: hub.open_streams,
+        legacy_get_streams=legacy_get_streams,
+        legacy_sessions=lambda: len(runtimes),
+        records=lambda: {
+            "queued": recorder.accepted,
+            "written": recorder.written,
+            "dropped": recorder.dropped,
+            "backlogged": recorder.backlogged,
+        },
+        redis_up=redis_up,
+        bus_lag_s=lambda: None,
+    )
