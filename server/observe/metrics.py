@@ -56,6 +56,8 @@ OTHER = "other"
 INTERNAL_ERROR = -32603  # what a handler that raised is answered with (server.errors)
 REFUSALS = {401: "auth", 403: "forbidden", 413: "too_large", 429: "rate_limit"}
 # Request durations: MCP calls run from a millisecond (tools/list) to minutes (a slow tool).
+# Children cached by their labels: every label is bounded, this bounds their combinations too.
+MAX_CACHED = 4096
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
@@ -137,6 +139,7 @@ class Metrics:
         )
         # Label lookups cost more than the increments: children cached by their labels.
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._kinds: dict[tuple[Any, ...], Any] = {}
 
     def watch(self, readers: StateReaders) -> None:
         """Report the gauges ``readers`` read, at every scrape."""
@@ -146,65 +149,80 @@ class Metrics:
         key = (id(metric), *labels)
         child = self._children.get(key)
         if child is None:
+            if len(self._children) >= MAX_CACHED:
+                self._children.clear()
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def _request_children(self, era: str | None, method: str, status: int, code: int | None) -> Any:
+        """What one kind of request bumps: its requests child, its duration child, and its
+        refusal child if it is one; made once per kind (era, method, status, error code)."""
+        key = (era, method, status, code)
+        found = self._kinds.get(key)
+        if found is None:
+            if len(self._kinds) >= MAX_CACHED:
+                self._kinds.clear()
+            if code == INTERNAL_ERROR or status >= 500:
+                outcome = "crash"
+            elif code is not None or status >= 400:
+                outcome = "error"
+            else:
+                outcome = "ok"
+            reason = REFUSALS.get(status)
+            found = self._kinds[key] = (
+                self.requests.labels(era or "none", method, str(status), outcome),
+                self.duration.labels(method),
+                None if reason is None else self.refusals.labels(reason),
+            )
+        return found
 
     def observe(self, item: Any) -> None:
         """Count one record the recorder was handed: a finished request's draft, or a built
         record (a stream's request record at its opening, its stream record at its end)."""
-        if isinstance(item, dict):
+        if type(item) is dict:
             self._observe_record(item)
             return
         method = item.method
         label = method if method in KNOWN_METHODS else (OTHER if method else "none")
-        status = item.status or 0
         code = item.error_code
-        self._count(item.era, label, status, code)
+        requests, duration, refusals = self._request_children(
+            item.era, label, item.status or 0, code
+        )
+        requests.inc()
         ended = item.ended_clock
         if ended is not None:
-            self._child(self.duration, label).observe(ended - item.clock)
-        if method == "tools/call":
-            self._tool(item, code)
+            duration.observe(ended - item.clock)
+        if refusals is not None:
+            refusals.inc()
+        if method == "tools/call" and not item.streaming:  # a stream's: at its end
+            target = getattr(item, "target", None)
+            if target is None and type(item.params) is dict:
+                target = item.params.get("name")
+            call_outcome = getattr(item, "call_outcome", None)
+            outcome = call_outcome() if call_outcome is not None else None
+            self._tool_outcome(target, outcome, code)
 
     def _observe_record(self, record: dict[str, Any]) -> None:
         method = record.get("method")
         label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        error = record.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
         if record.get("kind") == "stream":
             # A streamed call's outcome is known when its stream ends.
             if method == "tools/call":
-                error = record.get("error")
-                self._tool_outcome(record.get("target"), record.get("outcome"), error)
+                self._tool_outcome(record.get("target"), record.get("outcome"), code)
             return
-        error = record.get("error")
-        self._count(record.get("era"), label, record.get("status") or 0, error and error["code"])
-        self._child(self.duration, label).observe(record.get("duration_ms", 0) / 1000)
+        requests, duration, refusals = self._request_children(
+            record.get("era"), label, record.get("status") or 0, code
+        )
+        requests.inc()
+        duration.observe(record.get("duration_ms", 0) / 1000)
+        if refusals is not None:
+            refusals.inc()
 
-    def _count(self, era: str | None, method: str, status: int, code: int | None) -> None:
-        if code == INTERNAL_ERROR or status >= 500:
-            outcome = "crash"
-        elif code is not None or status >= 400:
-            outcome = "error"
-        else:
-            outcome = "ok"
-        self._child(self.requests, era or "none", method, str(status), outcome).inc()
-        reason = REFUSALS.get(status)
-        if reason is not None:
-            self._child(self.refusals, reason).inc()
-
-    def _tool(self, draft: Any, code: int | None) -> None:
-        if draft.streaming:
-            return  # counted from its stream record
-        target = getattr(draft, "target", None)
-        if target is None and isinstance(draft.params, dict):
-            target = draft.params.get("name")
-        call_outcome = getattr(draft, "call_outcome", None)
-        outcome = call_outcome() if call_outcome is not None else None
-        self._tool_outcome(target, outcome, None if code is None else {"code": code})
-
-    def _tool_outcome(self, target: Any, outcome: Any, error: Any) -> None:
-        tool = target if isinstance(target, str) and self.known_tool(target) else OTHER
+    def _tool_outcome(self, target: Any, outcome: Any, code: int | None) -> None:
+        tool = target if type(target) is str and self.known_tool(target) else OTHER
         if outcome is None or outcome == "error":
-            code = error and error.get("code")
             outcome = "ok" if code is None else "crash" if code == INTERNAL_ERROR else "error"
         self._child(self.tool_calls, tool, str(outcome)).inc()
 

@@ -195,7 +195,7 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         # Copying it and setting what changes costs less than a dict display of every field.
         record = template.copy()
         record["time"] = iso_time(draft.started)
-        record["request_id"] = request_id_of(draft.serial)
+        record["request_id"] = draft.inbound_id or request_id_of(draft.serial)
         record["status"] = draft.status
         # Client-chosen: clipped when long (a length check each, clip() only then).
         method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id
@@ -228,6 +228,8 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
             record["batch_size"] = draft.batch_size
         if draft.advertised is not None:
             record["advertised"] = draft.advertised
+        if draft.traceparent is not None:
+            record["traceparent"] = draft.traceparent
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None
