@@ -18,6 +18,8 @@ the answering worker's (see README).
 
 from __future__ import annotations
 
+import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +32,12 @@ from prometheus_client import (
     generate_latest,
     values,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -56,9 +63,13 @@ OTHER = "other"
 INTERNAL_ERROR = -32603  # what a handler that raised is answered with (server.errors)
 REFUSALS = {401: "auth", 403: "forbidden", 413: "too_large", 429: "rate_limit"}
 # Request durations: MCP calls run from a millisecond (tools/list) to minutes (a slow tool).
-# Children cached by their labels: every label is bounded, this bounds their combinations too.
-MAX_CACHED = 4096
+KIND_LABELS = ["era", "method", "status", "outcome"]
+REQUESTS_HELP = "Requests on the MCP endpoint."
+DURATION_HELP = "Time to answer a request (to the stream's opening for a stream)."
+TOOLS_HELP = "tools/call by tool and outcome."
+REFUSALS_HELP = "Requests refused, by reason."
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+BOUNDS = (*(repr(float(bound)) for bound in BUCKETS), "+Inf")  # the "le" labels
 
 
 def multiprocess() -> bool:
@@ -76,6 +87,16 @@ class StateReaders:
     records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
     redis_up: Callable[[], bool | None]  # None: no Redis configured
     bus_lag_s: Callable[[], float | None]  # None: not measured
+
+
+class _Tallies(Collector):
+    """The request counts of one process, at scrape time (:meth:`Metrics.collect`)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        return self.metrics.collect()
 
 
 class StateCollector(Collector):
@@ -107,74 +128,91 @@ class StateCollector(Collector):
             yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
 
 
+class Kind:
+    """One kind of request (era, method, status, error code): its labels, and in one process
+    its counts as plain numbers (cheaper than the library's locked values; the scrape turns
+    them into the library's metric families)."""
+
+    __slots__ = ("buckets", "children", "count", "labels", "refusal", "seconds")
+
+    def __init__(self, labels: tuple[str, str, str, str], refusal: str | None) -> None:
+        self.labels = labels
+        self.refusal = refusal
+        self.count = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(BUCKETS) + 1)  # the last: above every bound (+Inf)
+        self.children: tuple[Any, Any, Any] | None = None  # multiprocess: the library's
+
+
 class Metrics:
-    """The request counters and histogram, fed from finished records, and the scrape."""
+    """The request counters and histogram, fed from finished records, and the scrape.
+
+    In one process the counts are plain numbers that :meth:`collect` hands the library at
+    scrape time; with ``PROMETHEUS_MULTIPROC_DIR`` they are the library's own metrics, whose
+    values live in the files every worker's scrape sums."""
 
     def __init__(self, known_tool: Callable[[str], bool]) -> None:
         self.known_tool = known_tool
         self.registry = CollectorRegistry(auto_describe=True)
-        # In multiprocess mode the values live in files that MultiProcessCollector reads;
-        # registering them too would count them twice.
-        own = None if multiprocess() else self.registry
-        if own is None:
-            MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
-        self.requests = Counter(
-            "mcp_requests",
-            "Requests on the MCP endpoint.",
-            ["era", "method", "status", "outcome"],
-            registry=own,
-        )
+        self._kinds: dict[tuple[Any, ...], Kind] = {}
+        self._tools: dict[tuple[str, str], int] = {}
+        self.files = multiprocess()
+        if not self.files:
+            self.registry.register(_Tallies(self))
+            return
+        MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
+        # Not registered: MultiProcessCollector reads their files (registering would count
+        # them twice).
+        self.requests = Counter("mcp_requests", REQUESTS_HELP, KIND_LABELS, registry=None)
         self.duration = Histogram(
             "mcp_request_duration_seconds",
-            "Time to answer a request (to the stream's opening for a stream).",
+            DURATION_HELP,
             ["method"],
             buckets=BUCKETS,
-            registry=own,
+            registry=None,
         )
-        self.tool_calls = Counter(
-            "mcp_tool_calls", "tools/call by tool and outcome.", ["tool", "outcome"], registry=own
-        )
-        self.refusals = Counter(
-            "mcp_refusals", "Requests refused, by reason.", ["reason"], registry=own
-        )
-        # Label lookups cost more than the increments: children cached by their labels.
-        self._children: dict[tuple[Any, ...], Any] = {}
-        self._kinds: dict[tuple[Any, ...], Any] = {}
+        self.tool_calls = Counter("mcp_tool_calls", TOOLS_HELP, ["tool", "outcome"], registry=None)
+        self.refusals = Counter("mcp_refusals", REFUSALS_HELP, ["reason"], registry=None)
+        self._children: dict[tuple[str, str], Any] = {}
 
     def watch(self, readers: StateReaders) -> None:
         """Report the gauges ``readers`` read, at every scrape."""
         self.registry.register(StateCollector(readers))
 
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            if len(self._children) >= MAX_CACHED:
-                self._children.clear()
-            child = self._children[key] = metric.labels(*labels)
-        return child
-
-    def _request_children(self, era: str | None, method: str, status: int, code: int | None) -> Any:
-        """What one kind of request bumps: its requests child, its duration child, and its
-        refusal child if it is one; made once per kind (era, method, status, error code)."""
-        key = (era, method, status, code)
-        found = self._kinds.get(key)
-        if found is None:
-            if len(self._kinds) >= MAX_CACHED:
-                self._kinds.clear()
-            if code == INTERNAL_ERROR or status >= 500:
-                outcome = "crash"
-            elif code is not None or status >= 400:
-                outcome = "error"
-            else:
-                outcome = "ok"
-            reason = REFUSALS.get(status)
-            found = self._kinds[key] = (
-                self.requests.labels(era or "none", method, str(status), outcome),
+    def _kind(self, key: tuple[str | None, str, int, int | None]) -> Kind:
+        # Every part is the server's own (era, a known method or "other", the status and error
+        # code it sent), so there are few kinds and no cap is needed.
+        era, method, status, code = key
+        if code == INTERNAL_ERROR or status >= 500:
+            outcome = "crash"
+        elif code is not None or status >= 400:
+            outcome = "error"
+        else:
+            outcome = "ok"
+        kind = self._kinds[key] = Kind(
+            (era or "none", method, str(status), outcome), REFUSALS.get(status)
+        )
+        if self.files:
+            kind.children = (
+                self.requests.labels(*kind.labels),
                 self.duration.labels(method),
-                None if reason is None else self.refusals.labels(reason),
+                None if kind.refusal is None else self.refusals.labels(kind.refusal),
             )
-        return found
+        return kind
+
+    def _count(self, kind: Kind, seconds: float | None) -> None:
+        if kind.children is None:
+            kind.count += 1
+            if seconds is not None:
+                kind.seconds += seconds
+                kind.buckets[bisect_left(BUCKETS, seconds)] += 1
+            return
+        requests, duration, refusals = kind.children
+        requests.inc()
+        if seconds is not None:
+            duration.observe(seconds)
+        if refusals is not None:
+            refusals.inc()
 
     def observe(self, item: Any) -> None:
         """Count one record the recorder was handed: a finished request's draft, or a built
@@ -185,15 +223,10 @@ class Metrics:
         method = item.method
         label = method if method in KNOWN_METHODS else (OTHER if method else "none")
         code = item.error_code
-        requests, duration, refusals = self._request_children(
-            item.era, label, item.status or 0, code
-        )
-        requests.inc()
+        key = (item.era, label, item.status or 0, code)
+        kind = self._kinds.get(key) or self._kind(key)
         ended = item.ended_clock
-        if ended is not None:
-            duration.observe(ended - item.clock)
-        if refusals is not None:
-            refusals.inc()
+        self._count(kind, None if ended is None else ended - item.clock)
         if method == "tools/call" and not item.streaming:  # a stream's: at its end
             target = getattr(item, "target", None)
             if target is None and type(item.params) is dict:
@@ -212,19 +245,54 @@ class Metrics:
             if method == "tools/call":
                 self._tool_outcome(record.get("target"), record.get("outcome"), code)
             return
-        requests, duration, refusals = self._request_children(
-            record.get("era"), label, record.get("status") or 0, code
-        )
-        requests.inc()
-        duration.observe(record.get("duration_ms", 0) / 1000)
-        if refusals is not None:
-            refusals.inc()
+        key = (record.get("era"), label, record.get("status") or 0, code)
+        kind = self._kinds.get(key) or self._kind(key)
+        self._count(kind, record.get("duration_ms", 0) / 1000)
 
     def _tool_outcome(self, target: Any, outcome: Any, code: int | None) -> None:
         tool = target if type(target) is str and self.known_tool(target) else OTHER
         if outcome is None or outcome == "error":
             outcome = "ok" if code is None else "crash" if code == INTERNAL_ERROR else "error"
-        self._child(self.tool_calls, tool, str(outcome)).inc()
+        key = (tool, str(outcome))
+        if not self.files:
+            self._tools[key] = self._tools.get(key, 0) + 1
+            return
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.tool_calls.labels(*key)
+        child.inc()
+
+    def collect(self) -> Iterator[Metric]:
+        """In one process: the counts as the library's metric families."""
+        requests = CounterMetricFamily("mcp_requests", REQUESTS_HELP, labels=KIND_LABELS)
+        by_labels: dict[tuple[str, ...], int] = {}
+        refused: dict[str, int] = {}
+        by_method: dict[str, tuple[list[int], float]] = {}
+        for kind in list(self._kinds.values()):
+            by_labels[kind.labels] = by_labels.get(kind.labels, 0) + kind.count
+            if kind.refusal is not None:
+                refused[kind.refusal] = refused.get(kind.refusal, 0) + kind.count
+            buckets, seconds = by_method.get(kind.labels[1], ([0] * len(kind.buckets), 0.0))
+            buckets = [a + b for a, b in zip(buckets, kind.buckets, strict=True)]
+            by_method[kind.labels[1]] = (buckets, seconds + kind.seconds)
+        for labels, count in by_labels.items():
+            requests.add_metric(list(labels), count)
+        yield requests
+        duration = HistogramMetricFamily(
+            "mcp_request_duration_seconds", DURATION_HELP, labels=["method"]
+        )
+        for method, (buckets, seconds) in by_method.items():
+            cumulative = list(itertools.accumulate(buckets))
+            duration.add_metric([method], list(zip(BOUNDS, cumulative, strict=True)), seconds)
+        yield duration
+        tools = CounterMetricFamily("mcp_tool_calls", TOOLS_HELP, labels=["tool", "outcome"])
+        for labels, count in list(self._tools.items()):
+            tools.add_metric(list(labels), count)
+        yield tools
+        refusals = CounterMetricFamily("mcp_refusals", REFUSALS_HELP, labels=["reason"])
+        for reason, count in refused.items():
+            refusals.add_metric([reason], count)
+        yield refusals
 
     def scrape(self) -> bytes:
         return generate_latest(self.registry)

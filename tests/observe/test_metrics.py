@@ -115,6 +115,14 @@ async def test_a_known_mix_of_requests_is_counted_by_era_method_status_and_tool_
     assert value(found, "mcp_tool_calls_total", tool="other", outcome="error") == 1
     assert not any(labels and ("tool", "no-such-tool") in labels for _, labels in found)
     assert value(found, "mcp_request_duration_seconds_count", method="tools/list") == 3
+    buckets = sorted(
+        (float(dict(labels)["le"]), v)
+        for (name, labels), v in found.items()
+        if name == "mcp_request_duration_seconds_bucket" and ("method", "tools/list") in labels
+    )
+    assert buckets[-1] == (float("inf"), 3)
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
+    assert 0 < value(found, "mcp_request_duration_seconds_sum", method="tools/list") < 30
     assert (
         sum(
             v
