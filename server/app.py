@@ -40,6 +40,7 @@ from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
+from server.observe import record_observer
 from server.observe.metrics import Metrics, MetricsEndpoint, state_readers
 from server.pagination import Pager
 from server.records.lines import LineWriter
@@ -161,7 +162,7 @@ class Application:
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
             line=LineWriter(privacy).line,
-            observer=self.metrics.observe if settings.metrics else None,
+            observer=record_observer(self.metrics if settings.metrics else None, settings.otel),
         )
         self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
         self.endpoint = McpEndpoint(
