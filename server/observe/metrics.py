@@ -364,5 +364,5 @@ def state_readers(
             "backlogged": recorder.backlogged,
         },
         redis_up=redis_up,
-        bus_lag_s=lambda: None,
+        bus_lag_s=lambda: getattr(shared.bus, "lag_s", None),
     )
