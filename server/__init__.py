@@ -24,8 +24,9 @@ from server.catalog.content import (
     assistant,
     user,
 )
+from server.catalog.frontmatter import SkillError
 from server.context import Context, Elicitation, ElicitResult, InputRequest, Roots, Sampling
-from server.errors import MissingClientCapability, ToolError
+from server.errors import InternalError, MissingClientCapability, ToolError
 
 if TYPE_CHECKING:
     from server.app import create_app
@@ -43,11 +44,13 @@ __all__ = [
     "Icon",
     "Image",
     "InputRequest",
+    "InternalError",
     "MissingClientCapability",
     "PromptMessage",
     "ResourceLink",
     "Roots",
     "Sampling",
+    "SkillError",
     "Text",
     "TextContents",
     "ToolError",

@@ -12,6 +12,11 @@ as its own (``FastAPI(lifespan=mcp.lifespan)``), and until it does every request
 503 with that fix named, and a warning logged (:data:`NOT_STARTED`). On SIGTERM the lifespan
 hears of the exit before the server's graceful wait (:mod:`server.exit_signals`), unless the
 server says it tells the app itself (:mod:`server.serving`).
+
+The module is a little over 400 lines: building every part from the settings, in the order
+they depend on each other, is one sequence that reads best in one place. What can stand on
+its own lives elsewhere (the probes in :mod:`server.transport.health`, the live report in
+:mod:`server.report.live`, finding a catalog in :mod:`server.catalog.loading`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -35,7 +39,7 @@ from server.catalog.loading import load_catalog
 from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
 from server.exit_signals import ExitSignals
-from server.hub import Hub
+from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
@@ -47,6 +51,7 @@ from server.records.lines import LineWriter
 from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
+from server.report.live import LiveReport, open_live_report
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
@@ -54,7 +59,11 @@ from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state import shared_state
 from server.state.relay import BusRelay
+from server.tasks.model import TaskLimits
+from server.tasks.service import TaskService
+from server.transport.admin import ReportRoute
 from server.transport.endpoint import EndpointOptions, McpEndpoint
+from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp, LegacyOptions
 from server.transport.modern import ModernHttp, StreamOptions
 
@@ -107,6 +116,20 @@ class Application:
             ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
         )
         self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
+        self.tasks = TaskService(
+            self.shared.tasks,
+            TaskLimits(
+                default_ttl_ms=int(settings.task_ttl_s * 1000),
+                min_ttl_ms=int(settings.task_ttl_min_s * 1000),
+                max_ttl_ms=int(settings.task_ttl_max_s * 1000),
+                poll_ms=settings.task_poll_interval_ms,
+                lease_s=settings.task_lease_s,
+                per_client=settings.max_tasks_per_client,
+                total=settings.max_tasks,
+                max_result_bytes=settings.task_result_max_bytes,
+            ),
+            announce=self.shared.bus.publish,
+        )
         self.sessions = self.shared.store
         legacy_era = LegacyEra(
             catalog,
@@ -118,6 +141,7 @@ class Application:
                 if settings.legacy_default_log_level == "off"
                 else settings.legacy_default_log_level
             ),
+            tasks=self.tasks,
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -128,7 +152,10 @@ class Application:
             bus=self.shared.bus,
             mirror=self.shared.mirror,
         )
-        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus)
+        # A task's new state (here or announced by another replica) reaches the streams that
+        # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
+        self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
+        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
         legacy_era.on_subscriptions = self.replica.announce_subscriptions
         self.modern = ModernEra(
             catalog,
@@ -137,6 +164,7 @@ class Application:
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope,
+            tasks=self.tasks,
         )
         privacy = Privacy(
             redact=tuple(
@@ -146,6 +174,17 @@ class Application:
             keep_params=settings.records_params,
         )
         self.metrics = Metrics(lambda name: name in catalog.tools)
+        # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
+        self.live: LiveReport | None = None
+        self.live_tail: Any = None
+        extra_sinks: list[Any] = []
+        if settings.report_live:
+            self.live, self.live_tail, extra_sinks = open_live_report(
+                settings.records,
+                settings.redis_url.get_secret_value(),
+                f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                settings.report_refresh_s,
+            )
         self.recorder = Recorder(
             build_sinks(
                 settings.records,
@@ -157,7 +196,8 @@ class Application:
                 redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
                 redis_maxlen=settings.records_redis_maxlen,
                 redis_timeout_s=settings.redis_timeout_s,
-            ),
+            )
+            + extra_sinks,
             capacity=settings.records_queue,
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
@@ -212,17 +252,33 @@ class Application:
         self._not_started_warned = False
         # Armed by begin_shutdown: when it fires, the calls still running are ended.
         self._drain_deadline: asyncio.TimerHandle | None = None
+        # Started by begin_shutdown: running tasks finish, or are failed, within the drain.
+        self._tasks_drained: asyncio.Future[None] | None = None
+        probes = Probes(self, self.recorder, self.shared, self.gate)
         metrics_networks = parse_networks(settings.metrics_networks)
         proxies = self.endpoint.options.trusted_proxies
         metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
-                Route("/healthz", self.healthz, methods=["GET"]),
-                Route("/readyz", self.readyz, methods=["GET"]),
+                Route("/healthz", probes.healthz, methods=["GET"]),
+                Route("/readyz", probes.readyz, methods=["GET"]),
                 *([Route("/metrics", metrics_endpoint)] if settings.metrics else []),
                 *(
-                    Route(path, self.resource_metadata, methods=["GET"])
+                    Route(path, probes.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)
+                ),
+                *(
+                    [
+                        Route(
+                            settings.report_path,
+                            ReportRoute(
+                                self.endpoint, self.gate, settings.report_scope, self.live.render
+                            ).answer,
+                            methods=["GET"],
+                        )
+                    ]
+                    if self.live is not None
+                    else []
                 ),
             ],
             lifespan=self.lifespan,
@@ -254,26 +310,34 @@ class Application:
         async with self.catalog.lifespan.serving():
             unsubscribe = self.catalog.subscribe(publish)
             self.recorder.start()
+            if self.live_tail is not None:
+                self.live_tail.start()
             self.shared.start(self.replica.deliver)
             expiry = asyncio.create_task(self.expire_sessions())
             if not self.server_tells_shutdown:
                 wrapped = self.exit_signals.install()
                 log.debug("exit signals heard first: %s", [sig.name for sig in wrapped])
+            self.tasks.closing = False  # (again, after a drain: an app may be started twice)
             self.ready = self.started = True
             try:
                 yield
             finally:
                 self.exit_signals.uninstall()
                 self.begin_shutdown()
+                if self._tasks_drained is not None:
+                    await self._tasks_drained
                 expiry.cancel()
                 self.runtimes.end_all()
                 unsubscribe()
                 await self.shared.close()
                 # Every request has finished by now (the server waited): write their records.
                 await asyncio.to_thread(self.recorder.close)
+                if self.live_tail is not None:
+                    await asyncio.to_thread(self.live_tail.close)
                 if self._drain_deadline is not None:
                     self._drain_deadline.cancel()
                     self._drain_deadline = None  # a later start drains afresh
+                self._tasks_drained = None
                 self.started = False
 
     async def expire_sessions(self) -> None:
@@ -314,6 +378,9 @@ class Application:
         if self._drain_deadline is None:
             delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
             self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)
+            # Running tasks get the drain time to finish alongside the calls in flight (a
+            # second is kept to write the rest failed, for the other replicas to report).
+            self._tasks_drained = asyncio.ensure_future(self.tasks.drain(max(0.0, delay - 1.0)))
 
     def end_calls(self) -> int:
         """The drain deadline: every call still running, in either era, ends at once with a
@@ -324,35 +391,6 @@ class Application:
         if ended:
             log.warning("drain deadline passed: ended %d call(s) still running", ended)
         return ended
-
-    async def healthz(self, request: Request) -> JSONResponse:
-        """Alive (the process serves; it stays alive while draining). /readyz says whether to send
-        it traffic."""
-        if not self.started:
-            return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ok", "draining": not self.ready})
-
-    async def resource_metadata(self, request: Request) -> JSONResponse:
-        """OAuth 2.0 protected-resource metadata (RFC 9728), outside authentication."""
-        document = self.gate.metadata_document()
-        if document is None:
-            return JSONResponse({"error": "no authorization is configured"}, status_code=404)
-        return JSONResponse(document)
-
-    async def readyz(self, request: Request) -> JSONResponse:
-        """Ready for traffic: started, not draining, the record sinks writing, and Redis
-        answering when state is shared through it."""
-        records = self.recorder.status()
-        ready = self.ready and records["healthy"] and self.shared.healthy
-        body: dict[str, Any] = {
-            "status": "ready" if ready else "not ready",
-            "serving": self.ready,
-            "records": records,
-        }
-        shared = self.shared.status()
-        if shared is not None:
-            body["redis"] = shared
-        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.entry(scope, receive, send)

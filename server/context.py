@@ -13,11 +13,16 @@ A handler declares a parameter typed :class:`Context` and uses one API whatever 
 
 Asking for something the client did not declare raises
 :class:`~server.errors.MissingClientCapability` before anything is sent.
+
+A tool declared with ``task_support`` may run as a task (:mod:`server.tasks`): then its
+questions wait for the client's answers on the task (``tasks/update``, or ``tasks/result`` in
+2025-11-25), and its progress becomes the task's status message. ``await ctx.start_task()``
+starts the task from inside a handler declared with ``defer_task``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -168,6 +173,11 @@ class Context:
     # Kept across input-required rounds in the modern era (sealed into requestState), so a
     # handler can avoid redoing work when it is replayed with the client's answers.
     state: dict[str, Any] = field(default_factory=dict)
+    # The task this call runs as, once it does (server.tasks sets both).
+    task_id: str | None = None
+    # What the request did with a task, for its record: {"id", "status"} (the eras set it).
+    task_outcome: dict[str, str] | None = None
+    task_starter: Callable[[str | None], Awaitable[None]] | None = None
     _last_progress: float | None = None
     _asked: int = 0
     _done: bool = False
@@ -254,6 +264,16 @@ class Context:
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         (answer,) = await self.ask(Roots(key))
         return answer  # type: ignore[no-any-return]
+
+    async def start_task(self, message: str | None = None) -> None:
+        """Go on as a task: the client gets the task handle now and polls for the result.
+
+        For a tool declared with ``defer_task``: what it asked before was answered in the
+        request; what it asks from here on waits on the task. A no-op where the call cannot be
+        a task (the client did not declare the tasks extension) or already is one."""
+        starter, self.task_starter = self.task_starter, None
+        if starter is not None:
+            await starter(message)
 
     def close_stream(self) -> None:
         """Close the HTTP connection of this call's SSE stream now; the client reconnects and

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import orjson
 
 from server.aio import coarse_timers, running_loop
+from server.call_note import ERROR, note_outcome, note_target, noted
 from server.catalog import Catalog
 from server.catalog.completion import run_completer
 from server.catalog.prompts import Prompt
@@ -165,8 +166,9 @@ class Dispatcher:
             task.uncancel()
             message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
             if method == "tools/call":
-                result = error_result(message)
+                result = noted(error_result(message))
                 return result if envelope is None else envelope(method, result)
+            note_outcome(ERROR)  # a time limit, not a crash
             raise InternalError(message) from None
         finally:
             self._waiting.pop(task, None)
@@ -224,14 +226,20 @@ class Dispatcher:
         # Not a coroutine function: the tool's own call is the coroutine (the hottest method
         # here, one coroutine fewer); a bad name raises from here, where ``call`` starts it.
         if not isinstance(tool, Tool):
-            raise InvalidParams(f"Unknown tool: {require_str(params, 'name')}")
+            name = require_str(params, "name")
+            note_target(name)
+            raise InvalidParams(f"Unknown tool: {name}")
+        note_target(tool.name)
         return tool.call(optional_object(params, "arguments"), context)
 
     async def get_prompt(
         self, params: Mapping[str, Any], context: Context, prompt: Target
     ) -> dict[str, Any]:
         if not isinstance(prompt, Prompt):
-            raise InvalidParams(f"Unknown prompt: {require_str(params, 'name')}")
+            name = require_str(params, "name")
+            note_target(name)
+            raise InvalidParams(f"Unknown prompt: {name}")
+        note_target(prompt.name)
         arguments = optional_object(params, "arguments")
         if not all(isinstance(value, str) for value in arguments.values()):
             raise InvalidParams("prompt arguments must be strings")
@@ -245,8 +253,10 @@ class Dispatcher:
             raise ResourceNotFound(uri)
         resource, variables = found
         if isinstance(resource, ResourceTemplate):
+            note_target(resource.template.template)
             contents = await resource.read(uri, variables, context)
         else:
+            note_target(resource.uri)
             contents = await resource.read(context)
         if not contents:
             # An empty contents array is forbidden; a resource that produced nothing is absent.

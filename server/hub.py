@@ -1,13 +1,16 @@
-"""Fan-out of catalog changes to open notification streams.
+"""Fan-out of catalog changes and task news to open notification streams.
 
 The :class:`Hub` receives every :class:`~server.catalog.Change` (from the local catalog, and
-later from other replicas) and offers it to each attached stream. A stream decides for itself
+from other replicas) and every :class:`TaskNews` (a task's new state, from whichever replica
+changed it) and offers it to each attached stream. A stream decides for itself
 whether the change interests it and what frame it becomes; the hub only keeps the set and a
 bounded queue per stream. A stream whose client stops reading overflows its queue and is
 closed rather than allowed to grow without bound: the client re-subscribes and re-reads.
 
 :class:`ListenFilter` is the modern era's ``subscriptions/listen`` filter: what was asked,
-what is granted given the capabilities, and which changes match.
+what is granted given the capabilities, and which changes match. Task ids (the tasks
+extension's ``taskIds``) are granted to a client that declares the extension, and a task's news
+reaches only a stream of the subject that owns the task.
 """
 
 from __future__ import annotations
@@ -19,12 +22,25 @@ from typing import Any
 
 from server.aio import running_loop
 from server.catalog import Change
-from server.errors import InvalidParams
+from server.catalog.extensions import TASKS_EXTENSION
+from server.errors import InvalidParams, MissingClientCapability
+from server.tasks.model import MAX_TASK_ID, TaskRecord
 
 # What a client may subscribe to: this many resources per stream (the legacy era holds a
 # session to the same number), each URI at most this long (both eras).
 MAX_RESOURCE_SUBSCRIPTIONS = 1000
 MAX_URI_LENGTH = 2048
+MAX_TASK_SUBSCRIPTIONS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class TaskNews:
+    """A task's new state, for the streams that follow it."""
+
+    record: TaskRecord
+
+
+Event = Change | TaskNews
 
 
 class Closed:
@@ -81,13 +97,13 @@ class FrameQueue:
 class Stream:
     """One open notification stream: a filter (``frame``) and a bounded queue of frames."""
 
-    def __init__(self, frame: Callable[[Change], bytes | None], capacity: int) -> None:
+    def __init__(self, frame: Callable[[Event], bytes | None], capacity: int) -> None:
         self._frame = frame
         self.queue = FrameQueue()
         self._capacity = capacity
         self.closed = False
 
-    def offer(self, change: Change) -> None:
+    def offer(self, change: Event) -> None:
         if self.closed:
             return
         frame = self._frame(change)
@@ -109,7 +125,7 @@ class Hub:
 
     def __init__(self, capacity: int = 64) -> None:
         self._streams: set[Stream] = set()
-        self._listeners: list[Callable[[Change], None]] = []
+        self._listeners: list[Callable[[Event], None]] = []
         self.capacity = capacity
         self._closed_reason: str | None = None
 
@@ -120,7 +136,7 @@ class Hub:
     def open_streams(self) -> int:
         return len(self._streams)
 
-    def attach(self, frame: Callable[[Change], bytes | None]) -> Stream:
+    def attach(self, frame: Callable[[Event], bytes | None]) -> Stream:
         stream = Stream(frame, self.capacity)
         if self._closed_reason is not None:
             # Shutting down: a stream opened now ends at once, the same way as the others.
@@ -132,7 +148,7 @@ class Hub:
     def detach(self, stream: Stream) -> None:
         self._streams.discard(stream)
 
-    def subscribe(self, listener: Callable[[Change], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[Event], None]) -> Callable[[], None]:
         """Call ``listener`` on every change (it must not block); returns its unsubscribe."""
         self._listeners.append(listener)
 
@@ -142,7 +158,7 @@ class Hub:
 
         return unsubscribe
 
-    def publish(self, change: Change) -> None:
+    def publish(self, change: Event) -> None:
         for stream in list(self._streams):
             stream.offer(change)
         for listener in list(self._listeners):
@@ -169,9 +185,18 @@ class ListenFilter:
 
     flags: frozenset[str]
     resource_uris: tuple[str, ...]
+    task_ids: frozenset[str] = frozenset()
+    owner: str | None = None  # whose tasks' news this stream may carry
 
     @classmethod
-    def grant(cls, requested: Any, capabilities: Mapping[str, Any]) -> ListenFilter:
+    def grant(
+        cls,
+        requested: Any,
+        capabilities: Mapping[str, Any],
+        *,
+        client_capabilities: Mapping[str, Any] | None = None,
+        owner: str | None = None,
+    ) -> ListenFilter:
         """What the server agrees to send: only types it really serves."""
         if not isinstance(requested, dict):
             raise InvalidParams("params.notifications must be an object (a SubscriptionFilter)")
@@ -196,16 +221,24 @@ class ListenFilter:
                 )
             if capabilities.get("resources", {}).get("subscribe"):
                 granted_uris = tuple(dict.fromkeys(uris))
-        return cls(frozenset(flags), granted_uris)
+        task_ids = _task_ids(requested.get("taskIds"), capabilities, client_capabilities or {})
+        return cls(frozenset(flags), granted_uris, task_ids, owner)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {flag: True for flag in _LIST_FLAGS if flag in self.flags}
         if self.resource_uris:
             wire["resourceSubscriptions"] = list(self.resource_uris)
+        if self.task_ids:
+            wire["taskIds"] = sorted(self.task_ids)
         return wire
 
-    def notification(self, change: Change) -> tuple[str, dict[str, Any]] | None:
+    def notification(self, change: Event) -> tuple[str, dict[str, Any]] | None:
         """The (method, params) this change becomes on the stream, or None if not subscribed."""
+        if isinstance(change, TaskNews):
+            record = change.record
+            if record.task_id in self.task_ids and record.owner == self.owner:
+                return "notifications/tasks", record.detailed()
+            return None
         if change.kind == "resource_updated":
             assert change.uri is not None
             if any(covers(uri, change.uri) for uri in self.resource_uris):
@@ -215,6 +248,33 @@ class ListenFilter:
         if flag in self.flags:
             return _LIST_FLAGS[flag][1], {}
         return None
+
+
+def _task_ids(
+    requested: Any, capabilities: Mapping[str, Any], client_capabilities: Mapping[str, Any]
+) -> frozenset[str]:
+    """The task ids a listen stream follows: any the client names (ids are unguessable, and news
+    goes only to the task's owner), if it declared the tasks extension (-32021 otherwise)."""
+    if requested is None:
+        return frozenset()
+    if (
+        not isinstance(requested, list)
+        or len(requested) > MAX_TASK_SUBSCRIPTIONS
+        or not all(
+            isinstance(task_id, str) and 0 < len(task_id) <= MAX_TASK_ID for task_id in requested
+        )
+    ):
+        raise InvalidParams(
+            f"notifications.taskIds must be a list of at most {MAX_TASK_SUBSCRIPTIONS} task ids"
+        )
+    extensions = client_capabilities.get("extensions")
+    if not isinstance(extensions, dict) or not isinstance(extensions.get(TASKS_EXTENSION), dict):
+        raise MissingClientCapability(
+            {"extensions": {TASKS_EXTENSION: {}}}, "task notifications need the tasks extension"
+        )
+    if TASKS_EXTENSION not in capabilities.get("extensions", {}):
+        return frozenset()
+    return frozenset(requested)
 
 
 def covers(subscribed: str, updated: str) -> bool:

@@ -67,5 +67,12 @@ LEGACY_METHODS: Final = (
     "resources/unsubscribe",
     *SHARED_METHODS,
 )
-# Methods whose Mcp-Name header mirrors a body field.
-NAME_FIELD_BY_METHOD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# Methods whose Mcp-Name header mirrors a body field (the tasks extension's carry the task id).
+NAME_FIELD_BY_METHOD: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}

@@ -8,6 +8,9 @@ names each bad variable (``MCP_PORT``, not ``port``) and what it takes, :func:`u
 names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would otherwise be
 silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
 and format on their own, so that even a failure to load the rest is reported as asked.
+
+The module is long (about 400 lines) on purpose: every setting of the server is declared here,
+in one table, since this is the only reader of the environment.
 """
 
 from __future__ import annotations
@@ -147,6 +150,15 @@ class Settings(BaseSettings):
     max_sessions_per_client: int = Field(64, ge=0)
     handler_timeout_s: float = Field(300.0, ge=0)
 
+    task_ttl_s: float = Field(3600.0, gt=0)
+    task_ttl_min_s: float = Field(10.0, gt=0)
+    task_ttl_max_s: float = Field(86_400.0, gt=0)
+    task_poll_interval_ms: int = Field(1000, ge=1)
+    task_lease_s: float = Field(10.0, ge=1, le=3600)
+    max_tasks_per_client: int = Field(100, ge=1)
+    max_tasks: int = Field(10_000, ge=1)
+    task_result_max_bytes: int = Field(1024 * 1024, ge=1024)
+
     cors_origins: CommaList = []
     cors_max_age_s: int = Field(600, ge=0)
 
@@ -155,6 +167,11 @@ class Settings(BaseSettings):
     redis_timeout_s: float = Field(2.0, gt=0, le=60)
     records_redis_stream: str = Field("records", min_length=1, max_length=128)
     records_redis_maxlen: int = Field(1_000_000, ge=1000)
+
+    report_live: bool = False
+    report_path: str = "/admin/report"
+    report_scope: str = Field("mcp:admin", min_length=1, max_length=128, pattern=r"^[!#-\[\]-~]+$")
+    report_refresh_s: float = Field(1.0, gt=0, le=3600)
 
     @field_validator(
         "allowed_hosts",
@@ -228,6 +245,20 @@ class Settings(BaseSettings):
             raise ValueError("MCP_PATH must name a path below /, such as /mcp")
         return value
 
+    @field_validator("report_path")
+    @classmethod
+    def _report_path_shape(cls, value: str) -> str:
+        value = "/" + value.strip("/")
+        if value == "/":
+            raise ValueError("MCP_REPORT_PATH must name a path below /, such as /admin/report")
+        return value
+
+    @model_validator(mode="after")
+    def _report_beside_the_endpoint(self) -> Settings:
+        if self.report_path in (self.path, self.path + "/"):
+            raise ValueError("MCP_REPORT_PATH must differ from MCP_PATH")
+        return self
+
     @model_validator(mode="after")
     def _replicas_share_a_secret(self) -> Settings:
         # Replicas must verify each other's cursors and requestState; a per-process key would
@@ -236,6 +267,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 "MCP_REDIS_URL is set (several replicas): set MCP_STATE_SECRET too, the same on "
                 "every replica (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _task_ttl_range(self) -> Settings:
+        if not self.task_ttl_min_s <= self.task_ttl_s <= self.task_ttl_max_s:
+            raise ValueError(
+                "MCP_TASK_TTL_S must lie between MCP_TASK_TTL_MIN_S and MCP_TASK_TTL_MAX_S"
             )
         return self
 

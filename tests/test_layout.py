@@ -50,23 +50,27 @@ PUBLIC_API = "__init__"
 
 RANKS: tuple[tuple[str, ...], ...] = (
     # 0: vocabulary, the standard library only; the environment (pydantic-settings); the
-    # server's own log lines (the request they belong to, text or JSON); exit signals
-    ("errors", "protocol", "asgi", "aio", "exit_signals", "settings", "logs"),
+    # server's own log lines (the request they belong to, text or JSON); exit signals; what a
+    # call came to, noted for its record
+    ("errors", "protocol", "asgi", "aio", "exit_signals", "settings", "logs", "call_note"),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
-    # 2: the methods both eras share, cursors, fan-out of changes to open streams
-    ("dispatch", "pagination", "hub"),
+    # 2: the methods both eras share, cursors, fan-out of changes to open streams, and tasks
+    # (long-running calls either era starts and any replica serves; sans-IO, their store is
+    # an interface whose flavours live in state/)
+    ("dispatch", "pagination", "hub", "tasks"),
     # 3: the two eras (sans-IO) and the request records
     ("modern", "legacy", "records"),
     # 4: shared state (memory or Redis) and who may call how much
     ("state", "security"),
-    # 5: the HTTP shell, the only ASGI code besides wiring and serving
-    ("transport",),
+    # 5: the HTTP shell, the only ASGI code besides wiring and serving; the report (it reads
+    # only the records' schema, and the app serves it live)
+    ("transport", "report"),
     # 6: wiring, and running it under uvicorn (serving imports app, never the reverse); what
-    # the server tells of itself (metrics), an observer of the records and the state
+    # the server tells of itself (metrics, spans), an observer of the records and the state
     ("app", "serving", "observe"),
-    # 7: the command line, and the report it runs
-    ("__main__", "report"),
+    # 7: the command line
+    ("__main__",),
     # 8: catalogs loaded by name (MCP_CATALOG), like an author's: nothing imports them
     ("builtin",),
 )

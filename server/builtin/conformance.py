@@ -6,7 +6,8 @@ arguments, so ``test_simple_text`` comes first). Every fixture goes through the 
 declaration API a server author uses: nothing here reaches into the server's internals.
 
 The elicitation-form and input-required fixtures live in its sibling
-:mod:`server.builtin.conformance_asking`, declared at their place in the list.
+:mod:`server.builtin.conformance_asking`, declared at their place in the list; the extensions'
+(tasks and skills) in :mod:`server.builtin.conformance_extensions`, declared last.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from server.builtin.conformance_asking import (
     add_elicitation_form_fixtures,
     add_input_required_fixtures,
 )
+from server.builtin.conformance_extensions import add_extension_fixtures
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAAB"
@@ -359,3 +361,6 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
         key="user_context",
     )
     return f"Use the following context: {(answer.content or {}).get('context', '')}"
+
+
+add_extension_fixtures(catalog)

@@ -2,8 +2,9 @@
 
 Every kind of primitive is here with a stub that does something real and says what it did:
 tools returning each content type, structured output, progress, logging, asking the client
-(elicitation, sampling, roots), list changes at runtime and resource updates; text, binary and
-templated resources; prompts with completable arguments. Point a client at it and see which
+(elicitation, sampling, roots), list changes at runtime and resource updates, a long job that
+runs as a task; text, binary and templated resources; two agent skills; prompts with
+completable arguments. Point a client at it and see which
 of these it actually uses.
 """
 
@@ -13,6 +14,7 @@ import asyncio
 import base64
 import datetime
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -180,12 +182,39 @@ async def touch_resource(uri: str = "probe://counter") -> str:
     return f"Notified subscribers of {uri}."
 
 
+@catalog.tool(task_support="optional", annotations={"readOnlyHint": True, "openWorldHint": False})
+async def long_job(
+    ctx: Context,
+    seconds: Annotated[int, Field(ge=0, le=3600, description="How long it works")] = 10,
+    confirm: Annotated[bool, Field(description="Ask before finishing")] = False,
+) -> str:
+    """Work for `seconds` seconds, reporting progress each second, as a task when the client
+    can poll (the tasks extension, or a `task` param in 2025-11-25); cancellable.
+
+    With `confirm`, ask the user before finishing (the task waits in input_required).
+    """
+    for second in range(seconds):
+        await ctx.report_progress(second, seconds, f"second {second} of {seconds}")
+        await asyncio.sleep(1)
+    if confirm:
+        answer = await ctx.elicit(
+            f"The job ran {seconds} s. Keep its result?",
+            {"type": "object", "properties": {"keep": {"type": "boolean"}}, "required": ["keep"]},
+            key="keep",
+        )
+        if answer.action != "accept" or not (answer.content or {}).get("keep"):
+            return f"Worked {seconds} s; the result was discarded."
+    where = f" as task {ctx.task_id}" if ctx.task_id else ""
+    return f"Worked {seconds} s{where}."
+
+
 README = """# MCP probe server
 
 Tools: echo, add (structured), server_time, media_sampler (every content type),
 count_slowly (progress and logs), fail (error result), ask_name (elicitation),
 ask_model (sampling), show_roots (roots), toggle_extra_tool (list changes),
-touch_resource (resource updates).
+touch_resource (resource updates), long_job (a task: poll it, answer it, cancel it).
+Skills: skill://try-the-probe/SKILL.md, skill://long-running-calls/SKILL.md.
 """
 _counter = {"value": 0}
 
@@ -246,3 +275,7 @@ def summarize(
 @catalog.completion(prompt="summarize", argument="style")
 def complete_style(value: str, context: Mapping[str, str]) -> list[str]:
     return [style for style in STYLES if style.startswith(value)]
+
+
+# Two small agent skills (the skills extension): how to try this server, and its tasks.
+catalog.add_skills(Path(__file__).parent / "skills" / "probe")

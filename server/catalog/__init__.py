@@ -7,7 +7,13 @@ prompts and completion callbacks with decorators. The catalog keeps them in decl
 eras can deliver ``list_changed`` / ``resources/updated`` notifications.
 
 Capabilities are derived, never written by hand: a capability appears only when something
-that serves it is declared.
+that serves it is declared. Extensions (:mod:`server.catalog.extensions`) are declared with
+their settings and methods; skills (:meth:`Catalog.add_skills`) declare the skills extension,
+and a tool that can run as a task (``task_support``) the tasks extension.
+
+The module is long (about 450 lines) because it is the whole declaration surface in one class:
+a method per kind of thing an author declares, each with its keyword arguments spelled out
+(with overloads) for type checkers and editors.
 """
 
 from __future__ import annotations
@@ -15,14 +21,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from server.catalog.completion import Completer
 from server.catalog.content import Icon
+from server.catalog.extensions import (
+    RESERVED_METHODS,
+    SKILLS_EXTENSION,
+    TASKS_EXTENSION,
+    Extension,
+    ExtensionHandler,
+    extension_methods,
+)
 from server.catalog.lifespan import CatalogLifespan, LifespanFunction
 from server.catalog.prompts import Prompt
 from server.catalog.resources import Resource, ResourceTemplate
-from server.catalog.tools import Tool
+from server.catalog.skills import SkillSet, load_skills, skill_resource
+from server.catalog.tools import TaskSupport, Tool
 from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 
 log = logging.getLogger(__name__)
@@ -52,6 +68,8 @@ class Snapshot:
     resources: tuple[dict[str, Any], ...]
     templates: tuple[dict[str, Any], ...]
     capabilities: dict[str, Any]
+    # Each method a declared extension adds, with its extension.
+    extension_methods: dict[str, Extension]
 
 
 class Catalog:
@@ -84,6 +102,8 @@ class Catalog:
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
+        self.extensions: dict[str, Extension] = {}
+        self.skills = SkillSet()
         self._listeners: list[Listener] = []
         self.lifespan = CatalogLifespan(self, lifespan)  # around serving, in every way of it
         self._version = 0
@@ -109,6 +129,8 @@ class Catalog:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
+        task_support: TaskSupport = "forbidden",
+        defer_task: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -125,11 +147,21 @@ class Catalog:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
+        task_support: TaskSupport = "forbidden",
+        defer_task: bool = False,
     ) -> Any:
         """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``.
 
         ``scopes``: OAuth scopes a caller must hold to call it (403 ``insufficient_scope``
         otherwise), on top of the endpoint's required scopes.
+
+        ``task_support``: ``"optional"`` or ``"required"`` lets a call run as a task (the
+        client polls for its result instead of holding the request open): for a client that
+        declared the tasks extension (2026-07-28) or asked for a task (2025-11-25), the call
+        answers at once with a task handle and the handler runs on. ``"required"`` refuses
+        other clients (-32021). ``defer_task``: the task starts when the handler calls
+        ``await ctx.start_task()``, so questions it asks first are answered in the request
+        (input-required rounds) rather than by the task.
         """
 
         def register(handler: F) -> F:
@@ -146,6 +178,8 @@ class Catalog:
                     icons=icons,
                     meta=meta,
                     scopes=scopes,
+                    task_support=task_support,
+                    defer_task=defer_task,
                 )
             )
             return handler
@@ -328,6 +362,51 @@ class Catalog:
 
         return register
 
+    def extension(
+        self,
+        identifier: str,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        methods: Mapping[str, ExtensionHandler] | None = None,
+        cacheable: Sequence[str] = (),
+    ) -> None:
+        """Declare an extension: advertised under ``capabilities.extensions`` (2026-07-28) with
+        ``settings``; ``methods`` are served while it is declared (``-32601`` otherwise)."""
+        self.add_extension(
+            Extension(identifier, dict(settings or {}), dict(methods or {}), frozenset(cacheable))
+        )
+
+    def add_extension(self, extension: Extension) -> None:
+        if extension.identifier in self.extensions or extension.identifier == TASKS_EXTENSION:
+            raise ValueError(f"the extension {extension.identifier!r} is already declared")
+        taken = set(extension_methods(self.extensions)) | RESERVED_METHODS
+        clash = sorted(taken & set(extension.methods))
+        if clash:
+            raise ValueError(f"{extension.identifier}: methods already served: {clash}")
+        self.extensions[extension.identifier] = extension
+        self._rebuild()  # what discover advertises; no list changed
+
+    def remove_extension(self, identifier: str) -> bool:
+        if self.extensions.pop(identifier, None) is None:
+            return False
+        self._rebuild()
+        return True
+
+    def add_skills(self, folder: str | Path, *, directory_read: bool = True) -> None:
+        """Serve every skill in ``folder`` (SEP-2640): each file a ``skill://`` resource, and the
+        skills extension with ``skills/list``, ``skills/get`` and (``directory_read``)
+        ``resources/directory/read``. Invalid skills raise :class:`SkillError` naming the file."""
+        loaded = load_skills(folder)
+        merged = self.skills.merge(loaded)
+        taken = [uri for uri in loaded.files if uri in self.resources]
+        if taken:
+            raise ValueError(f"resources already declared at {', '.join(taken[:5])}")
+        for uri in loaded.files:
+            self.resources[uri] = skill_resource(loaded, uri)
+        self.skills = merged
+        self.extensions[SKILLS_EXTENSION] = merged.extension(directory_read=directory_read)
+        self._changed("resources")
+
     # -- finding ---------------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
@@ -378,6 +457,7 @@ class Catalog:
             resources=tuple(resource.definition for resource in self.resources.values()),
             templates=tuple(template.definition for template in self.templates.values()),
             capabilities=self._derive_capabilities(),
+            extension_methods=extension_methods(self.extensions),
         )
 
     def _derive_capabilities(self) -> dict[str, Any]:
@@ -397,4 +477,16 @@ class Catalog:
         )
         if completable:
             capabilities["completions"] = {}
+        extensions = {
+            identifier: dict(extension.settings)
+            for identifier, extension in self.extensions.items()
+        }
+        if self.task_tools():
+            extensions[TASKS_EXTENSION] = {}
+        if extensions:
+            capabilities["extensions"] = extensions
         return capabilities
+
+    def task_tools(self) -> list[Tool]:
+        """The tools a call may run as a task."""
+        return [tool for tool in self.tools.values() if tool.task_support != "forbidden"]

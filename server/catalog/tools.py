@@ -15,11 +15,12 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anyio.to_thread
 import orjson
 
+from server.call_note import CRASH, note_outcome
 from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
 from server.catalog.signatures import (
     ArgumentsInvalid,
@@ -34,6 +35,7 @@ from server.errors import McpError, ToolError
 
 log = logging.getLogger(__name__)
 
+TaskSupport = Literal["forbidden", "optional", "required"]
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9\-]+$")
 _HEADER_TYPES = {"string", "integer", "boolean"}
@@ -78,7 +80,13 @@ class Tool:
         icons: Sequence[Icon] | None,
         meta: Mapping[str, Any] | None,
         scopes: Sequence[str] = (),
+        task_support: TaskSupport = "forbidden",
+        defer_task: bool = False,
     ) -> None:
+        if task_support not in get_args(TaskSupport):
+            raise ValueError(f"{name}: task_support must be forbidden, optional or required")
+        if defer_task and task_support == "forbidden":
+            raise ValueError(f"{name}: defer_task needs task_support optional or required")
         if not TOOL_NAME.match(name):
             raise ValueError(f"tool name {name!r} must be 1-128 characters of A-Z a-z 0-9 _ . -")
         if input_schema.get("type") != "object":
@@ -86,6 +94,8 @@ class Tool:
         self.name = name
         self.handler = handler
         self.scopes = tuple(scopes)
+        self.task_support: TaskSupport = task_support
+        self.defer_task = defer_task
         self.parameters = parameters
         self.output = output
         self.is_async = inspect.iscoroutinefunction(handler)
@@ -102,6 +112,9 @@ class Tool:
             definition["annotations"] = dict(annotations)
         if icons:
             definition["icons"] = [icon.to_wire() for icon in icons]
+        if task_support != "forbidden":
+            # 2025-11-25's tool-level negotiation; newer clients ignore it (the server decides).
+            definition["execution"] = {"taskSupport": task_support}
         if meta:
             definition["_meta"] = dict(meta)
         self.definition = definition
@@ -121,6 +134,8 @@ class Tool:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
+        task_support: TaskSupport = "forbidden",
+        defer_task: bool = False,
     ) -> Tool:
         tool_name = name or func.__name__
         parameters = read_parameters(func, name=tool_name, strict=input_schema is None)
@@ -142,6 +157,8 @@ class Tool:
             icons=icons,
             meta=meta,
             scopes=scopes,
+            task_support=task_support,
+            defer_task=defer_task,
         )
 
     async def call(self, arguments: Mapping[str, Any], context: Context) -> dict[str, Any]:
@@ -165,6 +182,7 @@ class Tool:
             raise
         except Exception:
             log.exception("tool %s raised", self.name)
+            note_outcome(CRASH)
             return error_result(f"Tool {self.name} failed with an internal error")
         return self.shape(value)
 

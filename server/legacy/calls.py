@@ -37,6 +37,8 @@ class Call:
         self.error: tuple[int, str] | None = None
         # The response itself; None while running, and forever if the call was cancelled.
         self.final: bytes | None = None
+        # The task it created or showed, for the request's record.
+        self.task: dict[str, str] | None = None
 
 
 def start_call(
@@ -89,6 +91,7 @@ async def _run(
         call.error = (wire.code, wire.message)
     finally:
         context.finish()
+        call.task = context.task_outcome
         if runtime.inflight.get(request.id) is current_task():
             del runtime.inflight[request.id]
     call.final = payload

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from server.aio import Deadline, running_loop
+from server.call_note import noted
 from server.catalog import Catalog
 from server.context import Context, InputRequest
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
@@ -49,7 +50,9 @@ from server.jsonrpc import (
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
+from server.legacy.tasks import LEGACY_TASK_METHODS, TASKS_CAPABILITY, LegacyTasks
 from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK, META_LOG_LEVEL
+from server.tasks.service import TaskService
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +136,7 @@ class LegacyEra:
         client_request_timeout_s: float,
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
         default_log_level: str | None = "debug",
+        tasks: TaskService | None = None,
     ) -> None:
         # Told (session id, uri, subscribed) when a session's resource subscriptions change,
         # so a GET stream held by another replica can follow them.
@@ -148,6 +152,8 @@ class LegacyEra:
         self.default_log_level = default_log_level
         # List pages, encoded once per catalog version (every legacy version lists the same).
         self._pages = EncodedResults(catalog)
+        # 2025-11-25's tasks, run by the same service as the tasks extension.
+        self.tasks = LegacyTasks(tasks, catalog, dispatcher.pager) if tasks is not None else None
 
     # -- initialize ------------------------------------------------------------------------
 
@@ -160,6 +166,8 @@ class LegacyEra:
     def capabilities(self, version: str) -> dict[str, Any]:
         capabilities = dict(self.catalog.snapshot.capabilities)
         capabilities.pop("extensions", None)
+        if self.tasks is not None and self.tasks.available(version):
+            capabilities["tasks"] = TASKS_CAPABILITY
         for name, since in _INTRODUCED.items():
             if version < since:
                 capabilities.pop(name, None)
@@ -207,11 +215,15 @@ class LegacyEra:
         ]
         if "completions" not in capabilities:
             served = [method for method in served if method != "completion/complete"]
+        if "tasks" in capabilities:
+            served.extend(LEGACY_TASK_METHODS)
         return served
 
-    def serves(self, method: str) -> bool:
+    def serves(self, method: str, version: str = "") -> bool:
         if method == "ping":
             return True
+        if method in LEGACY_TASK_METHODS:
+            return self.tasks is not None and self.tasks.available(version)
         if method == "logging/setLevel":
             return "logging" in self.catalog.snapshot.capabilities
         if method in ("resources/subscribe", "resources/unsubscribe"):
@@ -264,10 +276,12 @@ class LegacyEra:
     ) -> dict[str, Any] | orjson.Fragment:
         """The result of a request in a session; ``target`` is what :meth:`resolve` found."""
         method, params = request.method, request.params
-        if not self.serves(method):
+        if not self.serves(method, session.protocol_version):
             raise MethodNotFound(method)
         if method == "ping":
             return {}
+        if self.tasks is not None and self.tasks.routes(session, request):
+            return await self.tasks.handle(session, request, context, runtime.standalone)
         if method == "logging/setLevel":
             level = params.get("level")
             if not isinstance(level, str) or level not in LOG_LEVEL_RANK:
@@ -293,7 +307,7 @@ class LegacyEra:
             return {}
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
-        return await self.dispatcher.call(method, params, context, target)
+        return noted(await self.dispatcher.call(method, params, context, target))
 
     def finish(
         self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]

@@ -17,8 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from server.catalog import Change
-from server.hub import Hub, covers
+from server.hub import Event, Hub, TaskNews, covers
 from server.jsonrpc import encode_notification
 from server.legacy.eventstream import EventStream
 from server.legacy.sessions import LiveSubscriptions
@@ -98,9 +97,17 @@ class SessionRuntime:
             self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
         return self.standalone
 
-    def _offer(self, change: Change, capabilities: dict[str, Any]) -> None:
+    def _offer(self, change: Event, capabilities: dict[str, Any]) -> None:
         stream = self.standalone
         if stream is None or stream.finished:
+            return
+        if isinstance(change, TaskNews):
+            # 2025-11-25: a task's status goes to the stream of the session that created it.
+            record = change.record
+            if record.session == self.session_id:
+                stream.publish(
+                    encode_notification("notifications/tasks/status", record.task(legacy=True))
+                )
             return
         if change.kind == "resource_updated":
             assert change.uri is not None

@@ -16,6 +16,9 @@ Header values arrive as a plain mapping of lower-cased names to raw bytes, which
 module free of HTTP: the shell passes them in, nothing here reads a socket. A header that
 matches its body value is remembered (bounded), so a client repeating the same method, name
 and version pays for decoding and comparing them once.
+
+At about 400 lines this is the era's whole rule book in one module (validation, the cached
+answers, the envelope, listen); its extension methods are :mod:`server.modern.extensions`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any, Literal
 
 import orjson
 
-from server.catalog import Catalog, Change
+from server.call_note import INPUT_REQUIRED, note_outcome, noted
+from server.catalog import Catalog
 from server.catalog.tools import Tool
 from server.context import Context
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
@@ -39,14 +43,16 @@ from server.errors import (
     MethodNotFound,
     UnsupportedProtocolVersion,
 )
-from server.hub import ListenFilter
+from server.hub import Event, ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
+from server.modern.extensions import ModernExtensions
 from server.modern.input_required import (
     InputRequired,
     ReplayExchange,
     RequestStates,
     read_input_responses,
 )
+from server.modern.tasks import ModernTasks
 from server.protocol import (
     CACHEABLE_METHODS,
     INPUT_REQUIRED_METHODS,
@@ -61,6 +67,7 @@ from server.protocol import (
     MODERN_VERSIONS,
     NAME_FIELD_BY_METHOD,
 )
+from server.tasks.service import TaskService
 
 Send = Callable[[bytes], Awaitable[None]]
 CacheScope = Literal["public", "private"]
@@ -82,6 +89,11 @@ class ModernCall:
     log_level: str | None
     progress_token: str | int | None
     target: Target
+    # Who calls (the HTTP side sets both): tasks are bound to the subject, capped per client.
+    subject: str | None = None
+    client_key: str = ""
+    # The task the answer created or showed ({"id", "status"}), for the request's record.
+    task: dict[str, str] | None = None
 
 
 def decode_header_value(name: str, raw: str) -> str:
@@ -117,6 +129,7 @@ class ModernEra:
         discover_ttl_ms: int,
         cache_scope: CacheScope,
         supported_versions: tuple[str, ...] = MODERN_VERSIONS,
+        tasks: TaskService | None = None,
     ) -> None:
         self.catalog = catalog
         self.dispatcher = dispatcher
@@ -131,6 +144,23 @@ class ModernEra:
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
         self._matched: set[tuple[bytes, str]] = set()
+        # Declared extensions' methods (skills) and the tasks surface.
+        self.extensions = ModernExtensions(
+            catalog,
+            dispatcher.pager.page,
+            self._envelope,
+            ttl_ms=list_ttl_ms,
+            cache_scope=cache_scope,
+            tasks=ModernTasks(
+                tasks,
+                catalog,
+                envelope=self._envelope,
+                input_required=self._input_required,
+                server_meta=self._server_meta,
+            )
+            if tasks is not None
+            else None,
+        )
 
     # -- validation ------------------------------------------------------------------------
 
@@ -206,11 +236,16 @@ class ModernEra:
             )
 
     def serves(self, method: str) -> bool:
-        return method in MODERN_ONLY_METHODS or self.dispatcher.serves(method)
+        return (
+            method in MODERN_ONLY_METHODS
+            or self.dispatcher.serves(method)
+            or self.extensions.serves(method)
+        )
 
     def advertised(self) -> list[str]:
         """The methods a client can call right now (what discover's capabilities promise)."""
-        return [method for method in MODERN_METHODS if self.serves(method)]
+        served = [method for method in MODERN_METHODS if self.serves(method)]
+        return served + self.extensions.methods()
 
     # -- answering -------------------------------------------------------------------------
 
@@ -219,14 +254,18 @@ class ModernEra:
         ``subscriptions/listen`` either)."""
         method = call.request.method
         context = self._context(call, send)
+        if self.extensions.handles(call):
+            return await self.extensions.handle(call, context)
         try:
             result = await self.dispatcher.call(method, call.request.params, context, call.target)
         except InputRequired as suspended:
             if method not in INPUT_REQUIRED_METHODS:
                 raise
+            note_outcome(INPUT_REQUIRED)
             return self._input_required(call, context, suspended)
         finally:
             context.finish()
+        noted(result)
         # A resource may set its own ttl (it was found by validate, and read).
         ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
         return self._envelope(method, result, ttl)
@@ -335,7 +374,10 @@ class ModernEra:
     def listen(self, call: ModernCall) -> tuple[ListenFilter, bytes]:
         """The granted filter and the acknowledgement frame for a listen request."""
         granted = ListenFilter.grant(
-            call.request.params.get("notifications"), self.catalog.snapshot.capabilities
+            call.request.params.get("notifications"),
+            self.catalog.snapshot.capabilities,
+            client_capabilities=call.client_capabilities,
+            owner=call.subject,
         )
         ack = encode_notification(
             "notifications/subscriptions/acknowledged",
@@ -346,8 +388,8 @@ class ModernEra:
     @staticmethod
     def listen_frame(
         granted: ListenFilter, subscription_id: Any
-    ) -> Callable[[Change], bytes | None]:
-        def frame(change: Change) -> bytes | None:
+    ) -> Callable[[Event], bytes | None]:
+        def frame(change: Event) -> bytes | None:
             found = granted.notification(change)
             if found is None:
                 return None

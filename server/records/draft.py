@@ -40,6 +40,11 @@ from server.records.schema import (
     request_id_of,
 )
 
+# Requests whose records say what the call named and came to (target, outcome).
+CALL_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+# What a handler that raised unexpectedly is answered with (server.errors.INTERNAL_ERROR).
+INTERNAL_ERROR = -32603
+
 # The request path only takes a number; the record writer formats it (see Draft.request_id).
 _next_serial = itertools.count(1).__next__
 # An X-Request-Id a trusted proxy sent is kept when it is this (else the server makes one):
@@ -80,6 +85,11 @@ class Draft:
     error_code: int | None = None
     error_message: str | None = None
     advertised: list[str] | None = None
+    # What a tool call, prompt get or resource read named and came to (server.call_note).
+    target: str | None = None
+    outcome: str | None = None
+    # The task this request created or looked at, as the answer left it: {"id", "status"}.
+    task: dict[str, str] | None = None
     # The id a trusted proxy gave the request (X-Request-Id), and the caller's trace context.
     inbound_id: str | None = None
     traceparent: str | None = None
@@ -93,6 +103,7 @@ class Draft:
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
+    first_event_clock: float | None = None
 
     def __post_init__(self) -> None:
         # The headers (and X-Forwarded-For behind a trusted proxy) may be megabytes long.
@@ -166,6 +177,15 @@ class Draft:
         self.error_code = code
         self.error_message = clip(message, MAX_ERROR_MESSAGE)
 
+    def call_outcome(self) -> str | None:
+        """What the call came to: as noted, else from its JSON-RPC error (-32603 is what a
+        handler that raised gets), else None (not known yet: a streamed answer)."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.error_code is None:
+            return None
+        return "crash" if self.error_code == INTERNAL_ERROR else "error"
+
     def request_record(self) -> dict[str, Any]:
         # Client-chosen strings clipped (server.records.lines clips the same fields alike).
         record: dict[str, Any] = {
@@ -208,11 +228,17 @@ class Draft:
             record["batch_size"] = self.batch_size
         if self.advertised is not None:
             record["advertised"] = self.advertised
+        if self.method in CALL_METHODS:
+            record["target"] = self.target
+            record["outcome"] = self.call_outcome()
+        if self.task is not None:
+            record["task"] = self.task
         if self.traceparent is not None:
             record["traceparent"] = self.traceparent
         return record
 
     def stream_record(self) -> dict[str, Any]:
+        first = self.first_event_clock
         return {
             "v": SCHEMA_VERSION,
             "kind": "stream",
@@ -229,6 +255,9 @@ class Draft:
             "events": self.events,
             "bytes_out": self.bytes_out,
             "end": self.stream_end or "complete",
+            "target": self.target,
+            "outcome": self.call_outcome() if self.method in CALL_METHODS else None,
+            "ttfb_ms": None if first is None else round((first - self.clock) * 1000, 3),
             # The request record went out when the stream opened: an error its last event
             # carried (a failure mid-stream, a call the drain deadline ended) is told here.
             "error": None
@@ -299,6 +328,8 @@ class Draft:
                     self.completed = True
                 # Every frame this server writes is one send: count message events only.
                 if self.streaming and b"data: {" in body:
+                    if not self.events:
+                        self.first_event_clock = time.perf_counter()
                     self.events += 1
                 if self.streaming and not self.request_written:
                     self.request_written = True

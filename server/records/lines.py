@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from server.records.draft import Draft
+from server.records.draft import CALL_METHODS, Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
     MAX_CLIENT_STRING,
@@ -224,15 +224,25 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         record["bytes_out"] = draft.bytes_out
         record["streaming"] = draft.streaming
         record["params"] = written
-        if draft.batch_size is not None:
-            record["batch_size"] = draft.batch_size
-        if draft.advertised is not None:
-            record["advertised"] = draft.advertised
-        if draft.traceparent is not None:
-            record["traceparent"] = draft.traceparent
+        _optional_fields(draft, record)
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None
+
+
+def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
+    """The fields a request record has only for some requests, in Draft.request_record's order."""
+    if draft.batch_size is not None:
+        record["batch_size"] = draft.batch_size
+    if draft.advertised is not None:
+        record["advertised"] = draft.advertised
+    if draft.method in CALL_METHODS:
+        record["target"] = draft.target
+        record["outcome"] = draft.call_outcome()
+    if draft.task is not None:
+        record["task"] = draft.task
+    if draft.traceparent is not None:
+        record["traceparent"] = draft.traceparent
 
 
 def _apply_privacy(

@@ -1,107 +1,57 @@
-"""Adding request records up per client, for ``python -m server report``.
+"""Adding request records up per client, for ``python -m server report`` and the live report.
 
 A client is (client name, client version, user agent); records without a client name fall
 under ``(unidentified)``, one group per user agent. Bad input is counted, never fatal: lines
 that are not records are ``malformed``, records of another schema version
 ``unknown_version``, records of a kind this reader does not know ``unknown_kind``; a file that
 cannot be read to its end (a corrupt or truncated gzip) is noted and what came before it kept.
+A :class:`~server.report.filters.RecordFilter` leaves records out before they are counted.
 
 :class:`Aggregator` is the hot loop (a million records in a few seconds on one core): it keeps
-plain counters per client and touches only the fields it needs; :meth:`Aggregator.report`
-turns them into the immutable :class:`~server.report.model.Report` the renderers draw.
+plain counters per client, per tool, prompt and resource and per minute, latencies as
+histograms (:mod:`server.report.measures`), and touches only the fields it needs. Its memory
+is bounded whatever it reads (clients, targets, minutes and sessions are capped), so the live
+report can feed one for as long as the server runs. :func:`server.report.build.build_report`
+turns the counters into the immutable :class:`~server.report.model.Report` the renderers draw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, BinaryIO, TypeVar
+from math import log2 as _log2
+from typing import Any, BinaryIO
 
 import orjson
 
 from server.records.schema import SCHEMA_VERSION
-from server.report.model import ClientReport, InputSummary, MethodUse, Report
+from server.report.build import build_report
+from server.report.counters import (
+    MAX_CLIENTS,
+    OVERFLOW_NAME,
+    ClientKey,
+    ClientStats,
+    Tally,
+    follow_task,
+)
+from server.report.measures import BUCKETS_PER_DOUBLING as _PER_DOUBLING
+from server.report.measures import CALL_METHODS
+from server.report.measures import bucket as _bucket
+from server.report.model import Report
 from server.report.read import READ_ERRORS, line_batches
 
 PSEUDO_METHODS = frozenset({"(response)", "(batch)"})
 RECORD_KINDS = frozenset({"request", "stream"})
-# Past this many distinct clients, new ones are folded into one group: a flood of made-up
-# user agents must not exhaust memory.
-MAX_CLIENTS = 10_000
-OVERFLOW_NAME = "(other clients)"
-# ISO 8601 times of one format compare as strings; "~" sorts after every digit.
-_NO_FIRST = "~"
-
-ClientKey = tuple[str | None, str | None, str | None]
-K = TypeVar("K", str, int)
+# Distinct session ids counted per client; past it, sessions are no longer told apart.
+MAX_SESSIONS = 100_000
+# Minutes kept for the timeline (30 days); the oldest go first.
+MAX_MINUTES = 43_200
+# Streams whose lifetime is not a latency: listening, and the legacy GET stream (no method).
+NOT_LATENCY = frozenset({"subscriptions/listen", None})
+_NUMBERS = frozenset({int, float})
 
 
-class ClientStats:
-    """Running counters for one client (mutable, only touched by :class:`Aggregator`)."""
-
-    __slots__ = (
-        "advertised",
-        "body_versions",
-        "calls",
-        "capabilities",
-        "capabilities_time",
-        "capability_names",
-        "eras",
-        "first",
-        "header_versions",
-        "http_statuses",
-        "jsonrpc_errors",
-        "key",
-        "last",
-        "no_method",
-        "notes",
-        "pseudo",
-        "requests",
-        "sessions",
-        "stream_ends",
-        "stream_events",
-        "streams",
-        "verbs",
-    )
-
-    def __init__(self, key: ClientKey) -> None:
-        self.key = key
-        self.first = _NO_FIRST
-        self.last = ""
-        self.requests = 0
-        self.calls: dict[str, int] = {}
-        self.notes: dict[str, int] = {}
-        self.pseudo: dict[str, int] = {}
-        self.no_method = 0
-        self.verbs: dict[str, int] = {}
-        self.eras: dict[str, int] = {}
-        self.header_versions: dict[str, int] = {}
-        self.body_versions: dict[str, int] = {}
-        self.capability_names: set[str] = set()
-        self.capabilities: Any = None
-        self.capabilities_time = ""
-        self.advertised: set[str] = set()
-        self.jsonrpc_errors: dict[int, int] = {}
-        self.http_statuses: dict[int, int] = {}
-        self.sessions: set[str] = set()
-        self.streams = 0
-        self.stream_events = 0
-        self.stream_ends: dict[str, int] = {}
-
-
-class Aggregator:
+class Aggregator(Tally):
     """Feed it lines (or whole streams); ask for the :class:`Report` at the end."""
-
-    def __init__(self) -> None:
-        self.clients: dict[ClientKey, ClientStats] = {}
-        self.overflow: ClientStats | None = None
-        self.folded: set[ClientKey] = set()
-        self.advertised: set[str] = set()
-        self.files: list[str] = []
-        self.errors: list[str] = []
-        self.lines = 0
-        self.malformed = 0
-        self.unknown_version = 0
-        self.unknown_kind = 0
 
     # -- input -----------------------------------------------------------------------------
 
@@ -125,6 +75,8 @@ class Aggregator:
         decode_error = orjson.JSONDecodeError
         clients = self.clients
         count_request = self._request
+        count_stream = self._stream
+        record_filter = self.filter if self.filter.active else None
         self.lines += len(lines)
         for line in lines:
             try:
@@ -153,16 +105,23 @@ class Aggregator:
             if type(agent) is not str:
                 agent = None
             key = (name, client_version, agent)
-            stats = clients.get(key)
-            if stats is None:
-                stats = self._client(key)
             when = record.get("time")
             if type(when) is not str:
                 when = ""
+            if record_filter is not None and not (
+                record_filter.keeps_time(when)
+                and record_filter.keeps_client(key)
+                and record_filter.keeps_method(record.get("method"))
+            ):
+                self.filtered_out += 1
+                continue
+            stats = clients.get(key)
+            if stats is None:
+                stats = self._client(key)
             if record["kind"] == "request":
                 count_request(stats, record, when, capabilities)
             else:
-                self._stream(stats, record, when)
+                count_stream(stats, record, when)
 
     def _reject(self, line: bytes, record: Any) -> None:
         """Say why a line is not a record this reader knows (off the hot path)."""
@@ -178,60 +137,133 @@ class Aggregator:
         else:
             self.malformed += 1
 
-    def _request(
+    def _request(  # noqa: PLR0915 - the hot loop, written out: calls cost more
         self, stats: ClientStats, record: dict[str, Any], when: str, capabilities: Any
     ) -> None:
+        get = record.get
         stats.requests += 1
         if when:
-            stats.first = min(stats.first, when)
-            stats.last = max(stats.last, when)
-        method = record.get("method")
+            if when < stats.first:  # noqa: PLR1730 - min() is a call, on every record
+                stats.first = when
+            if when > stats.last:  # noqa: PLR1730
+                stats.last = when
+        method = get("method")
         if type(method) is str:
             if method in PSEUDO_METHODS:
                 counts = stats.pseudo
-            elif record.get("notification") is True:
+            elif get("notification") is True:
                 counts = stats.notes
             else:
                 counts = stats.calls
             counts[method] = counts.get(method, 0) + 1
         else:
+            method = None
             stats.no_method += 1
-        verb = record.get("verb")
+        verb = get("verb")
         if type(verb) is str:
-            stats.verbs[verb] = stats.verbs.get(verb, 0) + 1
-        era = record.get("era")
+            counts = stats.verbs
+            counts[verb] = counts.get(verb, 0) + 1
+        era = get("era")
         if type(era) is str:
-            stats.eras[era] = stats.eras.get(era, 0) + 1
-        versions = record.get("protocol_version")
+            counts = stats.eras
+            counts[era] = counts.get(era, 0) + 1
+        else:
+            era = None
+        versions = get("protocol_version")
         if type(versions) is dict:
             header = versions.get("header")
             if type(header) is str:
-                stats.header_versions[header] = stats.header_versions.get(header, 0) + 1
+                counts = stats.header_versions
+                counts[header] = counts.get(header, 0) + 1
             body = versions.get("body")
             if type(body) is str:
-                stats.body_versions[body] = stats.body_versions.get(body, 0) + 1
+                counts = stats.body_versions
+                counts[body] = counts.get(body, 0) + 1
         if type(capabilities) is dict:
-            stats.capability_names.update(capabilities)
+            if capabilities:
+                stats.capability_names.update(capabilities)
             if when >= stats.capabilities_time:
                 stats.capabilities = capabilities
                 stats.capabilities_time = when
-        error = record.get("error")
-        if type(error) is dict:
-            code = error.get("code")
-            if type(code) is int:
-                stats.jsonrpc_errors[code] = stats.jsonrpc_errors.get(code, 0) + 1
-        status = record.get("status")
+        failed = False
+        code = None
+        error = get("error")
+        if error is not None:
+            code, failed = self._error(stats, method, error)
+        status = get("status")
         if type(status) is int and not 200 <= status < 300:
             stats.http_statuses[status] = stats.http_statuses.get(status, 0) + 1
-        session = record.get("session_id")
-        if type(session) is str:
+            if status >= 400:
+                failed = True
+        session = get("session_id")
+        if type(session) is str and len(stats.sessions) < MAX_SESSIONS:
             stats.sessions.add(session)
-        offered = record.get("advertised")
-        if type(offered) is list:
-            for item in offered:
-                if type(item) is str:
-                    stats.advertised.add(item)
-                    self.advertised.add(item)
+        task = get("task")
+        if task is not None:
+            follow_task(stats.tasks, task)
+        streaming = get("streaming") is True
+        duration: Any = get("duration_ms")
+        if not streaming and method is not None and type(duration) in _NUMBERS:
+            histograms = stats.latency
+            histogram = histograms.get(method)
+            if histogram is None:
+                histogram = histograms[method] = {}
+            # measures.bucket, written out.
+            index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
+            histogram[index] = histogram.get(index, 0) + 1
+        else:
+            duration = None
+        if method in CALL_METHODS:
+            failed = self.targets.call(stats, record, method, code, streaming, duration) or failed
+        elif method == "subscriptions/listen":
+            self._listen(stats, record)
+        if failed:
+            stats.failed += 1
+        minute = self.minutes.get(when[:16])
+        if minute is None:
+            minute = self._minute(when[:16])
+        minute[0] += 1
+        if failed:
+            minute[1] += 1
+        offered = get("advertised")
+        if offered is not None:
+            self._advertised(stats, era, offered)
+
+    def _error(self, stats: ClientStats, method: str | None, error: Any) -> tuple[int | None, bool]:
+        """A JSON-RPC error counted; its code (None if it has none) and whether it is one."""
+        if type(error) is not dict:
+            return None, False
+        code = error.get("code")
+        if type(code) is not int:
+            return None, True
+        errors = stats.errors
+        errors[method, code] = errors.get((method, code), 0) + 1
+        return code, True
+
+    def _advertised(self, stats: ClientStats, era: str | None, offered: Any) -> None:
+        if type(offered) is not list or era is None:
+            return
+        own = stats.advertised.setdefault(era, set())
+        everyone = self.advertised.setdefault(era, set())
+        for item in offered:
+            if type(item) is str:
+                own.add(item)
+                everyone.add(item)
+
+    @staticmethod
+    def _listen(stats: ClientStats, record: dict[str, Any]) -> None:
+        params = record.get("params")
+        wanted = params.get("notifications") if type(params) is dict else None
+        if type(wanted) is dict and wanted.get("resourceSubscriptions"):
+            stats.listen_resources += 1
+
+    def _minute(self, minute: str) -> list[int]:
+        """A new minute's counters (a record without a time counts under "")."""
+        minutes = self.minutes
+        if len(minutes) >= MAX_MINUTES:
+            del minutes[min(minutes)]
+        counts = minutes[minute] = [0, 0]
+        return counts
 
     def _client(self, key: ClientKey) -> ClientStats:
         if len(self.clients) < MAX_CLIENTS:
@@ -242,8 +274,7 @@ class Aggregator:
             self.overflow = ClientStats((OVERFLOW_NAME, None, None))
         return self.overflow
 
-    @staticmethod
-    def _stream(stats: ClientStats, record: dict[str, Any], ended: str) -> None:
+    def _stream(self, stats: ClientStats, record: dict[str, Any], ended: str) -> None:
         stats.streams += 1
         events = record.get("events")
         if type(events) is int:
@@ -252,110 +283,54 @@ class Aggregator:
         if type(end) is str:
             stats.stream_ends[end] = stats.stream_ends.get(end, 0) + 1
         opened = record.get("opened")
-        if type(opened) is str and opened < stats.first:
+        if type(opened) is not str:
+            opened = ""
+        if opened and opened < stats.first:
             stats.first = opened
         stats.last = max(stats.last, ended)
+        method = record.get("method")
+        if type(method) is not str or method in NOT_LATENCY:
+            return
+        # A streamed answer: its stream record has the whole exchange and how it ended.
+        lasted = record.get("open_ms")
+        if type(lasted) is float or type(lasted) is int:
+            histogram = stats.latency.get(method)
+            if histogram is None:
+                histogram = stats.latency[method] = {}
+            index = _bucket(lasted)
+            histogram[index] = histogram.get(index, 0) + 1
+        else:
+            lasted = None
+        first = record.get("ttfb_ms")
+        if type(first) is float or type(first) is int:
+            histogram = stats.ttfb.get(method)
+            if histogram is None:
+                histogram = stats.ttfb[method] = {}
+            index = _bucket(first)
+            histogram[index] = histogram.get(index, 0) + 1
+        failed = False
+        code = None
+        error = record.get("error")
+        if type(error) is dict:
+            failed = True
+            code = error.get("code")
+            if type(code) is int:
+                stats.errors[method, code] = stats.errors.get((method, code), 0) + 1
+            else:
+                code = None
+        outcome = record.get("outcome")
+        if method in CALL_METHODS and type(outcome) is str:
+            failed = self.targets.settle(stats, record, method, outcome, code, lasted) or failed
+        if failed:
+            stats.failed += 1
+            minute = self.minutes.get(opened[:16]) if len(opened) >= 16 else None
+            if minute is not None:
+                minute[1] += 1
 
     # -- output ----------------------------------------------------------------------------
 
     def report(self) -> Report:
-        everyone = list(self.clients.values())
-        if self.overflow is not None:
-            everyone.append(self.overflow)
-        clients = sorted(
-            (self._client_report(stats) for stats in everyone),
-            key=lambda c: (-c.requests, -c.streams, c.label, c.version or "", c.user_agent or ""),
-        )
-        totals: dict[str, int] = dict.fromkeys(self.advertised, 0)
-        for client in clients:
-            for method, use in client.methods.items():
-                totals[method] = totals.get(method, 0) + use.total
-        firsts = [c.first_seen for c in clients if c.first_seen is not None]
-        lasts = [c.last_seen for c in clients if c.last_seen is not None]
-        requests = sum(client.requests for client in clients)
-        streams = sum(client.streams for client in clients)
-        summary = InputSummary(
-            files=list(self.files),
-            lines=self.lines,
-            records=requests + streams,
-            requests=requests,
-            streams=streams,
-            malformed=self.malformed,
-            unknown_version=self.unknown_version,
-            unknown_kind=self.unknown_kind,
-            folded_clients=len(self.folded),
-            errors=list(self.errors),
-        )
-        return Report(
-            input=summary,
-            first_seen=min(firsts, default=None),
-            last_seen=max(lasts, default=None),
-            advertised=sorted(self.advertised),
-            methods=sorted(totals, key=lambda method: (-totals[method], method)),
-            clients=clients,
-        )
-
-    def _client_report(self, stats: ClientStats) -> ClientReport:
-        methods = {
-            method: MethodUse(stats.calls.get(method, 0), stats.notes.get(method, 0))
-            for method in stats.calls.keys() | stats.notes.keys()
-        }
-        if stats.advertised:
-            advertised, source = stats.advertised, "client"
-        elif self.advertised:
-            advertised, source = self.advertised, "input"
-        else:
-            advertised, source = set(), "none"
-        name, version, agent = stats.key
-        return ClientReport(
-            name=name,
-            version=version,
-            user_agent=agent,
-            requests=stats.requests,
-            first_seen=None if stats.first == _NO_FIRST else stats.first,
-            last_seen=stats.last or None,
-            eras=by_count(stats.eras),
-            header_versions=by_count(stats.header_versions),
-            body_versions=by_count(stats.body_versions),
-            capability_names=sorted(stats.capability_names),
-            capabilities=encodable(stats.capabilities),
-            methods=dict(sorted(methods.items(), key=lambda item: (-item[1].total, item[0]))),
-            pseudo_methods=by_count(stats.pseudo),
-            no_method=stats.no_method,
-            verbs=by_count(stats.verbs),
-            advertised=sorted(advertised),
-            advertised_source=source,
-            never_requested=sorted(advertised - methods.keys()),
-            # Notifications are not offered, so only requests can be unadvertised.
-            not_advertised=sorted(
-                method
-                for method, use in methods.items()
-                if use.requests and method not in advertised
-            )
-            if advertised
-            else [],
-            jsonrpc_errors=by_count(stats.jsonrpc_errors),
-            http_statuses=by_count(stats.http_statuses),
-            sessions=len(stats.sessions),
-            streams=stats.streams,
-            stream_events=stats.stream_events,
-            stream_ends=by_count(stats.stream_ends),
-        )
-
-
-def by_count(counts: dict[K, int]) -> dict[K, int]:
-    """Most frequent first, ties in key order, so every rendering is stable."""
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
-def encodable(value: Any) -> Any:
-    """``value`` if it can be written back as JSON (a record may nest deeper than orjson
-    writes), else a marker saying it could not."""
-    try:
-        orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return {"_unrenderable": True}
-    return value
+        return build_report(self)
 
 
 def aggregate(sources: Iterable[tuple[str, BinaryIO]]) -> Report:

@@ -1,5 +1,8 @@
 """``python -m server report SOURCE...``: its arguments, reading the sources, writing the report.
 
+``--since``, ``--until``, ``--client`` and ``--method`` choose the records counted (see
+:mod:`server.report.filters`); a bad time is a usage error.
+
 Sources are read in the order given: files, ``-`` for stdin, or a Redis stream
 (``redis://host:port/db#key``, see :mod:`server.report.redis`, imported only then, so the
 ``redis`` package stays optional). A source that cannot be opened is a usage error (exit 2,
@@ -16,9 +19,11 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from server.report.aggregate import Aggregator
+from server.report.filters import RecordFilter, parse_time
 from server.report.html import render_html
 from server.report.model import Report
-from server.report.render import render_json, render_markdown, render_table
+from server.report.render import render_json
+from server.report.text import render_markdown, render_table
 
 REDIS_SCHEMES = ("redis://", "rediss://")
 DEFAULT_REDIS_KEY = "mcp:records"
@@ -46,10 +51,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"stream key of redis:// sources without #key (default {DEFAULT_REDIS_KEY})",
     )
     parser.add_argument("--output", metavar="PATH", help="write here instead of stdout")
+    parser.add_argument(
+        "--since",
+        metavar="TIME",
+        help="only records at or after TIME: ISO 8601 (2026-11-30, 2026-11-30T06:00, UTC "
+        "unless an offset is given) or a duration before now (15m, 2h, 7d)",
+    )
+    parser.add_argument("--until", metavar="TIME", help="only records before TIME (as --since)")
+    parser.add_argument(
+        "--client",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only clients whose name or user agent contains TEXT (any case; repeatable)",
+    )
+    parser.add_argument(
+        "--method",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only records of methods matching PATTERN (tools/call, tools/*; repeatable)",
+    )
+
+
+def record_filter(args: argparse.Namespace) -> RecordFilter:
+    """The filters asked for; ValueError naming a bad time."""
+    since = getattr(args, "since", None)
+    until = getattr(args, "until", None)
+    return RecordFilter(
+        since=parse_time(since) if since else None,
+        until=parse_time(until) if until else None,
+        clients=tuple(getattr(args, "client", None) or ()),
+        methods=tuple(getattr(args, "method", None) or ()),
+    )
 
 
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
-    aggregator = Aggregator()
+    try:
+        aggregator = Aggregator(record_filter(args))
+    except ValueError as bad_time:
+        return complain(str(bad_time))
     for name in args.files:
         if name == "-":
             aggregator.read(stdin if stdin is not None else sys.stdin.buffer, "(stdin)")

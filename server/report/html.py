@@ -1,9 +1,17 @@
-"""The report as one self-contained HTML page: a clients-by-methods grid, then each client.
+"""The report as one self-contained HTML page: the operator's view.
 
-The page stands alone: inline CSS, no script, no fonts, images or any other URL, and a
-Content-Security-Policy that forbids loading anything, so it can be mailed or archived and
-opened anywhere. Every value from the records (client names, user agents, methods, times) is
-made printable and HTML-escaped, attributes included: they are whatever a client chose to send.
+From the top: what was read, a chart of requests and failures over time (inline SVG), the
+totals per method (a totals row at the foot), the clients-by-methods grid, the per-feature view,
+each tool, prompt and resource with its outcomes, the errors by method, then every client
+(a sortable list, and one collapsible section each: its methods with their latency, its
+errors with their names, what it never asked for).
+
+The page stands alone: inline CSS and one inline script (see :mod:`server.report.html_assets`,
+allowed by its hash in the Content-Security-Policy), no fonts, images or other URL, so it can be
+mailed or archived and opened offline; it reads fine on a laptop and prints (every client's
+section opens for printing). Every value from the records (client names, user agents, methods,
+tool names, times) is made printable and HTML-escaped, attributes included: they are whatever a
+client chose to send.
 
 In the grid a row is a client and a column a method; a cell is the count when the client
 requested the method, and its colour says how that method stood for that client: requested,
@@ -15,6 +23,9 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
+from server.report.chart import svg_chart
+from server.report.html_assets import SCRIPT, STYLE, content_security_policy
+from server.report.measures import Latency
 from server.report.model import ClientReport, Report
 from server.report.render import (
     MAX_VALUE_CHARS,
@@ -24,10 +35,14 @@ from server.report.render import (
     error_text,
     identity,
     input_lines,
+    milliseconds,
     other_text,
+    percent,
     period,
     plain,
     stream_text,
+    task_text,
+    who,
 )
 
 # Methods nobody was advertised get a column each up to this many; a client inventing method
@@ -40,34 +55,15 @@ CELL_TITLE = {
     "advertised": "advertised to this client, never requested",
     "absent": "not advertised to this client, not requested",
 }
-
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5rem; color: #1d1d1f; background: #fff; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-h3 { font-size: 1.05rem; border-bottom: 1px solid #ccc; padding-bottom: .2rem; }
-code, .num { font-family: ui-monospace, monospace; }
-.scroll { overflow-x: auto; max-width: 100%; }
-table { border-collapse: collapse; }
-.matrix th, .matrix td { border: 1px solid #d0d0d0; padding: .2rem .35rem; }
-.matrix thead th.method { vertical-align: bottom; white-space: nowrap; }
-.matrix thead th.method span { writing-mode: vertical-rl; transform: rotate(180deg); }
-.matrix th.client { text-align: left; white-space: nowrap; max-width: 22rem; overflow: hidden; }
-.matrix th.client small { display: block; color: #666; font-weight: normal; }
-.matrix td { text-align: right; min-width: 3.2rem; font-family: ui-monospace, monospace; }
-.requested { background: #c7ecc9; }
-.unadvertised { background: #f8c9a0; }
-.advertised { background: #fff3b0; color: #8a6d00; text-align: center; }
-.absent { background: #f2f2f2; color: #aaa; }
-.legend span { display: inline-block; min-width: 2.2rem; padding: 0 .4rem; margin: 0 .2rem 0 .8rem;
-  border: 1px solid #d0d0d0; text-align: center; }
-.methods th, .methods td { padding: .1rem .6rem; border-bottom: 1px solid #eee; }
-.methods td { text-align: right; font-family: ui-monospace, monospace; }
-.methods th { text-align: left; font-weight: normal; }
-.methods thead th { font-weight: bold; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; }
-dt { font-weight: bold; } dd { margin: 0; overflow-wrap: anywhere; }
-.note { color: #666; }
-"""
+SECTIONS = (
+    ("timeline", "Over time"),
+    ("totals", "Methods"),
+    ("grid", "Clients by method"),
+    ("features", "Features"),
+    ("targets", "Tools, prompts, resources"),
+    ("errors", "Errors"),
+    ("clients", "Clients"),
+)
 
 
 def h(value: object, limit: int = MAX_VALUE_CHARS) -> str:
@@ -75,32 +71,205 @@ def h(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     return html.escape(plain(value, limit), quote=True)
 
 
-def render_html(report: Report) -> str:
+def render_html(report: Report, *, refresh_s: float | None = None) -> str:
+    """The page; with ``refresh_s``, the live page, which fetches itself again that often."""
+    live = refresh_s is not None and refresh_s > 0
+    body = f'<body data-refresh="{refresh_s:g}">' if live else "<body>"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
         "<head>",
         '<meta charset="utf-8">',
-        # Nothing may be fetched or run, whatever ends up in the page.
-        '<meta http-equiv="Content-Security-Policy" '
-        "content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        # Nothing may be fetched or run but this page's own script, whatever is in the page.
+        f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(live)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>MCP client report</title>",
+        f"<title>MCP client report{' (live)' if live else ''}</title>",
         f"<style>{STYLE}</style>",
         "</head>",
-        "<body>",
-        "<h1>MCP client report</h1>",
+        body,
+        "<main>",
+        f"<h1>MCP client report{' (live)' if live else ''}</h1>",
+        '<div class="controls"><nav>',
+        *(f'<a href="#{anchor}-section">{title}</a>' for anchor, title in SECTIONS),
+        '</nav><input id="filter" type="search" placeholder="filter rows (client, method, tool)"'
+        ' aria-label="filter table rows"></div>',
+        '<div id="report">',
         "<ul>",
         *(f"<li>{h(line, 400)}</li>" for line in input_lines(report)),
         "</ul>",
-        "<h2>Clients by method</h2>",
-        *matrix(report),
-        "<h2>Clients</h2>",
+        *section("timeline", "Requests and failures over time", [svg_chart(report.timeline)]),
+        *section("totals", "Methods", totals_table(report)),
+        *section("grid", "Clients by method", matrix(report)),
+        *section("features", "Features: who uses what the server offers", features_table(report)),
+        *section("targets", "Tools, prompts and resources", targets_table(report)),
+        *section("errors", "Errors by method", errors_table(report)),
+        *section("clients", "Clients", clients_table(report)),
     ]
-    for number, client in enumerate(report.clients, 1):
-        parts.extend(details(number, client))
-    parts += ["</body>", "</html>"]
+    for client in report.clients:
+        parts.extend(details(client))
+    parts += ["</div>", "</main>", f"<script>{SCRIPT}</script>", "</body>", "</html>"]
     return "\n".join(parts) + "\n"
+
+
+def section(anchor: str, title: str, content: list[str]) -> list[str]:
+    return [f'<section id="{anchor}-section">', f"<h2>{title}</h2>", *content, "</section>"]
+
+
+def num(value: int) -> str:
+    return f'<td data-v="{value}">{value:,}</td>'
+
+
+def ms_cells(found: Latency | None) -> str:
+    if found is None:
+        return '<td data-v="-1">-</td>' * 3
+    return "".join(
+        f'<td data-v="{value}">{milliseconds(value)}</td>'
+        for value in (found.p50, found.p95, found.p99)
+    )
+
+
+def table(table_id: str, headers: Iterable[str], rows: list[str], foot: str = "") -> list[str]:
+    if not rows:
+        return ['<p class="note">None.</p>']
+    head = "".join(f'<th scope="col">{header}</th>' for header in headers)
+    out = ['<div class="scroll">', f'<table class="data" id="{table_id}">']
+    out += [f"<thead><tr>{head}</tr></thead>", "<tbody>", *rows, "</tbody>"]
+    if foot:
+        out.append(f"<tfoot>{foot}</tfoot>")
+    return [*out, "</table>", "</div>"]
+
+
+def client_link(report: Report, client_id: str, count: int | None = None) -> str:
+    client = report.client(client_id)
+    suffix = f" ({count:,})" if count is not None else ""
+    return f'<a href="#client-{client.id}">{h(who(client))}</a>{suffix}'
+
+
+def client_links(report: Report, ids: list[str] | dict[str, int]) -> str:
+    if isinstance(ids, dict):
+        links = [client_link(report, key, count) for key, count in ids.items()]
+    else:
+        links = [client_link(report, key) for key in ids]
+    return ", ".join(links) or "-"
+
+
+def totals_table(report: Report) -> list[str]:
+    totals = report.totals
+    rows = []
+    for method in report.methods:
+        total = totals.methods[method]
+        rows.append(
+            f'<tr><th scope="row"><code>{h(method)}</code></th>'
+            f"{num(total.requests)}{num(total.notifications)}{num(total.failed)}"
+            f"{num(total.clients)}{ms_cells(total.latency)}</tr>"
+        )
+    foot = (
+        f'<tr><th scope="row">all ({totals.clients:,} clients)</th>{num(totals.requests)}'
+        f"<td></td>{num(totals.failed)}{num(totals.clients)}{ms_cells(totals.latency)}</tr>"
+    )
+    headers = (
+        "method",
+        "requests",
+        "notifications",
+        "errors",
+        "clients",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+    )
+    return table("totals", headers, rows, foot)
+
+
+def features_table(report: Report) -> list[str]:
+    rows = [
+        f'<tr><th scope="row"><code>{h(feature.feature)}</code></th>'
+        f"{num(len(feature.used_by))}"
+        f'<td class="text">{client_links(report, feature.used_by)}</td>'
+        f'<td class="text">{client_links(report, feature.used_without_discovery)}</td>'
+        f'<td class="text">{client_links(report, feature.discovered_never_used)}</td></tr>'
+        for feature in report.features
+    ]
+    headers = (
+        "feature",
+        "clients",
+        "used by (calls)",
+        "used without discovering it",
+        "discovered, never used",
+    )
+    return [
+        '<p class="note">A client discovered a feature when it listed it (tools/list, ...) or, '
+        "for one without a list, its initialize or discover was told of it.</p>",
+        *table("features-table", headers, rows),
+    ]
+
+
+def targets_table(report: Report) -> list[str]:
+    rows = []
+    for target in report.targets:
+        outcomes = target.outcomes
+        is_error = f'<td data-v="{target.rate("is_error")}">'
+        crash = f'<td data-v="{target.rate("crash")}">'
+        users = {use.client: use.calls for use in target.clients}
+        rows.append(
+            f'<tr><td class="text">{target.kind}</td>'
+            f'<th scope="row"><code>{h(target.name, 200)}</code></th>{num(target.calls)}'
+            f"{num(outcomes['ok'])}{num(outcomes['is_error'])}"
+            f"{is_error}{percent(outcomes['is_error'], target.calls)}</td>"
+            f"{num(outcomes['crash'])}{crash}{percent(outcomes['crash'], target.calls)}</td>"
+            f"{num(outcomes['error'])}{num(outcomes['unknown'])}{ms_cells(target.latency)}"
+            f'<td class="text">{client_links(report, users)}</td></tr>'
+        )
+    headers = (
+        "kind",
+        "name",
+        "calls",
+        "ok",
+        "isError",
+        "isError %",
+        "crash",
+        "crash %",
+        "error",
+        "unknown",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "clients (calls)",
+    )
+    return table("targets-table", headers, rows)
+
+
+def errors_table(report: Report) -> list[str]:
+    rows = [
+        f'<tr><th scope="row"><code>{h(row.method or "(no method)")}</code></th>'
+        f'{num(row.code)}<td class="text">{h(row.name)}</td>{num(row.count)}'
+        f'<td class="text">{client_links(report, row.clients)}</td></tr>'
+        for row in report.errors
+    ]
+    return table("errors-table", ("method", "code", "name", "count", "clients"), rows)
+
+
+def clients_table(report: Report) -> list[str]:
+    rows = [
+        f'<tr><th scope="row">{client_link(report, client.id)}</th>'
+        f'<td class="text">{h(client.user_agent or "-")}</td>{num(client.requests)}'
+        f"{num(client.failed)}{num(client.streams)}{num(client.sessions)}"
+        f'<td class="text">{h(counts(client.eras))}</td>'
+        f'<td class="text">{h(client.first_seen or "-", 40)}</td>'
+        f'<td class="text">{h(client.last_seen or "-", 40)}</td></tr>'
+        for client in report.clients
+    ]
+    headers = (
+        "client",
+        "user agent",
+        "requests",
+        "failed",
+        "streams",
+        "sessions",
+        "eras",
+        "first seen",
+        "last seen",
+    )
+    return table("clients-table", headers, rows)
 
 
 def columns(report: Report) -> tuple[list[str], int]:
@@ -130,13 +299,13 @@ def matrix(report: Report) -> list[str]:
     ]
     if not report.clients:
         return [*out, '<p class="note">No records.</p>']
-    out += ['<div class="scroll">', '<table class="matrix">', "<thead><tr>"]
+    out += ['<div class="scroll">', '<table class="matrix" id="grid">', "<thead><tr>"]
     out.append('<th class="client">client</th>')
     out += [f'<th class="method" scope="col"><span>{h(method)}</span></th>' for method in methods]
     out += ["</tr></thead>", "<tbody>"]
-    for number, client in enumerate(report.clients, 1):
+    for client in report.clients:
         row = [
-            f'<tr><th class="client" scope="row"><a href="#client-{number}">'
+            f'<tr><th class="client" scope="row"><a href="#client-{client.id}">'
             f"{h(identity(client))}</a><small>{h(client.user_agent or '(no user agent)')}"
             "</small></th>"
         ]
@@ -155,15 +324,15 @@ def matrix(report: Report) -> list[str]:
     return out
 
 
-def details(number: int, client: ClientReport) -> list[str]:
+def details(client: ClientReport) -> list[str]:
     out = [
-        f'<section id="client-{number}">',
-        f"<h3>{h(identity(client))} <small>{h(client.user_agent or '(no user agent)')}</small>"
-        "</h3>",
+        f'<details class="client" id="client-{client.id}">',
+        f"<summary>{h(identity(client))} <small>{h(client.user_agent or '(no user agent)')}"
+        f" &middot; {client.requests:,} requests, {client.failed:,} failed</small></summary>",
         "<dl>",
     ]
     rows = [
-        ("requests", f"{client.requests:,}"),
+        ("requests", f"{client.requests:,} ({client.failed:,} failed)"),
         ("sessions", f"{client.sessions:,}"),
         ("seen", period(client.first_seen, client.last_seen)),
         ("eras", counts(client.eras)),
@@ -174,6 +343,7 @@ def details(number: int, client: ClientReport) -> list[str]:
         ("other requests", other_text(client) or "-"),
         ("errors", error_text(client)),
         ("streams", stream_text(client)),
+        ("tasks", task_text(client)),
     ]
     out += [f"<dt>{name}</dt><dd>{h(text, 2000)}</dd>" for name, text in rows]
     out.append(f"<dt>latest capabilities</dt><dd><code>{h(compact(client.capabilities), 2000)}")
@@ -185,18 +355,28 @@ def details(number: int, client: ClientReport) -> list[str]:
     if client.not_advertised:
         out.append(f"<dt>requested, not advertised</dt><dd>{code_list(client.not_advertised)}</dd>")
     out.append("</dl>")
-    out += ['<table class="methods">', "<thead><tr><th>method</th><th>requests</th>"]
-    out.append(
-        "<th>notifications</th></tr></thead>",
+    rows_html = []
+    for method, use in client.methods.items():
+        errors = client.errors_by_method.get(method, {})
+        rows_html.append(
+            f'<tr><th scope="row"><code>{h(method)}</code></th>{num(use.requests)}'
+            f"{num(use.notifications)}{num(sum(errors.values()))}"
+            f"{ms_cells(client.latency.get(method))}{ms_cells(client.ttfb.get(method))}</tr>"
+        )
+    headers = (
+        "method",
+        "requests",
+        "notifications",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "first message p50",
+        "p95",
+        "p99",
     )
-    out.append("<tbody>")
-    out += [
-        f"<tr><th><code>{h(method)}</code></th><td>{use.requests:,}</td>"
-        f"<td>{use.notifications:,}</td></tr>"
-        for method, use in client.methods.items()
-    ]
-    out += ["</tbody>", "</table>", "</section>"]
-    return out
+    out += table(f"methods-{client.id}", headers, rows_html)
+    return [*out, "</details>"]
 
 
 def code_list(items: Iterable[str]) -> str:

@@ -8,16 +8,25 @@ and handed to the report as batches of lines, like a file's. An entry without ``
 malformed line. Failing to reach Redis, or a key that holds no stream, is an ``OSError``
 before anything is read (like a file that cannot be opened); losing Redis midway is an
 ``OSError`` from the batches, after what came before them.
+
+:class:`StreamTail` follows the stream for the live report (``XREAD BLOCK``), from the entries
+added after it starts, in a thread: every replica's records reach every replica's live page.
+Redis going away only pauses it (one warning per outage); it resumes where it stopped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+log = logging.getLogger(__name__)
 
 FIELD = b"r"
 NO_FIELD = b"(stream entry without an r field)"
@@ -93,3 +102,64 @@ def after(entry_id: bytes) -> str:
     if int(sequence) == MAX_SEQUENCE:
         return f"{int(millis) + 1}-0"
     return f"{millis}-{int(sequence) + 1}"
+
+
+class StreamTail:
+    """A daemon thread handing each batch of new record lines of ``key`` to ``feed``."""
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        feed: Callable[[Sequence[bytes]], None],
+        *,
+        block_ms: int = 500,
+        timeout_s: float = TIMEOUT_S,
+    ) -> None:
+        self.key = key
+        self.feed = feed
+        self.block_ms = block_ms
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout_s + block_ms / 1000,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="live-report-tail", daemon=True)
+        # "$" until the first entry is read: only what is added from now on.
+        self.last: bytes | str = "$"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._client.close()
+
+    def _run(self) -> None:
+        away = False
+        while not self._stop.is_set():
+            try:
+                if self.last == "$":
+                    newest: Any = self._client.xrevrange(self.key, count=1)
+                    self.last = as_bytes(newest[0][0]) if newest else b"0-0"
+                found: Any = self._client.xread(
+                    {self.key: self.last}, count=BATCH, block=self.block_ms
+                )
+            except (redis.RedisError, OSError) as failure:
+                if not away:
+                    log.warning("the live report cannot read the records stream: %s", failure)
+                    away = True
+                self._stop.wait(1.0)
+                continue
+            if away:
+                log.warning("the live report reads the records stream again")
+                away = False
+            for _, entries in found or ():
+                if entries:
+                    self.last = as_bytes(entries[-1][0])
+                    self.feed(
+                        [as_bytes((fields or {}).get(FIELD, NO_FIELD)) for _, fields in entries]
+                    )

@@ -1,22 +1,23 @@
-"""Drawing a :class:`~server.report.model.Report`: terminal table, JSON, Markdown (HTML is in
+"""Drawing a :class:`~server.report.model.Report` as JSON, and the text helpers every format
+shares (the terminal table and Markdown are in :mod:`server.report.text`, HTML in
 :mod:`server.report.html`).
 
-Client names, versions, user agents and method names come from the network, so every format
-treats them as hostile: the table replaces control and format characters (no terminal escape
-sequences, no bidi tricks) and cuts very long values; Markdown also backslash-escapes its own
-punctuation; JSON writes them as they are, which JSON quoting makes safe. The JSON document's
-keys are fixed and documented in ``docs/records.md`` ("Report").
+Client names, versions, user agents, method and tool names come from the network, so every
+format treats them as hostile: text formats replace control and format characters (no terminal
+escape sequences, no bidi tricks) and cut very long values; Markdown also backslash-escapes its
+own punctuation; JSON writes them as they are, which JSON quoting makes safe. The JSON
+document's keys are fixed and documented in ``docs/records.md`` ("Report").
 """
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from server.report.model import ClientReport, Report
+from server.report.measures import Latency, error_name
+from server.report.model import ClientReport, FeatureReport, Report, TargetReport
 
 JSON_FORMAT_VERSION = 1
 WIDTH = 100
@@ -24,8 +25,11 @@ LABEL_WIDTH = 17
 MAX_VALUE_CHARS = 120
 SOURCE_NOTE = {
     "client": "advertised list: from its own initialize/discover records",
-    "input": "advertised list: it sent no initialize/discover, so every list in the input",
-    "none": "advertised list: the input has none, so nothing to compare",
+    "input": "advertised list: it sent no initialize/discover, so every list of its eras in "
+    "the input",
+    "mixed": "advertised list: its own initialize/discover where it sent one, else every list "
+    "of that era in the input",
+    "none": "advertised list: the input has none for its eras, so nothing to compare",
 }
 
 
@@ -48,22 +52,104 @@ def to_json(report: Report) -> dict[str, Any]:
             "unknown_kind": summary.unknown_kind,
             "folded_clients": summary.folded_clients,
             "errors": summary.errors,
+            "filtered_out": summary.filtered_out,
+            "filters": summary.filters,
         },
         "first_seen": report.first_seen,
         "last_seen": report.last_seen,
         "advertised": report.advertised,
         "methods": report.methods,
         "clients": [client_json(client) for client in report.clients],
+        "advertised_by_era": report.advertised_by_era,
+        "totals": totals_json(report),
+        "errors": [
+            {
+                "method": row.method,
+                "code": row.code,
+                "name": row.name,
+                "count": row.count,
+                "clients": row.clients,
+            }
+            for row in report.errors
+        ],
+        "tools": [target_json(t) for t in report.targets if t.kind == "tool"],
+        "prompts": [target_json(t) for t in report.targets if t.kind == "prompt"],
+        "resources": [target_json(t) for t in report.targets if t.kind in ("resource", "template")],
+        "features": [feature_json(feature) for feature in report.features],
+        "timeline": {
+            "minutes": report.timeline.minutes,
+            "points": [list(point) for point in report.timeline.points],
+        },
+    }
+
+
+def latency_json(found: Latency | None) -> dict[str, float | int] | None:
+    return None if found is None else found.to_json()
+
+
+def totals_json(report: Report) -> dict[str, Any]:
+    totals = report.totals
+    return {
+        "requests": totals.requests,
+        "streams": totals.streams,
+        "failed": totals.failed,
+        "clients": totals.clients,
+        "latency": latency_json(totals.latency),
+        "methods": {
+            method: {
+                "requests": total.requests,
+                "notifications": total.notifications,
+                "failed": total.failed,
+                "clients": total.clients,
+                "latency": latency_json(total.latency),
+            }
+            for method in report.methods
+            if (total := totals.methods.get(method)) is not None
+        },
+    }
+
+
+def target_json(target: TargetReport) -> dict[str, Any]:
+    return {
+        "kind": target.kind,
+        "name": target.name,
+        "calls": target.calls,
+        "outcomes": target.outcomes,
+        "is_error_rate": target.rate("is_error"),
+        "crash_rate": target.rate("crash"),
+        "error_codes": {
+            str(code): {"name": error_name(code), "count": count}
+            for code, count in target.error_codes.items()
+        },
+        "latency": latency_json(target.latency),
+        "clients": [
+            {"client": use.client, "calls": use.calls, "outcomes": use.outcomes}
+            for use in target.clients
+        ],
+    }
+
+
+def feature_json(feature: FeatureReport) -> dict[str, Any]:
+    return {
+        "feature": feature.feature,
+        "methods": feature.methods,
+        "clients_used": len(feature.used_by),
+        "used_by": feature.used_by,
+        "discovered": feature.discovered,
+        "used_without_discovery": feature.used_without_discovery,
+        "discovered_never_used": feature.discovered_never_used,
     }
 
 
 def client_json(client: ClientReport) -> dict[str, Any]:
     return {
+        "id": client.id,
         "label": client.label,
         "name": client.name,
         "version": client.version,
         "user_agent": client.user_agent,
         "requests": client.requests,
+        "failed": client.failed,
         "first_seen": client.first_seen,
         "last_seen": client.last_seen,
         "eras": client.eras,
@@ -82,13 +168,21 @@ def client_json(client: ClientReport) -> dict[str, Any]:
         "errors": {
             "jsonrpc": {str(code): count for code, count in client.jsonrpc_errors.items()},
             "http": {str(status): count for status, count in client.http_statuses.items()},
+            "names": {str(code): error_name(code) for code in client.jsonrpc_errors},
+            "by_method": {
+                method: {str(code): count for code, count in codes.items()}
+                for method, codes in client.errors_by_method.items()
+            },
         },
+        "latency": {method: found.to_json() for method, found in client.latency.items()},
+        "ttfb": {method: found.to_json() for method, found in client.ttfb.items()},
         "sessions": client.sessions,
         "streams": {
             "count": client.streams,
             "events": client.stream_events,
             "end": client.stream_ends,
         },
+        "tasks": client.tasks,
     }
 
 
@@ -123,6 +217,43 @@ def identity(client: ClientReport) -> str:
     return " ".join(parts)
 
 
+def who(client: ClientReport) -> str:
+    """How a person tells a client apart in a list: its identity, and for an unidentified
+    client its user agent."""
+    if client.name is None and client.user_agent:
+        return f"{identity(client)} {plain(client.user_agent, 60)}"
+    return identity(client)
+
+
+def milliseconds(value: float) -> str:
+    """A duration for people: 0.412 ms, 12.3 ms, 1,250 ms."""
+    if value < 1:
+        return f"{value:.3f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def latency_text(found: Latency | None) -> str:
+    if found is None:
+        return "-"
+    return (
+        f"p50 {milliseconds(found.p50)} / p95 {milliseconds(found.p95)} / "
+        f"p99 {milliseconds(found.p99)} ms"
+    )
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def client_names(report: Report, ids: list[str] | dict[str, int]) -> str:
+    """Clients named by id, as people tell them apart, with counts for a mapping."""
+    if isinstance(ids, dict):
+        return ", ".join(f"{who(report.client(key))} ({count:,})" for key, count in ids.items())
+    return ", ".join(who(report.client(key)) for key in ids)
+
+
 def period(first: str | None, last: str | None) -> str:
     return f"{plain(first, 40)} .. {plain(last, 40)}" if first and last else "-"
 
@@ -137,6 +268,14 @@ def input_lines(report: Report) -> list[str]:
         f"{summary.unknown_kind:,} of an unknown kind",
         f"period {period(report.first_seen, report.last_seen)}; {len(report.clients):,} clients",
     ]
+    filters = summary.filters or {}
+    shown = {key: value for key, value in filters.items() if value}
+    if shown:
+        said = "; ".join(
+            f"{key} {', '.join(map(plain, value)) if isinstance(value, list) else plain(value)}"
+            for key, value in shown.items()
+        )
+        lines.append(f"filters: {said}; {summary.filtered_out:,} records left out")
     if summary.folded_clients:
         lines.append(
             f"{summary.folded_clients:,} clients past the first {len(report.clients) - 1:,} "
@@ -149,7 +288,10 @@ def input_lines(report: Report) -> list[str]:
 def error_text(client: ClientReport) -> str:
     parts = []
     if client.jsonrpc_errors:
-        parts.append("JSON-RPC " + counts(client.jsonrpc_errors, " x"))
+        named = {
+            f"{code} {error_name(code)}": count for code, count in client.jsonrpc_errors.items()
+        }
+        parts.append("JSON-RPC " + counts(named, " x"))
     if client.http_statuses:
         parts.append("HTTP " + counts(client.http_statuses, " x"))
     return "; ".join(parts) or "none"
@@ -164,6 +306,13 @@ def stream_text(client: ClientReport) -> str:
     )
 
 
+def task_text(client: ClientReport) -> str:
+    """The client's tasks by the last status its requests saw."""
+    if not client.tasks:
+        return "none"
+    return f"{sum(client.tasks.values()):,}: last seen {counts(client.tasks)}"
+
+
 def other_text(client: ClientReport) -> str:
     """The requests that name no method of their own (answers, batches, bodiless)."""
     other = dict(client.pseudo_methods)
@@ -172,132 +321,5 @@ def other_text(client: ClientReport) -> str:
     return counts(other) if other else ""
 
 
-# -- terminal table ------------------------------------------------------------------------
-
-
-def render_table(report: Report) -> str:
-    out = ["MCP client report"]
-    for line in input_lines(report):
-        out += textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
-    out.append("")
-    for client in report.clients:
-        out.extend(table_block(client))
-    return "\n".join(out) + "\n"
-
-
-def table_block(client: ClientReport) -> list[str]:
-    title = f"== {identity(client)} | {plain(client.user_agent or '(no user agent)')} "
-    out = [title + "=" * max(3, WIDTH - len(title))]
-    out += field(
-        "requests",
-        f"{client.requests:,} | streams {client.streams:,} | sessions {client.sessions:,}",
-    )
-    out += field("seen", period(client.first_seen, client.last_seen))
-    out += field("eras", counts(client.eras))
-    out += field(
-        "protocol",
-        f"header {counts(client.header_versions, ' x')}; body {counts(client.body_versions, ' x')}",
-    )
-    out += field("capabilities", ", ".join(map(plain, client.capability_names)) or "-")
-    out += field("latest caps", plain(compact(client.capabilities), 300))
-    out += field("verbs", counts(client.verbs))
-    name_width = WIDTH - 2 - 12 - 15
-    out.append(f"  {'method':<{name_width}}{'requests':>12}{'notifications':>15}")
-    for method, use in client.methods.items():
-        out.append(
-            f"  {plain(method, name_width - 1):<{name_width}}"
-            f"{use.requests:>12,}{use.notifications:>15,}"
-        )
-    if not client.methods:
-        out.append("  (no method requested)")
-    if other := other_text(client):
-        out += field("other", other)
-    out += field(
-        "never requested",
-        ", ".join(map(plain, client.never_requested)) or "-",
-    )
-    out += field("", f"({SOURCE_NOTE[client.advertised_source]})")
-    if client.not_advertised:
-        out += field("not advertised", ", ".join(map(plain, client.not_advertised)))
-    out += field("errors", error_text(client))
-    out += field("streams", stream_text(client))
-    out.append("")
-    return out
-
-
-def field(label: str, text: str) -> list[str]:
-    return textwrap.wrap(
-        text,
-        WIDTH,
-        initial_indent=f"{label:<{LABEL_WIDTH}}",
-        subsequent_indent=" " * LABEL_WIDTH,
-        break_on_hyphens=False,
-    ) or [label]
-
-
 def compact(value: Any) -> str:
     return "-" if value is None else orjson.dumps(value).decode()
-
-
-# -- Markdown ------------------------------------------------------------------------------
-
-# Only what can start markup mid-line: values never begin a line here.
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|~&")
-
-
-def md(value: object, limit: int = MAX_VALUE_CHARS) -> str:
-    """Text that Markdown shows literally: no markup, links, HTML or table breaks."""
-    return "".join(
-        "\\" + char if char in _MARKDOWN_SPECIAL else char for char in plain(value, limit)
-    )
-
-
-def md_code(text: str) -> str:
-    """A code span: shown verbatim, so only its fence and line breaks need care."""
-    return "`" + plain(text, 300).replace("`", "'") + "`"
-
-
-def md_list(items: Iterable[str]) -> str:
-    return ", ".join(md(item) for item in items) or "none"
-
-
-def render_markdown(report: Report) -> str:
-    out = ["# MCP client report", ""]
-    out += [f"- {md(line, 400)}" for line in input_lines(report)]
-    out += ["", "| client | version | user agent | requests | streams | first seen | last seen |"]
-    out.append("| --- | --- | --- | --: | --: | --- | --- |")
-    for client in report.clients:
-        out.append(
-            f"| {md(client.label)} | {md(client.version or '-')} | "
-            f"{md(client.user_agent or '-')} | {client.requests:,} | {client.streams:,} | "
-            f"{md(client.first_seen or '-', 40)} | {md(client.last_seen or '-', 40)} |"
-        )
-    for client in report.clients:
-        out += ["", f"## {md(identity(client))}: {md(client.user_agent or '(no user agent)')}", ""]
-        out += [
-            f"- **Requests:** {client.requests:,}; **sessions:** {client.sessions:,}; "
-            f"**seen:** {md(period(client.first_seen, client.last_seen))}",
-            f"- **Eras:** {md(counts(client.eras))}",
-            f"- **Protocol versions:** header {md(counts(client.header_versions))}; "
-            f"body {md(counts(client.body_versions))}",
-            f"- **Capabilities:** {md_list(client.capability_names)}; "
-            f"latest {md_code(compact(client.capabilities))}",
-            f"- **Verbs:** {md(counts(client.verbs))}",
-        ]
-        if other := other_text(client):
-            out.append(f"- **Other requests:** {md(other)}")
-        out += ["", "| method | requests | notifications |", "| --- | --: | --: |"]
-        out += [
-            f"| {md(method)} | {use.requests:,} | {use.notifications:,} |"
-            for method, use in client.methods.items()
-        ]
-        out += [
-            "",
-            f"- **Advertised, never requested** ({md(SOURCE_NOTE[client.advertised_source])}): "
-            f"{md_list(client.never_requested)}",
-        ]
-        if client.not_advertised:
-            out.append(f"- **Requested, not advertised:** {md_list(client.not_advertised)}")
-        out.append(f"- **Errors:** {md(error_text(client))}")
-        out.append(f"- **Streams:** {md(stream_text(client))}")
-    return "\n".join(out) + "\n"

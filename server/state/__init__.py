@@ -1,17 +1,18 @@
 """Shared state for several replicas, and the one place that picks its flavour.
 
-:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, all in
-:mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process one; the rest of
-the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
-:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`). What the other
-replicas announce is applied here by :class:`~server.state.relay.BusRelay`.
+:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, task
+store, all in :mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process
+one; the rest of the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
+:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`,
+:class:`~server.tasks.store.TaskStore`). What the other replicas announce is applied here by
+:class:`~server.state.relay.BusRelay`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from server.errors import ConfigurationError
@@ -19,6 +20,8 @@ from server.legacy.sessions import MemorySessionStore, SessionStore
 from server.settings import Settings
 from server.state.bus import Bus, LocalBus
 from server.state.mirror import LocalMirror, StreamMirror
+from server.state.tasks import MemoryTaskStore
+from server.tasks.store import TaskStore
 
 if TYPE_CHECKING:
     from server.state.redis.link import RedisLink
@@ -32,6 +35,7 @@ class SharedState:
     bus: Bus
     mirror: StreamMirror
     link: RedisLink | None = None
+    tasks: TaskStore = field(default_factory=MemoryTaskStore)
 
     def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Begin watching Redis, hearing the other replicas, and copying streams."""
@@ -78,6 +82,7 @@ def shared_state(
         from server.state.redis.link import RedisLink
         from server.state.redis.mirror import RedisMirror
         from server.state.redis.sessions import RedisSessionStore
+        from server.state.redis.tasks import RedisTaskStore
     except ImportError as missing:
         raise ConfigurationError(
             "MCP_REDIS_URL is set but the redis package is missing: "
@@ -95,4 +100,4 @@ def shared_state(
     mirror = RedisMirror(
         link, capacity=settings.events_per_stream, ttl_s=settings.session_idle_timeout_s
     )
-    return SharedState(redis_store, RedisBus(link), mirror, link)
+    return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))

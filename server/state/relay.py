@@ -1,6 +1,7 @@
 """This process on the bus: announces its own events, applies the other replicas'.
 
-Catalog changes go to the :class:`~server.hub.Hub`; a session's ending, the client's answers,
+Catalog changes go to the :class:`~server.hub.Hub`; tasks' news to the
+:class:`~server.tasks.service.TaskService`; a session's ending, the client's answers,
 its cancellations and its subscription changes go to whatever holds the session here, seen only
 through :class:`SessionEvents` (the legacy transport implements it), so shared state never
 depends on the HTTP shell.
@@ -14,6 +15,7 @@ from server.catalog import Change, ChangeKind
 from server.hub import Hub
 from server.jsonrpc import Response, is_valid_id
 from server.state.bus import Bus
+from server.tasks.service import TaskService
 
 _KINDS: frozenset[str] = frozenset(get_args(ChangeKind))
 _LIST_KINDS: tuple[ChangeKind, ...] = tuple(
@@ -39,10 +41,13 @@ class SessionEvents(Protocol):
 class BusRelay:
     """Announces this replica's events on the bus and applies the other replicas'."""
 
-    def __init__(self, hub: Hub, sessions: SessionEvents, bus: Bus) -> None:
+    def __init__(
+        self, hub: Hub, sessions: SessionEvents, bus: Bus, *, tasks: TaskService | None = None
+    ) -> None:
         self.hub = hub
         self.sessions = sessions
         self.bus = bus
+        self.tasks = tasks
 
     def deliver(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "change":
@@ -51,6 +56,11 @@ class BusRelay:
             uri_ok = isinstance(uri, str) if change_kind == "resource_updated" else uri is None
             if isinstance(change_kind, str) and change_kind in _KINDS and uri_ok:
                 self.hub.publish(Change(cast(ChangeKind, change_kind), uri))
+            return
+        if kind == "task":
+            # A task's status, or a wake-up or cancellation for its handler if it runs here.
+            if self.tasks is not None:
+                self.tasks.remote(data)
             return
         if kind == "resync":
             # Changes may have been missed while Redis was away: clients re-read the lists.

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
 from server.logs import bind_request
@@ -165,6 +166,8 @@ class McpEndpoint:
         bind_request(draft)  # the server's log lines name the request (server.logs)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
+        # What a call came to is noted into the record by the code that runs it.
+        noting = CALL_NOTE.set(draft)
         try:
             try:
                 self.admit(headers)
@@ -183,6 +186,7 @@ class McpEndpoint:
                     scope, draft.observe_receive(receive), observed_send, headers, draft
                 )
         finally:
+            CALL_NOTE.reset(noting)
             draft.finish(self.recorder.record)
 
     async def other(

@@ -181,6 +181,7 @@ class LegacyHttp:
         finally:
             if call.error is not None:
                 draft.error(*call.error)
+            draft.task = call.task
 
     async def respond(
         self,

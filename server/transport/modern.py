@@ -97,6 +97,8 @@ class ModernHttp:
         if not isinstance(message, Request):  # the endpoint sends these to the legacy era
             raise InvalidRequest("Invalid request: batches and responses are legacy messages")
         call = self.modern.validate(message, headers)
+        # Who calls: tasks are bound to the subject, capped per client.
+        call.subject, call.client_key = draft.subject, self.gate.key(draft)
         if isinstance(call.target, Tool) and self.gate.authenticates:
             # Per-tool scopes, before the call runs, while a 403 can still be sent.
             self.gate.require_tool(principal, call.target.scopes)
@@ -158,6 +160,7 @@ class ModernHttp:
                     uncancel()
                     return
                 raise
+        draft.task = call.task  # what it did with a task, for its record
         try:
             await writer.finish(payload, status)
         finally:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The conformance suites against two replicas sharing Redis, through a round-robin nginx.
 #
-#   tests/conformance/replicas.sh [legacy|modern|all]      (default: all)
+#   tests/conformance/replicas.sh [legacy|modern|extensions|all]      (default: all)
 #
 # Starts `python tests/support/replicas.py --catalog conformance` (one redis-server, two
 # `python -m server` replicas with the same MCP_STATE_SECRET and MCP_REDIS_URL, nginx with the
 # shipped deploy/nginx/mcp.conf made plain round robin: no affinity), then runs
 #   MCP_CONFORMANCE_URL=<nginx>/api/mcp tests/conformance/run.sh legacy
 #   MCP_CONFORMANCE_URL=<nginx>/api/mcp tests/conformance/run.sh modern
+#   MCP_CONFORMANCE_URL=<nginx>/api/mcp tests/conformance/run.sh extensions
 # so every request of the suites may land on either replica. Prints each run's output (one
 # `PASS name` / `FAIL name (...)` line per scenario and `N passed, M failed`), then one line
 # per run, `replicas legacy: N passed, M failed`, and stops everything it started (the
@@ -23,9 +24,10 @@ MODE="${1:-all}"
 case "$MODE" in
   legacy) RUNS=(legacy) ;;
   modern) RUNS=(modern) ;;
-  all) RUNS=(legacy modern) ;;
-  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-  *) echo "usage: $0 [legacy|modern|all]" >&2; exit 2 ;;
+  extensions) RUNS=(extensions) ;;
+  all) RUNS=(legacy modern extensions) ;;
+  -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+  *) echo "usage: $0 [legacy|modern|extensions|all]" >&2; exit 2 ;;
 esac
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -112,7 +114,9 @@ for line in open(path, encoding="utf-8", errors="replace"):
     if not m:
         continue
     verdict, name = m.groups()
-    if run == "legacy":
+    if run == "extensions":
+        suite = "extensions (tasks, skills)"
+    elif run == "legacy":
         suite = name.split("/", 1)[0] if "/" in name else "?"
         suite = {"0.1.16": "0.1.16 active suite", "0.1.16-pending": "0.1.16 --suite pending",
                  "alpha-2025-11-25": "alpha --requirements 2025-11-25"}.get(suite, suite)

@@ -31,8 +31,12 @@ SUB_ID = "io.modelcontextprotocol/subscriptionId"
 PAYLOAD = re.compile(r"-d '(.*?)'(?=\s*$)", flags=re.DOTALL | re.MULTILINE)
 
 
+# A shell variable spliced into a single-quoted payload ('"$TASK"'), as the payload sees it.
+SPLICE = re.compile(r"""'"\$(\w+)"'""")
+
+
 def payloads(block: str) -> list[dict[str, Any]]:
-    return [json.loads(found) for found in PAYLOAD.findall(block)]
+    return [json.loads(SPLICE.sub(r"$\1", found)) for found in PAYLOAD.findall(block)]
 
 
 def label(block: str) -> str:
@@ -41,7 +45,8 @@ def label(block: str) -> str:
     for payload in payloads(block):
         params = payload.get("params", {})
         target = params.get("name") or params.get("uri")
-        parts.append(payload["method"] + (f" {target}" if target else ""))
+        as_task = " as a task" if "task" in params else ""
+        parts.append(payload["method"] + (f" {target}" if target else "") + as_task)
     if "-X DELETE" in block:
         parts.append("DELETE")
     return " + ".join(parts)
@@ -61,6 +66,12 @@ def test_the_readme_curl_examples_are_all_found() -> None:
         "tools/call ask_name",
         "initialize",
         "tools/call echo + DELETE",
+        "tools/call long_job",
+        "tasks/get + tasks/cancel",
+        "tools/call long_job as a task",
+        "tasks/get + tasks/result",
+        "skills/list",
+        "resources/read skill://try-the-probe/SKILL.md",
     }
     assert len(set(LABELS)) == len(LABELS)
     assert set(CHECKS) <= set(LABELS)
@@ -249,6 +260,45 @@ def check_session_call(messages: list[dict[str, Any]], url: str, session: str, *
     assert after.status_code == 404
 
 
+def check_modern_task(messages: list[dict[str, Any]], **_: Any) -> None:
+    # "the call answers at once with a task id"
+    result = messages[-1]["result"]
+    assert result["resultType"] == "task"
+    assert result["status"] == "working"
+    assert set(result) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+
+
+def check_poll_and_cancel(messages: list[dict[str, Any]], task: str, **_: Any) -> None:
+    got, cancelled = (message["result"] for message in messages)
+    assert (got["taskId"], got["status"]) == (task, "working")
+    assert cancelled["resultType"] == "complete"
+    assert "taskId" not in cancelled
+
+
+def check_legacy_task(messages: list[dict[str, Any]], **_: Any) -> None:
+    task = messages[-1]["result"]["task"]
+    assert (task["status"], task["ttl"]) == ("working", 60000)
+
+
+def check_status_and_result(messages: list[dict[str, Any]], task: str, **_: Any) -> None:
+    # "its status, then its result (tasks/result waits for it)"
+    got, result = (message["result"] for message in messages)
+    assert got["taskId"] == task
+    assert result["content"][0]["text"].startswith("Worked 1 s as task ")
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task}
+
+
+def check_skills_list(messages: list[dict[str, Any]], **_: Any) -> None:
+    uris = [skill["uri"] for skill in messages[-1]["result"]["skills"]]
+    assert uris == ["skill://long-running-calls/SKILL.md", "skill://try-the-probe/SKILL.md"]
+
+
+def check_skill_file(messages: list[dict[str, Any]], **_: Any) -> None:
+    (contents,) = messages[-1]["result"]["contents"]
+    assert contents["mimeType"] == "text/markdown"
+    assert contents["text"].startswith("---\nname: try-the-probe\n")
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "server/discover": check_discover,
     "tools/list": check_tools_list,
@@ -258,7 +308,46 @@ CHECKS: dict[str, Callable[..., None]] = {
     "tools/call ask_name": check_ask_name,
     "initialize": check_initialize,
     "tools/call echo + DELETE": check_session_call,
+    "tools/call long_job": check_modern_task,
+    "tasks/get + tasks/cancel": check_poll_and_cancel,
+    "tools/call long_job as a task": check_legacy_task,
+    "tasks/get + tasks/result": check_status_and_result,
+    "skills/list": check_skills_list,
+    "resources/read skill://try-the-probe/SKILL.md": check_skill_file,
 }
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def start_task(url: str, session: str | None) -> str:
+    """A one-second long_job as a task, in ``session`` (2025-11-25) or without (2026-07-28)."""
+    if session is not None:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "tools/call",
+            "params": {"name": "long_job", "arguments": {"seconds": 1}, "task": {}},
+        }
+        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        answer = httpx.post(f"{url}/mcp", json=message, headers=headers).json()
+        return str(answer["result"]["task"]["taskId"])
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": TASKS,
+    }
+    message = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "tools/call",
+        "params": {"name": "long_job", "arguments": {"seconds": 1}, "_meta": meta},
+    }
+    headers = {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "long_job",
+    }
+    answer = httpx.post(f"{url}/mcp", json=message, headers=headers).json()
+    return str(answer["result"]["taskId"])
 
 
 def open_session(url: str) -> str:
@@ -288,11 +377,20 @@ def test_curl_example_answers_with_results(block: str, server_url: str) -> None:
     env = {}
     if "$SESSION" in block:
         env["SESSION"] = open_session(server_url)
+    if "$TASK" in block:
+        env["TASK"] = start_task(server_url, env.get("SESSION"))
     output = run(localize(block, server_url), env)
     messages = assert_results(output)
     check = CHECKS.get(label(block))
     if check is not None:
-        check(messages, output=output, block=block, url=server_url, session=env.get("SESSION"))
+        check(
+            messages,
+            output=output,
+            block=block,
+            url=server_url,
+            session=env.get("SESSION"),
+            task=env.get("TASK"),
+        )
 
 
 def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) -> None:

@@ -42,7 +42,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
-OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "traceparent"}
+OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task", "traceparent"}
 # What app.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
@@ -326,11 +326,14 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft = make_draft()
     draft.batch_size = 3
     draft.advertised = ["initialize", "tools/list"]
+    draft.method = "tools/call"
+    draft.task = {"id": "t-1", "status": "working"}
     draft.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
     assert record["batch_size"] == 3
     assert record["advertised"] == ["initialize", "tools/list"]
+    assert record["task"] == {"id": "t-1", "status": "working"}
     assert record["traceparent"] == draft.traceparent
 
 
@@ -889,6 +892,11 @@ def reference_line(draft: Draft, rules: Privacy) -> bytes:
         record["batch_size"] = draft.batch_size
     if draft.advertised is not None:
         record["advertised"] = draft.advertised
+    if draft.method in ("tools/call", "prompts/get", "resources/read"):
+        record["target"] = draft.target
+        record["outcome"] = draft.call_outcome()
+    if draft.task is not None:
+        record["task"] = draft.task
     try:
         Privacy(rules.redact, rules.max_params_bytes, rules.keep_params).apply(record)
     except Exception:
@@ -966,6 +974,15 @@ def legacy(params: Any, capabilities: Any = SESSION_CAPABILITIES, **overrides: A
     draft.set_client({"name": "old-client", "version": "0.9"}, capabilities)
     draft.bytes_in = len(json.dumps({"params": params}, separators=(",", ":")))
     return draft
+
+
+def task_drafts() -> list[Draft]:
+    """A task created, then seen completed."""
+    created = modern({"name": "slow", "arguments": {}}, method="tools/call")
+    created.task = {"id": "Ab_c-1", "status": "working"}
+    seen = modern({"taskId": "Ab_c-1"}, method="tasks/get")
+    seen.task = {"id": "Ab_c-1", "status": "completed"}
+    return [created, seen]
 
 
 def long_field_drafts() -> list[Draft]:
@@ -1055,6 +1072,7 @@ def line_drafts() -> list[Draft]:
     draft = make_draft()
     draft.era, draft.method, draft.jsonrpc_id = "legacy", "(response)", 5
     drafts.append(draft)
+    drafts += task_drafts()
     draft = modern(method="notifications/cancelled", status=202)
     draft.notification, draft.jsonrpc_id = True, None
     drafts.append(draft)

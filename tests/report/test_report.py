@@ -18,11 +18,14 @@ import pytest
 
 import server.__main__ as entry
 from server.report import aggregate as report_module
+from server.report import counters as report_counters
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
 from server.report.html import render_html
+from server.report.html_assets import SCRIPT, script_hash
 from server.report.model import ClientReport, Report
-from server.report.render import render_json, render_markdown, render_table, to_json
+from server.report.render import render_json, to_json
+from server.report.text import render_markdown, render_table
 
 MODERN = "2026-07-28"
 LEGACY_ADVERTISED = ["initialize", "ping", "tools/list", "tools/call", "prompts/list"]
@@ -222,13 +225,19 @@ def test_advertised_but_never_requested() -> None:
     inspector = client(report, "inspector")
     assert inspector.advertised == sorted(MODERN_ADVERTISED)
     assert inspector.never_requested == ["resources/templates/list", "tools/list"]
-    # curl never discovered: it is measured against everything advertised in the input.
+    # curl never discovered: it is measured against everything advertised in the input to
+    # clients of its era (2026-07-28), never against initialize, ping or logging/setLevel.
     curl = client(report, None, "curl/8")
     assert curl.advertised_source == "input"
-    assert curl.advertised == sorted({*LEGACY_ADVERTISED, *MODERN_ADVERTISED})
+    assert curl.advertised == sorted(MODERN_ADVERTISED)
     assert "tools/call" not in curl.never_requested
     assert "resources/templates/list" in curl.never_requested
+    assert "initialize" not in curl.never_requested
     assert report.advertised == sorted({*LEGACY_ADVERTISED, *MODERN_ADVERTISED})
+    assert report.advertised_by_era == {
+        "legacy": sorted(LEGACY_ADVERTISED),
+        "modern": sorted(MODERN_ADVERTISED),
+    }
 
 
 def test_requested_not_advertised_ignores_notifications() -> None:
@@ -376,7 +385,8 @@ def test_malformed_lines_are_counted_and_skipped() -> None:
     assert odd.requests == 2
     assert odd.no_method == 1
     assert odd.methods["ping"].requests == 1
-    assert odd.advertised == ["ping"]
+    # An advertised list on a record without a valid era says nothing about any era.
+    assert odd.advertised == []
     assert odd.first_seen == "2026-11-30T06:00:00.000Z"  # the one with a string time
 
 
@@ -453,6 +463,14 @@ def test_json_parses_with_stable_keys() -> None:
         "advertised",
         "methods",
         "clients",
+        "advertised_by_era",
+        "totals",
+        "errors",
+        "tools",
+        "prompts",
+        "resources",
+        "features",
+        "timeline",
     ]
     alpha = next(c for c in document["clients"] if c["name"] == "alpha")
     assert list(alpha) == list(to_json(aggregate(MIXED))["clients"][0])
@@ -462,12 +480,17 @@ def test_json_parses_with_stable_keys() -> None:
     errors = json.loads(
         render_json(aggregate(jsonl(request("x", error=(-32601, "no"), status=404))))
     )["clients"][0]["errors"]
-    assert errors == {"jsonrpc": {"-32601": 1}, "http": {"404": 1}}
+    assert errors == {
+        "jsonrpc": {"-32601": 1},
+        "http": {"404": 1},
+        "names": {"-32601": "Method not found"},
+        "by_method": {"x": {"-32601": 1}},
+    }
 
 
 def test_table_has_a_block_per_client_within_100_columns() -> None:
     text = render_table(aggregate(MIXED))
-    assert text.count("\n== ") == 4
+    assert len(re.findall(r"^== .* \[c\d+\] =+$", text, re.MULTILINE)) == 4
     assert max(len(line) for line in text.splitlines()) <= 100
     block = text.split("== alpha")[1].split("\n== ")[0]
     assert re.search(r"tools/call\s+2\s+0", block)
@@ -496,8 +519,13 @@ def test_markdown_escapes_markup() -> None:
 def test_html_is_one_page_with_the_grid_and_escapes_everything() -> None:
     page = render_html(aggregate(HOSTILE))
     assert page.startswith("<!DOCTYPE html>")
-    assert '<table class="matrix">' in page
-    assert "<script" not in page.lower()
+    assert '<table class="matrix" id="grid">' in page
+    # One script, the page's own, allowed by its hash and nothing else.
+    assert page.lower().count("<script") == 1
+    assert f"<script>{SCRIPT}</script>" in page
+    assert script_hash() in page
+    assert "unsafe-inline'; script-src 'sha256-" in page
+    assert "connect-src" not in page  # only the live page fetches (itself)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img" not in page
     assert "&quot;&gt;&lt;img src=x&gt;" in page
@@ -507,27 +535,26 @@ def test_html_is_one_page_with_the_grid_and_escapes_everything() -> None:
     tags = " ".join(re.findall(r"<[^>]*>", page))  # real tags: escaped text has no "<"
     links = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", tags)
     assert links
-    assert all(link.startswith("#client-") for link in links)
+    assert all(link.startswith("#") for link in links)
     assert "@import" not in page
     assert "url(" not in page
     for state in ("requested", "unadvertised", "advertised", "absent"):
         assert f'<td class="{state}"' in page
 
 
-def test_html_grid_rows_are_clients_and_columns_methods() -> None:
+def test_html_has_the_operators_sections() -> None:
     report = aggregate(MIXED)
     page = render_html(report)
-    grid = page.split('<table class="matrix">')[1].split("</table>")[0]
-    header = grid.split("</thead>")[0]
-    assert header.count('<th class="method"') == len(report.methods)
-    rows = grid.split("<tbody>")[1].split("</tr>")[:-1]
-    assert len(rows) == len(report.clients)
-    alpha_row = next(row for row in rows if ">alpha 1.0<" in row)
-    column = report.methods.index("tools/call")
-    cells = re.findall(r'<td class="(\w+)"[^>]*>([^<]*)</td>', alpha_row)
-    assert cells[column] == ("requested", "2")
-    assert cells[report.methods.index("ping")] == ("advertised", "&ndash;")
-    assert cells[report.methods.index("server/discover")] == ("absent", "")
+    for table_id in ("totals", "grid", "features-table", "targets-table", "clients-table"):
+        assert f'id="{table_id}"' in page
+    assert '<svg id="timeline"' in page
+    assert page.count('<details class="client"') == len(report.clients)
+    totals = page.split('id="totals"')[1].split("</table>")[0]
+    assert "<tfoot>" in totals
+    assert f'data-v="{report.totals.requests}"' in totals.split("<tfoot>")[1]
+    live = render_html(report, refresh_s=2)
+    assert '<body data-refresh="2">' in live
+    assert "connect-src 'self'" in live
 
 
 def test_every_format_renders_an_empty_report() -> None:
@@ -604,3 +631,41 @@ def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     assert entry.main([]) == 0
     assert entry.main(["serve"]) == 0
     assert calls == ["serve", "serve"]
+
+
+def test_tasks_are_counted_by_the_last_status_their_records_showed() -> None:
+    def with_task(method: str, task_id: str, status: str, time: str) -> dict[str, Any]:
+        record = request(method, time=time)
+        record["task"] = {"id": task_id, "status": status}
+        return record
+
+    data = jsonl(
+        with_task("tools/call", "a", "working", "2026-11-30T06:00:00.000Z"),
+        with_task("tasks/get", "a", "input_required", "2026-11-30T06:00:01.000Z"),
+        with_task("tasks/get", "a", "completed", "2026-11-30T06:00:02.000Z"),
+        # An ended task stays ended, whatever a record that arrives late says.
+        with_task("tasks/get", "a", "working", "2026-11-30T06:00:01.500Z"),
+        with_task("tools/call", "b", "working", "2026-11-30T06:00:03.000Z"),
+        with_task("tasks/cancel", "b", "cancelled", "2026-11-30T06:00:04.000Z"),
+        with_task("tools/call", "c", "working", "2026-11-30T06:00:05.000Z"),
+        {**request("tasks/get"), "task": {"id": 5, "status": "odd"}},  # not a task: ignored
+    )
+    report = aggregate(data)
+    found = client(report, "claude-code")
+    assert found.tasks == {"cancelled": 1, "completed": 1, "working": 1}
+    assert found.methods["tasks/get"].requests == 4
+    assert to_json(report)["clients"][0]["tasks"] == found.tasks
+    table = render_table(report)
+    assert "tasks            3: last seen cancelled 1, completed 1, working 1" in table
+    assert "**Tasks:** 3: last seen" in render_markdown(report)
+    assert "3: last seen" in render_html(report)
+
+
+def test_tasks_followed_per_client_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report_counters, "MAX_TASKS_PER_CLIENT", 2)
+    records = []
+    for task_id in ("a", "b", "c"):
+        record = request("tools/call")
+        record["task"] = {"id": task_id, "status": "working"}
+        records.append(record)
+    assert client(aggregate(jsonl(*records)), "claude-code").tasks == {"working": 2}

@@ -12,10 +12,14 @@ shared notification bus (Redis) — which is what the tests look at.
 - ``ask_name``: asks the client for a name (elicitation): a server-to-client request in the
   legacy era, an input-required result in the 2026-07-28 era.
 - ``ask_model``: asks the client's model (sampling), likewise.
+- ``work``: runs ``seconds`` as a task (for a client that declares the tasks extension),
+  noting its ``label`` in ``stopped_jobs`` if it is cancelled rather than finishing.
 - resource ``replica://counter``: a counter that ``touch`` bumps.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from server.catalog import Catalog
 from server.context import Context
@@ -30,6 +34,7 @@ NAME_SCHEMA = {
     "required": ["name"],
 }
 _counter = {"value": 0}
+_stopped: list[str] = []
 
 
 @catalog.tool
@@ -72,3 +77,21 @@ async def ask_model(ctx: Context, question: str = "2+2?") -> str:
 def counter() -> str:
     """A value that `touch` increments; subscribe to it to see updates."""
     return f'{{"value": {_counter["value"]}}}'
+
+
+@catalog.tool(task_support="optional")
+async def work(ctx: Context, seconds: float = 1.0, label: str = "job") -> str:
+    """Work for `seconds` (a task, when the client can poll); cancellable."""
+    try:
+        await ctx.report_progress(0, seconds, f"{label} started")
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _stopped.append(label)
+        raise
+    return f"{label} done"
+
+
+@catalog.tool
+async def stopped_jobs() -> str:
+    """The labels of the `work` calls this replica stopped before they finished."""
+    return ",".join(_stopped)

@@ -1,0 +1,260 @@
+"""Tasks on the 2025-11-25 wire, served by the same task machinery as the tasks extension.
+
+A session of 2025-11-25 or later sees the ``tasks`` capability (``list``, ``cancel``,
+``requests.tools.call``) when a tool can run as a task, and each such tool's
+``execution.taskSupport``. ``tools/call`` with a ``task`` param (its ``ttl`` within the server's
+bounds) answers ``{"task": {...}}`` at once and the handler runs on; a tool whose support is
+``forbidden`` refuses the param, a ``required`` one a call without it (-32601, as the spec
+says). Then:
+
+- ``tasks/get``: the task (``ttl`` / ``pollInterval`` names);
+- ``tasks/result``: waits until the task ends and answers exactly what the call would have
+  (the result with the ``related-task`` key in ``_meta``, or its JSON-RPC error); while the
+  task waits for input, its questions go to the client as requests on this call's stream, and
+  the answers, on whichever replica they land, reach the task;
+- ``tasks/list``: the session's tasks, paginated; ``tasks/cancel``: the cancelled task, -32602
+  for one that already ended.
+
+The task's progress (with the call's progress token) and log messages go to the session's GET
+stream; its status changes as ``notifications/tasks/status`` there too (:mod:`server.hub`).
+Every method sees only tasks of the session's subject (-32602 otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from server.aio import create_task
+from server.catalog import Catalog
+from server.catalog.extensions import TASKS_EXTENSION
+from server.catalog.tools import Tool
+from server.context import Context, Exchange, InputRequest
+from server.dispatch import optional_object, require_str
+from server.errors import (
+    INTERNAL_ERROR,
+    InternalError,
+    InvalidParams,
+    McpError,
+    MethodNotFound,
+    ToolError,
+)
+from server.jsonrpc import Request, encode_notification
+from server.legacy.eventstream import EventStream
+from server.legacy.sessions import Session
+from server.pagination import Pager
+from server.tasks.exchange import TaskExchange
+from server.tasks.model import TaskEnded, TaskRecord, checked_task_id
+from server.tasks.service import TaskService
+
+TASKS_SINCE = "2025-11-25"
+LEGACY_TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+TASKS_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+RESULT_WAIT_S = 30.0
+
+
+class TaskFailure(McpError):
+    """The JSON-RPC error a failed task ended with, answered again by ``tasks/result``."""
+
+    def __init__(self, error: Mapping[str, Any]) -> None:
+        super().__init__(str(error.get("message", "The task failed")), error.get("data"))
+        code = error.get("code")
+        self._code = code if isinstance(code, int) else INTERNAL_ERROR
+
+    def wire_code(self, era: Any) -> int:
+        return self._code
+
+
+class Relayed(InputRequest):
+    """A question a task asked, put to the client as it was asked (its answer goes back raw)."""
+
+    method: ClassVar[str] = ""
+    capability: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, key: str, wire: Mapping[str, Any], task_id: str) -> None:
+        super().__init__(key)
+        # The method of this one question: an instance value where InputRequest subclasses
+        # fix it per class (the exchange reads ``request.method``).
+        object.__setattr__(self, "method", str(wire.get("method", "")))
+        params = wire.get("params")
+        self.wire_params = dict(params) if isinstance(params, dict) else {}
+        self.wire_params["_meta"] = {RELATED_TASK: {"taskId": task_id}}
+
+    def params(self) -> dict[str, Any]:
+        return self.wire_params
+
+    def parse(self, response: Any) -> Any:
+        if not isinstance(response, dict):
+            raise ValueError("an answer must be an object")
+        return response
+
+
+class LegacyTasks:
+    def __init__(self, service: TaskService, catalog: Catalog, pager: Pager) -> None:
+        self.service = service
+        self.catalog = catalog
+        self.pager = pager
+
+    def available(self, version: str) -> bool:
+        return version >= TASKS_SINCE and TASKS_EXTENSION in self.catalog.snapshot.capabilities.get(
+            "extensions", {}
+        )
+
+    def routes(self, session: Session, request: Request) -> bool:
+        """Whether this answers ``request`` (a task method, or a ``tools/call`` that involves
+        tasks) rather than the dispatcher."""
+        if not self.available(session.protocol_version):
+            return False
+        if request.method in LEGACY_TASK_METHODS:
+            return True
+        if request.method != "tools/call":
+            return False
+        name = request.params.get("name")
+        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return False
+        return "task" in request.params or tool.task_support == "required"
+
+    async def handle(
+        self,
+        session: Session,
+        request: Request,
+        context: Context,
+        standalone: EventStream | None,
+    ) -> dict[str, Any]:
+        method, params = request.method, request.params
+        if method == "tools/call":
+            return await self.call_tool(session, request, context, standalone)
+        if method == "tasks/list":
+            offset = self.pager.offset("tasks", params.get("cursor"))
+            page, more = await self.service.store.session_tasks(
+                session.id, offset, self.pager.page_size
+            )
+            listed: dict[str, Any] = {
+                "tasks": [task.task(legacy=True) for task in page if task.owner == session.owner]
+            }
+            if more:
+                listed["nextCursor"] = self.pager.cursor("tasks", offset + self.pager.page_size)
+            return listed
+        task_id = checked_task_id(params)
+        if method == "tasks/get":
+            found = await self.service.get(task_id, session.owner)
+            context.task_outcome = found.outcome()
+            return found.task(legacy=True)
+        if method == "tasks/cancel":
+            record, changed = await self.service.cancel(task_id, session.owner)
+            context.task_outcome = record.outcome()
+            if not changed:
+                raise InvalidParams(
+                    f"Cannot cancel task {task_id}: it already ended ({record.status})"
+                )
+            return record.task(legacy=True)
+        return await self.result(task_id, session, context)
+
+    async def call_tool(
+        self,
+        session: Session,
+        request: Request,
+        context: Context,
+        standalone: EventStream | None,
+    ) -> dict[str, Any]:
+        params = request.params
+        name = require_str(params, "name")
+        tool = self.catalog.tools[name]
+        if "task" not in params:
+            raise MethodNotFound(f"tools/call of {name} without a task (it runs only as one)")
+        if tool.task_support == "forbidden":
+            raise MethodNotFound(f"tools/call of {name} as a task (it never runs as one)")
+        task = optional_object(params, "task")
+        record = await self.service.open(
+            owner=session.owner,
+            client=f"sub:{session.owner}" if session.owner else f"session:{session.id}",
+            session=session.id,
+            era="legacy",
+            tool=tool.name,
+            ttl_ms=self.service.ttl(task.get("ttl")),
+        )
+        context.task_outcome = record.outcome()
+        task_context = self._task_context(record, context, standalone)
+        runner = create_task(self._run(tool, optional_object(params, "arguments"), task_context))
+        self.service.attach(record.task_id, runner)
+        return {"task": record.task(legacy=True)}
+
+    def _task_context(
+        self, record: TaskRecord, context: Context, standalone: EventStream | None
+    ) -> Context:
+        """The handler's context for the task: what it sends goes to the session's GET stream
+        (tagged with the task), progress only if the call carried a token."""
+        token = context.progress_token
+        related = {RELATED_TASK: {"taskId": record.task_id}}
+
+        async def forward(method: str, params: dict[str, Any]) -> None:
+            if method == "notifications/progress" and token is None:
+                return
+            if standalone is not None and not standalone.finished:
+                standalone.publish(encode_notification(method, {**params, "_meta": related}))
+
+        exchange: Exchange = TaskExchange(self.service, record.task_id, forward)
+        return Context(
+            exchange=exchange,
+            method="tools/call",
+            request_id=context.request_id,
+            era="legacy",
+            protocol_version=context.protocol_version,
+            client_capabilities=context.client_capabilities,
+            client_info=context.client_info,
+            log_level=context.log_level,
+            progress_token=token if token is not None else record.task_id,
+            task_id=record.task_id,
+        )
+
+    async def _run(self, tool: Tool, arguments: dict[str, Any], context: Context) -> None:
+        task_id = context.task_id
+        assert task_id is not None
+        try:
+            result = await tool.call(arguments, context)
+        except TaskEnded:
+            return
+        except McpError as error:
+            await self.service.settle(task_id, error=error.to_wire("legacy"))
+            return
+        except Exception:
+            await self.service.settle(task_id, error=InternalError("Internal error").to_wire())
+            return
+        finally:
+            context.finish()
+        await self.service.settle(task_id, result=result)
+
+    async def result(self, task_id: str, session: Session, context: Context) -> dict[str, Any]:
+        """Wait for the end of the task, relaying its questions to the client meanwhile."""
+        while True:
+            record = await self.service.wait(task_id, session.owner, RESULT_WAIT_S)
+            if record.status == "input_required":
+                if record.inputs:
+                    questions: dict[str, InputRequest] = {
+                        key: Relayed(key, wire, task_id) for key, wire in record.inputs.items()
+                    }
+                    try:
+                        answers = await context.exchange.ask(questions)
+                    except ToolError as refused:  # the client answered with an error, or late
+                        raise InternalError(str(refused)) from None
+                    await self.service.update(task_id, session.owner, answers)
+                # The task takes the answers on its own time: look again shortly.
+                await asyncio.sleep(0.05)
+                continue
+            if not record.terminal:
+                continue
+            context.task_outcome = record.outcome()
+            if record.status == "completed":
+                result = dict(record.result or {"content": []})
+                meta = result.get("_meta")
+                result["_meta"] = {
+                    **(meta if isinstance(meta, dict) else {}),
+                    RELATED_TASK: {"taskId": task_id},
+                }
+                return result
+            if record.status == "failed":
+                raise TaskFailure(record.error or {})
+            raise TaskFailure({"code": INTERNAL_ERROR, "message": "The task was cancelled"})

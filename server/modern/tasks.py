@@ -1,0 +1,205 @@
+"""The tasks extension on the 2026-07-28 wire (SEP-2663, ``io.modelcontextprotocol/tasks``).
+
+``tools/call`` of a tool declared with ``task_support``, from a request whose client
+capabilities name the extension, runs the handler in its own asyncio task and answers with a
+flat ``CreateTaskResult`` (``resultType: "task"``) once the task is durably created: at once,
+or, for a tool declared with ``defer_task``, when the handler calls ``ctx.start_task()`` (what it
+asked before went through ordinary input-required rounds, so a task's creation never carries a
+``requestState``). A handler that returns before starting its task answers as usual. A tool
+whose support is ``required`` refuses a client without the extension with -32021 naming it.
+
+``tasks/get`` answers the DetailedTask (the result, the error or the questions inlined),
+``tasks/update`` and ``tasks/cancel`` an empty acknowledgement (cancelling an ended task too);
+all three need the extension in the request's capabilities (-32021 otherwise) and see only the
+caller's own tasks (-32602, as for an unknown id). ``tasks/result`` and ``tasks/list`` do not
+exist in this era (-32601). Status changes reach listen streams that asked for the task ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from server.aio import create_task, current_task, running_loop
+from server.catalog import Catalog
+from server.catalog.extensions import TASKS_EXTENSION
+from server.catalog.tools import Tool
+from server.context import Context
+from server.dispatch import optional_object, require_str
+from server.errors import InternalError, InvalidParams, McpError, MissingClientCapability
+from server.jsonrpc import Request
+from server.modern.input_required import InputRequired
+from server.tasks.exchange import TaskExchange
+from server.tasks.model import TaskEnded, TaskRecord, checked_task_id
+from server.tasks.service import TaskService
+
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+
+
+class TaskCall(Protocol):
+    """What this needs of a :class:`~server.modern.era.ModernCall`."""
+
+    request: Request
+    client_capabilities: dict[str, Any]
+    subject: str | None
+    client_key: str
+    task: dict[str, str] | None
+
+
+Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
+AskBack = Callable[[Any, Context, InputRequired], dict[str, Any]]
+
+
+def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _missing() -> MissingClientCapability:
+    return MissingClientCapability(
+        {"extensions": {TASKS_EXTENSION: {}}}, "declare the tasks extension in _meta"
+    )
+
+
+class ModernTasks:
+    def __init__(
+        self,
+        service: TaskService,
+        catalog: Catalog,
+        *,
+        envelope: Envelope,
+        input_required: AskBack,
+        server_meta: dict[str, Any],
+    ) -> None:
+        self.service = service
+        self.catalog = catalog
+        self.envelope = envelope
+        self.input_required = input_required
+        self.server_meta = server_meta
+
+    def routes(self, request: Request, capabilities: Mapping[str, Any]) -> bool:
+        """Whether a ``tools/call`` is answered here: its tool can run as a task and the client
+        declared the extension, or the tool runs only as one (and the client is refused)."""
+        name = request.params.get("name")
+        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
+        if tool is None or tool.task_support == "forbidden":
+            return False
+        return tool.task_support == "required" or declares_tasks(capabilities)
+
+    async def handle(self, call: TaskCall, context: Context) -> dict[str, Any]:
+        method = call.request.method
+        if method == "tools/call":
+            return await self.call_tool(call, context)
+        try:
+            if not declares_tasks(call.client_capabilities):
+                raise _missing()
+            params = call.request.params
+            task_id = checked_task_id(params)
+            if method == "tasks/get":
+                record = await self.service.get(task_id, call.subject)
+                call.task = record.outcome()
+                return {"resultType": "complete", **record.detailed(), "_meta": self.server_meta}
+            if method == "tasks/update":
+                responses = params.get("inputResponses")
+                if not isinstance(responses, dict) or not all(
+                    isinstance(value, dict) for value in responses.values()
+                ):
+                    raise InvalidParams("params.inputResponses must map keys to answer objects")
+                await self.service.update(task_id, call.subject, responses)
+            else:
+                record, _ = await self.service.cancel(task_id, call.subject)
+                call.task = record.outcome()
+            return {"resultType": "complete", "_meta": self.server_meta}
+        finally:
+            context.finish()
+
+    async def call_tool(self, call: TaskCall, context: Context) -> dict[str, Any]:
+        params = call.request.params
+        tool = self.catalog.tools[require_str(params, "name")]
+        if not declares_tasks(call.client_capabilities):
+            context.finish()
+            raise _missing()
+        started: asyncio.Future[TaskRecord] = running_loop().create_future()
+        context.task_starter = self._starter(call, tool, context, started)
+        runner = create_task(
+            self._run(tool, optional_object(params, "arguments"), context, started)
+        )
+        first: set[asyncio.Future[Any]] = {runner, started}
+        try:
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not started.done():
+                runner.cancel()  # the client went away before a task existed: stop the call
+            raise
+        if started.done():
+            record = started.result()
+            call.task = record.outcome()
+            return {"resultType": "task", **record.task(), "_meta": self.server_meta}
+        try:
+            result = runner.result()
+        except InputRequired as suspended:
+            return self.input_required(call, context, suspended)
+        finally:
+            context.finish()
+        return self.envelope("tools/call", result)
+
+    def _starter(
+        self, call: TaskCall, tool: Tool, context: Context, started: asyncio.Future[TaskRecord]
+    ) -> Callable[[str | None], Awaitable[None]]:
+        """What ``ctx.start_task()`` runs: the task, durably created, and the handler's context
+        moved onto it (the request then answers with the task)."""
+        service = self.service
+
+        async def start(message: str | None) -> None:
+            record = await service.open(
+                owner=call.subject,
+                client=call.client_key,
+                session=None,
+                era="modern",
+                tool=tool.name,
+                message=message,
+            )
+            context.task_id = record.task_id
+            context.exchange = TaskExchange(service, record.task_id)
+            # Progress becomes the status message whether or not a token was sent; the log
+            # level stays: the exchange drops log messages (the extension has no place for them).
+            context.progress_token = record.task_id
+            runner = current_task()
+            assert runner is not None
+            service.attach(record.task_id, runner)
+            started.set_result(record)
+
+        return start
+
+    async def _run(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any],
+        context: Context,
+        started: asyncio.Future[TaskRecord],
+    ) -> dict[str, Any]:
+        """The handler, in its own asyncio task: before its task starts, its outcome is the
+        request's; after, the task's."""
+        service = self.service
+        if not tool.defer_task:
+            await context.start_task()
+        try:
+            result = await tool.call(arguments, context)
+        except TaskEnded:
+            return {}
+        except (McpError, InputRequired, Exception) as failure:
+            if not started.done():
+                raise
+            if isinstance(failure, McpError):
+                error = failure.to_wire("modern")
+            else:
+                error = InternalError("Internal error").to_wire()
+            await service.settle(started.result().task_id, error=error)
+            return {}
+        finally:
+            if started.done():
+                context.finish()
+        if started.done():
+            await service.settle(started.result().task_id, result=result)
+        return result

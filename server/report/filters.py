@@ -1,0 +1,101 @@
+"""Which records a report covers: ``--since``, ``--until``, ``--client``, ``--method``.
+
+Times are compared as the records write them (UTC, ISO 8601 with milliseconds, which sort as
+strings), so a bound is turned into that form once: an ISO date or time (``2026-11-30``,
+``2026-11-30T06:07``, with seconds, fractions, ``Z`` or an offset; a time without an offset is
+UTC) or a duration before now (``90s``, ``15m``, ``2h``, ``7d``). ``--since`` keeps records at
+or after it, ``--until`` those before it. ``--client`` keeps clients whose name or user agent
+contains one of the texts given (case-insensitive); ``--method`` keeps records whose method
+matches one of the patterns given (``tools/call``, ``tools/*``). A client's and a method's verdict
+is computed once and remembered, so filtering costs a dictionary lookup per record.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# Verdicts remembered per client or method, at most this many (then computed every time).
+MAX_REMEMBERED = 100_000
+
+
+def parse_time(text: str, now: float | None = None) -> str:
+    """``text`` as a record time (``YYYY-MM-DDTHH:MM:SS.mmmZ``); ValueError if it is neither
+    an ISO date or time nor a duration."""
+    cleaned = text.strip()
+    duration = _DURATION.match(cleaned.lower())
+    if duration:
+        seconds = float(duration.group(1)) * _SECONDS[duration.group(2)]
+        moment = datetime.fromtimestamp((time.time() if now is None else now) - seconds, UTC)
+    else:
+        try:
+            moment = datetime.fromisoformat(cleaned.replace("z", "Z"))
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is not an ISO 8601 date or time, nor a duration like 15m, 2h or 7d"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@dataclass(slots=True)
+class RecordFilter:
+    """What to keep; an empty filter keeps everything (and :attr:`active` is False)."""
+
+    since: str | None = None
+    until: str | None = None
+    clients: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    _client_verdicts: dict[tuple[str | None, str | None, str | None], bool] = field(
+        default_factory=dict, repr=False
+    )
+    _method_verdicts: dict[str | None, bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.since or self.until or self.clients or self.methods)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "since": self.since,
+            "until": self.until,
+            "clients": list(self.clients),
+            "methods": list(self.methods),
+        }
+
+    def keeps_time(self, when: str) -> bool:
+        """A record of this time is in range (a record without a time only without bounds)."""
+        if self.since is not None and not (when and when >= self.since):
+            return False
+        return self.until is None or bool(when and when < self.until)
+
+    def keeps_client(self, key: tuple[str | None, str | None, str | None]) -> bool:
+        if not self.clients:
+            return True
+        verdict = self._client_verdicts.get(key)
+        if verdict is None:
+            name, _, agent = key
+            haystack = f"{name or ''}\n{agent or ''}".lower()
+            verdict = any(text.lower() in haystack for text in self.clients)
+            if len(self._client_verdicts) < MAX_REMEMBERED:
+                self._client_verdicts[key] = verdict
+        return verdict
+
+    def keeps_method(self, method: str | None) -> bool:
+        if not self.methods:
+            return True
+        verdict = self._method_verdicts.get(method)
+        if verdict is None:
+            verdict = method is not None and any(
+                fnmatch.fnmatchcase(method, pattern) for pattern in self.methods
+            )
+            if len(self._method_verdicts) < MAX_REMEMBERED:
+                self._method_verdicts[method] = verdict
+        return verdict

@@ -1,0 +1,174 @@
+"""The HTML report's own style and script, inline in every page, and the policy that allows
+exactly them.
+
+The script does four things, and the page reads fine without it: sorts a table when its header
+is clicked (or Enter on it), hides the table rows that do not contain the filter box's text,
+opens every client's details before printing (and the one a link points to), and, on the live
+page only (``data-refresh`` on ``<body>``), fetches the page again every few seconds and swaps in
+its report, keeping the sort, the filter and the open details. The Content-Security-Policy
+allows this script by its hash and nothing else: no other script, no URL to load anything from,
+and ``connect-src 'self'`` only on the live page.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+STYLE = """
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d1d1f; background: #fff; }
+main { max-width: 1400px; margin: 0 auto; padding: 1rem 1.5rem 3rem; }
+h1 { font-size: 1.5rem; margin: .5rem 0; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+h3 { font-size: 1.05rem; }
+code, .num, td { font-variant-numeric: tabular-nums; }
+code { font-family: ui-monospace, monospace; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; margin: .4rem 0; }
+.data th, .data td { padding: .15rem .55rem; border-bottom: 1px solid #e4e4e4; }
+.data td { text-align: right; white-space: nowrap; }
+.data td.text, .data th { text-align: left; }
+.data td.text { white-space: normal; min-width: 12rem; }
+.data thead th { position: sticky; top: 0; background: #f7f7f7; cursor: pointer;
+  white-space: nowrap; border-bottom: 2px solid #ccc; }
+.data thead th[aria-sort=ascending]::after { content: " \\2191"; }
+.data thead th[aria-sort=descending]::after { content: " \\2193"; }
+.data tfoot td, .data tfoot th { font-weight: bold; border-top: 2px solid #ccc; }
+.matrix th, .matrix td { border: 1px solid #d0d0d0; padding: .2rem .35rem; }
+.matrix thead th.method { vertical-align: bottom; white-space: nowrap; }
+.matrix thead th.method span { writing-mode: vertical-rl; transform: rotate(180deg); }
+.matrix th.client { text-align: left; white-space: nowrap; max-width: 22rem; overflow: hidden; }
+.matrix th.client small { display: block; color: #666; font-weight: normal; }
+.matrix td { text-align: right; min-width: 3.2rem; font-family: ui-monospace, monospace; }
+.requested { background: #c7ecc9; }
+.unadvertised { background: #f8c9a0; }
+.advertised { background: #fff3b0; color: #8a6d00; text-align: center; }
+.absent { background: #f2f2f2; color: #aaa; }
+.legend span { display: inline-block; min-width: 2.2rem; padding: 0 .4rem; margin: 0 .2rem 0 .8rem;
+  border: 1px solid #d0d0d0; text-align: center; }
+.chart { width: 100%; height: 220px; display: block; }
+.chart .requests { fill: #9aa7b8; } .chart .failed { fill: #d33c3c; }
+.chart .axis { stroke: #888; stroke-width: 1; }
+.chart .label { font-size: 11px; fill: #555; } .chart .end { text-anchor: end; }
+.chart .middle { text-anchor: middle; } .chart .start { text-anchor: start; }
+.bad { color: #b3261e; font-weight: 600; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; }
+dt { font-weight: bold; } dd { margin: 0; overflow-wrap: anywhere; }
+details.client { border: 1px solid #ddd; border-radius: 4px; margin: .5rem 0;
+  padding: .3rem .8rem; }
+details.client > summary { cursor: pointer; font-weight: 600; }
+details.client > summary small { font-weight: normal; color: #666; }
+.note { color: #666; }
+.controls { position: sticky; top: 0; background: #fff; padding: .4rem 0; z-index: 1;
+  border-bottom: 1px solid #eee; }
+.controls input { font: inherit; padding: .2rem .4rem; width: 18rem; max-width: 60%; }
+nav a { margin-right: .8rem; }
+@media print {
+  body { font-size: 10px; } main { max-width: none; padding: 0; }
+  .controls, nav { display: none; }
+  .scroll { overflow: visible; }
+  .data thead th { position: static; }
+  h2 { break-after: avoid; } tr, details.client, svg { break-inside: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
+"""
+
+SCRIPT = """
+(function () {
+  "use strict";
+  var each = function (list, fn) { Array.prototype.forEach.call(list, fn); };
+  function key(cell) {
+    var v = cell ? cell.getAttribute("data-v") : null;
+    if (v !== null && v !== "" && !isNaN(v)) { return parseFloat(v); }
+    return cell ? cell.textContent.trim().toLowerCase() : "";
+  }
+  function sortBy(th, direction) {
+    var table = th.closest("table"), body = table.tBodies[0];
+    var index = Array.prototype.indexOf.call(th.parentNode.children, th);
+    var dir = direction || (th.getAttribute("aria-sort") === "descending" ? 1 : -1);
+    each(th.parentNode.children, function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a.cells[index]), y = key(b.cells[index]);
+      if (typeof x !== typeof y) { x = String(x); y = String(y); }
+      return (x < y ? -1 : x > y ? 1 : 0) * dir;
+    });
+    each(rows, function (row) { body.appendChild(row); });
+  }
+  function filter(root) {
+    var box = document.getElementById("filter");
+    var text = box ? box.value.trim().toLowerCase() : "";
+    each(root.querySelectorAll("table.data tbody tr, table.matrix tbody tr"), function (row) {
+      row.hidden = text !== "" && row.textContent.toLowerCase().indexOf(text) < 0;
+    });
+  }
+  function wire(root) {
+    each(root.querySelectorAll("table.data thead th"), function (th) {
+      th.tabIndex = 0;
+      th.addEventListener("click", function () { sortBy(th); });
+      th.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(th); }
+      });
+    });
+    filter(root);
+  }
+  function openTarget() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = id ? document.getElementById(id) : null;
+    if (target && target.tagName === "DETAILS") { target.open = true; }
+  }
+  var box = document.getElementById("filter");
+  if (box) { box.addEventListener("input", function () { filter(document); }); }
+  window.addEventListener("hashchange", openTarget);
+  window.addEventListener("beforeprint", function () {
+    each(document.querySelectorAll("details"), function (d) { d.open = true; });
+  });
+  wire(document);
+  openTarget();
+  var every = parseFloat(document.body.getAttribute("data-refresh") || "");
+  if (!(every > 0)) { return; }
+  function refresh() {
+    fetch(location.href, { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (!text) { return; }
+        var next = new DOMParser().parseFromString(text, "text/html").getElementById("report");
+        var current = document.getElementById("report");
+        if (!next || !current) { return; }
+        var open = {}, sorted = [];
+        each(current.querySelectorAll("details[id]"), function (d) { open[d.id] = d.open; });
+        each(current.querySelectorAll("table[id] th[aria-sort]"), function (th) {
+          var index = Array.prototype.indexOf.call(th.parentNode.children, th);
+          sorted.push([th.closest("table").id, index, th.getAttribute("aria-sort")]);
+        });
+        current.replaceWith(next);
+        each(next.querySelectorAll("details[id]"), function (d) {
+          if (open[d.id]) { d.open = true; }
+        });
+        wire(next);
+        each(sorted, function (s) {
+          var table = document.getElementById(s[0]);
+          var th = table && table.tHead ? table.tHead.rows[0].cells[s[1]] : null;
+          if (th) { sortBy(th, s[2] === "ascending" ? 1 : -1); }
+        });
+      })
+      .catch(function () { /* the next refresh tries again */ })
+      .then(function () { setTimeout(refresh, every * 1000); });
+  }
+  setTimeout(refresh, every * 1000);
+})();
+"""
+
+
+def script_hash() -> str:
+    """The CSP source that allows :data:`SCRIPT` (exactly as written in the page)."""
+    digest = hashlib.sha256(SCRIPT.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def content_security_policy(live: bool) -> str:
+    policy = f"default-src 'none'; style-src 'unsafe-inline'; script-src {script_hash()}"
+    if live:
+        policy += "; connect-src 'self'"
+    return policy

@@ -1,0 +1,74 @@
+"""Where task records live: the interface both flavours implement.
+
+The in-process flavour is :class:`server.state.tasks.MemoryTaskStore`; with ``MCP_REDIS_URL``
+it is :class:`server.state.redis.tasks.RedisTaskStore`, so every replica reads and changes the
+same records. The rules both keep:
+
+- ``create`` is durable before it returns (a ``tasks/get`` right after resolves), counts the
+  task against its client's cap and the store's, and starts the running replica's lease;
+- a terminal status is final: every change is applied only while the task is active, so a
+  cancel and the handler's own finish can race and the first wins;
+- a record lives for its TTL from creation, then is gone (``get`` answers None);
+- the lease (:meth:`heartbeat`) says the running replica is alive: a task whose lease ran out
+  is reported with ``alive`` False, and the service fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from server.errors import ServiceUnavailable
+from server.tasks.model import TaskRecord, TaskStatus
+
+
+class TaskLimit(ServiceUnavailable):
+    """Too many tasks kept, for this client or in all (503 with Retry-After)."""
+
+
+class TaskStore(Protocol):
+    async def create(
+        self, record: TaskRecord, *, per_client: int, total: int, lease_ms: int
+    ) -> None:
+        """Store a new task and its lease; :class:`TaskLimit` past a cap."""
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """The task, with ``alive`` from its lease; None if unknown or expired."""
+
+    async def transition(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        *,
+        now_ms: int,
+        message: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> TaskRecord | None:
+        """Move an active task to ``status`` (``inputs`` are added to the outstanding
+        questions; a terminal status clears them). None if the task is gone or already
+        terminal: nothing changed."""
+
+    async def deliver(
+        self, task_id: str, responses: Mapping[str, Mapping[str, Any]], *, now_ms: int
+    ) -> list[str]:
+        """Keep the answers to outstanding questions (others are ignored) for the handler;
+        the keys taken, which are no longer outstanding."""
+
+    async def take_answers(self, task_id: str, keys: Iterable[str]) -> dict[str, Any]:
+        """Remove and return the delivered answers among ``keys``."""
+
+    async def set_message(self, task_id: str, message: str, *, now_ms: int) -> None:
+        """The status message of an active task (progress)."""
+
+    async def heartbeat(self, task_ids: Iterable[str], *, lease_ms: int) -> None:
+        """Renew the leases of tasks running here."""
+
+    async def release(self, task_id: str) -> None:
+        """Drop the lease of a task that no longer runs here."""
+
+    async def session_tasks(
+        self, session: str, offset: int, limit: int
+    ) -> tuple[list[TaskRecord], bool]:
+        """A page of a legacy session's tasks, oldest first, and whether more follow."""

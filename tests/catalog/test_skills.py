@@ -1,0 +1,276 @@
+"""server.catalog.skills and frontmatter: a skills folder read once, served as resources and as
+the skills extension's entries, and refused with a message naming the file when invalid."""
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.catalog import Catalog
+from server.catalog.extensions import SKILLS_EXTENSION
+from server.catalog.frontmatter import SkillError, parse_frontmatter
+from server.catalog.skills import DIRECTORY_MIME, load_skills
+from server.errors import InvalidParams
+from server.pagination import Pager
+from server.sealing import Sealer
+from tests.support.core_helpers import make_context
+
+pytestmark = pytest.mark.anyio
+
+PDF = (
+    "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n"
+    "---\n\n# PDF\n"
+)
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def sha(content: str | bytes) -> str:
+    data = content.encode() if isinstance(content, str) else content
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return write(
+        tmp_path,
+        {
+            "README.md": "not a skill",
+            "pdf-processing/SKILL.md": PDF,
+            "pdf-processing/references/FORMS.md": "# Forms\n",
+            "pdf-processing/logo.png": b"\x89PNG\r\n\x1a\n\xff\xfe",
+            "acme/billing/refunds/SKILL.md": (
+                "---\nname: refunds\ndescription: Refunds per policy\nlicense: MIT\n"
+                "metadata:\n  version: '2.1'\n  approved: yes\n  since: 2024-01-01\n---\nBody\n"
+            ),
+            "acme/billing/refunds/examples/email.md": "Dear customer",
+        },
+    )
+
+
+def paginate_with(page_size: int) -> Any:
+    return Pager(Sealer(b"k" * 32), page_size).page
+
+
+async def call(method: Any, params: dict[str, Any], page_size: int = 100) -> dict[str, Any]:
+    return await method(params, make_context(), paginate_with(page_size))
+
+
+def test_entries_carry_frontmatter_and_a_complete_manifest(folder: Path) -> None:
+    skills = load_skills(folder)
+    assert list(skills.skills) == [
+        "skill://acme/billing/refunds/SKILL.md",
+        "skill://pdf-processing/SKILL.md",
+    ]
+    pdf = skills.skills["skill://pdf-processing/SKILL.md"].entry()
+    assert pdf["frontmatter"] == {
+        "name": "pdf-processing",
+        "description": "Extract, fill, and assemble PDF documents",
+    }
+    assert pdf["resources"] == [
+        {"uri": "skill://pdf-processing/SKILL.md", "digest": sha(PDF), "size": len(PDF)},
+        {
+            "uri": "skill://pdf-processing/logo.png",
+            "digest": sha(b"\x89PNG\r\n\x1a\n\xff\xfe"),
+            "size": 10,
+        },
+        {
+            "uri": "skill://pdf-processing/references/FORMS.md",
+            "digest": sha("# Forms\n"),
+            "size": 8,
+        },
+    ]
+    # A README beside the skills is nobody's file.
+    assert not any("README" in uri for uri in skills.files)
+
+
+def test_frontmatter_is_read_as_json_compatible_yaml(folder: Path) -> None:
+    refunds = load_skills(folder).skills["skill://acme/billing/refunds/SKILL.md"]
+    # YAML 1.2 as clients read it: "yes" and a date stay strings (PyYAML's 1.1 would not).
+    assert refunds.frontmatter["metadata"] == {
+        "version": "2.1",
+        "approved": "yes",
+        "since": "2024-01-01",
+    }
+    assert refunds.frontmatter["license"] == "MIT"
+
+
+def test_directories_list_direct_children(folder: Path) -> None:
+    skills = load_skills(folder)
+    root = skills.directories["skill://pdf-processing"]
+    assert [(child["uri"], child.get("mimeType")) for child in root] == [
+        ("skill://pdf-processing/SKILL.md", "text/markdown"),
+        ("skill://pdf-processing/logo.png", "image/png"),
+        ("skill://pdf-processing/references", DIRECTORY_MIME),
+    ]
+    assert [child["name"] for child in skills.directories["skill://pdf-processing/references"]] == [
+        "FORMS.md"
+    ]
+    # The prefix above a skill is not a directory this server serves.
+    assert "skill://acme/billing" not in skills.directories
+
+
+def test_nested_skill_files_belong_to_both(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "outer/SKILL.md": "---\nname: outer\ndescription: Outer\n---\n",
+            "outer/inner/SKILL.md": "---\nname: inner\ndescription: Inner\n---\n",
+            "outer/inner/notes.md": "n",
+        },
+    )
+    skills = load_skills(tmp_path)
+    outer = [r["uri"] for r in skills.skills["skill://outer/SKILL.md"].entry()["resources"]]
+    inner = [r["uri"] for r in skills.skills["skill://outer/inner/SKILL.md"].entry()["resources"]]
+    assert outer == [
+        "skill://outer/SKILL.md",
+        "skill://outer/inner/SKILL.md",
+        "skill://outer/inner/notes.md",
+    ]
+    assert inner == ["skill://outer/inner/SKILL.md", "skill://outer/inner/notes.md"]
+
+
+async def test_methods_list_get_and_read_directories(folder: Path) -> None:
+    skills = load_skills(folder)
+    first = await call(skills.list, {}, page_size=1)
+    assert [entry["uri"] for entry in first["skills"]] == ["skill://acme/billing/refunds/SKILL.md"]
+    second = await call(skills.list, {"cursor": first["nextCursor"]}, page_size=1)
+    assert [entry["uri"] for entry in second["skills"]] == ["skill://pdf-processing/SKILL.md"]
+    assert "nextCursor" not in second
+
+    got = await call(skills.get, {"uri": "skill://pdf-processing/SKILL.md"})
+    assert got == {"skill": skills.skills["skill://pdf-processing/SKILL.md"].entry()}
+    for wrong in ("skill://nope/SKILL.md", "skill://pdf-processing", None):
+        with pytest.raises(InvalidParams):
+            await call(skills.get, {"uri": wrong})
+
+    listed = await call(skills.read_directory, {"uri": "skill://pdf-processing"}, page_size=2)
+    assert len(listed["resources"]) == 2
+    rest = await call(
+        skills.read_directory,
+        {"uri": "skill://pdf-processing", "cursor": listed["nextCursor"]},
+        page_size=2,
+    )
+    assert [child["uri"] for child in rest["resources"]] == ["skill://pdf-processing/references"]
+    for not_a_directory in ("skill://pdf-processing/SKILL.md", "skill://elsewhere"):
+        with pytest.raises(InvalidParams):
+            await call(skills.read_directory, {"uri": not_a_directory})
+
+
+async def test_catalog_serves_files_as_resources_and_declares_the_extension(folder: Path) -> None:
+    catalog = Catalog()
+    catalog.add_skills(folder)
+    assert catalog.snapshot.capabilities["extensions"] == {
+        SKILLS_EXTENSION: {"directoryRead": True}
+    }
+    assert "resources" in catalog.snapshot.capabilities
+    assert set(catalog.snapshot.extension_methods) == {
+        "skills/list",
+        "skills/get",
+        "resources/directory/read",
+    }
+    manifest = next(
+        r for r in catalog.snapshot.resources if r["uri"].endswith("pdf-processing/SKILL.md")
+    )
+    assert manifest == {
+        "uri": "skill://pdf-processing/SKILL.md",
+        "name": "pdf-processing",
+        "description": "Extract, fill, and assemble PDF documents",
+        "mimeType": "text/markdown",
+        "size": len(PDF),
+    }
+    text = await catalog.resources["skill://pdf-processing/SKILL.md"].read(make_context())
+    assert text == [
+        {"uri": "skill://pdf-processing/SKILL.md", "mimeType": "text/markdown", "text": PDF}
+    ]
+    blob = await catalog.resources["skill://pdf-processing/logo.png"].read(make_context())
+    assert "blob" in blob[0]
+    assert "text" not in blob[0]
+
+
+def test_without_directory_reads_the_setting_and_method_are_absent(folder: Path) -> None:
+    catalog = Catalog()
+    catalog.add_skills(folder, directory_read=False)
+    assert catalog.snapshot.capabilities["extensions"][SKILLS_EXTENSION] == {}
+    assert "resources/directory/read" not in catalog.snapshot.extension_methods
+
+
+def test_the_same_skills_twice_are_refused(folder: Path) -> None:
+    catalog = Catalog()
+    catalog.add_skills(folder)
+    with pytest.raises(SkillError, match="served twice"):
+        catalog.add_skills(folder)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"a/SKILL.md": "# no frontmatter"}, "must begin with YAML frontmatter"),
+        ({"a/SKILL.md": "---\nname: a\n---\n"}, "description must be a non-empty string"),
+        ({"a/SKILL.md": "---\nname: b\ndescription: d\n---\n"}, "must equal its directory"),
+        ({"Bad/SKILL.md": "---\nname: Bad\ndescription: d\n---\n"}, "name must be 1-64"),
+        ({"a--b/SKILL.md": "---\nname: a--b\ndescription: d\n---\n"}, "name must be 1-64"),
+        ({"a/SKILL.md": "---\nname: a\ndescription: [unclosed\n---\n"}, "not valid YAML"),
+        ({"a/SKILL.md": "---\n- a\n- b\n---\n"}, "must be a mapping"),
+        (
+            {
+                "a/SKILL.md": "---\nname: a\ndescription: d\nmetadata:\n"
+                "  io.modelcontextprotocol/x: 1\n---\n"
+            },
+            "reserved",
+        ),
+        ({"a/SKILL.md": "---\nname: a\ndescription: d\nweight: .inf\n---\n"}, "JSON cannot"),
+        ({"a/SKILL.md": b"---\nname: a\ndescription: \xff\n---\n"}, "not UTF-8"),
+        (
+            {"a/SKILL.md": PDF.replace("pdf-processing", "a"), "b/notes.md": "x"},
+            "not inside a skill",
+        ),
+    ],
+)
+def test_invalid_skills_are_refused_naming_the_file(
+    tmp_path: Path, files: dict[str, str | bytes], message: str
+) -> None:
+    write(tmp_path, files)
+    with pytest.raises(SkillError, match=message) as refused:
+        load_skills(tmp_path)
+    assert str(tmp_path) in str(refused.value)
+
+
+def test_limits_per_skill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import server.catalog.skills as skills_module
+
+    write(
+        tmp_path,
+        {"a/SKILL.md": "---\nname: a\ndescription: d\n---\n", "a/1.md": "1", "a/2.md": "2"},
+    )
+    monkeypatch.setattr(skills_module, "MAX_FILES_PER_SKILL", 2)
+    with pytest.raises(SkillError, match="more than 2 files"):
+        load_skills(tmp_path)
+    monkeypatch.setattr(skills_module, "MAX_FILES_PER_SKILL", 512)
+    monkeypatch.setattr(skills_module, "MAX_SKILL_BYTES", 10)
+    with pytest.raises(SkillError, match="more than 10 bytes"):
+        load_skills(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symbolic links here")
+def test_symbolic_links_are_refused(tmp_path: Path) -> None:
+    write(tmp_path, {"a/SKILL.md": "---\nname: a\ndescription: d\n---\n", "secret.txt": "s"})
+    (tmp_path / "a" / "link.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(SkillError, match="symbolic links"):
+        load_skills(tmp_path)
+
+
+def test_parse_frontmatter_accepts_a_bom_and_crlf() -> None:
+    text = "\ufeff---\r\nname: x\r\ndescription: y\r\n---\r\nbody"
+    assert parse_frontmatter(text, "x/SKILL.md") == {"name": "x", "description": "y"}

@@ -1,0 +1,249 @@
+"""What a call came to, in its records: ``target``, ``outcome``, and a stream's ``error`` and
+``ttfb_ms`` (docs/records.md), through the whole app in both eras.
+
+The app runs in process (``httpx.ASGITransport``) with its lifespan, so the Recorder's writer
+thread writes the file sink; leaving the lifespan writes everything still queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from server import Catalog, Context, ToolError
+from server.app import create_app
+from server.call_note import CALL_NOTE, note_outcome, note_target, noted
+from server.records.draft import Draft
+from server.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "fields-test", "version": "1"},
+}
+ELICIT = {"elicitation": {"form": {}}}
+NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def make_catalog() -> Catalog:
+    catalog = Catalog("call-fields", "0.0.1")
+
+    @catalog.tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    @catalog.tool
+    async def refuse() -> str:
+        """A result with isError."""
+        raise ToolError("refused on purpose")
+
+    @catalog.tool
+    async def explode() -> str:
+        """A crash."""
+        raise RuntimeError("boom")
+
+    @catalog.tool
+    async def slow(ctx: Context) -> str:
+        """Streams progress before its result."""
+        await asyncio.sleep(0.02)
+        await ctx.report_progress(1, 2, "half")
+        await asyncio.sleep(0.02)
+        return "done"
+
+    @catalog.tool
+    async def ask(ctx: Context) -> str:
+        """Asks the user first (an input-required round in 2026-07-28)."""
+        answer = await ctx.elicit("Name?", {"type": "object", "properties": {}})
+        return str(answer)
+
+    @catalog.prompt()
+    def greet(name: str) -> str:
+        """A greeting."""
+        return f"Hello {name}"
+
+    @catalog.prompt()
+    def broken(name: str) -> str:
+        """A prompt that crashes."""
+        raise RuntimeError("prompt boom")
+
+    @catalog.resource("test://doc")
+    def doc() -> str:
+        """A document."""
+        return "doc"
+
+    @catalog.resource_template("test://page/{number}")
+    def page(number: str) -> str:
+        """A page."""
+        return f"page {number}"
+
+    return catalog
+
+
+@contextlib.asynccontextmanager
+async def serve(path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(_env_file=None, records=["file"], records_file=str(path))
+    app = create_app(settings, make_catalog())
+    async with (
+        app.starlette.router.lifespan_context(app.starlette),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+        ) as client,
+    ):
+        yield client
+
+
+async def modern_call(
+    client: httpx.AsyncClient,
+    method: str,
+    params: dict[str, Any],
+    progress: bool = False,
+    capabilities: dict[str, Any] | None = None,
+) -> httpx.Response:
+    meta = {**META, "progressToken": "p"} if progress else META
+    if capabilities is not None:
+        meta = {**meta, "io.modelcontextprotocol/clientCapabilities": capabilities}
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+        "Mcp-Name": str(params[NAME_FIELD[method]]),
+    }
+    return await client.post("/mcp", content=json.dumps(message), headers=headers)
+
+
+def records_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def calls(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (r["method"], r.get("target"), r.get("outcome"), (r["error"] or {}).get("code"))
+        for r in records
+        if r["kind"] == "request"
+    ]
+
+
+async def test_each_outcome_is_recorded_with_its_target(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    async with serve(path) as client:
+        await modern_call(client, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await modern_call(client, "tools/call", {"name": "refuse", "arguments": {}})
+        await modern_call(client, "tools/call", {"name": "explode", "arguments": {}})
+        await modern_call(client, "tools/call", {"name": "nope", "arguments": {}})
+        await modern_call(client, "prompts/get", {"name": "greet", "arguments": {"name": "a"}})
+        await modern_call(client, "prompts/get", {"name": "broken", "arguments": {"name": "a"}})
+        await modern_call(client, "resources/read", {"uri": "test://doc"})
+        await modern_call(client, "resources/read", {"uri": "test://page/7"})
+        await modern_call(client, "resources/read", {"uri": "test://missing"})
+        asked = await modern_call(client, "tools/call", {"name": "ask"}, capabilities=ELICIT)
+        assert asked.json()["result"]["resultType"] == "input_required"
+    assert calls(records_of(path)) == [
+        ("tools/call", "echo", "ok", None),
+        ("tools/call", "refuse", "is_error", None),
+        ("tools/call", "explode", "crash", None),
+        ("tools/call", "nope", "error", -32602),
+        ("prompts/get", "greet", "ok", None),
+        ("prompts/get", "broken", "crash", -32603),
+        ("resources/read", "test://doc", "ok", None),
+        ("resources/read", "test://page/{number}", "ok", None),
+        ("resources/read", None, "error", -32602),
+        ("tools/call", "ask", "input_required", None),
+    ]
+
+
+async def test_a_streamed_call_has_its_outcome_and_first_message_time_on_its_stream_record(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "records.jsonl"
+    async with serve(path) as client:
+        response = await modern_call(client, "tools/call", {"name": "slow"}, progress=True)
+        assert response.headers["content-type"].startswith("text/event-stream")
+    request, ended = records_of(path)
+    assert (request["kind"], request["streaming"]) == ("request", True)
+    # Written when the stream opened: the outcome was not known yet.
+    assert (request["target"], request["outcome"]) == ("slow", None)
+    assert ended["kind"] == "stream"
+    assert (ended["target"], ended["outcome"], ended["error"]) == ("slow", "ok", None)
+    assert 15 <= ended["ttfb_ms"] <= ended["open_ms"]
+
+
+async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    async with serve(path) as client:
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "legacy-fields", "version": "1"},
+            },
+        }
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        opened = await client.post("/mcp", content=json.dumps(initialize), headers=headers)
+        headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        headers["MCP-Protocol-Version"] = LEGACY
+        for number, (method, params) in enumerate(
+            [
+                ("tools/call", {"name": "refuse", "arguments": {}}),
+                ("tools/call", {"name": "explode", "arguments": {}}),
+                ("resources/read", {"uri": "test://missing"}),
+            ],
+            1,
+        ):
+            message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+            await client.post("/mcp", content=json.dumps(message), headers=headers)
+    found = [c for c in calls(records_of(path)) if c[0] in NAME_FIELD]
+    assert found == [
+        ("tools/call", "refuse", "is_error", None),
+        ("tools/call", "explode", "crash", None),
+        ("resources/read", None, "error", -32002),
+    ]
+
+
+async def test_other_methods_carry_no_call_fields(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    async with serve(path) as client:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/list",
+        }
+        await client.post("/mcp", content=json.dumps(message), headers=headers)
+    [record] = records_of(path)
+    assert "target" not in record
+    assert "outcome" not in record
+
+
+def test_notes_go_to_the_current_draft_only() -> None:
+    # Outside a request nothing is noted, and nothing fails.
+    note_target("x")
+    note_outcome("ok")
+    assert noted({"isError": True}) == {"isError": True}
+    draft = Draft("POST", "/mcp", None, None, None)
+    token = CALL_NOTE.set(draft)
+    try:
+        note_target("t" * 500)
+        note_outcome("crash")
+        noted({"isError": True})  # a crash stays a crash
+    finally:
+        CALL_NOTE.reset(token)
+    assert draft.target == "t" * 200
+    assert draft.outcome == "crash"
