@@ -228,12 +228,7 @@ class Metrics:
         ended = item.ended_clock
         self._count(kind, None if ended is None else ended - item.clock)
         if method == "tools/call" and not item.streaming:  # a stream's: at its end
-            target = getattr(item, "target", None)
-            if target is None and type(item.params) is dict:
-                target = item.params.get("name")
-            call_outcome = getattr(item, "call_outcome", None)
-            outcome = call_outcome() if call_outcome is not None else None
-            self._tool_outcome(target, outcome, code)
+            self._tool_outcome(item.target, item.call_outcome(), code)
 
     def _observe_record(self, record: dict[str, Any]) -> None:
         method = record.get("method")

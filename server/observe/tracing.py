@@ -25,7 +25,6 @@ from typing import Any
 
 from server.errors import ConfigurationError
 
-INTERNAL_ERROR = -32603
 MISSING = "MCP_OTEL=true needs the otel extra: pip install 'mcp-http-server[otel]'"
 
 
@@ -66,9 +65,7 @@ class Tracing:
         if type(item) is dict:
             return  # a stream's records: its draft is the one traced, when the stream opens
         method = item.method or "(unknown)"
-        target = getattr(item, "target", None)
-        if target is None and type(item.params) is dict:
-            target = item.params.get("name") if method in ("tools/call", "prompts/get") else None
+        target = item.target
         parent = None
         if item.traceparent is not None:
             parent = self.propagator.extract({"traceparent": item.traceparent})
@@ -106,8 +103,7 @@ class Tracing:
                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": target},
                 start_time=start,
             )
-            outcome = getattr(item, "outcome", None)
-            if outcome in ("crash", "is_error") or item.error_code == INTERNAL_ERROR:
+            if item.call_outcome() in ("crash", "is_error", "error"):
                 tool.set_status(self.error_status)
             tool.end(end_time=end)
         span.end(end_time=end)

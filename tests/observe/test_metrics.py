@@ -136,9 +136,8 @@ async def test_a_known_mix_of_requests_is_counted_by_era_method_status_and_tool_
 
 
 async def test_tool_outcomes_tell_is_error_and_crash_apart() -> None:
-    # What a call came to is noted by the code that runs it (server.call_note, from the report
-    # branch); a crashing tool answers with an isError result like a refusing one.
-    pytest.importorskip("server.call_note")
+    # What a call came to is noted by the code that runs it (server.call_note): a crashing tool
+    # answers with an isError result like a refusing one.
     async with serve() as (client, _):
         await post(client, "tools/call", {"name": "explode", "arguments": {}})
         await post(client, "tools/call", {"name": "echo", "arguments": {}})  # text missing
