@@ -44,6 +44,8 @@ from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
+from server.observe import record_observer
+from server.observe.metrics import Metrics, MetricsEndpoint, state_readers
 from server.pagination import Pager
 from server.records.lines import LineWriter
 from server.records.privacy import Privacy
@@ -175,6 +177,7 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
+        self.metrics = Metrics(lambda name: name in catalog.tools)
         # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
         self.live: LiveReport | None = None
         self.live_tail: Any = None
@@ -203,7 +206,9 @@ class Application:
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
             line=LineWriter(privacy).line,
+            observer=record_observer(self.metrics if settings.metrics else None, settings.otel),
         )
+        self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
         self.endpoint = McpEndpoint(
             ModernHttp(
                 self.modern,
@@ -257,10 +262,14 @@ class Application:
         # Started by begin_shutdown: running tasks finish, or are failed, within the drain.
         self._tasks_drained: asyncio.Future[None] | None = None
         probes = Probes(self, self.recorder, self.shared, self.gate)
+        metrics_networks = parse_networks(settings.metrics_networks)
+        proxies = self.endpoint.options.trusted_proxies
+        metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", probes.healthz, methods=["GET"]),
                 Route("/readyz", probes.readyz, methods=["GET"]),
+                *([Route("/metrics", metrics_endpoint)] if settings.metrics else []),
                 *(
                     Route(path, probes.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)

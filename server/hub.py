@@ -132,6 +132,10 @@ class Hub:
     def __len__(self) -> int:
         return len(self._streams) + len(self._listeners)
 
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
     def attach(self, frame: Callable[[Event], bytes | None]) -> Stream:
         stream = Stream(frame, self.capacity)
         if self._closed_reason is not None:

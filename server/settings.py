@@ -119,6 +119,10 @@ class Settings(BaseSettings):
         "privatekey",
     ]
     trusted_proxies: CommaList = []
+    # GET /metrics (Prometheus); answered only to these networks, 404 to others.
+    metrics: bool = True
+    metrics_networks: CommaList = ["127.0.0.1", "::1"]
+    otel: bool = False  # OpenTelemetry spans (the otel extra; OTEL_* configure the export)
 
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
@@ -181,6 +185,7 @@ class Settings(BaseSettings):
         "records",
         "records_redact",
         "trusted_proxies",
+        "metrics_networks",
         "rate_limit_exempt",
         "auth_tokens",
         "auth_token_scopes",

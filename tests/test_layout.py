@@ -66,8 +66,9 @@ RANKS: tuple[tuple[str, ...], ...] = (
     # 5: the HTTP shell, the only ASGI code besides wiring and serving; the report (it reads
     # only the records' schema, and the app serves it live)
     ("transport", "report"),
-    # 6: wiring, and running it under uvicorn (serving imports app, never the reverse)
-    ("app", "serving"),
+    # 6: wiring, and running it under uvicorn (serving imports app, never the reverse); what
+    # the server tells of itself (metrics, spans), an observer of the records and the state
+    ("app", "serving", "observe"),
     # 7: the command line and the one-request client it runs; the in-memory
     # client for testing a catalog
     ("__main__", "client_cli", "testing"),

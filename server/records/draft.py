@@ -22,12 +22,13 @@ less work.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.asgi import ASGIMessage, Receive, Send
+from server.asgi import ASGIMessage, Headers, Receive, Send
 from server.jsonrpc import Message, Notification, Request, Response
 from server.protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from server.records.schema import (
@@ -46,6 +47,13 @@ INTERNAL_ERROR = -32603
 
 # The request path only takes a number; the record writer formats it (see Draft.request_id).
 _next_serial = itertools.count(1).__next__
+# An X-Request-Id a trusted proxy sent is kept when it is this (else the server makes one):
+# the usual forms (UUIDs, hex, a load balancer's Root=1-...), nothing a log line could break on.
+INBOUND_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+# W3C Trace Context: version-traceid-parentid-flags (version ff is invalid, all-zero ids too).
+TRACEPARENT = re.compile(
+    r"(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}"
+)
 
 
 @dataclass(slots=True)
@@ -82,6 +90,9 @@ class Draft:
     outcome: str | None = None
     # The task this request created or looked at, as the answer left it: {"id", "status"}.
     task: dict[str, str] | None = None
+    # The id a trusted proxy gave the request (X-Request-Id), and the caller's trace context.
+    inbound_id: str | None = None
+    traceparent: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -106,7 +117,23 @@ class Draft:
 
     @property
     def request_id(self) -> str:
-        return request_id_of(self.serial)
+        return self.inbound_id or request_id_of(self.serial)
+
+    def carry(self, headers: Headers, from_trusted_proxy: bool) -> None:
+        """Keep the request's X-Request-Id (only a trusted proxy's: anyone else could pick
+        another request's id) and its W3C ``traceparent`` header."""
+        traceparent = headers.get(b"traceparent")
+        if traceparent is not None:
+            self.set_traceparent(traceparent.decode("latin-1"))
+        inbound = headers.get(b"x-request-id") if from_trusted_proxy else None
+        if inbound is not None:
+            text = inbound.decode("latin-1")
+            if INBOUND_REQUEST_ID.fullmatch(text):
+                self.inbound_id = text
+
+    def set_traceparent(self, value: Any) -> None:
+        if self.traceparent is None and type(value) is str and TRACEPARENT.fullmatch(value):
+            self.traceparent = value
 
     def describe(self, message: Message | list[Message]) -> None:
         """What the request is, as far as its body says, before anything can reject it."""
@@ -133,6 +160,9 @@ class Draft:
             version = meta.get(META_PROTOCOL_VERSION)
             self.body_version = version if isinstance(version, str) else None
             self.set_client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
+        if isinstance(meta, dict) and "traceparent" in meta:
+            # Where MCP puts trace context in a message (the header's wins when both are sent).
+            self.set_traceparent(meta["traceparent"])
 
     def set_client(self, info: Any, capabilities: Any) -> None:
         """The client's name, version and capabilities as it declared them."""
@@ -203,6 +233,8 @@ class Draft:
             record["outcome"] = self.call_outcome()
         if self.task is not None:
             record["task"] = self.task
+        if self.traceparent is not None:
+            record["traceparent"] = self.traceparent
         return record
 
     def stream_record(self) -> dict[str, Any]:
@@ -281,6 +313,11 @@ class Draft:
             kind = message["type"]
             if kind == "http.response.start":
                 self.status = message["status"]
+                # The id of this request's record and log lines, for the client to quote.
+                message["headers"] = [
+                    *message.get("headers", ()),
+                    (b"x-request-id", self.request_id.encode()),
+                ]
                 for name, value in message.get("headers", ()):
                     if name == b"content-type" and value.startswith(b"text/event-stream"):
                         self.streaming = True

@@ -190,7 +190,7 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         # Copying it and setting what changes costs less than a dict display of every field.
         record = template.copy()
         record["time"] = iso_time(draft.started)
-        record["request_id"] = request_id_of(draft.serial)
+        record["request_id"] = draft.inbound_id or request_id_of(draft.serial)
         record["status"] = draft.status
         # Client-chosen: clipped when long (a length check each, clip() only then).
         method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id
@@ -219,18 +219,25 @@ def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None
         record["bytes_out"] = draft.bytes_out
         record["streaming"] = draft.streaming
         record["params"] = written
-        if draft.batch_size is not None:
-            record["batch_size"] = draft.batch_size
-        if draft.advertised is not None:
-            record["advertised"] = draft.advertised
-        if draft.method in CALL_METHODS:
-            record["target"] = draft.target
-            record["outcome"] = draft.call_outcome()
-        if draft.task is not None:
-            record["task"] = draft.task
+        _optional_fields(draft, record)
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return None
+
+
+def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
+    """The fields a request record has only for some requests, in Draft.request_record's order."""
+    if draft.batch_size is not None:
+        record["batch_size"] = draft.batch_size
+    if draft.advertised is not None:
+        record["advertised"] = draft.advertised
+    if draft.method in CALL_METHODS:
+        record["target"] = draft.target
+        record["outcome"] = draft.call_outcome()
+    if draft.task is not None:
+        record["task"] = draft.task
+    if draft.traceparent is not None:
+        record["traceparent"] = draft.traceparent
 
 
 def _apply_privacy(

@@ -53,8 +53,11 @@ class Recorder:
         flush_s: float = FLUSH_S,
         prepare: Callable[[dict[str, Any]], None] | None = None,
         line: Callable[[Deferred], bytes | None] | None = None,
+        observer: Callable[[dict[str, Any] | Deferred], None] | None = None,
     ) -> None:
         self.sinks = sinks
+        # Told of every record handed over, sinks or not (the metrics count requests here).
+        self._observer = observer
         # Work a record needs before it is written (privacy rules), done here in the writer
         # thread so the request path only hands the record over.
         self._prepare = prepare
@@ -68,10 +71,12 @@ class Recorder:
         self._wakeup = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self.accepted = 0  # records queued
         self.written = 0  # records at least one sink wrote
         self.dropped = 0  # records refused because the queue was full
         self.failed = 0  # (record, sink) pairs a failing sink could not write
         self.backlog = 0  # lines sinks kept to write later (see SinkBacklogged)
+        self.backlogged = 0  # lines that ever joined a sink's backlog
         # Failing sinks, and how: "open" failures clear when the sink opens again; "write"
         # failures (a full disk opens fine) only when a write succeeds. And why: the latest
         # failure's message, for /readyz.
@@ -114,12 +119,15 @@ class Recorder:
 
     def record(self, record: dict[str, Any] | Deferred) -> None:
         """Never blocks: the request path hands the record over and moves on."""
+        if self._observer is not None:
+            self._observer(record)
         if not self.sinks:
             return
         if len(self._queue) >= self.capacity:
             self.dropped += 1
             return
         self._queue.append(record)
+        self.accepted += 1
         # Past a batch, until the writer drains, only the first record sets the event (set
         # takes a lock and notifies, on the event loop).
         if len(self._queue) >= self.batch and not self._wakeup.is_set():
@@ -265,6 +273,7 @@ class Recorder:
         delivered = before + added - backlog - shed
         self.written += self._take(held, delivered)
         if added:
+            self.backlogged += added
             if held and held[-1][1] == written:
                 held[-1][0] += added
             else:

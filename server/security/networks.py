@@ -40,6 +40,8 @@ def client_address(
 
 def in_networks(address: str, networks: tuple[Network, ...]) -> bool:
     """Whether ``address`` is in one of ``networks`` (False for what is not an address)."""
+    if not networks:
+        return False  # asked on every request: no parsing when nothing is configured
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:

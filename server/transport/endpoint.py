@@ -27,7 +27,7 @@ from server.records.draft import Draft
 from server.records.recorder import Recorder
 from server.security.auth import Principal
 from server.security.gate import Gate
-from server.security.networks import Network, client_address
+from server.security.networks import Network, client_address, in_networks
 from server.transport.guards import (
     HostGuard,
     check_content_type,
@@ -170,6 +170,9 @@ class McpEndpoint:
                 self.options.trusted_proxies,
             ),
             header_text(headers, b"mcp-protocol-version"),
+        )
+        draft.carry(
+            headers, peer is not None and in_networks(peer[0], self.options.trusted_proxies)
         )
         bind_request(draft)  # the server's log lines name the request (server.logs)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.

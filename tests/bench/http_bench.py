@@ -14,6 +14,8 @@ machine spreads over all of them. The servers:
   into a temp dir; no gzip on rotation, so no compression burst lands in another server's run)
   and off (``MCP_RECORDS=none``); the probe catalog for ``tools/call`` of ``echo``, and a
   catalog module this script writes for ``tools/list`` with 1 and 100 tools;
+- ``this-met``: as ``this+rec`` with the metrics off (``MCP_METRICS=false``), for the cost of
+  counting every request for ``/metrics`` (``this+rec`` counts them);
 - ``limit``: a bare ASGI callable (uvicorn, uvloop, httptools, orjson) that parses the body for
   the id and answers a fixed result spliced from cached bytes, no validation: the ceiling;
 - ``sdk``: the official SDK (``mcp==2.3.0``, installed by this script into
@@ -69,7 +71,9 @@ META = {
 ACCEPT = "application/json, text/event-stream"
 LIMIT_NAME, SDK_NAME = "limit", "sdk"
 THIS_REC, THIS_NOREC = "this+rec", "this-rec"
-VARIANTS = (THIS_REC, THIS_NOREC, LIMIT_NAME, SDK_NAME)
+THIS_NOMET = "this-met"  # records on, /metrics off (MCP_METRICS=false): what counting costs
+THIS = (THIS_REC, THIS_NOREC, THIS_NOMET)
+VARIANTS = (*THIS, LIMIT_NAME, SDK_NAME)
 
 
 def compact(value: Any) -> str:
@@ -598,7 +602,7 @@ class Bench:
         self.limit_results: dict[str, Any] = {}
 
     def this_proc(self, variant: str, catalog: str) -> Proc:
-        records = variant == THIS_REC
+        records = variant in (THIS_REC, THIS_NOMET)
         name = f"{variant}/{catalog}"
         slug = name.replace("/", "-").replace("+", "p")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
@@ -617,6 +621,7 @@ class Bench:
                 "MCP_CATALOG": spec[catalog],
                 "MCP_RECORDS": "file" if records else "none",
                 "MCP_RECORDS_FILE": str(records_file),
+                "MCP_METRICS": "false" if variant == THIS_NOMET else "true",
                 "MCP_RECORDS_COMPRESS": "false",
                 "MCP_RECORDS_BACKUPS": "1",
                 "MCP_DRAIN_TIMEOUT_S": "2",
@@ -640,7 +645,7 @@ class Bench:
 
     def start_all(self, catalogs: list[str], with_sdk: bool) -> None:
         for catalog in catalogs:
-            for variant in (THIS_REC, THIS_NOREC):
+            for variant in THIS:
                 self.procs[(variant, catalog)] = self.this_proc(variant, catalog)
             if with_sdk:
                 assert self.sdk_python is not None
@@ -849,6 +854,12 @@ def report(
             ratio((name, SDK_NAME, 64), (name, THIS_REC, 64), p99),
             5,
         )
+    lines.append("targets (issue 19):")
+    check(
+        "tools/call, 16 conns: metrics on / metrics off",
+        ratio(("call", THIS_REC, 16), ("call", THIS_NOMET, 16), med),
+        0.95,
+    )
     idle_this = idle.get(f"{THIS_REC}/probe")
     check("idle RSS MiB, this+rec/probe", idle_this, 60, above=False)
     return lines
@@ -893,11 +904,11 @@ class Measurement:
         catalogs = sorted({w.catalog for w in self.workloads})
         bench.start_all(catalogs, with_sdk=bench.sdk_python is not None)
         if "legacy" in self.args.workloads:
-            for variant in (THIS_REC, THIS_NOREC):
+            for variant in THIS:
                 bench.open_legacy_session(bench.procs[(variant, "probe")])
         sizes: dict[str, int] = {}
         # this server and the SDK first: the limit then serves this server's result bytes
-        for variants in ((THIS_REC, THIS_NOREC, SDK_NAME), (LIMIT_NAME,)):
+        for variants in ((*THIS, SDK_NAME), (LIMIT_NAME,)):
             if LIMIT_NAME in variants:
                 bench.start_limit()
             for workload in self.workloads:

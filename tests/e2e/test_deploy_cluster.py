@@ -375,3 +375,35 @@ def test_neither_proxy_routes_the_metrics_path() -> None:
         for path in rule["http"]["paths"]
     ]  # fmt: skip
     assert not any("/metrics".startswith(path) for path in ingress_paths)
+
+
+def test_the_agreed_metrics_are_what_the_server_exposes() -> None:
+    # The dashboard's names and labels against the server's own registry: one request of each
+    # kind, a tool call, a refusal, and the gauges with Redis on.
+    from server.observe.metrics import Metrics, StateReaders
+    from server.records.draft import Draft
+
+    metrics = Metrics(lambda name: name == "echo")
+    metrics.watch(
+        StateReaders(
+            listen_streams=lambda: 1,
+            legacy_get_streams=lambda: 0,
+            legacy_sessions=lambda: 2,
+            records=lambda: {"queued": 3, "written": 3, "dropped": 0, "backlogged": 0},
+            redis_up=lambda: True,
+            bus_lag_s=lambda: 0.01,
+        )
+    )
+    for method, status in (("tools/call", 200), ("tools/list", 429)):
+        draft = Draft("POST", "/mcp", None, "127.0.0.1", None)
+        draft.era, draft.method, draft.status = "modern", method, status
+        draft.params, draft.ended_clock = {"name": "echo"}, draft.clock
+        metrics.observe(draft)
+    exposed = {
+        family.name + ("_total" if family.type == "counter" else ""): set().union(
+            *(sample.labels for sample in family.samples)
+        )
+        - {"le"}
+        for family in metrics.registry.collect()
+    }
+    assert exposed == METRICS

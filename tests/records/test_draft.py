@@ -42,7 +42,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
-OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task"}
+OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task", "traceparent"}
 # What app.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
@@ -338,11 +338,13 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft.advertised = ["initialize", "tools/list"]
     draft.method = "tools/call"
     draft.task = {"id": "t-1", "status": "working"}
+    draft.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
     assert record["batch_size"] == 3
     assert record["advertised"] == ["initialize", "tools/list"]
     assert record["task"] == {"id": "t-1", "status": "working"}
+    assert record["traceparent"] == draft.traceparent
 
 
 def test_stream_record_has_exactly_the_documented_fields() -> None:

@@ -98,6 +98,15 @@ async def test_a_message_reaches_the_other_replica_and_not_its_sender(cluster: C
     }
 
 
+async def test_the_bus_lag_is_measured_on_the_senders_own_messages(cluster: Cluster) -> None:
+    one, two = await cluster.started(2)
+    assert one.bus.lag_s is None
+    one.bus.publish("change", {"kind": "tools", "uri": None})
+    await wait_until(lambda: one.bus.lag_s is not None)
+    assert 0 <= one.bus.lag_s < 10
+    assert two.bus.lag_s is None  # it heard one's message, but its own clock did not send it
+
+
 async def test_every_other_replica_hears_a_message(cluster: Cluster) -> None:
     one, two, three = await cluster.started(3)
     one.bus.publish("subs", {"sid": "s", "add": "file:///a"})

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from typing import Any
 
 import orjson
@@ -39,12 +40,15 @@ class RedisBus:
         self.delivered = 0
         self.dropped = 0  # not published: queue full or Redis away
         self.subscribed = False
+        # From publishing a message to hearing it back, the last time (the sender's own clock:
+        # no skew between replicas); None until one came back.
+        self.lag_s: float | None = None
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         if self._queue is None:
             self.dropped += 1
             return
-        message = orjson.dumps({"o": self.origin, "k": kind, "d": data})
+        message = orjson.dumps({"o": self.origin, "k": kind, "d": data, "t": time.monotonic()})
         try:
             self._queue.put_nowait(message)
         except asyncio.QueueFull:
@@ -144,6 +148,9 @@ class RedisBus:
         try:
             event = orjson.loads(message["data"])
             if event["o"] == self.origin:
+                sent = event.get("t")
+                if type(sent) is float:
+                    self.lag_s = max(0.0, time.monotonic() - sent)
                 return
             kind, data = event["k"], event["d"]
             if not isinstance(kind, str) or not isinstance(data, dict):

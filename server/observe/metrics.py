@@ -1,0 +1,363 @@
+"""``/metrics`` in the Prometheus text format, made with ``prometheus-client``.
+
+Counting costs the request path one call per finished request: the recorder hands every
+record it is given to :meth:`Metrics.observe` (the same hand-over the records take, so every
+request is counted whatever happened to it), which reads the draft's fields and bumps
+children cached by label values. Gauges (open streams, legacy sessions, Redis, the records'
+queue) are read at scrape time by :class:`StateCollector` from the numbers the hub, the
+runtimes, the recorder and the Redis link already keep.
+
+Label values are bounded: methods from the protocol's method set (else ``other``), tool names
+from the catalog (else ``other``), outcomes and refusal reasons from fixed sets.
+
+Several processes (gunicorn workers): when ``PROMETHEUS_MULTIPROC_DIR`` is set (the library's
+own switch, read by ``prometheus-client`` when imported), the counters and histograms live in
+its files and a scrape sums them over every worker (``MultiProcessCollector``); the gauges are
+the answering worker's (see README).
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    values,
+)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from server.asgi import Receive, Scope, Send
+from server.hub import Hub
+from server.legacy.runtime import Runtimes
+from server.protocol import LEGACY_METHODS, MODERN_METHODS
+from server.records.recorder import Recorder
+from server.security.networks import Network, client_address, in_networks
+from server.state import SharedState
+
+KNOWN_METHODS = frozenset(
+    {
+        *MODERN_METHODS,
+        *LEGACY_METHODS,
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+OTHER = "other"
+INTERNAL_ERROR = -32603  # what a handler that raised is answered with (server.errors)
+REFUSALS = {401: "auth", 403: "forbidden", 413: "too_large", 429: "rate_limit"}
+# Request durations: MCP calls run from a millisecond (tools/list) to minutes (a slow tool).
+KIND_LABELS = ["era", "method", "status", "outcome"]
+REQUESTS_HELP = "Requests on the MCP endpoint."
+DURATION_HELP = "Time to answer a request (to the stream's opening for a stream)."
+TOOLS_HELP = "tools/call by tool and outcome."
+REFUSALS_HELP = "Requests refused, by reason."
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+BOUNDS = (*(repr(float(bound)) for bound in BUCKETS), "+Inf")  # the "le" labels
+
+
+def multiprocess() -> bool:
+    """Whether prometheus-client keeps its values in files (``PROMETHEUS_MULTIPROC_DIR``)."""
+    return bool(getattr(values.ValueClass, "_multiprocess", False))
+
+
+@dataclass(frozen=True, slots=True)
+class StateReaders:
+    """Where the gauges' numbers are, read at scrape time."""
+
+    listen_streams: Callable[[], int]
+    legacy_get_streams: Callable[[], int]
+    legacy_sessions: Callable[[], int]
+    records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
+    redis_up: Callable[[], bool | None]  # None: no Redis configured
+    bus_lag_s: Callable[[], float | None]  # None: not measured
+
+
+class _Tallies(Collector):
+    """The request counts of one process, at scrape time (:meth:`Metrics.collect`)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        return self.metrics.collect()
+
+
+class StateCollector(Collector):
+    """The gauges, and the records' counters, from the state the server already keeps."""
+
+    def __init__(self, readers: StateReaders) -> None:
+        self.readers = readers
+
+    def collect(self) -> Iterable[Metric]:
+        read = self.readers
+        streams = GaugeMetricFamily("mcp_open_streams", "Open SSE streams.", labels=["kind"])
+        streams.add_metric(["listen"], read.listen_streams())
+        streams.add_metric(["legacy_get"], read.legacy_get_streams())
+        yield streams
+        yield GaugeMetricFamily(
+            "mcp_legacy_sessions", "Legacy sessions live here.", value=read.legacy_sessions()
+        )
+        records = CounterMetricFamily(
+            "mcp_records", "Request records by what became of them.", labels=["state"]
+        )
+        for state, count in read.records().items():
+            records.add_metric([state], count)
+        yield records
+        up = read.redis_up()
+        if up is not None:
+            yield GaugeMetricFamily("mcp_redis_up", "1 while Redis answers.", value=float(up))
+        lag = read.bus_lag_s()
+        if lag is not None:
+            yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
+
+
+class Kind:
+    """One kind of request (era, method, status, error code): its labels, and in one process
+    its counts as plain numbers (cheaper than the library's locked values; the scrape turns
+    them into the library's metric families)."""
+
+    __slots__ = ("buckets", "children", "count", "labels", "refusal", "seconds")
+
+    def __init__(self, labels: tuple[str, str, str, str], refusal: str | None) -> None:
+        self.labels = labels
+        self.refusal = refusal
+        self.count = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(BUCKETS) + 1)  # the last: above every bound (+Inf)
+        self.children: tuple[Any, Any, Any] | None = None  # multiprocess: the library's
+
+
+class Metrics:
+    """The request counters and histogram, fed from finished records, and the scrape.
+
+    In one process the counts are plain numbers that :meth:`collect` hands the library at
+    scrape time; with ``PROMETHEUS_MULTIPROC_DIR`` they are the library's own metrics, whose
+    values live in the files every worker's scrape sums."""
+
+    def __init__(self, known_tool: Callable[[str], bool]) -> None:
+        self.known_tool = known_tool
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._kinds: dict[tuple[Any, ...], Kind] = {}
+        self._tools: dict[tuple[str, str], int] = {}
+        self.files = multiprocess()
+        if not self.files:
+            self.registry.register(_Tallies(self))
+            return
+        MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
+        # Not registered: MultiProcessCollector reads their files (registering would count
+        # them twice).
+        self.requests = Counter("mcp_requests", REQUESTS_HELP, KIND_LABELS, registry=None)
+        self.duration = Histogram(
+            "mcp_request_duration_seconds",
+            DURATION_HELP,
+            ["method"],
+            buckets=BUCKETS,
+            registry=None,
+        )
+        self.tool_calls = Counter("mcp_tool_calls", TOOLS_HELP, ["tool", "outcome"], registry=None)
+        self.refusals = Counter("mcp_refusals", REFUSALS_HELP, ["reason"], registry=None)
+        self._children: dict[tuple[str, str], Any] = {}
+
+    def watch(self, readers: StateReaders) -> None:
+        """Report the gauges ``readers`` read, at every scrape."""
+        self.registry.register(StateCollector(readers))
+
+    def _kind(self, key: tuple[str | None, str, int, int | None]) -> Kind:
+        # Every part is the server's own (era, a known method or "other", the status and error
+        # code it sent), so there are few kinds and no cap is needed.
+        era, method, status, code = key
+        if code == INTERNAL_ERROR or status >= 500:
+            outcome = "crash"
+        elif code is not None or status >= 400:
+            outcome = "error"
+        else:
+            outcome = "ok"
+        kind = self._kinds[key] = Kind(
+            (era or "none", method, str(status), outcome), REFUSALS.get(status)
+        )
+        if self.files:
+            kind.children = (
+                self.requests.labels(*kind.labels),
+                self.duration.labels(method),
+                None if kind.refusal is None else self.refusals.labels(kind.refusal),
+            )
+        return kind
+
+    def _count(self, kind: Kind, seconds: float | None) -> None:
+        if kind.children is None:
+            kind.count += 1
+            if seconds is not None:
+                kind.seconds += seconds
+                kind.buckets[bisect_left(BUCKETS, seconds)] += 1
+            return
+        requests, duration, refusals = kind.children
+        requests.inc()
+        if seconds is not None:
+            duration.observe(seconds)
+        if refusals is not None:
+            refusals.inc()
+
+    def observe(self, item: Any) -> None:
+        """Count one record the recorder was handed: a finished request's draft, or a built
+        record (a stream's request record at its opening, its stream record at its end)."""
+        if type(item) is dict:
+            self._observe_record(item)
+            return
+        method = item.method
+        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        code = item.error_code
+        key = (item.era, label, item.status or 0, code)
+        kind = self._kinds.get(key) or self._kind(key)
+        ended = item.ended_clock
+        self._count(kind, None if ended is None else ended - item.clock)
+        if method == "tools/call" and not item.streaming:  # a stream's: at its end
+            self._tool_outcome(item.target, item.call_outcome(), code)
+
+    def _observe_record(self, record: dict[str, Any]) -> None:
+        method = record.get("method")
+        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        error = record.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        if record.get("kind") == "stream":
+            # A streamed call's outcome is known when its stream ends.
+            if method == "tools/call":
+                self._tool_outcome(record.get("target"), record.get("outcome"), code)
+            return
+        key = (record.get("era"), label, record.get("status") or 0, code)
+        kind = self._kinds.get(key) or self._kind(key)
+        self._count(kind, record.get("duration_ms", 0) / 1000)
+
+    def _tool_outcome(self, target: Any, outcome: Any, code: int | None) -> None:
+        tool = target if type(target) is str and self.known_tool(target) else OTHER
+        if outcome is None or outcome == "error":
+            outcome = "ok" if code is None else "crash" if code == INTERNAL_ERROR else "error"
+        key = (tool, str(outcome))
+        if not self.files:
+            self._tools[key] = self._tools.get(key, 0) + 1
+            return
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.tool_calls.labels(*key)
+        child.inc()
+
+    def collect(self) -> Iterator[Metric]:
+        """In one process: the counts as the library's metric families."""
+        requests = CounterMetricFamily("mcp_requests", REQUESTS_HELP, labels=KIND_LABELS)
+        by_labels: dict[tuple[str, ...], int] = {}
+        refused: dict[str, int] = {}
+        by_method: dict[str, tuple[list[int], float]] = {}
+        for kind in list(self._kinds.values()):
+            by_labels[kind.labels] = by_labels.get(kind.labels, 0) + kind.count
+            if kind.refusal is not None:
+                refused[kind.refusal] = refused.get(kind.refusal, 0) + kind.count
+            buckets, seconds = by_method.get(kind.labels[1], ([0] * len(kind.buckets), 0.0))
+            buckets = [a + b for a, b in zip(buckets, kind.buckets, strict=True)]
+            by_method[kind.labels[1]] = (buckets, seconds + kind.seconds)
+        for labels, count in by_labels.items():
+            requests.add_metric(list(labels), count)
+        yield requests
+        duration = HistogramMetricFamily(
+            "mcp_request_duration_seconds", DURATION_HELP, labels=["method"]
+        )
+        for method, (buckets, seconds) in by_method.items():
+            cumulative = list(itertools.accumulate(buckets))
+            duration.add_metric([method], list(zip(BOUNDS, cumulative, strict=True)), seconds)
+        yield duration
+        tools = CounterMetricFamily("mcp_tool_calls", TOOLS_HELP, labels=["tool", "outcome"])
+        for labels, count in list(self._tools.items()):
+            tools.add_metric(list(labels), count)
+        yield tools
+        refusals = CounterMetricFamily("mcp_refusals", REFUSALS_HELP, labels=["reason"])
+        for reason, count in refused.items():
+            refusals.add_metric([reason], count)
+        yield refusals
+
+    def scrape(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def samples(self) -> Iterator[tuple[str, dict[str, str], float]]:
+        """Every sample of a scrape (tests and the README's metric list)."""
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                yield sample.name, sample.labels, sample.value
+
+
+class MetricsEndpoint:
+    """``GET /metrics``, answered only to clients in ``networks`` (loopback by default; the
+    forwarded address behind a trusted proxy, so a proxy on the same host opens nothing);
+    others get 404, as if there were nothing there."""
+
+    def __init__(
+        self, metrics: Metrics, networks: tuple[Network, ...], proxies: tuple[Network, ...]
+    ) -> None:
+        self.metrics = metrics
+        self.networks = networks
+        self.proxies = proxies
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        peer = scope.get("client")
+        forwarded = None
+        for name, value in scope.get("headers", ()):
+            if name == b"x-forwarded-for":
+                forwarded = value.decode("latin-1")
+        address = client_address(peer[0] if peer else None, forwarded, self.proxies)
+        if address is None or not in_networks(address, self.networks):
+            status, body, kind = 404, b"Not Found", b"text/plain; charset=utf-8"
+        elif scope.get("method") not in ("GET", "HEAD"):
+            status, body, kind = 405, b"Method Not Allowed", b"text/plain; charset=utf-8"
+        else:
+            status, body, kind = 200, self.metrics.scrape(), CONTENT_TYPE_LATEST.encode()
+        headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body}
+        )
+
+
+def state_readers(
+    hub: Hub, runtimes: Runtimes, recorder: Recorder, shared: SharedState
+) -> StateReaders:
+    """The gauges' readers over the app's hub, legacy runtimes, records and shared state."""
+
+    def legacy_get_streams() -> int:
+        total = 0
+        for session_id in runtimes.ids():
+            runtime = runtimes.peek(session_id)
+            if runtime is not None:
+                total += runtime.standalone_followers
+        return total
+
+    def redis_up() -> bool | None:
+        link = shared.link
+        return None if link is None else bool(link.connected)
+
+    return StateReaders(
+        listen_streams=lambda: hub.open_streams,
+        legacy_get_streams=legacy_get_streams,
+        legacy_sessions=lambda: len(runtimes),
+        records=lambda: {
+            "queued": recorder.accepted,
+            "written": recorder.written,
+            "dropped": recorder.dropped,
+            "backlogged": recorder.backlogged,
+        },
+        redis_up=redis_up,
+        bus_lag_s=lambda: getattr(shared.bus, "lag_s", None),
+    )

@@ -1,0 +1,197 @@
+"""/metrics through the whole app in process: what a known mix of requests is counted as, the
+label values kept bounded, the networks it answers, and MCP_METRICS=false."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from server import Catalog
+from server.app import Application, create_app
+from server.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "metrics-test", "version": "1"},
+}
+
+
+def make_catalog() -> Catalog:
+    catalog = Catalog("metrics-test", "0.0.1")
+
+    @catalog.tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    @catalog.tool
+    async def explode() -> str:
+        """Crashes."""
+        raise RuntimeError("boom")
+
+    return catalog
+
+
+@contextlib.asynccontextmanager
+async def serve(**overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
+    settings = Settings(_env_file=None, records=[], **overrides)  # type: ignore[call-arg]
+    app = create_app(settings, make_catalog())
+    async with (
+        app.starlette.router.lifespan_context(app.starlette),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+        ) as client,
+    ):
+        yield client, app
+
+
+async def post(
+    client: httpx.AsyncClient, method: str, params: dict[str, Any] | None = None
+) -> httpx.Response:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": method,
+        "params": {**(params or {}), "_meta": META},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if method == "tools/call":
+        headers["Mcp-Name"] = str(message["params"]["name"])  # type: ignore[index]
+    return await client.post("/mcp", content=json.dumps(message), headers=headers)
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[sample.name, frozenset(sample.labels.items())] = sample.value
+    return found
+
+
+def value(
+    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    return found.get((name, frozenset(labels.items())), 0.0)
+
+
+async def test_a_known_mix_of_requests_is_counted_by_era_method_status_and_tool_outcome() -> None:
+    async with serve() as (client, _):
+        for _ in range(3):
+            assert (await post(client, "tools/list")).status_code == 200
+        for _ in range(2):
+            assert (
+                await post(client, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            ).status_code == 200
+        await post(client, "tools/call", {"name": "no-such-tool", "arguments": {}})
+        bad = await client.post(
+            "/mcp", content=b"{not json", headers={"Content-Type": "application/json"}
+        )
+        assert bad.status_code == 400
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=")
+    found = samples(response.text)
+    ok = {"era": "modern", "status": "200", "outcome": "ok"}
+    assert value(found, "mcp_requests_total", method="tools/list", **ok) == 3
+    assert value(found, "mcp_requests_total", method="tools/call", **ok) == 2
+    assert value(found, "mcp_tool_calls_total", tool="echo", outcome="ok") == 2
+    # A name the catalog does not have is folded into "other", whatever the client sent.
+    assert value(found, "mcp_tool_calls_total", tool="other", outcome="error") == 1
+    assert not any(labels and ("tool", "no-such-tool") in labels for _, labels in found)
+    assert value(found, "mcp_request_duration_seconds_count", method="tools/list") == 3
+    buckets = sorted(
+        (float(dict(labels)["le"]), v)
+        for (name, labels), v in found.items()
+        if name == "mcp_request_duration_seconds_bucket" and ("method", "tools/list") in labels
+    )
+    assert buckets[-1] == (float("inf"), 3)
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
+    assert 0 < value(found, "mcp_request_duration_seconds_sum", method="tools/list") < 30
+    assert (
+        sum(
+            v
+            for (name, labels), v in found.items()
+            if name == "mcp_requests_total" and ("status", "400") in labels
+        )
+        == 1
+    )
+    assert value(found, "mcp_open_streams", kind="listen") == 0
+    assert value(found, "mcp_legacy_sessions") == 0
+
+
+async def test_tool_outcomes_tell_is_error_and_crash_apart() -> None:
+    # What a call came to is noted by the code that runs it (server.call_note): a crashing tool
+    # answers with an isError result like a refusing one.
+    async with serve() as (client, _):
+        await post(client, "tools/call", {"name": "explode", "arguments": {}})
+        await post(client, "tools/call", {"name": "echo", "arguments": {}})  # text missing
+        await post(client, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        found = samples((await client.get("/metrics")).text)
+    assert value(found, "mcp_tool_calls_total", tool="explode", outcome="crash") == 1
+    assert value(found, "mcp_tool_calls_total", tool="echo", outcome="is_error") == 1
+    assert value(found, "mcp_tool_calls_total", tool="echo", outcome="ok") == 1
+
+
+async def test_method_labels_come_from_the_known_set() -> None:
+    async with serve() as (client, _):
+        for number in range(20):
+            await post(client, f"made/up/{number}")
+        found = samples((await client.get("/metrics")).text)
+    methods = {dict(labels).get("method") for name, labels in found if name == "mcp_requests_total"}
+    assert methods == {"other"}
+    assert sum(v for (name, _), v in found.items() if name == "mcp_requests_total") == 20
+
+
+async def test_refusals_are_counted_by_reason() -> None:
+    digest = "sha256:" + hashlib.sha256(b"a token nobody sends").hexdigest()
+    async with serve(auth="tokens", auth_tokens=[digest]) as (client, _):
+        for _ in range(2):
+            assert (await post(client, "tools/list")).status_code == 401
+        found = samples((await client.get("/metrics")).text)
+    assert value(found, "mcp_refusals_total", reason="auth") == 2
+    limits = {"rate_limit_rps": 0.001, "rate_limit_burst": 1, "rate_limit_exempt": []}
+    async with serve(**limits) as (client, _):
+        statuses = [(await post(client, "tools/list")).status_code for _ in range(3)]
+        found = samples((await client.get("/metrics")).text)
+    assert statuses == [200, 429, 429]
+    assert value(found, "mcp_refusals_total", reason="rate_limit") == 2
+
+
+async def test_metrics_answer_only_the_configured_networks() -> None:
+    async with serve(metrics_networks=["10.0.0.0/8"]) as (client, _):
+        assert (await client.get("/metrics")).status_code == 404
+    async with serve() as (client, _):
+        assert (await client.get("/metrics")).status_code == 200
+        # A client behind a proxy that is not trusted is the proxy: X-Forwarded-For is ignored.
+        forged = await client.get("/metrics", headers={"X-Forwarded-For": "203.0.113.9"})
+        assert forged.status_code == 200
+    async with serve(trusted_proxies=["127.0.0.1"]) as (client, _):
+        # Behind a trusted proxy on this host, the forwarded client is who asks.
+        remote = await client.get("/metrics", headers={"X-Forwarded-For": "203.0.113.9"})
+        assert remote.status_code == 404
+
+
+async def test_metrics_off_means_no_path_and_no_counting() -> None:
+    async with serve(metrics=False) as (client, app):
+        await post(client, "tools/list")
+        assert (await client.get("/metrics")).status_code == 404
+        found = dict(
+            ((name, frozenset(labels.items())), v) for name, labels, v in app.metrics.samples()
+        )
+    assert sum(v for (name, _), v in found.items() if name == "mcp_requests_total") == 0
