@@ -34,6 +34,7 @@ from server.protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PRO
 from server.records.schema import (
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
+    MAX_KEPT_BODY,
     SCHEMA_VERSION,
     clip,
     iso_time,
@@ -151,15 +152,21 @@ class Draft:
             self.jsonrpc_id = message.id
         # Raw here; the record writer applies the privacy rules off the request path.
         params = self.params = message.params
+        # A huge body is kept by its size only (MAX_KEPT_BODY): never queued, never walked.
+        oversized = self.bytes_in > MAX_KEPT_BODY
+        if oversized:
+            self.params = {"_truncated": True, "bytes": self.bytes_in}
         meta = params.get("_meta")
         if message.method == "initialize":
             version = params.get("protocolVersion")
             self.body_version = version if isinstance(version, str) else None
-            self.set_client(params.get("clientInfo"), params.get("capabilities"))
+            capabilities = self.params if oversized else params.get("capabilities")
+            self.set_client(params.get("clientInfo"), capabilities)
         elif isinstance(meta, dict):
             version = meta.get(META_PROTOCOL_VERSION)
             self.body_version = version if isinstance(version, str) else None
-            self.set_client(meta.get(META_CLIENT_INFO), meta.get(META_CLIENT_CAPABILITIES))
+            capabilities = self.params if oversized else meta.get(META_CLIENT_CAPABILITIES)
+            self.set_client(meta.get(META_CLIENT_INFO), capabilities)
         if isinstance(meta, dict) and "traceparent" in meta:
             # Where MCP puts trace context in a message (the header's wins when both are sent).
             self.set_traceparent(meta["traceparent"])

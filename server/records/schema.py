@@ -21,6 +21,11 @@ SCHEMA_VERSION = 1
 # Client-chosen strings in a record: user agents run to ~200 characters, methods, versions,
 # ids and names to a few dozen. Error messages (which may quote the client) get a little more.
 MAX_CLIENT_STRING = 256
+# A body past this many bytes keeps neither its params nor its declared capabilities for the
+# record: they become {"_truncated": true, "bytes": <body size>} when the draft is described,
+# so a queued record never holds a huge parsed body and the writer never walks one (a 3.7 MB
+# initialize cost the writer seconds and held hundreds of MiB while queued).
+MAX_KEPT_BODY = 256 * 1024
 MAX_ERROR_MESSAGE = 300
 _CLIPPED_TAIL = re.compile(r"…\[truncated, [1-9][0-9]{0,15} chars\]")
 _LONGEST_TAIL = len("…[truncated, 9999999999999999 chars]")

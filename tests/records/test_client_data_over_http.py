@@ -91,9 +91,12 @@ async def test_a_3_7_mb_initialize_gets_a_clear_error_and_no_session(tmp_path: P
     assert refused["status"] == 200
     assert refused["session_id"] is None
     assert refused["error"] == response.json()["error"]
-    # What the record keeps of the 3.7 MB: its size.
-    assert refused["client"]["capabilities"] == {"_truncated": True, "bytes": size}
-    assert refused["params"]["_truncated"] is True
+    # What the record keeps of the 3.7 MB: the body's size (past MAX_KEPT_BODY nothing of
+    # the body is kept, not even to measure).
+    marker = {"_truncated": True, "bytes": refused["bytes_in"]}
+    assert refused["bytes_in"] > size
+    assert refused["client"]["capabilities"] == marker
+    assert refused["params"] == marker
     assert accepted["session_id"] == ordinary.headers["mcp-session-id"]
     assert accepted["client"]["capabilities"] == {"roots": {}}
 

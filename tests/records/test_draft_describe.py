@@ -11,6 +11,7 @@ import pytest
 
 from server.jsonrpc import Notification, Request, Response, decode
 from server.records.draft import Draft
+from server.records.schema import MAX_KEPT_BODY
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 INFO_KEY = "io.modelcontextprotocol/clientInfo"
@@ -100,3 +101,31 @@ def test_the_record_built_from_a_described_draft() -> None:
     assert record["jsonrpc_id"] == 3
     assert record["protocol_version"] == {"header": None, "body": "2026-07-28"}
     assert record["client"] == {"name": "cli", "version": "2.0", "capabilities": {}}
+
+
+@pytest.mark.parametrize("method", ["initialize", "tools/call"])
+def test_a_huge_body_is_kept_by_its_size_only(method: str) -> None:
+    # A 3.7 MB initialize held hundreds of MiB while its record was queued, and cost the
+    # writer seconds: past MAX_KEPT_BODY neither params nor capabilities are kept.
+    huge = {f"k{n}": "v" * 100 for n in range(37_000)}
+    params: dict[str, Any] = {"capabilities": huge, "clientInfo": INFO}
+    if method != "initialize":
+        params = {"name": "echo", "arguments": huge, "_meta": {VERSION_KEY: "2026-07-28"}}
+        params["_meta"][CAPS_KEY] = huge
+    before = draft()
+    before.bytes_in = MAX_KEPT_BODY + 1
+    before.describe(Request(1, method, params))
+    marker = {"_truncated": True, "bytes": MAX_KEPT_BODY + 1}
+    assert before.params == marker
+    assert before.client_capabilities == marker
+    record = before.request_record()
+    assert record["params"] == marker
+    assert record["client"]["capabilities"] == marker
+
+
+def test_a_body_at_the_limit_keeps_its_params() -> None:
+    kept = draft()
+    kept.bytes_in = MAX_KEPT_BODY
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    kept.describe(Request(1, "tools/call", params))
+    assert kept.params == params
