@@ -2,7 +2,8 @@
 
 ``Tool.from_function`` reads a typed Python function: parameters become the validated
 ``inputSchema`` (or an explicit JSON Schema is kept verbatim), the docstring the description,
-the return annotation an ``outputSchema``. ``Tool.call`` validates arguments, runs the
+the return annotation an ``outputSchema`` (or an explicit one is kept, and checked: see
+``server.catalog.output``). ``Tool.call`` validates arguments, runs the
 handler (sync handlers in a worker thread, so a blocking tool cannot stall the server) and
 shapes whatever it returns into a ``CallToolResult``. Failures the model should see
 (invalid arguments, :class:`~server.errors.ToolError`, crashes) become ``isError`` results;
@@ -22,6 +23,7 @@ import orjson
 
 from server.call_note import CRASH, note_outcome
 from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
+from server.catalog.output import OutputSchemaCheck
 from server.catalog.signatures import (
     ArgumentsInvalid,
     Output,
@@ -82,6 +84,7 @@ class Tool:
         scopes: Sequence[str] = (),
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
+        output_check: OutputSchemaCheck | None = None,
     ) -> None:
         if task_support not in get_args(TaskSupport):
             raise ValueError(f"{name}: task_support must be forbidden, optional or required")
@@ -98,6 +101,8 @@ class Tool:
         self.defer_task = defer_task
         self.parameters = parameters
         self.output = output
+        self.output_check = output_check
+        self._warned_broken_output = False
         self.is_async = inspect.iscoroutinefunction(handler)
         self.header_params = _header_params(input_schema, name)
         definition: dict[str, Any] = {"name": name}
@@ -151,6 +156,9 @@ class Tool:
             output_schema=dict(output_schema)
             if output_schema is not None
             else (output.schema if output else None),
+            output_check=OutputSchemaCheck(output_schema, tool=tool_name)
+            if output_schema is not None
+            else None,
             description=description or description_from_doc(func.__doc__),
             title=title,
             annotations=annotations,
@@ -190,26 +198,52 @@ class Tool:
         if type(value) is str and self.output is None:
             return {"content": [{"type": "text", "text": value}]}  # the common case, directly
         if isinstance(value, ToolResult):
-            if self.output is not None and value.structured is not None:
-                try:
-                    self.output.check(value.structured)
-                except ValueError as broken:  # pydantic's ValidationError is a ValueError
-                    return self._broken_output(broken)
+            if value.structured is not None:
+                if self.output is not None:
+                    try:
+                        self.output.check(value.structured)
+                    except ValueError as broken:  # pydantic's ValidationError is a ValueError
+                        return self._broken_output(str(broken))
+                if broken_schema := self._schema_violation(value.structured):
+                    return self._broken_output(broken_schema, shown=True)
             return value.to_wire()
         if self.output is not None:
             try:
                 structured = self.output.dump(value)
             except ValueError as broken:
-                return self._broken_output(broken)
+                return self._broken_output(str(broken))
+            if broken_schema := self._schema_violation(structured):
+                return self._broken_output(broken_schema, shown=True)
             text = orjson.dumps(structured).decode()
+            return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+        if self.output_check is not None and isinstance(value, dict):
+            # An explicit outputSchema and no structured annotation: the dict is the structured
+            # result. It is checked (and sent) as the JSON it serialises to, the same JSON as
+            # the text block, so what passed the check is exactly what the client reads.
+            text = orjson.dumps(value, default=str).decode()
+            structured = orjson.loads(text)
+            if broken_schema := self._schema_violation(structured):
+                return self._broken_output(broken_schema, shown=True)
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         return {"content": [block.to_wire() for block in to_content(value)]}
 
-    def _broken_output(self, broken: ValueError) -> dict[str, Any]:
-        """What the tool returned does not fit its own outputSchema: never sent; the author
-        hears of it in a WARNING, the client gets an error result."""
-        log.warning("tool %s returned a value that breaks its outputSchema: %s", self.name, broken)
-        return error_result(f"Tool {self.name} returned a result that breaks its outputSchema")
+    def _schema_violation(self, structured: Any) -> str | None:
+        """The first way ``structured`` breaks the explicit outputSchema, if there is one."""
+        return self.output_check.first_violation(structured) if self.output_check else None
+
+    def _broken_output(self, detail: str, *, shown: bool = False) -> dict[str, Any]:
+        """What the tool returned does not fit its own outputSchema: never sent; the client
+        gets an error result, the author hears of it in one WARNING per tool (a tool that
+        always breaks it must not write a line per call), later breaks at DEBUG."""
+        level = logging.DEBUG if self._warned_broken_output else logging.WARNING
+        self._warned_broken_output = True
+        log.log(
+            level, "tool %s returned a value that breaks its outputSchema: %s", self.name, detail
+        )
+        message = f"Tool {self.name} returned a result that breaks its outputSchema"
+        # ``shown``: a violation of an explicit schema is short and quotes no value, so the
+        # model may read it; pydantic's messages quote the value, so they stay in the log.
+        return error_result(f"{message}: {detail}" if shown else message)
 
 
 def to_content(value: Any) -> list[ContentBlock]:

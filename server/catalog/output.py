@@ -1,0 +1,61 @@
+"""Checking ``structuredContent`` against a tool's explicit ``outputSchema``.
+
+A tool declared with ``output_schema=`` (a JSON Schema dict) promises results that conform
+to it, and the spec says the server MUST keep that promise. The schema is checked and its
+validator built once, at declaration (a schema that is not valid JSON Schema raises there,
+at import time); a call only runs the prepared validator. Tools without an explicit schema
+never come here: their return annotation (pydantic, in ``signatures``) does the checking.
+
+``$ref`` resolves only inside the schema itself: jsonschema would otherwise fetch a remote
+``$ref`` over the network, from the event loop, at a URL the schema's author may not control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema.validators
+from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
+# Violations name where and which keyword, never the offending value: the value may hold
+# client data, and an error result or log line must stay short whatever the tool returned.
+_MAX_PATH = 120
+_MAX_KEYWORD_VALUE = 80
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class OutputSchemaCheck:
+    """The prepared validator of one tool's explicit ``outputSchema``."""
+
+    def __init__(self, schema: Mapping[str, Any], *, tool: str) -> None:
+        schema = dict(schema)
+        # The MCP default dialect is 2020-12; "$schema" picks another one.
+        cls = jsonschema.validators.validator_for(
+            schema, default=jsonschema.validators.Draft202012Validator
+        )
+        try:
+            cls.check_schema(schema)
+        except SchemaError as bad:
+            where = "/".join(str(part) for part in bad.path) or "the root"
+            raise ValueError(
+                f"{tool}: output_schema is not a valid JSON Schema (at {where}: {bad.message})"
+            ) from None
+        self._validator = cls(schema, registry=Registry())
+
+    def first_violation(self, structured: Any) -> str | None:
+        """None if ``structured`` conforms; else a short description of its first violation
+        (where, and the keyword it breaks)."""
+        try:
+            error = next(iter(self._validator.iter_errors(structured)), None)
+        except Unresolvable as missing:
+            return _short(f"its $ref {missing.ref} cannot be resolved", _MAX_PATH)
+        if error is None:
+            return None
+        keyword_value = _short(repr(error.validator_value), _MAX_KEYWORD_VALUE)
+        return f"at {_short(error.json_path, _MAX_PATH)}, fails {error.validator} {keyword_value}"
