@@ -114,13 +114,14 @@ def modern_headers(
     the name. ``extra`` adds or (with None) removes headers."""
     params = message.get("params") or {}
     headers = {"Content-Type": "application/json", "Accept": accept}
-    version = (params.get("_meta") or {}).get(META_VERSION)
-    if isinstance(version, str):
-        headers["MCP-Protocol-Version"] = version
+    meta = params.get("_meta")
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    # A body with a malformed version still gets a valid header: the body is the test's subject.
+    headers["MCP-Protocol-Version"] = version if isinstance(version, str) else MODERN_VERSION
     headers["Mcp-Method"] = message["method"]
     name_field = NAME_FIELD.get(message["method"])
-    if name_field is not None and isinstance(params.get(name_field), str):
-        headers["Mcp-Name"] = params[name_field]
+    if name_field is not None and params.get(name_field) is not None:
+        headers["Mcp-Name"] = str(params[name_field])
     return _apply(headers, extra)
 
 
