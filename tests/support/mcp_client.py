@@ -213,7 +213,7 @@ class SSE:
     def comments(self) -> int:
         return self._framer.comments
 
-    async def next_frame(self, limit: float = 3) -> Frame | None:
+    async def next_frame(self, limit: float | None = 3) -> Frame | None:
         """The next event, or None when the response ends."""
         with anyio.fail_after(limit):
             async for line in self._lines:
@@ -224,14 +224,14 @@ class SSE:
         assert not self._framer.fields, "the response ended inside an event"
         return None
 
-    async def next(self, limit: float = 3) -> dict[str, Any] | None:
+    async def next(self, limit: float | None = 3) -> dict[str, Any] | None:
         """The next JSON-RPC message (priming events skipped), or None at the end."""
         while (frame := await self.next_frame(limit)) is not None:
             if frame.message is not None:
                 return frame.message
         return None
 
-    async def rest(self, limit: float = 3) -> list[dict[str, Any]]:
+    async def rest(self, limit: float | None = 3) -> list[dict[str, Any]]:
         found = []
         while (message := await self.next(limit)) is not None:
             found.append(message)
@@ -242,14 +242,16 @@ class SSE:
         return [frame.message for frame in self.frames if frame.message is not None]
 
 
-async def sse_frames(response: httpx.Response, limit: float = 3) -> AsyncIterator[Frame]:
-    """Each event of a streaming response as it arrives."""
+async def sse_frames(response: httpx.Response, limit: float | None = None) -> AsyncIterator[Frame]:
+    """Each event of a streaming response as it arrives (``limit``: seconds to wait for each)."""
     stream = SSE(response)
     while (frame := await stream.next_frame(limit)) is not None:
         yield frame
 
 
-async def sse_messages(response: httpx.Response, limit: float = 3) -> AsyncIterator[dict[str, Any]]:
+async def sse_messages(
+    response: httpx.Response, limit: float | None = None
+) -> AsyncIterator[dict[str, Any]]:
     """Each JSON-RPC message of a streaming response as it arrives (priming skipped)."""
     stream = SSE(response)
     while (message := await stream.next(limit)) is not None:
