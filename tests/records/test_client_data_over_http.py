@@ -26,6 +26,7 @@ from tests.records.test_over_http import (
     requests_of,
     serve,
 )
+from tests.support.mcp_client import META_CAPABILITIES
 
 pytestmark = pytest.mark.anyio
 
@@ -158,7 +159,7 @@ async def test_a_modern_request_may_declare_more_than_a_session_and_its_record_i
     message = modern("tools/list")
     message["params"]["_meta"] = {
         **META,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        META_CAPABILITIES: capabilities,
     }
     async with serve(path) as (client, _):
         response = await post_modern(client, message, "big-declarer")

@@ -382,7 +382,7 @@ async def test_a_modern_call_is_recorded_with_everything_it_said(tmp_path: Path)
     }
     # _meta is not kept in params: its version and client have their own fields.
     assert "_meta" not in record["params"]
-    assert record["protocol_version"]["body"] == META["io.modelcontextprotocol/protocolVersion"]
+    assert record["protocol_version"]["body"] == META[mcp.META_VERSION]
     assert "advertised" not in record
     assert "batch_size" not in record
 
@@ -863,7 +863,7 @@ def nested(depth: int) -> dict[str, Any]:
 async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     hostile = modern("tools/list", id="hostile")
-    hostile["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = nested(300)
+    hostile["params"]["_meta"][mcp.META_CAPABILITIES] = nested(300)
     async with serve(path) as (client, app):
         assert (await post_modern(client, hostile, "hostile")).status_code == 200
         assert (await post_modern(client, modern("tools/list"), "after")).status_code == 200

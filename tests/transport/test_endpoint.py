@@ -24,7 +24,16 @@ from server.errors import McpError, http_status
 from server.records.draft import Draft
 from server.settings import Settings
 from server.transport.endpoint import read_body
-from tests.support.mcp_client import SUB_ID, messages_of, modern, modern_headers, modern_meta
+from tests.support.mcp_client import (
+    META_CAPABILITIES,
+    META_INFO,
+    META_VERSION,
+    SUB_ID,
+    messages_of,
+    modern,
+    modern_headers,
+    modern_meta,
+)
 
 BASE_URL = "http://127.0.0.1:8000"
 VERSION = "2026-07-28"
@@ -241,7 +250,7 @@ async def test_a_bare_request_is_told_both_ways_in() -> None:
     async with serve() as (client, _):
         response = await post(client, bare, headers={"Content-Type": "application/json"})
     message = error_of(response, 400, -32600, 1)["message"]
-    assert "io.modelcontextprotocol/protocolVersion" in message
+    assert META_VERSION in message
     assert "MCP-Protocol-Version: 2026-07-28" in message
     assert "Mcp-Method" in message
     assert "initialize" in message
@@ -279,15 +288,15 @@ async def test_response_message_is_400_invalid_request(message: dict[str, Any]) 
 @pytest.mark.parametrize(
     "meta",
     [
-        {"io.modelcontextprotocol/clientCapabilities": {}},
-        {"io.modelcontextprotocol/protocolVersion": VERSION},
+        {META_CAPABILITIES: {}},
+        {META_VERSION: VERSION},
         {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": None,
+            META_VERSION: VERSION,
+            META_CAPABILITIES: None,
         },
         {**modern_meta(), "io.modelcontextprotocol/logLevel": "loud"},
         {**modern_meta(), "progressToken": 1.5},
-        {**modern_meta(), "io.modelcontextprotocol/clientInfo": "me"},
+        {**modern_meta(), META_INFO: "me"},
     ],
     ids=["no-version", "no-capabilities", "null-capabilities", "log-level", "token", "info"],
 )
@@ -367,9 +376,7 @@ async def test_matching_headers_pass_including_base64_and_param_headers() -> Non
 
 @pytest.mark.anyio
 async def test_unsupported_version_is_400_with_supported_and_requested() -> None:
-    message = modern(
-        "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}, "v"
-    )
+    message = modern("tools/list", {"_meta": {META_VERSION: "2099-01-01"}}, "v")
     async with serve() as (client, _):
         response = await post(client, message, **{"MCP-Protocol-Version": "2099-01-01"})
     error = error_of(response, 400, -32022, "v")
@@ -396,7 +403,7 @@ async def test_undeclared_client_capability_is_400_with_required_capabilities() 
             "tools/call",
             {
                 "name": "ask",
-                "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+                "_meta": {META_CAPABILITIES: {"elicitation": {}}},
             },
             id="cap",
         )
