@@ -9,7 +9,7 @@ bytes still write those by hand: that is what they test. ``tests/test_support.py
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,6 +256,16 @@ async def sse_messages(
     stream = SSE(response)
     while (message := await stream.next(limit)) is not None:
         yield message
+
+
+def sse_messages_blocking(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """The same for a synchronous httpx stream (``httpx.stream``), e.g. in a plain test."""
+    framer = _Framer()
+    for line in response.iter_lines():
+        frame = framer.feed(line)
+        if frame is not None and frame.message is not None:
+            yield frame.message
+    assert not framer.fields, "the response ended inside an event"
 
 
 # -- clients ------------------------------------------------------------------------------------

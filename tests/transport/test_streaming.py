@@ -30,7 +30,14 @@ from server.app import create_app
 from server.settings import Settings
 from tests.support.core_helpers import add_toggle_tool
 from tests.support.live_server import ServerThread
-from tests.support.mcp_client import BOTH, SSE, SUB_ID, modern, modern_headers
+from tests.support.mcp_client import (
+    BOTH,
+    SSE,
+    SUB_ID,
+    modern,
+    modern_headers,
+    sse_messages_blocking,
+)
 from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -503,11 +510,11 @@ def test_sigterm_to_python_m_server_closes_listen_streams_gracefully(tmp_path: P
         with httpx.stream(
             "POST", f"{url}/mcp", content=json.dumps(message), headers=modern_headers(message, BOTH)
         ) as response:
-            data = (line for line in response.iter_lines() if line.startswith("data:"))
-            ack = json.loads(next(data)[5:])
+            data = sse_messages_blocking(response)
+            ack = next(data)
             assert ack["params"]["_meta"] == {SUB_ID: 42}
             process.send_signal(signal.SIGTERM)
-            rest = [json.loads(line[5:]) for line in data]
+            rest = list(data)
         assert len(rest) == 1
         assert rest[0]["id"] == 42
         assert rest[0]["result"]["resultType"] == "complete"
