@@ -41,9 +41,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/e2e/test_readme.py", HAND_SSE): (
         "parses the output of the README's curl commands (headers and body as curl prints them)"
     ),
-    ("tests/transport/test_send_timeouts.py", HAND_META): (
-        "writes raw HTTP/1.1 bytes to a socket it stalls on purpose; not converted yet"
-    ),
     **{
         (f"tests/bench/{name}", HAND_META): (
             "benchmark scripts (outside pytest) keep their own minimal clients; not converted yet"
