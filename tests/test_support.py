@@ -35,12 +35,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/e2e/test_hostile_input.py", HAND_SSE): (
         "reads raw ASGI body bytes, not an httpx response, and checks each data line's framing"
     ),
-    ("tests/e2e/test_readme.py", HAND_META): (
-        "replays the README's task example field by field, as the README writes it"
-    ),
-    ("tests/e2e/test_readme.py", HAND_SSE): (
-        "parses the output of the README's curl commands (headers and body as curl prints them)"
-    ),
     **{
         (f"tests/bench/{name}", HAND_META): (
             "benchmark scripts (outside pytest) keep their own minimal clients; not converted yet"
