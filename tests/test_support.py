@@ -19,7 +19,22 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import httpx
 import pytest
+
+from server import Catalog
+from server.app import create_app
+from server.settings import Settings
+from tests.support.mcp_client import (
+    Frame,
+    ModernClient,
+    frames_of,
+    legacy_headers,
+    legacy_session,
+    messages_of,
+    modern,
+    modern_headers,
+)
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -123,3 +138,72 @@ def test_every_allowed_file_still_needs_its_exception() -> None:
 )
 def test_the_check_sees_each_breach(source: str, expected: set[str]) -> None:
     assert breaches(source) == expected
+
+
+# -- the shared client itself ---------------------------------------------------------------
+
+
+def test_modern_requests_carry_their_meta_and_the_headers_mirror_them() -> None:
+    message = modern(
+        "tools/call",
+        {"name": "echo", "arguments": {}, "_meta": {"progressToken": "p"}},
+        7,
+        capabilities={"roots": {}},
+        client_info={"name": "c", "version": "1"},
+    )
+    assert message["params"]["_meta"] == {
+        VERSION_KEY: "2026-07-28",
+        CAPABILITIES_KEY: {"roots": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+        "progressToken": "p",
+    }
+    headers = modern_headers(message, Accept=None, X_Extra="1")
+    assert headers == {
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+        "X-Extra": "1",
+    }
+    read = modern_headers(modern("resources/read", {"uri": "test://a"}))
+    assert read["Mcp-Name"] == "test://a"
+    assert "Mcp-Name" not in modern_headers(modern("tools/list"))
+    assert "MCP-Protocol-Version" not in legacy_headers("s1", "2025-03-26")
+    assert legacy_headers("s1")["MCP-Protocol-Version"] == "2025-11-25"
+
+
+def test_one_sse_parser_reads_ids_retry_comments_and_multi_line_data() -> None:
+    text = (
+        ": keep-alive\n\n"
+        "id: s1_0\ndata: \nretry: 250\n\n"
+        'event: message\nid: s1_1\ndata: {"a":\ndata:  1}\n\n'
+    )
+    frames = frames_of(text)
+    assert frames == [Frame("s1_0", "", 250), Frame("s1_1", '{"a":\n 1}', None)]
+    assert messages_of(text) == [{"a": 1}]
+
+
+@pytest.mark.anyio
+async def test_the_clients_speak_both_eras_to_the_app() -> None:
+    catalog = Catalog("support-test", "1")
+
+    @catalog.tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    app = create_app(Settings(_env_file=None, records=["none"]), catalog)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.lifespan(app.starlette),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http,
+    ):
+        client = ModernClient(http)
+        assert [tool["name"] for tool in (await client.call("tools/list"))["result"]["tools"]] == [
+            "echo"
+        ]
+        echoed = await client.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        assert echoed["result"]["content"] == [{"type": "text", "text": "hi"}]
+        session = await legacy_session(http)
+        assert session.session_id
+        assert (await session.call("ping"))["result"] == {}

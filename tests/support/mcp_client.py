@@ -4,6 +4,7 @@ Tests build requests and read event streams only through this module, so the wir
 relies on (the modern ``_meta`` keys and the headers mirroring the body, the legacy session
 headers, SSE framing) live in one place. Tests whose subject is a malformed ``_meta`` or raw
 bytes still write those by hand: that is what they test. ``tests/test_support.py`` checks this.
+It is one module past 400 lines on purpose: a test imports its whole client from one place.
 """
 
 import contextlib
@@ -287,7 +288,9 @@ class ModernClient:
         self.path = path
         self._ids = itertools.count(1)
 
-    def message(self, method: str, params: dict[str, Any] | None = None, **meta: Any):
+    def message(
+        self, method: str, params: dict[str, Any] | None = None, **meta: Any
+    ) -> dict[str, Any]:
         return modern(
             method,
             params,
@@ -316,12 +319,14 @@ class ModernClient:
         return body
 
     @contextlib.asynccontextmanager
-    async def stream(self, message: dict[str, Any], **headers: str | None) -> AsyncIterator[SSE]:
+    async def stream(
+        self, message: dict[str, Any], accept: str = BOTH, **headers: str | None
+    ) -> AsyncIterator[SSE]:
         async with self.http.stream(
             "POST",
             self.path,
             content=json.dumps(message),
-            headers=modern_headers(message, **headers),
+            headers=modern_headers(message, accept, **headers),
         ) as response:
             assert response.status_code == 200, (await response.aread()).decode()
             assert response.headers["content-type"] == "text/event-stream"
@@ -373,7 +378,7 @@ class LegacySession:
         assert initialized.status_code == 202
         return self
 
-    async def post(self, message: Any, accept: str = BOTH, **headers: str | None):
+    async def post(self, message: Any, accept: str = BOTH, **headers: str | None) -> httpx.Response:
         return await self.http.post(
             self.path, content=json.dumps(message), headers=self.headers(accept, **headers)
         )
