@@ -10,6 +10,7 @@ from server.app import create_app
 from server.client_cli import header_value, modern_request, response_of
 from server.settings import Settings
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import META_CAPABILITIES, META_VERSION
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +86,8 @@ def test_bad_params_or_no_server_exit_2(capsys: pytest.CaptureFixture[str]) -> N
 def test_the_request_and_its_headers() -> None:
     message, headers = modern_request("resources/read", {"uri": "probe://ü"}, request_id=7)
     meta = message["params"]["_meta"]
-    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
-    assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
+    assert meta[META_VERSION] == "2026-07-28"
+    assert meta[META_CAPABILITIES] == {}
     assert headers["Mcp-Method"] == "resources/read"
     assert headers["Mcp-Name"] == header_value("probe://ü")
     assert headers["Mcp-Name"].startswith("=?base64?")

@@ -17,14 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.test_any_server import _gunicorn_worker
 from tests.support.deploy_helpers import free_port, stop_process
+from tests.support.mcp_client import modern, modern_headers
 
 ROOT = Path(__file__).resolve().parents[2]
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "workers-test", "version": "1"},
-}
+INFO = {"name": "workers-test", "version": "1"}
 REQUESTS = 40
 
 
@@ -70,16 +66,10 @@ def test_counts_are_summed_over_the_workers(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
             time.sleep(0.1)
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
-        )
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/list",
-            "Connection": "close",  # a new connection each: both workers get some
-        }
+        message = modern("tools/list", client_info=INFO)
+        body = json.dumps(message)
+        # Connection: close, a new connection each: both workers get some.
+        headers = modern_headers(message, Connection="close")
         for _ in range(REQUESTS):
             assert httpx.post(f"{url}/mcp", content=body, headers=headers).status_code == 200
         files = {path.name.split("_")[-1] for path in multiproc.glob("counter_*.db")}

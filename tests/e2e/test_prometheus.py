@@ -25,14 +25,10 @@ from server.app import create_app
 from server.settings import Settings
 from tests.support.deploy_helpers import free_port, stop_process
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "prometheus-test", "version": "1"},
-}
+INFO = {"name": "prometheus-test", "version": "1"}
 
 pytestmark = pytest.mark.skipif(
     not Path(PROMETHEUS).exists(), reason="no prometheus binary (apt-get install prometheus)"
@@ -51,15 +47,8 @@ def catalog() -> Catalog:
 
 
 def message(method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if method == "tools/call":
-        headers["Mcp-Name"] = params["name"]
+    body = modern(method, params, client_info=INFO)
+    headers = modern_headers(body)
     return json.dumps(body).encode(), headers
 
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.support.deploy_helpers import free_port, stop_process
+from tests.support.mcp_client import messages_of, modern, modern_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -149,12 +150,8 @@ def split_head(output: str) -> tuple[dict[str, str], str]:
 
 def jsonrpc_messages(body: str) -> tuple[bool, list[dict[str, Any]]]:
     """(was SSE, the messages): SSE data lines, or one or more JSON documents."""
-    lines = body.splitlines()
-    if any(line.startswith("data:") for line in lines):
-        for line in lines:
-            assert line == "" or line.startswith(("event:", "data:", "id:", "retry:", ":")), line
-        data = [line[5:].strip() for line in lines if line.startswith("data:")]
-        return True, [json.loads(item) for item in data if item]
+    if body.strip() and not body.lstrip().startswith(("{", "[")):
+        return True, messages_of(body)  # which also checks every line is an SSE field
     decoder = json.JSONDecoder()
     messages, position = [], 0
     while position < len(body):
@@ -341,21 +338,11 @@ def start_task(url: str, session: str | None) -> str:
         headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
         answer = httpx.post(f"{url}/mcp", json=message, headers=headers).json()
         return str(answer["result"]["task"]["taskId"])
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": TASKS,
-    }
-    message = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "tools/call",
-        "params": {"name": "long_job", "arguments": {"seconds": 1}, "_meta": meta},
-    }
-    headers = {
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "long_job",
-    }
+    message = modern(
+        "tools/call", {"name": "long_job", "arguments": {"seconds": 1}}, 0, capabilities=TASKS
+    )
+    # As the README's example sends it: no Content-Type or Accept of its own.
+    headers = modern_headers(message, Accept=None, Content_Type=None)
     answer = httpx.post(f"{url}/mcp", json=message, headers=headers).json()
     return str(answer["result"]["taskId"])
 

@@ -23,14 +23,10 @@ from typing import Any
 import httpx
 
 from tests.support.deploy_helpers import free_port
+from tests.support.mcp_client import modern, modern_headers, sse_messages
 
 ROOT = Path(__file__).resolve().parents[2]
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "sigterm-test", "version": "1"},
-}
+INFO = {"name": "sigterm-test", "version": "1"}
 N = 3000
 IN_FLIGHT = 10  # of N: streaming calls still running when SIGTERM arrives
 WORKERS = 4  # concurrent connections of the burst
@@ -38,22 +34,11 @@ STEPS = 4
 
 
 def message(method: str, id: int, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    params = dict(params or {})
-    params["_meta"] = {**META, **params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    return modern(method, params, id, client_info=INFO)
 
 
 def headers(body: dict[str, Any], **extra: str) -> dict[str, str]:
-    found = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": body["method"],
-    }
-    if body["method"] == "tools/call":
-        found["Mcp-Name"] = body["params"]["name"]
-    found.update(extra)
-    return found
+    return modern_headers(body, **extra)
 
 
 def request_for(number: int) -> tuple[str, dict[str, Any], dict[str, str], int]:
@@ -107,10 +92,9 @@ async def slow_call(client: httpx.AsyncClient, number: int, started: asyncio.Eve
         "POST", "/mcp", content=json.dumps(body), headers=headers(body)
     ) as response:
         assert response.status_code == 200
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                received += 1
-                started.set()
+        async for _ in sse_messages(response):
+            received += 1
+            started.set()
     return received
 
 

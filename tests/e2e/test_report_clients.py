@@ -27,6 +27,7 @@ from server.app import create_app
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 
 MODERN = "2026-07-28"
 LEGACY_ONLY = set(LEGACY_METHODS) - set(MODERN_METHODS)
@@ -98,24 +99,8 @@ async def modern_client(url: str) -> None:
 
 def curl(url: str) -> None:
     """What a script with curl sends: no clientInfo, the headers by hand (one of them wrong)."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "User-Agent": "curl/8.5.0",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "echo",
-    }
+    body = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    headers = modern_headers(body, accept="application/json", User_Agent="curl/8.5.0")
     with httpx.Client(base_url=url) as http:
         assert http.post("/mcp", json=body, headers=headers).status_code == 200
         wrong = {**headers, "Mcp-Name": "other"}

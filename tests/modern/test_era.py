@@ -31,6 +31,7 @@ from server.modern.era import ModernCall, ModernEra, decode_header_value, header
 from server.modern.input_required import RequestStates
 from server.pagination import Pager
 from server.sealing import Sealer
+from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION, modern_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -67,11 +68,7 @@ def make_request(
     meta: dict[str, Any] | None = None,
 ) -> tuple[Request, dict[str, str]]:
     """A valid modern request and the headers a conforming client sends with it."""
-    full_meta: dict[str, Any] = {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "test-client", "version": "1"},
-    }
+    full_meta = modern_meta(capabilities, {"name": "test-client", "version": "1"})
     full_meta.update(meta or {})
     body = {**(params or {}), "_meta": full_meta}
     headers = {"mcp-protocol-version": VERSION, "mcp-method": method}
@@ -238,7 +235,7 @@ def test_valid_request_becomes_a_modern_call(era):
 
 def test_client_info_is_optional(era):
     request, headers = make_request("server/discover")
-    del request.params["_meta"]["io.modelcontextprotocol/clientInfo"]
+    del request.params["_meta"][META_INFO]
     assert era.validate(request, raw_headers(headers)).client_info is None
 
 
@@ -247,13 +244,13 @@ def test_client_info_is_optional(era):
     [
         lambda p: p.pop("_meta"),
         lambda p: p.__setitem__("_meta", "text"),
-        lambda p: p["_meta"].pop("io.modelcontextprotocol/protocolVersion"),
-        lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/protocolVersion", ""),
-        lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/protocolVersion", 20260728),
-        lambda p: p["_meta"].pop("io.modelcontextprotocol/clientCapabilities"),
-        lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/clientCapabilities", None),
-        lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/clientCapabilities", []),
-        lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/clientInfo", "me"),
+        lambda p: p["_meta"].pop(META_VERSION),
+        lambda p: p["_meta"].__setitem__(META_VERSION, ""),
+        lambda p: p["_meta"].__setitem__(META_VERSION, 20260728),
+        lambda p: p["_meta"].pop(META_CAPABILITIES),
+        lambda p: p["_meta"].__setitem__(META_CAPABILITIES, None),
+        lambda p: p["_meta"].__setitem__(META_CAPABILITIES, []),
+        lambda p: p["_meta"].__setitem__(META_INFO, "me"),
         lambda p: p["_meta"].__setitem__("io.modelcontextprotocol/logLevel", "verbose"),
         lambda p: p["_meta"].__setitem__("progressToken", True),
         lambda p: p["_meta"].__setitem__("progressToken", 1.5),
@@ -298,9 +295,7 @@ def test_version_header_must_match_body(era):
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2099-01-01", "latest"])
 def test_unsupported_version(era, version):
-    request, headers = make_request(
-        "tools/list", meta={"io.modelcontextprotocol/protocolVersion": version}
-    )
+    request, headers = make_request("tools/list", meta={META_VERSION: version})
     headers["mcp-protocol-version"] = version
     error = expect(UnsupportedProtocolVersion, lambda: era.validate(request, raw_headers(headers)))
     assert wire(error) == (-32022, 400)
@@ -308,9 +303,7 @@ def test_unsupported_version(era, version):
 
 
 def test_unsupported_version_wins_over_later_header_checks(era):
-    request, headers = make_request(
-        "nope/method", meta={"io.modelcontextprotocol/protocolVersion": "2099-01-01"}
-    )
+    request, headers = make_request("nope/method", meta={META_VERSION: "2099-01-01"})
     headers["mcp-protocol-version"] = "2099-01-01"
     del headers["mcp-method"]
     expect(UnsupportedProtocolVersion, lambda: era.validate(request, raw_headers(headers)))

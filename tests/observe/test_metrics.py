@@ -16,15 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from server import Catalog
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "metrics-test", "version": "1"},
-}
+INFO = {"name": "metrics-test", "version": "1"}
 
 
 def make_catalog() -> Catalog:
@@ -59,20 +55,8 @@ async def serve(**overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Appl
 async def post(
     client: httpx.AsyncClient, method: str, params: dict[str, Any] | None = None
 ) -> httpx.Response:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": method,
-        "params": {**(params or {}), "_meta": META},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if method == "tools/call":
-        headers["Mcp-Name"] = str(message["params"]["name"])  # type: ignore[index]
+    message = modern(method, params, client_info=INFO)
+    headers = modern_headers(message)
     return await client.post("/mcp", content=json.dumps(message), headers=headers)
 
 

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from server import Catalog
 from server.app import create_app
 from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -29,12 +29,7 @@ from opentelemetry.trace import SpanKind
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "otel-test", "version": "2"},
-}
+INFO = {"name": "otel-test", "version": "2"}
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 
@@ -58,20 +53,8 @@ async def test_a_tool_call_makes_a_request_span_and_a_tool_span_under_the_caller
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr("server.observe.tracing.default_provider", lambda: provider)
     app = create_app(Settings(_env_file=None, records=[], otel=True), catalog())  # type: ignore[call-arg]
-    body: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": META},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "echo",
-        "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01",
-    }
+    body = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, 7, client_info=INFO)
+    headers = modern_headers(body, traceparent=f"00-{TRACE_ID}-{PARENT_ID}-01")
     async with (
         app.starlette.router.lifespan_context(app.starlette),
         httpx.AsyncClient(

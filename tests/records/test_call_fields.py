@@ -22,18 +22,14 @@ from server.app import create_app
 from server.call_note import CALL_NOTE, note_outcome, note_target, noted
 from server.records.draft import Draft
 from server.settings import Settings
+from tests.support.mcp_client import LEGACY_VERSION, modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "fields-test", "version": "1"},
-}
+LEGACY = LEGACY_VERSION
+INFO = {"name": "fields-test", "version": "1"}
 ELICIT = {"elicitation": {"form": {}}}
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+CALL_METHODS = ("tools/call", "prompts/get", "resources/read")
 
 
 def make_catalog() -> Catalog:
@@ -111,17 +107,9 @@ async def modern_call(
     progress: bool = False,
     capabilities: dict[str, Any] | None = None,
 ) -> httpx.Response:
-    meta = {**META, "progressToken": "p"} if progress else META
-    if capabilities is not None:
-        meta = {**meta, "io.modelcontextprotocol/clientCapabilities": capabilities}
-    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-        "Mcp-Name": str(params[NAME_FIELD[method]]),
-    }
+    meta = {"progressToken": "p"} if progress else {}
+    message = modern(method, params, capabilities=capabilities, client_info=INFO, **meta)
+    headers = modern_headers(message, accept="application/json, text/event-stream")
     return await client.post("/mcp", content=json.dumps(message), headers=headers)
 
 
@@ -208,7 +196,7 @@ async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
         ):
             message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
             await client.post("/mcp", content=json.dumps(message), headers=headers)
-    found = [c for c in calls(records_of(path)) if c[0] in NAME_FIELD]
+    found = [c for c in calls(records_of(path)) if c[0] in CALL_METHODS]
     assert found == [
         ("tools/call", "refuse", "is_error", None),
         ("tools/call", "explode", "crash", None),
@@ -219,13 +207,8 @@ async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
 async def test_other_methods_carry_no_call_fields(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     async with serve(path) as client:
-        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/list",
-        }
+        message = modern("tools/list", client_info=INFO)
+        headers = modern_headers(message, accept="application/json")
         await client.post("/mcp", content=json.dumps(message), headers=headers)
     [record] = records_of(path)
     assert "target" not in record

@@ -26,8 +26,10 @@ from tests.records.test_over_http import (
     requests_of,
     serve,
 )
+from tests.support.mcp_client import META_CAPABILITIES
 
-pytestmark = pytest.mark.anyio
+# Megabyte requests through the whole app: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LEGACY = "2025-11-25"
 EIGHT_MIB = 8 * 1024 * 1024
@@ -161,7 +163,7 @@ async def test_a_modern_request_may_declare_more_than_a_session_and_its_record_i
     message = modern("tools/list")
     message["params"]["_meta"] = {
         **META,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        META_CAPABILITIES: capabilities,
     }
     async with serve(path) as (client, _):
         response = await post_modern(client, message, "big-declarer")

@@ -37,6 +37,7 @@ from server.records.schema import (
     iso_time,
     request_id_of,
 )
+from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -932,9 +933,9 @@ def nested_dicts(depth: int, leaf: Any) -> Any:
 
 
 CAPABILITIES = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
-PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
-CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+PROTOCOL_VERSION_KEY = META_VERSION
+CAPABILITIES_KEY = META_CAPABILITIES
+CLIENT_INFO_KEY = META_INFO
 SESSION_CAPABILITIES = parsed({"roots": {}, "experimental": {"x": [1, 2.5, True, None]}})
 SECRET_SESSION_CAPABILITIES = parsed({"experimental": {"apiKey": "k-123"}})
 

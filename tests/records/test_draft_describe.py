@@ -12,10 +12,11 @@ import pytest
 from server.jsonrpc import Notification, Request, Response, decode
 from server.records.draft import Draft
 from server.records.schema import MAX_KEPT_BODY
+from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION
 
-VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-INFO_KEY = "io.modelcontextprotocol/clientInfo"
-CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+VERSION_KEY = META_VERSION
+INFO_KEY = META_INFO
+CAPS_KEY = META_CAPABILITIES
 INFO = {"name": "cli", "version": "2.0"}
 
 

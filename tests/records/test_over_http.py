@@ -22,25 +22,22 @@ from pydantic import ValidationError
 from server import Catalog, Context, ToolError
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support import mcp_client as mcp
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.anyio
+# Real uvicorn servers writing real record files: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 BASE_URL = "http://127.0.0.1:8000"
 MODERN = "2026-07-28"
 CLIENT_INFO = {"name": "record-test-client", "version": "3.1.4"}
 CAPABILITIES = {"roots": {"listChanged": True}, "elicitation": {}}
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
-    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-}
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+META = mcp.modern_meta(CAPABILITIES, CLIENT_INFO)
 BEARER = "Bearer sk-live-BEARER-SECRET-0123456789"
 COOKIE = "session=COOKIE-SECRET-9876543210"
 SECRETS = ("BEARER-SECRET", "COOKIE-SECRET", "hunter2", "KEY-SECRET-42")
-JSON_AND_SSE = "application/json, text/event-stream"
+JSON_AND_SSE = mcp.BOTH
 
 
 def make_catalog() -> Catalog:
@@ -132,24 +129,11 @@ def by_agent(records: list[dict[str, Any]], agent: str) -> list[dict[str, Any]]:
 
 
 def modern(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    params = dict(params or {})
-    params["_meta"] = {**META, **params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    return mcp.modern(method, params, id, capabilities=CAPABILITIES, client_info=CLIENT_INFO)
 
 
 def modern_headers(message: dict[str, Any], agent: str, **extra: str) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": JSON_AND_SSE,
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": message["method"],
-        "User-Agent": agent,
-    }
-    field = NAME_FIELD.get(message["method"])
-    if field is not None:
-        headers["Mcp-Name"] = str(message["params"][field])
-    headers.update(extra)
-    return headers
+    return mcp.modern_headers(message, User_Agent=agent, **extra)
 
 
 async def post_modern(
@@ -158,10 +142,6 @@ async def post_modern(
     return await client.post(
         "/mcp", content=json.dumps(message), headers=modern_headers(message, agent, **extra)
     )
-
-
-def sse_messages(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data: {")]
 
 
 def check_request_record(record: dict[str, Any]) -> None:
@@ -403,7 +383,7 @@ async def test_a_modern_call_is_recorded_with_everything_it_said(tmp_path: Path)
     }
     # _meta is not kept in params: its version and client have their own fields.
     assert "_meta" not in record["params"]
-    assert record["protocol_version"]["body"] == META["io.modelcontextprotocol/protocolVersion"]
+    assert record["protocol_version"]["body"] == META[mcp.META_VERSION]
     assert "advertised" not in record
     assert "batch_size" not in record
 
@@ -507,7 +487,7 @@ async def test_a_streaming_call_gives_a_request_and_a_stream_record(tmp_path: Pa
         response = await post_modern(client, message, "streamer")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-    messages = sse_messages(response.text)
+    messages = mcp.messages_of(response.text)
     assert len(messages) == 5  # four progress notifications and the result
     assert messages[-1]["id"] == "s"
     assert response.text.count(": \r\n") >= 1  # keep-alive comments were sent, too
@@ -643,7 +623,7 @@ async def test_a_legacy_session_carries_its_client_on_every_record(tmp_path: Pat
     assert stream["request_id"] == stream_request["request_id"]
     # Two progress notifications and the result; the priming event is not a message.
     assert streamed.text.count("data: \r\n") == 1
-    assert stream["events"] == len(sse_messages(streamed.text)) == 3
+    assert stream["events"] == len(mcp.messages_of(streamed.text)) == 3
     assert stream["end"] == "complete"
     assert error["error"]["code"] == -32602
     assert error["status"] == 200
@@ -693,12 +673,12 @@ async def test_sse_polling_ends_server_closed_and_the_resume_completes(tmp_path:
             headers={**headers, "Content-Type": "application/json"},
         )
         assert first.headers["content-type"].startswith("text/event-stream")
-        assert [m["method"] for m in sse_messages(first.text)] == ["notifications/progress"]
+        assert [m["method"] for m in mcp.messages_of(first.text)] == ["notifications/progress"]
         last_id = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")][-1]
         resumed = await client.get(
             "/mcp", headers={**headers, "Accept": "text/event-stream", "Last-Event-ID": last_id}
         )
-        assert [m.get("id") for m in sse_messages(resumed.text)] == [5]
+        assert [m.get("id") for m in mcp.messages_of(resumed.text)] == [5]
     _, call, call_stream, resume, resume_stream = read_records(path)
     assert (call["method"], call["streaming"]) == ("tools/call", True)
     assert call_stream["request_id"] == call["request_id"]
@@ -884,7 +864,7 @@ def nested(depth: int) -> dict[str, Any]:
 async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     hostile = modern("tools/list", id="hostile")
-    hostile["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = nested(300)
+    hostile["params"]["_meta"][mcp.META_CAPABILITIES] = nested(300)
     async with serve(path) as (client, app):
         assert (await post_modern(client, hostile, "hostile")).status_code == 200
         assert (await post_modern(client, modern("tools/list"), "after")).status_code == 200
@@ -926,7 +906,9 @@ def listen_message(id: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def open_listen(url: str, id: Any, agent: str) -> AsyncIterator[AsyncIterator[str]]:
+async def open_listen(
+    url: str, id: Any, agent: str
+) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
     message = listen_message(id)
     async with (
         httpx.AsyncClient(base_url=url, timeout=5) as http,
@@ -938,7 +920,7 @@ async def open_listen(url: str, id: Any, agent: str) -> AsyncIterator[AsyncItera
         ) as response,
     ):
         assert response.status_code == 200
-        yield (line async for line in response.aiter_lines() if line.startswith("data: {"))
+        yield mcp.sse_messages(response)
 
 
 async def test_a_listen_stream_closed_by_the_client_ends_client_closed(
@@ -947,7 +929,7 @@ async def test_a_listen_stream_closed_by_the_client_ends_client_closed(
     running, path = live
     async with open_listen(running.url, "L1", "listener") as data:
         with anyio.fail_after(3):
-            ack = json.loads((await anext(data))[5:])
+            ack = await anext(data)
         assert ack["method"] == "notifications/subscriptions/acknowledged"
     # The stream record is written once the server has noticed the client leaving.
     await wait_until(lambda: path.exists() and '"kind":"stream"' in path.read_text())
@@ -978,9 +960,9 @@ async def test_a_request_stream_closed_by_the_client_ends_client_closed(
             "POST", "/mcp", content=json.dumps(message), headers=modern_headers(message, "quitter")
         ) as response,
     ):
-        data = (line async for line in response.aiter_lines() if line.startswith("data: {"))
+        data = mcp.sse_messages(response)
         with anyio.fail_after(3):
-            first = json.loads((await anext(data))[5:])
+            first = await anext(data)
         assert first["method"] == "notifications/progress"
     await wait_until(lambda: path.exists() and '"kind":"stream"' in path.read_text())
     running.stop()
@@ -998,10 +980,10 @@ async def test_a_graceful_shutdown_ends_a_listen_stream_with_shutdown(
     running, path = live
     async with open_listen(running.url, "L2", "listener") as data:
         with anyio.fail_after(3):
-            ack = json.loads((await anext(data))[5:])
+            ack = await anext(data)
             assert ack["method"] == "notifications/subscriptions/acknowledged"
             running.server.should_exit = True
-            closing = json.loads((await anext(data))[5:])
+            closing = await anext(data)
         assert closing["id"] == "L2"
         assert closing["result"]["resultType"] == "complete"
     await anyio.to_thread.run_sync(running.thread.join, 5)
@@ -1030,11 +1012,14 @@ async def test_a_graceful_shutdown_ends_a_legacy_get_stream_with_shutdown(
             },
         ) as response:
             assert response.status_code == 200
-            lines = response.aiter_lines()
+            events = mcp.SSE(response)
             with anyio.fail_after(3):
-                assert (await anext(lines)).startswith("id: ")  # the priming event
+                priming = await events.next_frame()
+                assert priming is not None
+                assert priming.id
+                assert not priming.data
                 running.server.should_exit = True
-                async for _ in lines:
+                while await events.next_frame() is not None:
                     pass
     await anyio.to_thread.run_sync(running.thread.join, 5)
     records = read_records(path)

@@ -18,15 +18,11 @@ from server import Catalog
 from server.app import create_app
 from server.logs import JsonFormatter, RequestFields
 from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "ids-test", "version": "1"},
-}
+INFO = {"name": "ids-test", "version": "1"}
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
@@ -60,25 +56,11 @@ def json_log() -> Iterator[io.StringIO]:
 
 
 def message(method: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> bytes:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": method,
-        "params": {**params, "_meta": {**META, **(meta or {})}},
-    }
-    return json.dumps(body).encode()
+    return json.dumps(modern(method, params, client_info=INFO, **(meta or {}))).encode()
 
 
 def headers(method: str, name: str | None = None, **extra: str) -> dict[str, str]:
-    found = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if name is not None:
-        found["Mcp-Name"] = name
-    return found | extra
+    return modern_headers({"method": method, "params": {"name": name}}, **extra)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

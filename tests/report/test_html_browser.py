@@ -27,6 +27,9 @@ import pytest
 from server.report.html import render_html
 from tests.report.test_report import aggregate, jsonl, legacy_session, modern, request
 
+# A real headless browser: outside the inner loop (pytest -m 'not slow').
+pytestmark = pytest.mark.slow
+
 
 def need(what: str) -> NoReturn:
     if os.environ.get("MCP_TESTS_REQUIRE_BROWSER"):

@@ -26,9 +26,12 @@ from server.security.networks import parse_networks
 from server.settings import Settings
 from server.transport.admin import is_local_caller
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 from tests.support.polling import wait_until_blocking
 
-MODERN = "2026-07-28"
+# A real uvicorn under steady load: outside the inner loop (pytest -m 'not slow').
+pytestmark = pytest.mark.slow
+
 TOKEN, DIGEST = new_token()
 
 
@@ -50,24 +53,9 @@ def settings(**overrides: Any) -> Settings:
 
 
 def call_tool(client_name: str, text: str = "hi") -> tuple[dict[str, str], bytes]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": client_name, "version": "1"},
-    }
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"text": text}, "_meta": meta},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "echo",
-    }
+    info = {"name": client_name, "version": "1"}
+    message = modern("tools/call", {"name": "echo", "arguments": {"text": text}}, client_info=info)
+    headers = modern_headers(message, accept="application/json")
     return headers, json.dumps(message).encode()
 
 

@@ -34,6 +34,7 @@ from jwt.algorithms import RSAAlgorithm
 from server import Catalog, Context
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support import mcp_client as mcp
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until
 
@@ -46,12 +47,8 @@ AUDIENCE = "http://127.0.0.1:8000/mcp"
 META_URL = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
-BOTH = "application/json, text/event-stream"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+BOTH = mcp.BOTH
+META = mcp.modern_meta()
 AUTH_ERROR = -32001
 LIMIT_EXCEEDED = -32000
 INVALID_REQUEST = -32600
@@ -216,31 +213,21 @@ async def serve(**settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Appli
 
 
 def modern(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    params = dict(params or {})
-    params["_meta"] = {**META, **params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    return mcp.modern(method, params, id)
 
 
 def call(name: str, arguments: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
     return modern("tools/call", {"name": name, "arguments": arguments or {}}, id)
 
 
+def bearer(token: str | None) -> str | None:
+    return None if token is None else f"Bearer {token}"
+
+
 def modern_headers(
     message: dict[str, Any], token: str | None = None, **extra: str
 ) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": BOTH,
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": message["method"],
-    }
-    field = NAME_FIELD.get(message["method"])
-    if field is not None:
-        headers["Mcp-Name"] = str(message["params"][field])
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    headers.update(extra)
-    return headers
+    return mcp.modern_headers(message, **{"Authorization": bearer(token), **extra})
 
 
 async def post_modern(
@@ -256,26 +243,20 @@ async def post_modern(
     )
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
+INITIALIZE = mcp.legacy(
+    "initialize",
+    {
         "protocolVersion": LEGACY,
         "capabilities": {},
         "clientInfo": {"name": "security-test-client", "version": "1.0"},
     },
-}
+    id=0,
+)
 
 
 def legacy_headers(token: str | None = None, session: str | None = None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if session is not None:
-        headers["Mcp-Session-Id"] = session
-        headers["MCP-Protocol-Version"] = LEGACY
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
+    version = LEGACY if session is not None else None
+    return mcp.legacy_headers(session, version, "application/json", Authorization=bearer(token))
 
 
 async def post_legacy(
@@ -293,14 +274,13 @@ async def initialize(client: httpx.AsyncClient, token: str | None = None) -> str
     response = await post_legacy(client, INITIALIZE, token)
     assert response.status_code == 200, response.text
     session = response.headers["mcp-session-id"]
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    initialized = mcp.notification("notifications/initialized")
     assert (await post_legacy(client, initialized, token, session)).status_code == 202
     return session
 
 
 def legacy_call(name: str, arguments: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    params = {"name": name, "arguments": arguments or {}}
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
+    return mcp.legacy("tools/call", {"name": name, "arguments": arguments or {}}, id)
 
 
 def error_of(response: httpx.Response, status: int, code: int, id: Any = None) -> dict[str, Any]:
@@ -1027,14 +1007,12 @@ def live() -> Iterator[ServerThread]:
 LISTEN = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, "listen")
 
 
-async def first_event(lines: AsyncIterator[str]) -> dict[str, Any]:
-    """The first SSE event of a stream. Keep ``lines`` referenced: httpx closes the connection
+async def first_event(events: mcp.SSE) -> dict[str, Any]:
+    """The first message of a stream. Keep ``events`` referenced: httpx closes the connection
     when an abandoned line iterator is garbage-collected."""
-    with anyio.fail_after(3):
-        async for line in lines:
-            if line.startswith("data:"):
-                return dict(json.loads(line[5:]))
-    raise AssertionError("the stream ended before its first event")
+    message = await events.next(3)
+    assert message is not None, "the stream ended before its first event"
+    return message
 
 
 async def test_open_streams_per_client(live: ServerThread) -> None:
@@ -1045,8 +1023,8 @@ async def test_open_streams_per_client(live: ServerThread) -> None:
     async with httpx.AsyncClient(base_url=live.url, timeout=5) as client:
         async with client.stream("POST", "/mcp", content=body, headers=headers) as first:
             assert first.status_code == 200
-            lines = first.aiter_lines()
-            assert (await first_event(lines))["method"] == acknowledged
+            events = mcp.SSE(first)
+            assert (await first_event(events))["method"] == acknowledged
             assert live.app.gate.streams.count(key) == 1
             with anyio.fail_after(3):
                 second = await client.post("/mcp", content=body, headers=headers)
@@ -1063,4 +1041,4 @@ async def test_open_streams_per_client(live: ServerThread) -> None:
         await wait_until(lambda: live.app.gate.streams.count(key) == 0)
         async with client.stream("POST", "/mcp", content=body, headers=headers) as again:
             assert again.status_code == 200
-            assert (await first_event(again.aiter_lines()))["method"] == acknowledged
+            assert (await first_event(mcp.SSE(again)))["method"] == acknowledged

@@ -15,6 +15,7 @@ from server.serving.coalescing import CoalescingTransport, WriteBatch
 from server.settings import Settings
 from tests.support.core_helpers import FakeTransport
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 
 
 async def next_turn() -> None:
@@ -84,22 +85,8 @@ def test_reading_and_addresses_pass_straight_through() -> None:
 
 
 def modern_echo(number: int) -> tuple[dict[str, Any], dict[str, str]]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": number,
-        "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"text": f"text-{number}"}, "_meta": meta},
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "echo",
-    }
+    body = modern("tools/call", {"name": "echo", "arguments": {"text": f"text-{number}"}}, number)
+    headers = modern_headers(body, Content_Type=None)
     return body, headers
 
 

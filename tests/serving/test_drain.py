@@ -11,7 +11,6 @@ process with SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,16 +22,18 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.serving import server_for, shutdown_deadlines
 from server.settings import Settings
+from tests.support.mcp_client import (
+    BOTH,
+    LEGACY_VERSION,
+    legacy,
+    legacy_headers,
+    messages_of,
+    modern,
+    modern_headers,
+)
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-BOTH = "application/json, text/event-stream"
 SHUTTING_DOWN = {"code": -32000, "message": "Server shutting down"}
 
 
@@ -79,19 +80,8 @@ async def http(app: Application) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def modern_call(name: str, accept: str, **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": f"{name}-1",
-        "method": "tools/call",
-        "params": {"name": name, "arguments": {}, "_meta": {**META, **meta}},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": accept,
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
+    body = modern("tools/call", {"name": name, "arguments": {}}, f"{name}-1", **meta)
+    headers = modern_headers(body, accept)
     return body, headers
 
 
@@ -99,28 +89,18 @@ async def legacy_call(
     http: httpx.AsyncClient, name: str, accept: str, **meta: Any
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A legacy session opened, and a call to ``name`` in it."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": "init",
-        "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t"}},
-    }
+    initialize = legacy(
+        "initialize",
+        {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "t"}},
+        "init",
+    )
     opened = await http.post("/mcp", json=initialize, headers={"Accept": BOTH})
     assert opened.status_code == 200, opened.text
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": accept,
-        "MCP-Protocol-Version": LEGACY,
-        "Mcp-Session-Id": opened.headers["mcp-session-id"],
-    }
+    headers = legacy_headers(opened.headers["mcp-session-id"], LEGACY_VERSION, accept)
     params: dict[str, Any] = {"name": name, "arguments": {}}
     if meta:
         params["_meta"] = meta
-    return {"jsonrpc": "2.0", "id": f"{name}-1", "method": "tools/call", "params": params}, headers
-
-
-def sse_messages(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data: {")]
+    return legacy("tools/call", params, f"{name}-1"), headers
 
 
 async def answered_after_end_calls(
@@ -157,7 +137,7 @@ async def test_a_modern_call_that_streams_ends_with_an_error_event(
     response = await answered_after_end_calls(http, app, waiting, call)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
-    progress, final = sse_messages(response.text)
+    progress, final = messages_of(response.text)
     assert progress["method"] == "notifications/progress"
     assert final == {"jsonrpc": "2.0", "id": "wait_here-1", "error": SHUTTING_DOWN}
 
@@ -178,7 +158,7 @@ async def test_a_legacy_call_that_streams_ends_with_an_error_event(
     response = await answered_after_end_calls(http, app, waiting, call)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
-    messages = sse_messages(response.text)
+    messages = messages_of(response.text)
     assert messages[-1] == {"jsonrpc": "2.0", "id": "wait_here-1", "error": SHUTTING_DOWN}
     assert any(message.get("method") == "notifications/progress" for message in messages)
 

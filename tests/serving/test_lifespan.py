@@ -15,13 +15,9 @@ import pytest
 from server import Catalog
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers
 
 pytestmark = pytest.mark.anyio
-
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 def make_catalog(events: list[str], *, fail: bool = False) -> Catalog:
@@ -50,19 +46,8 @@ def app_for(catalog: Catalog) -> Application:
 
 
 async def call_pool(app: Application) -> str:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "pool", "arguments": {}, "_meta": META},
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "pool",
-    }
+    body = modern("tools/call", {"name": "pool", "arguments": {}})
+    headers = modern_headers(body, accept="application/json")
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         answer = await client.post("/mcp", json=body, headers=headers)

@@ -16,6 +16,7 @@ from server.app import create_app
 from server.serving import server_for
 from server.settings import Settings
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 
 
 def test_the_collector_is_tuned_once_the_app_has_started() -> None:
@@ -93,27 +94,12 @@ def test_on_an_unverified_uvicorn_the_server_serves_on_uvicorns_protocol(
     assert thread.server.config.http == "auto"
     try:
         thread.start()
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "progressToken": "p",
-        }
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {
-                "name": "count_slowly",
-                "arguments": {"steps": 2, "delay_ms": 10},
-                "_meta": meta,
-            },
-        }
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "count_slowly",
-        }
+        body = modern(
+            "tools/call",
+            {"name": "count_slowly", "arguments": {"steps": 2, "delay_ms": 10}},
+            progressToken="p",
+        )
+        headers = modern_headers(body, Content_Type=None)
         answer = httpx.post(f"{thread.url}/mcp", json=body, headers=headers, timeout=10)
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/event-stream")

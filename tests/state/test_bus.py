@@ -22,7 +22,8 @@ from server.state.redis.link import RedisLink
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
 
-pytestmark = pytest.mark.anyio
+# A real redis-server: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TIMEOUT_S = 0.5
 

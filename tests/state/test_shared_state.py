@@ -32,6 +32,7 @@ from tests.support.deploy_helpers import (
     sse_messages,
 )
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import sse_frames
 from tests.support.redis_server import fresh_prefix
 
 # Real uvicorn servers and a real Redis per test: end to end, outside the inner loop.
@@ -243,9 +244,9 @@ async def test_a_call_stream_is_resumed_on_the_other_replica(replicas: list[str]
         async with client.stream(
             "POST", f"{a}/mcp", json=call, headers=legacy_headers(sid)
         ) as stream:
-            async for line in stream.aiter_lines():
-                if line.startswith("id:") and line[3:].strip().split("_")[-1] == "2":
-                    last_id = line[3:].strip()
+            async for frame in sse_frames(stream):
+                if frame.id is not None and frame.id.split("_")[-1] == "2":
+                    last_id = frame.id
                     break  # drop the connection after the second message
         assert last_id is not None
         headers = {**legacy_headers(sid), "Accept": "text/event-stream", "Last-Event-ID": last_id}
@@ -375,9 +376,9 @@ async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed
             await asyncio.sleep(0.1)
             await send_modern(client, a, toggle)
             async with asyncio.timeout(5):
-                async for line in stream.aiter_lines():
-                    if line.startswith("id:") and not line.endswith("_0"):
-                        last_id = line[3:].strip()
+                async for frame in sse_frames(stream):
+                    if frame.id is not None and not frame.id.endswith("_0"):
+                        last_id = frame.id
                         break  # got the first change's event: the connection drops
         assert last_id is not None
         # Missed while away: a change that A's GET stream keeps for the resume.

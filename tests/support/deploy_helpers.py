@@ -14,21 +14,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support import mcp_client as mcp
+
 ROOT = Path(__file__).resolve().parents[2]
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-SUB_ID = "io.modelcontextprotocol/subscriptionId"
-BOTH = "application/json, text/event-stream"
+MODERN = mcp.MODERN_VERSION
+LEGACY = mcp.LEGACY_VERSION
+META = mcp.modern_meta()
+SUB_ID = mcp.SUB_ID
+BOTH = mcp.BOTH
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -125,13 +124,11 @@ def running(workdir: Path, **settings: str) -> Iterator[ServerProcess]:
 
 
 def modern(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    params = dict(params or {})
-    params["_meta"] = {**META, **params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    return mcp.modern(method, params, id)
 
 
 def modern_call(name: str, arguments: dict[str, Any], id: Any, **meta: Any) -> dict[str, Any]:
-    return modern("tools/call", {"name": name, "arguments": arguments, "_meta": meta}, id)
+    return mcp.modern("tools/call", {"name": name, "arguments": arguments}, id, **meta)
 
 
 def listen(id: Any) -> dict[str, Any]:
@@ -139,23 +136,12 @@ def listen(id: Any) -> dict[str, Any]:
 
 
 def modern_headers(message: dict[str, Any], accept: str = BOTH) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": accept,
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": message["method"],
-    }
-    if message["method"] == "tools/call":
-        headers["Mcp-Name"] = message["params"]["name"]
-    return headers
+    return mcp.modern_headers(message, accept)
 
 
 def legacy_headers(session_id: str | None = None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": BOTH}
-    if session_id is not None:
-        headers["MCP-Protocol-Version"] = LEGACY
-        headers["Mcp-Session-Id"] = session_id
-    return headers
+    """Before initialize: no version; after it, the session and the negotiated version."""
+    return mcp.legacy_headers(session_id, LEGACY if session_id is not None else None)
 
 
 def sse_get_headers(session_id: str) -> dict[str, str]:
@@ -163,17 +149,16 @@ def sse_get_headers(session_id: str) -> dict[str, str]:
     return {**legacy_headers(session_id), "Accept": "text/event-stream"}
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "init",
-    "method": "initialize",
-    "params": {
+INITIALIZE = mcp.legacy(
+    "initialize",
+    {
         "protocolVersion": LEGACY,
         "capabilities": {},
         "clientInfo": {"name": "deploy-tests", "version": "1.0"},
     },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    id="init",
+)
+INITIALIZED = mcp.notification("notifications/initialized")
 
 
 async def open_session(client: httpx.AsyncClient, path: str) -> str:
@@ -186,19 +171,7 @@ async def open_session(client: httpx.AsyncClient, path: str) -> str:
     return session_id
 
 
-# -- SSE --------------------------------------------------------------------------------------
-
-
-async def sse_messages(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """JSON-RPC messages from an SSE response (priming events and comments skipped)."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if data and any(data):
-                yield json.loads("\n".join(data))
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+sse_messages = mcp.sse_messages
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -24,15 +24,19 @@ from server.errors import McpError, http_status
 from server.records.draft import Draft
 from server.settings import Settings
 from server.transport.endpoint import read_body
+from tests.support.mcp_client import (
+    META_CAPABILITIES,
+    META_INFO,
+    META_VERSION,
+    SUB_ID,
+    messages_of,
+    modern,
+    modern_headers,
+    modern_meta,
+)
 
 BASE_URL = "http://127.0.0.1:8000"
 VERSION = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-SUB_ID = "io.modelcontextprotocol/subscriptionId"
 ECHO_HI = {"name": "echo", "arguments": {"text": "hi"}}
 
 
@@ -106,30 +110,6 @@ def resources_only_catalog() -> Catalog:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def request(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": method,
-        "params": {**(params or {}), "_meta": {**META, **(params or {}).get("_meta", {})}},
-    }
-
-
-def headers_for(message: dict[str, Any], **extra: str) -> dict[str, str]:
-    """The headers a correct modern client sends for ``message``."""
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": VERSION,
-        "Mcp-Method": message["method"],
-    }
-    field = NAME_FIELD.get(message["method"])
-    if field is not None and field in message.get("params", {}):
-        headers["Mcp-Name"] = str(message["params"][field])
-    headers.update(extra)
-    return headers
-
-
 @contextlib.asynccontextmanager
 async def serve(
     catalog: Catalog | None = None, *, lifespan: bool = False, **settings: Any
@@ -155,7 +135,7 @@ async def post(
 ) -> httpx.Response:
     if headers is None:
         headers = (
-            headers_for(message, **extra_headers)
+            modern_headers(message, **extra_headers)
             if isinstance(message, dict) and "method" in message
             else {"Content-Type": "application/json", "Accept": "application/json"}
         )
@@ -194,7 +174,7 @@ def result_of(response: httpx.Response, id: Any = 1) -> dict[str, Any]:
 @pytest.mark.anyio
 async def test_discover_answers_json_with_the_modern_envelope() -> None:
     async with serve() as (client, _):
-        result = result_of(await post(client, request("server/discover", id="d-1")), id="d-1")
+        result = result_of(await post(client, modern("server/discover", id="d-1")), id="d-1")
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == [VERSION]
     assert set(result["capabilities"]) >= {"tools", "resources", "prompts"}
@@ -206,7 +186,7 @@ async def test_discover_answers_json_with_the_modern_envelope() -> None:
 @pytest.mark.anyio
 async def test_tool_call_answers_json() -> None:
     async with serve() as (client, _):
-        message = request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        message = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         result = result_of(await post(client, message))
     assert result["content"] == [{"type": "text", "text": "hi"}]
     assert not result.get("isError")
@@ -215,7 +195,7 @@ async def test_tool_call_answers_json() -> None:
 @pytest.mark.anyio
 async def test_trailing_slash_is_answered_without_redirect() -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list"), path="/mcp/")
+        response = await post(client, modern("tools/list"), path="/mcp/")
         assert not response.is_redirect
         result = result_of(response)
     assert [tool["name"] for tool in result["tools"]][:2] == ["echo", "refuse"]
@@ -224,7 +204,7 @@ async def test_trailing_slash_is_answered_without_redirect() -> None:
 @pytest.mark.anyio
 async def test_session_id_is_ignored_and_never_minted() -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list"), **{"Mcp-Session-Id": "abc"})
+        response = await post(client, modern("tools/list"), **{"Mcp-Session-Id": "abc"})
     result_of(response)
     assert "mcp-session-id" not in response.headers
 
@@ -270,7 +250,7 @@ async def test_a_bare_request_is_told_both_ways_in() -> None:
     async with serve() as (client, _):
         response = await post(client, bare, headers={"Content-Type": "application/json"})
     message = error_of(response, 400, -32600, 1)["message"]
-    assert "io.modelcontextprotocol/protocolVersion" in message
+    assert META_VERSION in message
     assert "MCP-Protocol-Version: 2026-07-28" in message
     assert "Mcp-Method" in message
     assert "initialize" in message
@@ -279,9 +259,9 @@ async def test_a_bare_request_is_told_both_ways_in() -> None:
 
 @pytest.mark.anyio
 async def test_batch_is_400_invalid_request() -> None:
-    batch = [request("tools/list", id=1), request("prompts/list", id=2)]
+    batch = [modern("tools/list", id=1), modern("prompts/list", id=2)]
     async with serve() as (client, _):
-        response = await post(client, batch, headers=headers_for(batch[0]))
+        response = await post(client, batch, headers=modern_headers(batch[0]))
     # Batches exist only in a 2025-03-26 session; a sessionless batch is refused.
     error_of(response, 400, -32600, None)
 
@@ -308,15 +288,15 @@ async def test_response_message_is_400_invalid_request(message: dict[str, Any]) 
 @pytest.mark.parametrize(
     "meta",
     [
-        {"io.modelcontextprotocol/clientCapabilities": {}},
-        {"io.modelcontextprotocol/protocolVersion": VERSION},
+        {META_CAPABILITIES: {}},
+        {META_VERSION: VERSION},
         {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientCapabilities": None,
+            META_VERSION: VERSION,
+            META_CAPABILITIES: None,
         },
-        {**META, "io.modelcontextprotocol/logLevel": "loud"},
-        {**META, "progressToken": 1.5},
-        {**META, "io.modelcontextprotocol/clientInfo": "me"},
+        {**modern_meta(), "io.modelcontextprotocol/logLevel": "loud"},
+        {**modern_meta(), "progressToken": 1.5},
+        {**modern_meta(), META_INFO: "me"},
     ],
     ids=["no-version", "no-capabilities", "null-capabilities", "log-level", "token", "info"],
 )
@@ -337,15 +317,15 @@ async def test_missing_meta_with_modern_header_is_400_invalid_params() -> None:
 @pytest.mark.anyio
 async def test_client_info_is_optional() -> None:
     async with serve() as (client, _):
-        result_of(await post(client, request("tools/list")))
+        result_of(await post(client, modern("tools/list")))
 
 
 def _without(headers: dict[str, str], name: str) -> dict[str, str]:
     return {key: value for key, value in headers.items() if key.lower() != name.lower()}
 
 
-CALL_ECHO = request("tools/call", {"name": "echo", "arguments": {"text": "x"}}, id=11)
-CALL_PICK = request("tools/call", {"name": "pick", "arguments": {"region": "eu"}}, id=12)
+CALL_ECHO = modern("tools/call", {"name": "echo", "arguments": {"text": "x"}}, id=11)
+CALL_PICK = modern("tools/call", {"name": "pick", "arguments": {"region": "eu"}}, id=12)
 
 
 @pytest.mark.anyio
@@ -363,9 +343,9 @@ CALL_PICK = request("tools/call", {"name": "pick", "arguments": {"region": "eu"}
         (CALL_ECHO, {"Mcp-Name": "=?base64?not base64!?="}),
         (CALL_PICK, {"Mcp-Param-Region": None}),
         (CALL_PICK, {"Mcp-Param-Region": "us"}),
-        (request("resources/read", {"uri": "test://doc"}, id=13), {"Mcp-Name": "test://other"}),
+        (modern("resources/read", {"uri": "test://doc"}, id=13), {"Mcp-Name": "test://other"}),
         (
-            request("prompts/get", {"name": "greet", "arguments": {"name": "a"}}, 14),
+            modern("prompts/get", {"name": "greet", "arguments": {"name": "a"}}, 14),
             {"Mcp-Name": None},
         ),
     ],
@@ -373,7 +353,7 @@ CALL_PICK = request("tools/call", {"name": "pick", "arguments": {"region": "eu"}
 async def test_header_missing_or_not_matching_is_400_header_mismatch(
     message: dict[str, Any], change: dict[str, str | None]
 ) -> None:
-    headers = headers_for(message)
+    headers = modern_headers(message)
     for name, value in change.items():
         headers = _without(headers, name)
         if value is not None:
@@ -386,9 +366,9 @@ async def test_header_missing_or_not_matching_is_400_header_mismatch(
 async def test_matching_headers_pass_including_base64_and_param_headers() -> None:
     async with serve() as (client, _):
         # Header names are case-insensitive; a base64 sentinel value is decoded first.
-        encoded = headers_for(CALL_ECHO, **{"Mcp-Name": "=?base64?ZWNobw==?="})
+        encoded = modern_headers(CALL_ECHO, **{"Mcp-Name": "=?base64?ZWNobw==?="})
         result_of(await post(client, CALL_ECHO, headers=encoded), id=11)
-        lower = {key.lower(): value for key, value in headers_for(CALL_PICK).items()}
+        lower = {key.lower(): value for key, value in modern_headers(CALL_PICK).items()}
         lower["mcp-param-region"] = "eu"
         result = result_of(await post(client, CALL_PICK, headers=lower), id=12)
     assert result["content"][0]["text"] == "picked eu"
@@ -396,9 +376,7 @@ async def test_matching_headers_pass_including_base64_and_param_headers() -> Non
 
 @pytest.mark.anyio
 async def test_unsupported_version_is_400_with_supported_and_requested() -> None:
-    message = request(
-        "tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}, "v"
-    )
+    message = modern("tools/list", {"_meta": {META_VERSION: "2099-01-01"}}, "v")
     async with serve() as (client, _):
         response = await post(client, message, **{"MCP-Protocol-Version": "2099-01-01"})
     error = error_of(response, 400, -32022, "v")
@@ -409,23 +387,23 @@ async def test_unsupported_version_is_400_with_supported_and_requested() -> None
 async def test_legacy_header_on_modern_body_is_header_mismatch() -> None:
     async with serve() as (client, _):
         response = await post(
-            client, request("tools/list"), **{"MCP-Protocol-Version": "2025-11-25"}
+            client, modern("tools/list"), **{"MCP-Protocol-Version": "2025-11-25"}
         )
     error_of(response, 400, -32020, 1)
 
 
 @pytest.mark.anyio
 async def test_undeclared_client_capability_is_400_with_required_capabilities() -> None:
-    message = request("tools/call", {"name": "ask"}, id="cap")
+    message = modern("tools/call", {"name": "ask"}, id="cap")
     async with serve() as (client, _):
         error = error_of(await post(client, message), 400, -32021, "cap")
         assert error["data"] == {"requiredCapabilities": {"elicitation": {}}}
         # Declared, the same call is an input-required round instead.
-        declared = request(
+        declared = modern(
             "tools/call",
             {
                 "name": "ask",
-                "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+                "_meta": {META_CAPABILITIES: {"elicitation": {}}},
             },
             id="cap",
         )
@@ -454,7 +432,7 @@ async def test_undeclared_client_capability_is_400_with_required_capabilities() 
 async def test_unknown_or_removed_method_is_404_method_not_found(
     method: str, params: dict[str, Any]
 ) -> None:
-    message = request(method, params, id=f"id-{method}")
+    message = modern(method, params, id=f"id-{method}")
     async with serve() as (client, _):
         error = error_of(await post(client, message), 404, -32601, f"id-{method}")
     assert method in error["message"]
@@ -465,9 +443,9 @@ async def test_unknown_or_removed_method_is_404_method_not_found(
 async def test_methods_of_undeclared_primitives_are_404(method: str) -> None:
     params = {"name": "x"} if method.endswith(("call", "get")) else {}
     async with serve(resources_only_catalog()) as (client, _):
-        error_of(await post(client, request(method, params, id=9)), 404, -32601, 9)
+        error_of(await post(client, modern(method, params, id=9)), 404, -32601, 9)
         # What is declared is served.
-        result_of(await post(client, request("resources/list", id=10)), id=10)
+        result_of(await post(client, modern("resources/list", id=10)), id=10)
 
 
 # -- 200 errors: bad params, unknown names -------------------------------------------------
@@ -477,17 +455,17 @@ async def test_methods_of_undeclared_primitives_are_404(method: str) -> None:
 @pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list"])
 async def test_invalid_cursor_is_200_invalid_params(method: str) -> None:
     async with serve() as (client, _):
-        response = await post(client, request(method, {"cursor": "forged"}, id=21))
+        response = await post(client, modern(method, {"cursor": "forged"}, id=21))
     error_of(response, 200, -32602, 21)
 
 
 @pytest.mark.anyio
 async def test_cursor_of_another_list_is_invalid() -> None:
     async with serve(page_size=1) as (client, _):
-        first = result_of(await post(client, request("tools/list", id=1)))
+        first = result_of(await post(client, modern("tools/list", id=1)))
         cursor = first["nextCursor"]
-        result_of(await post(client, request("tools/list", {"cursor": cursor}, id=2)), id=2)
-        response = await post(client, request("prompts/list", {"cursor": cursor}, id=3))
+        result_of(await post(client, modern("tools/list", {"cursor": cursor}, id=2)), id=2)
+        response = await post(client, modern("prompts/list", {"cursor": cursor}, id=3))
     error_of(response, 200, -32602, 3)
 
 
@@ -495,11 +473,11 @@ async def test_cursor_of_another_list_is_invalid() -> None:
 @pytest.mark.parametrize(
     "message",
     [
-        request("tools/call", {"name": "nope"}, id=31),
-        request("tools/call", {"arguments": {}}, id=31),
-        request("tools/call", {"name": "echo", "arguments": [1]}, id=31),
-        request("prompts/get", {"name": "nope"}, id=31),
-        request("prompts/get", {"name": "greet", "arguments": {"name": 5}}, id=31),
+        modern("tools/call", {"name": "nope"}, id=31),
+        modern("tools/call", {"arguments": {}}, id=31),
+        modern("tools/call", {"name": "echo", "arguments": [1]}, id=31),
+        modern("prompts/get", {"name": "nope"}, id=31),
+        modern("prompts/get", {"name": "greet", "arguments": {"name": 5}}, id=31),
     ],
 )
 async def test_bad_params_and_unknown_names_are_200_invalid_params(
@@ -512,7 +490,7 @@ async def test_bad_params_and_unknown_names_are_200_invalid_params(
 @pytest.mark.anyio
 async def test_unknown_resource_is_200_invalid_params_with_uri() -> None:
     async with serve() as (client, _):
-        response = await post(client, request("resources/read", {"uri": "test://missing"}, 41))
+        response = await post(client, modern("resources/read", {"uri": "test://missing"}, 41))
     error = error_of(response, 200, -32602, 41)
     assert error["data"] == {"uri": "test://missing"}
 
@@ -531,7 +509,7 @@ async def test_failing_tools_are_isError_results(
     name: str, arguments: dict[str, Any], text: str
 ) -> None:
     async with serve() as (client, _):
-        message = request("tools/call", {"name": name, "arguments": arguments})
+        message = modern("tools/call", {"name": name, "arguments": arguments})
         response = await post(client, message)
     result = result_of(response)
     assert result["isError"] is True
@@ -546,7 +524,7 @@ async def test_non_tool_handler_crash_is_200_internal_error_without_details(
 ) -> None:
     caplog.set_level(logging.ERROR)
     async with serve() as (client, _):
-        response = await post(client, request("resources/read", {"uri": "test://broken"}, "b"))
+        response = await post(client, modern("resources/read", {"uri": "test://broken"}, "b"))
     error = error_of(response, 200, -32603, "b")
     assert error["message"] == "Internal error"
     assert "data" not in error
@@ -566,7 +544,7 @@ async def test_non_tool_handler_crash_is_200_internal_error_without_details(
 )
 async def test_host_not_allowed_is_403(host: str) -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list"), Host=host)
+        response = await post(client, modern("tools/list"), Host=host)
     error_of(response, 403, -32600, None)
 
 
@@ -574,26 +552,26 @@ async def test_host_not_allowed_is_403(host: str) -> None:
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "localhost:3000", "[::1]:8000"])
 async def test_allowed_hosts_are_served(host: str) -> None:
     async with serve() as (client, _):
-        result_of(await post(client, request("tools/list"), Host=host))
+        result_of(await post(client, modern("tools/list"), Host=host))
 
 
 @pytest.mark.anyio
 async def test_a_host_remembered_as_allowed_lets_no_other_through() -> None:
     async with serve() as (client, _):
         for _ in range(3):
-            result_of(await post(client, request("tools/list"), Host="localhost:3000"))
-            response = await post(client, request("tools/list"), Host="localhost.evil:3000")
+            result_of(await post(client, modern("tools/list"), Host="localhost:3000"))
+            response = await post(client, modern("tools/list"), Host="localhost.evil:3000")
             error_of(response, 403, -32600, None)
 
 
 @pytest.mark.anyio
 async def test_host_allow_list_is_configurable() -> None:
     async with serve(allowed_hosts=["mcp.example.com:443"]) as (client, _):
-        response = await post(client, request("tools/list"), Host="mcp.example.com:443")
+        response = await post(client, modern("tools/list"), Host="mcp.example.com:443")
         result_of(response)
-        error_of(await post(client, request("tools/list")), 403, -32600, None)
+        error_of(await post(client, modern("tools/list")), 403, -32600, None)
     async with serve(allowed_hosts=["*"]) as (client, _):
-        result_of(await post(client, request("tools/list"), Host="anything.example"))
+        result_of(await post(client, modern("tools/list"), Host="anything.example"))
 
 
 @pytest.mark.anyio
@@ -610,7 +588,7 @@ async def test_host_allow_list_is_configurable() -> None:
 )
 async def test_origin_not_allowed_is_403(origin: str) -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list"), Origin=origin)
+        response = await post(client, modern("tools/list"), Origin=origin)
     error_of(response, 403, -32600, None)
 
 
@@ -621,16 +599,16 @@ async def test_origin_not_allowed_is_403(origin: str) -> None:
 )
 async def test_localhost_origins_are_accepted(origin: str) -> None:
     async with serve() as (client, _):
-        result_of(await post(client, request("tools/list"), Origin=origin))
+        result_of(await post(client, modern("tools/list"), Origin=origin))
 
 
 @pytest.mark.anyio
 async def test_configured_origin_is_accepted() -> None:
     async with serve(allowed_origins=["https://app.example.com"]) as (client, _):
         origin = "https://app.example.com"
-        result_of(await post(client, request("tools/list"), Origin=origin))
+        result_of(await post(client, modern("tools/list"), Origin=origin))
         other = "https://app.example.com.evil"
-        error_of(await post(client, request("tools/list"), Origin=other), 403, -32600, None)
+        error_of(await post(client, modern("tools/list"), Origin=other), 403, -32600, None)
 
 
 # -- 406: Accept -----------------------------------------------------------------------------
@@ -643,7 +621,7 @@ async def test_configured_origin_is_accepted() -> None:
 )
 async def test_accept_without_json_or_sse_is_406(accept: str) -> None:
     async with serve() as (client, _):
-        error_of(await post(client, request("tools/list"), Accept=accept), 406, -32600, None)
+        error_of(await post(client, modern("tools/list"), Accept=accept), 406, -32600, None)
 
 
 @pytest.mark.anyio
@@ -652,15 +630,15 @@ async def test_accept_without_json_or_sse_is_406(accept: str) -> None:
 )
 async def test_accept_allowing_json_answers_json(accept: str) -> None:
     async with serve() as (client, _):
-        result_of(await post(client, request("tools/list"), Accept=accept))
+        result_of(await post(client, modern("tools/list"), Accept=accept))
 
 
 @pytest.mark.anyio
 async def test_missing_accept_is_served_as_json() -> None:
     async with serve() as (client, _):
-        message = request("tools/list")
+        message = modern("tools/list")
         built = client.build_request(
-            "POST", "/mcp", content=json.dumps(message).encode(), headers=headers_for(message)
+            "POST", "/mcp", content=json.dumps(message).encode(), headers=modern_headers(message)
         )
         del built.headers["accept"]
         assert "accept" not in built.headers
@@ -708,16 +686,16 @@ async def test_cached_pages_are_answered_without_a_handler(monkeypatch: Any) -> 
         monkeypatch.setattr(app.modern, "handle", counting)
         monkeypatch.setattr(app.modern, "cached_result", counting_cached)
         for id, method in enumerate(["tools/list", "server/discover", "resources/list"]):
-            result_of(await post(client, request(method, id=id)), id=id)
+            result_of(await post(client, modern(method, id=id)), id=id)
         assert asked == ["tools/list", "server/discover", "resources/list"]
-        sse = await post(client, request("tools/list", id="s"), Accept="text/event-stream")
+        sse = await post(client, modern("tools/list", id="s"), Accept="text/event-stream")
         assert sse.headers["content-type"].startswith("text/event-stream")
-        event = json.loads(sse.text.split("data: ", 1)[1].split("\n", 1)[0])
+        event = messages_of(sse.text)[0]
         assert event["id"] == "s"
         assert event["result"]["tools"]
-        error_of(await post(client, request("tools/list", {"cursor": "x"}, id=9)), 200, -32602, 9)
+        error_of(await post(client, modern("tools/list", {"cursor": "x"}, id=9)), 200, -32602, 9)
         assert asked[3:] == ["tools/list", "tools/list"]
-        result_of(await post(client, request("tools/call", ECHO_HI, 7)), id=7)
+        result_of(await post(client, modern("tools/call", ECHO_HI, 7)), id=7)
         assert asked[5:] == ["tools/call"]  # asked once, found nothing: the handler answers
         assert handled == ["tools/call"]
 
@@ -727,8 +705,8 @@ async def test_two_authorization_headers_are_refused_without_auth_too() -> None:
     # Without authentication nothing reads the header, but a request that sends it twice is
     # still malformed: 400, as with authentication on.
     async with serve() as (client, _):
-        message = request("tools/list", id=4)
-        headers = [(name, value) for name, value in headers_for(message).items()]
+        message = modern("tools/list", id=4)
+        headers = [(name, value) for name, value in modern_headers(message).items()]
         headers += [("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
         response = await client.post("/mcp", content=json.dumps(message), headers=headers)
         error_of(response, 400, -32600)
@@ -739,14 +717,12 @@ async def test_two_authorization_headers_are_refused_without_auth_too() -> None:
 @pytest.mark.anyio
 async def test_accept_only_event_stream_gets_the_result_as_sse() -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list", id="s"), Accept="text/event-stream")
+        response = await post(client, modern("tools/list", id="s"), Accept="text/event-stream")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
-    data = [
-        line[len("data: ") :] for line in response.text.splitlines() if line.startswith("data:")
-    ]
-    assert len(data) == 1
-    message = json.loads(data[0])
+    messages = messages_of(response.text)
+    assert len(messages) == 1
+    message = messages[0]
     assert message["id"] == "s"
     assert message["result"]["tools"][0]["name"] == "echo"
 
@@ -756,7 +732,7 @@ async def test_accept_only_event_stream_gets_the_result_as_sse() -> None:
 
 def padded_echo(size: int) -> bytes:
     """A valid tools/call body of exactly ``size`` bytes."""
-    message = request("tools/call", {"name": "echo", "arguments": {"text": ""}}, id=51)
+    message = modern("tools/call", {"name": "echo", "arguments": {"text": ""}}, id=51)
     bare = len(json.dumps(message).encode())
     message["params"]["arguments"]["text"] = "x" * (size - bare)
     body = json.dumps(message).encode()
@@ -764,7 +740,7 @@ def padded_echo(size: int) -> bytes:
     return body
 
 
-ECHO_HEADERS = headers_for(request("tools/call", {"name": "echo"}))
+ECHO_HEADERS = modern_headers(modern("tools/call", {"name": "echo"}))
 
 
 @pytest.mark.anyio
@@ -834,8 +810,8 @@ async def test_streamed_body_over_the_limit_is_413() -> None:
     [None, "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"],
 )
 async def test_wrong_content_type_is_415(content_type: str | None) -> None:
-    message = request("tools/list")
-    headers = _without(headers_for(message), "Content-Type")
+    message = modern("tools/list")
+    headers = _without(modern_headers(message), "Content-Type")
     if content_type is not None:
         headers["Content-Type"] = content_type
     async with serve() as (client, _):
@@ -848,7 +824,7 @@ async def test_wrong_content_type_is_415(content_type: str | None) -> None:
 )
 async def test_json_content_type_variants_are_accepted(content_type: str) -> None:
     async with serve() as (client, _):
-        response = await post(client, request("tools/list"), **{"Content-Type": content_type})
+        response = await post(client, modern("tools/list"), **{"Content-Type": content_type})
     result_of(response)
 
 
@@ -895,7 +871,7 @@ async def test_get_is_guarded_like_post() -> None:
     "method", ["notifications/initialized", "notifications/cancelled", "notifications/whatever"]
 )
 async def test_notifications_are_202_with_empty_body(method: str) -> None:
-    message = {"jsonrpc": "2.0", "method": method, "params": {"_meta": META}}
+    message = {"jsonrpc": "2.0", "method": method, "params": {"_meta": modern_meta()}}
     async with serve() as (client, _):
         response = await post(client, message)
     assert response.status_code == 202
@@ -976,11 +952,11 @@ async def test_initialize_without_modern_metadata_opens_a_session() -> None:
 @pytest.mark.parametrize("id", [0, -3, 2**53, "", "req-é"])
 async def test_errors_echo_the_request_id_with_its_type(id: Any) -> None:
     async with serve() as (client, _):
-        unknown = await post(client, request("nope", id=id))
+        unknown = await post(client, modern("nope", id=id))
         error_of(unknown, 404, -32601, id)
-        mismatch = await post(client, request("tools/list", id=id), **{"Mcp-Method": "x"})
+        mismatch = await post(client, modern("tools/list", id=id), **{"Mcp-Method": "x"})
         error_of(mismatch, 400, -32020, id)
-        bad_cursor = await post(client, request("tools/list", {"cursor": "x"}, id=id))
+        bad_cursor = await post(client, modern("tools/list", {"cursor": "x"}, id=id))
         error_of(bad_cursor, 200, -32602, id)
 
 
@@ -997,7 +973,7 @@ LISTEN_ALL = {
 
 @pytest.mark.anyio
 async def test_listen_without_sse_accept_is_406_with_id() -> None:
-    message = request("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, "L")
+    message = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, "L")
     async with serve() as (client, app):
         response = await post(client, message, Accept="application/json")
         assert len(app.hub) == 0
@@ -1011,15 +987,11 @@ async def test_listen_without_sse_accept_is_406_with_id() -> None:
 )
 async def test_listen_with_a_bad_filter_is_invalid_params(notifications: Any) -> None:
     params = {} if notifications is None else {"notifications": notifications}
-    message = request("subscriptions/listen", params, "L")
+    message = modern("subscriptions/listen", params, "L")
     async with serve() as (client, app):
         response = await post(client, message, Accept="text/event-stream")
         assert len(app.hub) == 0
     error_of(response, 200, -32602, "L")
-
-
-def sse_messages(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
 
 
 @pytest.mark.anyio
@@ -1028,7 +1000,7 @@ async def test_listen_grants_only_what_is_served_and_needs_the_lifespan() -> Non
     catalog = make_catalog()
     catalog.remove_prompt("greet")  # no prompts: promptsListChanged cannot be granted
     filter_ = {**LISTEN_ALL, "resourceSubscriptions": ["test://doc"]}
-    message = request("subscriptions/listen", {"notifications": filter_}, id=77)
+    message = modern("subscriptions/listen", {"notifications": filter_}, id=77)
     async with serve(catalog, lifespan=True) as (client, app):
         responses: list[httpx.Response] = []
 
@@ -1049,7 +1021,7 @@ async def test_listen_grants_only_what_is_served_and_needs_the_lifespan() -> Non
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["x-accel-buffering"] == "no"
-    ack, *notes, closing = sse_messages(response.text)
+    ack, *notes, closing = messages_of(response.text)
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert ack["params"]["_meta"] == {SUB_ID: 77}
     assert ack["params"]["notifications"] == {
@@ -1077,7 +1049,7 @@ async def test_catalog_change_from_a_sync_tool_reaches_streams_on_the_loop_threa
         return "touched"
 
     filter_ = {"resourceSubscriptions": ["test://doc"]}
-    message = request("subscriptions/listen", {"notifications": filter_}, id="t")
+    message = modern("subscriptions/listen", {"notifications": filter_}, id="t")
     loop_thread = threading.get_ident()
     put_from: list[int] = []
     async with serve(catalog, lifespan=True) as (client, app):
@@ -1105,15 +1077,13 @@ async def test_catalog_change_from_a_sync_tool_reaches_streams_on_the_loop_threa
                 tg.start_soon(listen)
                 while len(app.hub) == 0:  # noqa: ASYNC110 (the hub has no event to wait on)
                     await anyio.sleep(0.01)
-                touch = request(
+                touch = modern(
                     "tools/call", {"name": "touch_sync", "arguments": {"uri": "test://doc"}}
                 )
                 result_of(await post(client, touch))
                 await anyio.sleep(0.05)
                 app.hub.close_all("shutdown")
-    updates = [
-        m for m in sse_messages(responses[0].text) if m.get("method", "").endswith("updated")
-    ]
+    updates = [m for m in messages_of(responses[0].text) if m.get("method", "").endswith("updated")]
     assert len(updates) == 1
     # asyncio queues are not thread-safe: every frame must be queued on the loop's thread.
     assert put_from

@@ -9,12 +9,9 @@ them through thread-safe events.
 
 import asyncio
 import contextlib
-import itertools
-import json
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,19 +24,25 @@ from server.legacy.eventstream import parse_event_id
 from server.settings import Settings
 from tests.support.core_helpers import add_toggle_tool
 from tests.support.live_server import ServerThread as Live
+from tests.support.mcp_client import (
+    BOTH,
+    Frame,
+    LegacySession,
+    legacy,
+    legacy_session,
+    modern_meta,
+    notification,
+    tool_call,
+)
 from tests.support.polling import wait_until
 
-pytestmark = pytest.mark.anyio
+# Real uvicorn servers for every stream: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2025-11-25"
-BOTH = "application/json, text/event-stream"
 ALL_CAPS = {"sampling": {}, "elicitation": {}, "roots": {}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 RETRY_MS = 250
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 class Signals:
@@ -167,191 +170,6 @@ def settings(**overrides: Any) -> Settings:
     return Settings(_env_file=None, **options)
 
 
-# -- SSE ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Frame:
-    """One SSE event as written: its id, data (empty for priming) and retry."""
-
-    id: str | None
-    data: str
-    retry: int | None
-
-    @property
-    def message(self) -> dict[str, Any] | None:
-        return json.loads(self.data) if self.data else None
-
-
-class SSE:
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-        self._lines = response.aiter_lines()
-        self.frames: list[Frame] = []
-        self.comments = 0
-
-    async def next_frame(self, limit: float = 3) -> Frame | None:
-        """The next event, or None when the response ends."""
-        fields: dict[str, list[str]] = {}
-        with anyio.fail_after(limit):
-            async for line in self._lines:
-                if line == "":
-                    if fields:
-                        retry = fields.get("retry")
-                        frame = Frame(
-                            fields["id"][-1] if "id" in fields else None,
-                            "\n".join(fields.get("data", [])),
-                            int(retry[-1]) if retry else None,
-                        )
-                        self.frames.append(frame)
-                        return frame
-                elif line.startswith(":"):
-                    self.comments += 1
-                else:
-                    name, _, value = line.partition(":")
-                    assert name in ("id", "data", "retry", "event"), line
-                    if name == "event":
-                        assert value == " message", line
-                    fields.setdefault(name, []).append(value.removeprefix(" "))
-        assert not fields, "the response ended inside an event"
-        return None
-
-    async def next(self, limit: float = 3) -> dict[str, Any] | None:
-        """The next JSON-RPC message (priming events skipped), or None at the end."""
-        while (frame := await self.next_frame(limit)) is not None:
-            if frame.message is not None:
-                return frame.message
-        return None
-
-    async def rest(self, limit: float = 3) -> list[dict[str, Any]]:
-        found = []
-        while (message := await self.next(limit)) is not None:
-            found.append(message)
-        return found
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return [frame.message for frame in self.frames if frame.message is not None]
-
-
-# -- a legacy client ----------------------------------------------------------------------------
-
-
-def rpc(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
-
-
-def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def tool_call(name: str, arguments: dict[str, Any] | None = None, token: Any = None, id: Any = 1):
-    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-    if token is not None:
-        params["_meta"] = {"progressToken": token}
-    return rpc("tools/call", params, id)
-
-
-def is_visible_ascii(text: str) -> bool:
-    return bool(text) and all(0x21 <= ord(char) <= 0x7E for char in text)
-
-
-class Client:
-    """One legacy session, spoken the way a conforming client does."""
-
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        version: str = VERSION,
-        capabilities: dict[str, Any] | None = None,
-    ) -> None:
-        self.http = http
-        self.version = version
-        self.capabilities = capabilities if capabilities is not None else {}
-        self.session_id: str | None = None
-        self.init_result: dict[str, Any] = {}
-        self._ids = itertools.count(1)
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def headers(self, accept: str = BOTH, **extra: str | None) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": accept}
-        if self.session_id is not None:
-            headers["Mcp-Session-Id"] = self.session_id
-        if self.version >= "2025-06-18":
-            headers["MCP-Protocol-Version"] = self.version
-        for key, value in extra.items():
-            name = key.replace("_", "-")
-            if value is None:
-                headers.pop(name, None)
-            else:
-                headers[name] = value
-        return headers
-
-    async def initialize(self) -> "Client":
-        message = rpc(
-            "initialize",
-            {
-                "protocolVersion": self.version,
-                "capabilities": self.capabilities,
-                "clientInfo": {"name": "legacy-test-client", "version": "1"},
-            },
-            id=0,
-        )
-        response = await self.http.post(
-            "/mcp", json=message, headers={"Content-Type": "application/json", "Accept": BOTH}
-        )
-        assert response.status_code == 200, response.text
-        self.session_id = response.headers["mcp-session-id"]
-        self.init_result = response.json()["result"]
-        assert self.init_result["protocolVersion"] == self.version
-        initialized = await self.post(notification("notifications/initialized"))
-        assert initialized.status_code == 202
-        return self
-
-    async def post(self, message: Any, accept: str = BOTH, **headers: str | None):
-        return await self.http.post(
-            "/mcp", content=json.dumps(message), headers=self.headers(accept, **headers)
-        )
-
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A request answered with plain JSON; the whole JSON-RPC response."""
-        message_id = self.next_id()
-        response = await self.post(rpc(method, params, message_id))
-        assert response.status_code == 200, response.text
-        assert response.headers["content-type"] == "application/json"
-        body = response.json()
-        assert body["id"] == message_id
-        return body
-
-    @contextlib.asynccontextmanager
-    async def stream(self, message: dict[str, Any]) -> AsyncIterator[SSE]:
-        async with self.http.stream(
-            "POST", "/mcp", content=json.dumps(message), headers=self.headers()
-        ) as response:
-            assert response.status_code == 200
-            assert response.headers["content-type"] == "text/event-stream"
-            yield SSE(response)
-
-    @contextlib.asynccontextmanager
-    async def get(self, last_event_id: str | None = None) -> AsyncIterator[SSE]:
-        headers = self.headers("text/event-stream", Content_Type=None)
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
-        async with self.http.stream("GET", "/mcp", headers=headers) as response:
-            assert response.status_code == 200, (await response.aread()).decode()
-            assert response.headers["content-type"] == "text/event-stream"
-            yield SSE(response)
-
-
-async def session(http: httpx.AsyncClient, version: str = VERSION, **options: Any) -> Client:
-    return await Client(http, version, **options).initialize()
-
-
 # -- in-process (ASGI) --------------------------------------------------------------------------
 
 
@@ -399,6 +217,10 @@ async def net(live: Live) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+def is_visible_ascii(text: str) -> bool:
+    return bool(text) and all(0x21 <= ord(char) <= 0x7E for char in text)
+
+
 def stream_of(frame: Frame) -> str:
     assert frame.id is not None
     parsed = parse_event_id(frame.id)
@@ -412,7 +234,7 @@ def stream_of(frame: Frame) -> str:
 async def test_initialize_answers_json_with_a_visible_ascii_session_id(
     http: httpx.AsyncClient,
 ) -> None:
-    message = rpc(
+    message = legacy(
         "initialize",
         {
             "protocolVersion": VERSION,
@@ -447,7 +269,7 @@ async def test_initialize_answers_json_with_a_visible_ascii_session_id(
 async def test_initialize_with_an_unknown_version_answers_with_the_newest(
     http: httpx.AsyncClient,
 ) -> None:
-    message = rpc("initialize", {"protocolVersion": "2099-01-01", "capabilities": {}})
+    message = legacy("initialize", {"protocolVersion": "2099-01-01", "capabilities": {}})
     response = await http.post("/mcp", json=message, headers={"Accept": BOTH})
     assert response.status_code == 200
     assert response.json()["result"]["protocolVersion"] == "2025-11-25"
@@ -456,7 +278,7 @@ async def test_initialize_with_an_unknown_version_answers_with_the_newest(
 async def test_initialized_notification_is_202_and_marks_the_session(
     app: Application, http: httpx.AsyncClient
 ) -> None:
-    client = Client(http)
+    client = LegacySession(http)
     await client.initialize()  # asserts the 202
     assert client.session_id is not None
     stored = await app.sessions.get(client.session_id)
@@ -470,7 +292,7 @@ async def test_initialized_notification_is_202_and_marks_the_session(
 async def test_ping_works_without_a_session() -> None:
     application = create_app(settings(), make_catalog())
     async with asgi_client(application) as http:
-        response = await http.post("/mcp", json=rpc("ping", id="p"), headers={"Accept": BOTH})
+        response = await http.post("/mcp", json=legacy("ping", id="p"), headers={"Accept": BOTH})
     assert response.status_code == 200
     assert response.json() == {"jsonrpc": "2.0", "id": "p", "result": {}}
     assert "mcp-session-id" not in response.headers
@@ -478,14 +300,14 @@ async def test_ping_works_without_a_session() -> None:
 
 
 async def test_ping_in_a_session_is_an_empty_result(http: httpx.AsyncClient) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     assert (await client.call("ping"))["result"] == {}
 
 
 @pytest.mark.parametrize(
     "message",
     [
-        rpc("tools/list"),
+        legacy("tools/list"),
         notification("notifications/initialized"),
         {"jsonrpc": "2.0", "id": "srv-1", "result": {}},
     ],
@@ -502,7 +324,7 @@ async def test_messages_without_a_session_id_are_400(
 async def test_request_without_a_session_id_says_what_is_missing(
     http: httpx.AsyncClient,
 ) -> None:
-    response = await http.post("/mcp", json=rpc("tools/list", id=9), headers={"Accept": BOTH})
+    response = await http.post("/mcp", json=legacy("tools/list", id=9), headers={"Accept": BOTH})
     assert response.status_code == 400
     body = response.json()
     assert body["id"] == 9
@@ -517,14 +339,14 @@ async def test_get_and_delete_without_a_session_id_are_400(http: httpx.AsyncClie
 
 
 async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) -> None:
-    client = Client(http)
+    client = LegacySession(http)
     client.session_id = "no-such-session"
     for message in (
-        rpc("tools/list"),
-        rpc("ping"),
+        legacy("tools/list"),
+        legacy("ping"),
         notification("notifications/initialized"),
         {"jsonrpc": "2.0", "id": "srv-1", "result": {}},
-        [rpc("ping")],
+        [legacy("ping")],
     ):
         response = await client.post(message)
         assert response.status_code == 404, message
@@ -542,9 +364,9 @@ async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) 
 async def test_a_session_id_this_server_cannot_have_made_is_400_for_every_method(
     app: Application, http: httpx.AsyncClient, session_id: str
 ) -> None:
-    client = Client(http)
+    client = LegacySession(http)
     client.session_id = session_id
-    for message in (rpc("tools/list"), notification("notifications/initialized")):
+    for message in (legacy("tools/list"), notification("notifications/initialized")):
         response = await client.post(message)
         assert response.status_code == 400, message
         error = response.json()["error"]
@@ -559,20 +381,20 @@ async def test_a_session_id_this_server_cannot_have_made_is_400_for_every_method
 async def test_delete_ends_the_session_and_its_runtime(
     app: Application, http: httpx.AsyncClient
 ) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     assert client.session_id is not None
     await client.call("ping")
     assert app.runtimes.peek(client.session_id) is not None
     deleted = await http.delete("/mcp", headers=client.headers())
     assert 200 <= deleted.status_code < 300
     assert app.runtimes.peek(client.session_id) is None
-    assert (await client.post(rpc("ping"))).status_code == 404
+    assert (await client.post(legacy("ping"))).status_code == 404
     assert (await http.delete("/mcp", headers=client.headers())).status_code == 404
 
 
 async def test_protocol_version_header_may_be_missing(http: httpx.AsyncClient) -> None:
-    client = await session(http)
-    response = await client.post(rpc("tools/list"), MCP_Protocol_Version=None)
+    client = await legacy_session(http)
+    response = await client.post(legacy("tools/list"), MCP_Protocol_Version=None)
     assert response.status_code == 200
     assert "tools" in response.json()["result"]
 
@@ -581,8 +403,8 @@ async def test_protocol_version_header_may_be_missing(http: httpx.AsyncClient) -
 async def test_unsupported_protocol_version_header_in_a_session_is_400(
     http: httpx.AsyncClient, version: str
 ) -> None:
-    client = await session(http)
-    for message in (rpc("tools/list"), notification("notifications/initialized")):
+    client = await legacy_session(http)
+    for message in (legacy("tools/list"), notification("notifications/initialized")):
         response = await client.post(message, MCP_Protocol_Version=version)
         assert response.status_code == 400, message
         error = response.json()["error"]
@@ -593,13 +415,13 @@ async def test_unsupported_protocol_version_header_in_a_session_is_400(
 async def test_session_id_on_a_request_with_modern_meta_is_ignored(
     app: Application, http: httpx.AsyncClient
 ) -> None:
-    client = await session(http)
-    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": MODERN_META}
+    client = await legacy_session(http)
+    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": modern_meta()}
     for session_id in (client.session_id, "no-such-session"):
         assert session_id is not None
         response = await http.post(
             "/mcp",
-            json=rpc("tools/call", params),
+            json=legacy("tools/call", params),
             headers={
                 "Accept": BOTH,
                 "MCP-Protocol-Version": "2026-07-28",
@@ -617,7 +439,7 @@ async def test_session_id_on_a_request_with_modern_meta_is_ignored(
 
 
 async def test_resource_not_found_is_32002_with_the_uri(http: httpx.AsyncClient) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     body = await client.call("resources/read", {"uri": "test://missing"})
     assert body["error"]["code"] == -32002
     assert body["error"]["data"] == {"uri": "test://missing"}
@@ -627,14 +449,14 @@ async def test_resource_not_found_is_32002_with_the_uri(http: httpx.AsyncClient)
 
 @pytest.mark.parametrize("method", ["no/such/method", "tasks/list", "subscriptions/listen"])
 async def test_unknown_method_is_32601_on_http_200(http: httpx.AsyncClient, method: str) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     body = await client.call(method)
     assert body["error"]["code"] == -32601
     assert "result" not in body
 
 
 async def test_unknown_tool_is_a_32602_protocol_error(http: httpx.AsyncClient) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     body = await client.call("tools/call", {"name": "nope", "arguments": {}})
     assert body["error"]["code"] == -32602
 
@@ -642,7 +464,7 @@ async def test_unknown_tool_is_a_32602_protocol_error(http: httpx.AsyncClient) -
 async def test_plain_calls_answer_json_without_the_modern_envelope(
     http: httpx.AsyncClient,
 ) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     listed = await client.call("tools/list")
     assert "echo" in [tool["name"] for tool in listed["result"]["tools"]]
     assert "resultType" not in listed["result"]
@@ -652,7 +474,7 @@ async def test_plain_calls_answer_json_without_the_modern_envelope(
 
 
 async def test_get_without_event_stream_in_accept_is_406(http: httpx.AsyncClient) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     response = await http.get("/mcp", headers=client.headers("application/json"))
     assert response.status_code == 406
     assert response.json()["error"]["code"] == -32600
@@ -661,7 +483,7 @@ async def test_get_without_event_stream_in_accept_is_406(http: httpx.AsyncClient
 async def test_undeclared_client_capability_is_refused_and_nothing_is_sent(
     app: Application, http: httpx.AsyncClient
 ) -> None:
-    client = await session(http, capabilities={"sampling": {}})
+    client = await legacy_session(http, capabilities={"sampling": {}})
     message_id = client.next_id()
     response = await client.post(tool_call("ask_name", id=message_id))
     assert response.status_code == 200
@@ -679,7 +501,7 @@ async def test_undeclared_client_capability_is_refused_and_nothing_is_sent(
 
 
 async def test_answer_to_an_unknown_request_id_is_202(http: httpx.AsyncClient) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     for answer in (
         {"jsonrpc": "2.0", "id": "srv-999", "result": {"action": "accept"}},
         {"jsonrpc": "2.0", "id": 12, "error": {"code": -1, "message": "no"}},
@@ -692,9 +514,9 @@ async def test_answer_to_an_unknown_request_id_is_202(http: httpx.AsyncClient) -
 async def test_the_session_cap_answers_503_with_a_jsonrpc_error() -> None:
     application = create_app(settings(max_sessions=2), make_catalog())
     async with asgi_client(application) as http:
-        await session(http)
-        await session(http)
-        message = rpc("initialize", {"protocolVersion": VERSION, "capabilities": {}}, id=3)
+        await legacy_session(http)
+        await legacy_session(http)
+        message = legacy("initialize", {"protocolVersion": VERSION, "capabilities": {}}, id=3)
         response = await http.post("/mcp", json=message, headers={"Accept": BOTH})
     assert response.status_code == 503
     assert "mcp-session-id" not in response.headers
@@ -709,7 +531,7 @@ async def test_the_session_cap_answers_503_with_a_jsonrpc_error() -> None:
 async def test_a_cancelled_call_of_a_json_only_client_gets_no_response(
     http: httpx.AsyncClient,
 ) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     calling = asyncio.ensure_future(client.post(tool_call("slow", id="s"), "application/json"))
     await wait_until(signals.slow_started.is_set)
     cancelled = await client.post(notification("notifications/cancelled", {"requestId": "s"}))
@@ -724,7 +546,7 @@ async def test_a_cancelled_call_of_a_json_only_client_gets_no_response(
 async def test_a_cancelled_call_that_sent_progress_gets_no_response_either(
     http: httpx.AsyncClient,
 ) -> None:
-    client = await session(http)
+    client = await legacy_session(http)
     message = tool_call("slow", token="p", id="s")
     calling = asyncio.ensure_future(client.post(message, "application/json"))
     await wait_until(signals.slow_started.is_set)
@@ -740,13 +562,13 @@ async def test_a_cancelled_call_that_sent_progress_gets_no_response_either(
 
 
 async def test_a_2025_03_26_session_takes_batches(http: httpx.AsyncClient) -> None:
-    client = await session(http, "2025-03-26")
+    client = await legacy_session(http, "2025-03-26")
     batch = [
-        rpc("ping", id=1),
+        legacy("ping", id=1),
         notification("notifications/initialized"),
         tool_call("echo", {"text": "batched"}, id="two"),
         {"jsonrpc": "2.0", "id": "srv-404", "result": {}},
-        rpc("no/such/method", id=3),
+        legacy("no/such/method", id=3),
     ]
     response = await client.post(batch)
     assert response.status_code == 200
@@ -760,7 +582,7 @@ async def test_a_2025_03_26_session_takes_batches(http: httpx.AsyncClient) -> No
 
 
 async def test_a_batch_of_notifications_and_answers_is_202(http: httpx.AsyncClient) -> None:
-    client = await session(http, "2025-03-26")
+    client = await legacy_session(http, "2025-03-26")
     batch = [
         notification("notifications/initialized"),
         {"jsonrpc": "2.0", "id": "srv-404", "result": {}},
@@ -771,8 +593,8 @@ async def test_a_batch_of_notifications_and_answers_is_202(http: httpx.AsyncClie
 
 
 async def test_initialize_inside_a_batch_is_refused(http: httpx.AsyncClient) -> None:
-    client = await session(http, "2025-03-26")
-    batch = [rpc("initialize", {"protocolVersion": "2025-03-26"}, id=1), rpc("ping", id=2)]
+    client = await legacy_session(http, "2025-03-26")
+    batch = [legacy("initialize", {"protocolVersion": "2025-03-26"}, id=1), legacy("ping", id=2)]
     answers = (await client.post(batch)).json()
     assert answers[0]["id"] == 1
     assert answers[0]["error"]["code"] == -32600
@@ -780,14 +602,14 @@ async def test_initialize_inside_a_batch_is_refused(http: httpx.AsyncClient) -> 
 
 
 async def test_a_batch_at_the_cap_is_answered_whole(http: httpx.AsyncClient) -> None:
-    client = await session(http, "2025-03-26")
-    answers = (await client.post([rpc("ping", id=n) for n in range(64)])).json()
+    client = await legacy_session(http, "2025-03-26")
+    answers = (await client.post([legacy("ping", id=n) for n in range(64)])).json()
     assert [answer["id"] for answer in answers] == list(range(64))
 
 
 async def test_a_batch_past_the_cap_is_refused_naming_the_cap(http: httpx.AsyncClient) -> None:
-    client = await session(http, "2025-03-26")
-    response = await client.post([rpc("ping", id=n) for n in range(65)])
+    client = await legacy_session(http, "2025-03-26")
+    response = await client.post([legacy("ping", id=n) for n in range(65)])
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == -32600
@@ -800,10 +622,10 @@ async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
     overrides = {"rate_limit_rps": 0.001, "rate_limit_burst": 40, "rate_limit_exempt": ""}
     application = create_app(settings(**overrides), make_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
-        client = await session(http, "2025-03-26")  # initialize + initialized: 2 of 40
-        first = await client.post([rpc("ping", id=n) for n in range(30)])
+        client = await legacy_session(http, "2025-03-26")  # initialize + initialized: 2 of 40
+        first = await client.post([legacy("ping", id=n) for n in range(30)])
         assert first.status_code == 200
-        refused = await client.post([rpc("ping", id=n) for n in range(30)])
+        refused = await client.post([legacy("ping", id=n) for n in range(30)])
         assert refused.status_code == 429
         assert "retry-after" in refused.headers
 
@@ -827,16 +649,16 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
                 time.sleep(0.005)
 
     async def attack(url: str) -> None:
-        huge = [rpc("ping", id=n) for n in range(32_000)]
+        huge = [legacy("ping", id=n) for n in range(32_000)]
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-            client = await session(http, "2025-03-26")
+            client = await legacy_session(http, "2025-03-26")
             for _ in range(3):
                 started = time.perf_counter()
                 refused = await client.post(huge)
                 assert time.perf_counter() - started < 1.0
                 assert refused.status_code == 400
                 assert "at most 64" in refused.json()["error"]["message"]
-                answered = await client.post([rpc("ping", id=n) for n in range(64)])
+                answered = await client.post([legacy("ping", id=n) for n in range(64)])
                 assert len(answered.json()) == 64
 
     with running(application) as server:
@@ -855,8 +677,8 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
 async def test_later_versions_reject_batches_with_400(
     http: httpx.AsyncClient, version: str
 ) -> None:
-    client = await session(http, version)
-    response = await client.post([rpc("ping", id=1), rpc("ping", id=2)])
+    client = await legacy_session(http, version)
+    response = await client.post([legacy("ping", id=1), legacy("ping", id=2)])
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32600
 
@@ -864,11 +686,11 @@ async def test_later_versions_reject_batches_with_400(
 async def test_a_batch_that_cancels_its_own_request_still_answers(
     app: Application, http: httpx.AsyncClient
 ) -> None:
-    client = await session(http, "2025-03-26")
+    client = await legacy_session(http, "2025-03-26")
     batch = [
         tool_call("echo", {"text": "never mind"}, id=5),
         notification("notifications/cancelled", {"requestId": 5}),
-        rpc("ping", id=6),
+        legacy("ping", id=6),
     ]
     try:
         with anyio.fail_after(1):
@@ -890,25 +712,25 @@ async def test_a_batch_that_cancels_its_own_request_still_answers(
 async def test_a_session_found_expired_on_use_releases_its_runtime() -> None:
     application = create_app(settings(session_idle_timeout_s=0.05), make_catalog())
     async with asgi_client(application) as http:
-        client = await session(http)
+        client = await legacy_session(http)
         assert client.session_id is not None
         await client.call("ping")
         assert application.runtimes.peek(client.session_id) is not None
         await anyio.sleep(0.1)
-        assert (await client.post(rpc("ping"))).status_code == 404
+        assert (await client.post(legacy("ping"))).status_code == 404
     assert application.runtimes.peek(client.session_id) is None
 
 
 async def test_the_cap_never_evicts_a_busy_session() -> None:
     application = create_app(settings(max_sessions=1, session_idle_timeout_s=0.1), make_catalog())
     async with asgi_client(application) as http:
-        busy = await session(http)
+        busy = await legacy_session(http)
         assert busy.session_id is not None
         calling = asyncio.ensure_future(busy.post(tool_call("slow", id=1)))
         try:
             await wait_until(signals.slow_started.is_set)
             await anyio.sleep(0.2)
-            message = rpc("initialize", {"protocolVersion": VERSION, "capabilities": {}})
+            message = legacy("initialize", {"protocolVersion": VERSION, "capabilities": {}})
             newcomer = await http.post("/mcp", json=message, headers={"Accept": BOTH})
             still_there = await application.sessions.get(busy.session_id)
         finally:
@@ -925,7 +747,7 @@ async def test_the_cap_never_evicts_a_busy_session() -> None:
 async def test_logs_after_set_level_stream_with_a_priming_event_first(
     net: httpx.AsyncClient,
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     assert (await client.call("logging/setLevel", {"level": "info"}))["result"] == {}
     message_id = client.next_id()
     async with client.stream(tool_call("chatty", id=message_id)) as events:
@@ -967,7 +789,7 @@ async def test_logs_after_set_level_stream_with_a_priming_event_first(
 
 
 async def test_clients_before_2025_11_25_get_no_priming_event(net: httpx.AsyncClient) -> None:
-    client = await session(net, "2025-06-18")
+    client = await legacy_session(net, "2025-06-18")
     await client.call("logging/setLevel", {"level": "warning"})
     async with client.stream(tool_call("chatty", id=5)) as events:
         messages = await events.rest()
@@ -980,7 +802,7 @@ async def test_clients_before_2025_11_25_get_no_priming_event(net: httpx.AsyncCl
 
 
 async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.AsyncClient) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("chatty", id=6)) as events:
         messages = await events.rest()
     assert [message.get("params", {}).get("data") for message in messages[:-1]] == [
@@ -994,7 +816,7 @@ async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.As
 async def test_no_log_messages_before_set_level_when_the_default_is_off() -> None:
     application = create_app(settings(legacy_default_log_level="off"), make_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
-        client = await session(http)
+        client = await legacy_session(http)
         body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
         assert body["result"]["content"] == [{"type": "text", "text": "chatted"}]
 
@@ -1002,7 +824,7 @@ async def test_no_log_messages_before_set_level_when_the_default_is_off() -> Non
 async def test_the_default_log_level_is_a_setting() -> None:
     application = create_app(settings(legacy_default_log_level="warning"), make_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
-        client = await session(http)
+        client = await legacy_session(http)
         async with client.stream(tool_call("chatty", id=7)) as events:
             notes, final = await events.rest()
     assert notes["params"] == {"level": "warning", "data": "warning line"}
@@ -1010,7 +832,7 @@ async def test_the_default_log_level_is_a_setting() -> None:
 
 
 async def test_progress_with_a_progress_token(net: httpx.AsyncClient) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("count", {"steps": 3}, token="tok", id=8)) as events:
         *notes, final = await events.rest()
     assert notes == [
@@ -1034,7 +856,7 @@ async def test_progress_with_a_progress_token(net: httpx.AsyncClient) -> None:
 
 
 async def test_event_ids_are_unique_across_the_session_streams(net: httpx.AsyncClient) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     ids: list[str] = []
     async with client.get() as standalone:
         first = await standalone.next_frame()
@@ -1054,7 +876,7 @@ async def test_event_ids_are_unique_across_the_session_streams(net: httpx.AsyncC
 async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back(
     net: httpx.AsyncClient, answer_with_error: bool
 ) -> None:
-    client = await session(net, capabilities=ALL_CAPS)
+    client = await legacy_session(net, capabilities=ALL_CAPS)
     async with client.stream(tool_call("ask_name", id="call")) as events:
         question = await events.next()
         assert question is not None
@@ -1084,7 +906,7 @@ async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back
 
 
 async def test_sampling_goes_out_on_the_call_stream(net: httpx.AsyncClient) -> None:
-    client = await session(net, capabilities=ALL_CAPS)
+    client = await legacy_session(net, capabilities=ALL_CAPS)
     async with client.stream(tool_call("sample", id=41)) as events:
         question = await events.next()
         assert question is not None
@@ -1103,7 +925,7 @@ async def test_sampling_goes_out_on_the_call_stream(net: httpx.AsyncClient) -> N
 async def test_notifications_cancelled_stops_a_slow_tool_without_a_response(
     live: Live, net: httpx.AsyncClient
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("slow", token="p", id="slow-1")) as events:
         first = await events.next()
         assert first is not None
@@ -1131,7 +953,7 @@ async def test_notifications_cancelled_stops_a_slow_tool_without_a_response(
 async def test_get_stream_carries_list_changes_and_subscribed_resource_updates(
     net: httpx.AsyncClient,
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     for uri in ("test://docs", "test://dir/"):
         assert (await client.call("resources/subscribe", {"uri": uri}))["result"] == {}
     async with client.get() as events:
@@ -1171,8 +993,8 @@ async def test_get_stream_carries_list_changes_and_subscribed_resource_updates(
 
 
 async def test_unsubscribed_sessions_get_no_resource_updates(net: httpx.AsyncClient) -> None:
-    listener = await session(net)
-    other = await session(net)
+    listener = await legacy_session(net)
+    other = await legacy_session(net)
     await other.call("resources/subscribe", {"uri": "test://docs"})
     async with listener.get() as events:
         await events.next_frame()
@@ -1187,7 +1009,7 @@ async def test_unsubscribed_sessions_get_no_resource_updates(net: httpx.AsyncCli
 async def test_a_second_get_stream_is_409_until_the_first_closes(
     live: Live, net: httpx.AsyncClient
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     assert client.session_id is not None
     async with client.get() as events:
         await events.next_frame()
@@ -1204,7 +1026,7 @@ async def test_a_second_get_stream_is_409_until_the_first_closes(
 async def test_last_event_id_resumes_the_same_stream_after_a_dropped_connection(
     live: Live, net: httpx.AsyncClient
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("gated", token="g", id="gated")) as events:
         priming = await events.next_frame()
         first = await events.next_frame()
@@ -1255,7 +1077,7 @@ async def test_last_event_id_resumes_the_same_stream_after_a_dropped_connection(
 async def test_a_resumed_stream_follows_a_call_that_is_still_running(
     net: httpx.AsyncClient,
 ) -> None:
-    client = await session(net, "2025-06-18")
+    client = await legacy_session(net, "2025-06-18")
     async with client.stream(tool_call("gated", token=1, id=2)) as events:
         first = await events.next_frame()
     assert first is not None
@@ -1274,7 +1096,7 @@ async def test_a_resumed_stream_follows_a_call_that_is_still_running(
 
 
 async def test_a_call_that_closes_its_stream_is_resumable(net: httpx.AsyncClient) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("reconnect", id="r")) as events:
         assert await events.rest() == []
     (priming,) = events.frames
@@ -1298,7 +1120,7 @@ async def test_a_call_that_closes_its_stream_is_resumable(net: httpx.AsyncClient
 async def test_close_stream_never_loses_the_result_of_an_older_client(
     net: httpx.AsyncClient,
 ) -> None:
-    client = await session(net, "2025-06-18")
+    client = await legacy_session(net, "2025-06-18")
     response = await client.post(tool_call("reconnect", id="r"))
     assert response.status_code == 200
     text = response.text
@@ -1306,7 +1128,7 @@ async def test_close_stream_never_loses_the_result_of_an_older_client(
 
 
 async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     async with client.stream(tool_call("count", {"steps": 1}, token="t", id=1)) as events:
         await events.rest()
     last = events.frames[-1].id
@@ -1335,7 +1157,7 @@ async def test_nothing_to_resume_is_410(net: httpx.AsyncClient) -> None:
 async def test_a_last_event_id_this_server_cannot_have_made_is_400(
     net: httpx.AsyncClient, last_event_id: bytes
 ) -> None:
-    client = await session(net)
+    client = await legacy_session(net)
     headers: dict[str, Any] = client.headers("text/event-stream", Content_Type=None)
     headers["Last-Event-ID"] = last_event_id
     response = await net.get("/mcp", headers=headers)
@@ -1353,8 +1175,8 @@ async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keep
     application = create_app(settings(session_idle_timeout_s=0.3), make_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
-            idle = await session(http)
-            busy = await session(http)
+            idle = await legacy_session(http)
+            busy = await legacy_session(http)
             assert idle.session_id is not None
             assert busy.session_id is not None
             await idle.call("ping")
@@ -1365,11 +1187,11 @@ async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keep
                 # The session with an open GET stream outlived the same idle time.
                 assert application.sessions.count() == 1
                 assert application.runtimes.peek(busy.session_id) is not None
-                assert (await idle.post(rpc("ping"))).status_code == 404
+                assert (await idle.post(legacy("ping"))).status_code == 404
                 assert (await busy.call("ping"))["result"] == {}
             # Without its stream, it goes the same way.
             await wait_until(lambda: application.runtimes.peek(busy.session_id) is None)
-            assert (await busy.post(rpc("ping"))).status_code == 404
+            assert (await busy.post(legacy("ping"))).status_code == 404
             assert len(application.runtimes) == 0
 
 
@@ -1377,7 +1199,7 @@ async def test_graceful_shutdown_ends_open_get_streams() -> None:
     application = create_app(settings(), make_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
-            client = await session(http)
+            client = await legacy_session(http)
             async with client.get() as events:
                 assert await events.next_frame() is not None
                 started = time.monotonic()

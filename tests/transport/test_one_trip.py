@@ -29,16 +29,12 @@ from server.catalog.tools import Tool
 from server.legacy.sessions import Session
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers, modern_meta
 
 pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
-BOTH = "application/json, text/event-stream"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 TOKEN = "a-one-trip-test-token-0123456789"
 AUTH = {
     "auth": "tokens",
@@ -100,17 +96,8 @@ async def serve(**settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Appli
 async def post_modern(
     client: httpx.AsyncClient, method: str, params: dict[str, Any], **headers: str
 ) -> dict[str, Any]:
-    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
-    sent = {
-        "Content-Type": "application/json",
-        "Accept": BOTH,
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-        **headers,
-    }
-    name = params.get("name", params.get("uri"))
-    if isinstance(name, str):
-        sent["Mcp-Name"] = name
+    message = modern(method, params)
+    sent = modern_headers(message, **headers)
     response = await client.post("/mcp", content=json.dumps(message), headers=sent)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
@@ -371,7 +358,7 @@ def test_a_tool_carried_by_validate_is_the_catalog_s() -> None:
     app = create_app(Settings(_env_file=None, records=["none"]), catalog)
     from server.jsonrpc import Request
 
-    request = Request(1, "tools/call", {"name": "echo", "_meta": META})
+    request = Request(1, "tools/call", {"name": "echo", "_meta": modern_meta()})
     headers = {b"mcp-protocol-version": MODERN.encode(), b"mcp-method": b"tools/call"}
     headers[b"mcp-name"] = b"echo"
     call = app.modern.validate(request, headers)

@@ -28,9 +28,12 @@ from server.app import Application, create_app
 from server.serving import http_protocol
 from server.settings import Settings
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import modern, modern_headers
 from tests.support.polling import wait_until_blocking
 
-MODERN = "2026-07-28"
+# A real uvicorn and stalled sockets: outside the inner loop (pytest -m 'not slow').
+pytestmark = pytest.mark.slow
+
 LEGACY = "2025-11-25"
 SEND_TIMEOUT_S = 0.5
 # Past the send timeout: the first blocked send waits at most this long after the buffers
@@ -137,27 +140,8 @@ def read_until(sock: socket.socket, marker: bytes) -> bytes:
 
 
 def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[dict[str, str], bytes]:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": name,
-            "arguments": arguments,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                **meta,
-            },
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
+    message = modern("tools/call", {"name": name, "arguments": arguments}, **meta)
+    headers = modern_headers(message)
     return headers, json.dumps(message).encode()
 
 
@@ -188,24 +172,12 @@ def test_a_modern_listen_stream_whose_client_stops_reading_is_dropped(
     live: ServerThread,
 ) -> None:
     app = app_of(live)
-    message = {
-        "jsonrpc": "2.0",
-        "id": "listen",
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"resourceSubscriptions": ["test://docs/"]},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "subscriptions/listen",
-    }
+    message = modern(
+        "subscriptions/listen",
+        {"notifications": {"resourceSubscriptions": ["test://docs/"]}},
+        "listen",
+    )
+    headers = modern_headers(message, accept="text/event-stream")
     with stalled_socket(live) as sock:
         sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
         read_until(sock, b"\r\n\r\n")  # the head and the acknowledgement

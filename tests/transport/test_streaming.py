@@ -30,15 +30,19 @@ from server.app import create_app
 from server.settings import Settings
 from tests.support.core_helpers import add_toggle_tool
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import (
+    BOTH,
+    SSE,
+    SUB_ID,
+    modern,
+    modern_headers,
+    sse_messages_blocking,
+)
 from tests.support.polling import wait_until
 
-VERSION = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-SUB_ID = "io.modelcontextprotocol/subscriptionId"
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# A real uvicorn per stream test: outside the inner loop (pytest -m 'not slow').
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # What the tools saw, across the server thread and the test thread.
@@ -132,88 +136,28 @@ async def client(live: ServerThread) -> AsyncIterator[httpx.AsyncClient]:
 # -- requests and SSE ------------------------------------------------------------------------
 
 
-def request(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
-    params = dict(params or {})
-    params["_meta"] = {**META, **params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
-
-
 def call(name: str, arguments: dict[str, Any] | None = None, id: Any = 1, **meta: Any):
-    params: dict[str, Any] = {"name": name, "arguments": arguments or {}, "_meta": meta}
-    return request("tools/call", params, id)
+    return modern("tools/call", {"name": name, "arguments": arguments or {}}, id, **meta)
 
 
 def listen(notifications: dict[str, Any], id: Any = "listen") -> dict[str, Any]:
-    return request("subscriptions/listen", {"notifications": notifications}, id)
-
-
-def headers_for(message: dict[str, Any], accept: str) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": accept,
-        "MCP-Protocol-Version": VERSION,
-        "Mcp-Method": message["method"],
-    }
-    field = NAME_FIELD.get(message["method"])
-    if field is not None:
-        headers["Mcp-Name"] = str(message["params"][field])
-    return headers
-
-
-BOTH = "application/json, text/event-stream"
-
-
-class Events:
-    """An SSE reader: JSON-RPC messages from ``data:`` lines, comments counted."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-        self._lines = response.aiter_lines()
-        self.comments = 0
-        self.messages: list[dict[str, Any]] = []
-
-    async def next(self, limit: float = 3) -> dict[str, Any] | None:
-        """The next message, or None when the stream ends."""
-        data: list[str] = []
-        with anyio.fail_after(limit):
-            async for line in self._lines:
-                if line == "":
-                    if data:
-                        message = json.loads("\n".join(data))
-                        self.messages.append(message)
-                        return message
-                elif line.startswith(":"):
-                    self.comments += 1
-                else:
-                    field, _, value = line.partition(":")
-                    if field == "data":
-                        data.append(value.removeprefix(" "))
-                    else:
-                        assert (field, value) == ("event", " message"), line
-        assert not data, "stream ended inside an event"
-        return None
-
-    async def rest(self, limit: float = 3) -> list[dict[str, Any]]:
-        found = []
-        while (message := await self.next(limit)) is not None:
-            found.append(message)
-        return found
+    return modern("subscriptions/listen", {"notifications": notifications}, id)
 
 
 @contextlib.asynccontextmanager
 async def open_stream(
     client: httpx.AsyncClient, message: dict[str, Any], accept: str = BOTH
-) -> AsyncIterator[Events]:
+) -> AsyncIterator[SSE]:
     body = json.dumps(message).encode()
     async with client.stream(
-        "POST", "/mcp", content=body, headers=headers_for(message, accept)
+        "POST", "/mcp", content=body, headers=modern_headers(message, accept)
     ) as response:
-        yield Events(response)
+        yield SSE(response)
 
 
 async def post(client: httpx.AsyncClient, message: dict[str, Any]) -> dict[str, Any]:
     body = json.dumps(message).encode()
-    response = await client.post("/mcp", content=body, headers=headers_for(message, BOTH))
+    response = await client.post("/mcp", content=body, headers=modern_headers(message, BOTH))
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     return response.json()
@@ -407,7 +351,7 @@ async def test_tool_list_change_arrives_within_a_second(client: httpx.AsyncClien
         client, listen({"toolsListChanged": True}), "text/event-stream"
     ) as events:
         await events.next()
-        listed = await post(client, request("tools/list"))
+        listed = await post(client, modern("tools/list"))
         before = {tool["name"] for tool in listed["result"]["tools"]}
         started = time.monotonic()
         toggled = await post(client, call("toggle_tool"))
@@ -417,7 +361,7 @@ async def test_tool_list_change_arrives_within_a_second(client: httpx.AsyncClien
         assert note["method"] == "notifications/tools/list_changed"
         assert note["params"] == {"_meta": {SUB_ID: "listen"}}
         after = {
-            tool["name"] for tool in (await post(client, request("tools/list")))["result"]["tools"]
+            tool["name"] for tool in (await post(client, modern("tools/list")))["result"]["tools"]
         }
         assert before ^ after == {"extra"}
         assert toggled["result"]["content"][0]["text"] in ("added", "removed")
@@ -567,13 +511,13 @@ def test_sigterm_to_python_m_server_closes_listen_streams_gracefully(tmp_path: P
             time.sleep(0.05)
         message = listen({"toolsListChanged": True}, 42)
         with httpx.stream(
-            "POST", f"{url}/mcp", content=json.dumps(message), headers=headers_for(message, BOTH)
+            "POST", f"{url}/mcp", content=json.dumps(message), headers=modern_headers(message, BOTH)
         ) as response:
-            data = (line for line in response.iter_lines() if line.startswith("data:"))
-            ack = json.loads(next(data)[5:])
+            data = sse_messages_blocking(response)
+            ack = next(data)
             assert ack["params"]["_meta"] == {SUB_ID: 42}
             process.send_signal(signal.SIGTERM)
-            rest = [json.loads(line[5:]) for line in data]
+            rest = list(data)
         assert len(rest) == 1
         assert rest[0]["id"] == 42
         assert rest[0]["result"]["resultType"] == "complete"

@@ -15,11 +15,12 @@ from server.app import create_app
 from server.catalog.extensions import TASKS_EXTENSION
 from server.settings import Settings
 from tests.support.live_server import ServerThread
-from tests.transport.test_streaming import BOTH, SUB_ID, open_stream
+from tests.support.mcp_client import SUB_ID, modern, modern_headers
+from tests.transport.test_streaming import open_stream
 
-pytestmark = pytest.mark.anyio
+# Tasks that run for real time: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-VERSION = "2026-07-28"
 TASKS = {"extensions": {TASKS_EXTENSION: {}}}
 
 
@@ -53,23 +54,11 @@ async def client(live: ServerThread) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def message(method: str, params: dict[str, Any], capabilities: dict[str, Any], id: Any = 1):
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": {**params, "_meta": meta}}
+    return modern(method, params, id, capabilities=capabilities)
 
 
 async def send(client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": BOTH,
-        "MCP-Protocol-Version": VERSION,
-        "Mcp-Method": body["method"],
-    }
-    name = body["params"].get("name", body["params"].get("taskId"))
-    if name is not None:
-        headers["Mcp-Name"] = name
+    headers = modern_headers(body)
     return await client.post("/mcp", content=json.dumps(body).encode(), headers=headers)
 
 

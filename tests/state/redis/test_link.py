@@ -25,7 +25,8 @@ from server.state.redis.link import (
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, free_port, fresh_prefix
 
-pytestmark = pytest.mark.anyio
+# A real redis-server, stopped and started: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TIMEOUT_S = 0.5
 

@@ -26,7 +26,8 @@ from server.state.redis.link import RedisLink
 from server.state.redis.sessions import RedisSessionStore
 from tests.support.redis_server import RedisServer, fresh_prefix
 
-pytestmark = pytest.mark.anyio
+# A real redis-server: outside the inner loop (pytest -m 'not slow').
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TIMEOUT_S = 0.5
 INFO = {"name": "test-client", "version": "1.0", "title": "Tëst ✓"}
