@@ -6,8 +6,9 @@ input-required round); the record belongs to the HTTP request around it. The end
 request's note (its :class:`~server.records.draft.Draft`) in :data:`CALL_NOTE` for the task
 that serves it, which the tasks it starts inherit (a legacy call runs in its own task), and
 the dispatcher and the tools write to it with :func:`note_target` and :func:`note_outcome`.
-Without a note (a call run outside the endpoint, a unit test) they do nothing. Pure data: this
-module imports nothing of the server.
+Without a note (a call run outside the endpoint, a unit test) they do nothing. The same context
+variable is the one :mod:`server.logs` reads to name the request on its log lines: one binding
+per request, for both. Pure data: this module imports nothing of the server.
 """
 
 from __future__ import annotations
@@ -26,11 +27,25 @@ MAX_TARGET_CHARS = 200
 
 
 class CallNote(Protocol):
+    """The request being served (a record draft): what its call came to is written here, and
+    its log lines read the rest."""
+
     target: str | None
     outcome: str | None
 
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def era(self) -> str | None: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def client_name(self) -> str | None: ...
 
-CALL_NOTE: ContextVar[CallNote | None] = ContextVar("mcp_call_note", default=None)
+
+CALL_NOTE: ContextVar[CallNote | None] = ContextVar("mcp_request", default=None)
 
 
 def note_target(target: str) -> None:

@@ -9,9 +9,10 @@ to the records (``MCP_RECORDS=stdout``), so it carries nothing else.
 A line logged while a request is served carries that request's ``request_id`` (the one in its
 record), ``era``, ``method``, ``session_id`` and ``client_name``: the endpoint binds the request
 (:func:`bind_request`, its record draft) once, and :class:`RequestFields` reads it when a line
-is written, so every line carries what was known of the request by then. The binding is a
-context variable: uvicorn serves each request in a task of its own, so it ends with the
-request, and the tasks and worker threads the request starts inherit it.
+is written, so every line carries what was known of the request by then. The binding is the
+context variable of :mod:`server.call_note` (one per request, for the call notes and the log
+lines alike): the endpoint resets it when the request ends, and the tasks and worker threads
+the request starts inherit it.
 
 Standard library only: the core may use it, and :func:`dict_config` is what
 :mod:`server.serving` hands to uvicorn (which applies it) and ``python -m server`` applies
@@ -24,8 +25,10 @@ import json
 import logging
 import sys
 import time
-from contextvars import ContextVar
-from typing import Any, Literal, Protocol
+from contextvars import Token
+from typing import Any, Literal
+
+from server.call_note import CALL_NOTE, CallNote
 
 LogFormat = Literal["text", "json"]
 REQUEST_FIELDS = ("request_id", "era", "method", "session_id", "client_name")
@@ -33,32 +36,19 @@ REQUEST_FIELDS = ("request_id", "era", "method", "session_id", "client_name")
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
 
-class RequestFacts(Protocol):
-    """What a log line tells of its request (a record draft has it all)."""
-
-    @property
-    def request_id(self) -> str: ...
-    @property
-    def era(self) -> str | None: ...
-    @property
-    def method(self) -> str | None: ...
-    @property
-    def session_id(self) -> str | None: ...
-    @property
-    def client_name(self) -> str | None: ...
+# What a log line tells of its request (a record draft has it all).
+RequestFacts = CallNote
 
 
-_request: ContextVar[RequestFacts | None] = ContextVar("mcp_request", default=None)
-
-
-def bind_request(facts: RequestFacts) -> None:
-    """The request the current task's log lines belong to (read when a line is written)."""
-    _request.set(facts)
+def bind_request(facts: RequestFacts) -> Token[CallNote | None]:
+    """The request the current task's log lines (and call notes) belong to, read when a line
+    is written; reset with ``CALL_NOTE.reset(token)`` when the request ends."""
+    return CALL_NOTE.set(facts)
 
 
 def request_fields() -> dict[str, str]:
     """The current request's fields, those known so far; {} outside a request."""
-    facts = _request.get()
+    facts = CALL_NOTE.get()
     if facts is None:
         return {}
     fields = {"request_id": facts.request_id}

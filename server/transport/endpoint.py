@@ -174,11 +174,11 @@ class McpEndpoint:
         draft.carry(
             headers, peer is not None and in_networks(peer[0], self.options.trusted_proxies)
         )
-        bind_request(draft)  # the server's log lines name the request (server.logs)
+        # The request this task serves: its log lines name it, and the code that runs its call
+        # notes what the call came to into its record (server.logs, server.call_note).
+        bound = bind_request(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
-        # What a call came to is noted into the record by the code that runs it.
-        noting = CALL_NOTE.set(draft)
         try:
             try:
                 try:
@@ -203,7 +203,7 @@ class McpEndpoint:
                     scope, draft.observe_receive(receive), observed_send, headers, draft
                 )
         finally:
-            CALL_NOTE.reset(noting)
+            CALL_NOTE.reset(bound)
             draft.finish(self.recorder.record)
 
     async def other(
