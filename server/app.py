@@ -45,7 +45,8 @@ from server.legacy.runtime import Runtimes
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.observe import record_observer
-from server.observe.metrics import Metrics, MetricsEndpoint, state_readers
+from server.observe.gauges import state_readers
+from server.observe.metrics import Metrics, MetricsEndpoint
 from server.pagination import Pager
 from server.records.lines import LineWriter
 from server.records.privacy import Privacy

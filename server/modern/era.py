@@ -92,9 +92,14 @@ class ModernCall:
     target: Target
     # Who calls (the HTTP side sets both): tasks are bound to the subject, capped per client.
     subject: str | None = None
-    client_key: str = ""
+    # The client's key for its caps, computed only if asked (tasks): most calls never need it.
+    key_of: Callable[[], str] | None = None
     # The task the answer created or showed ({"id", "status"}), for the request's record.
     task: dict[str, str] | None = None
+
+    @property
+    def client_key(self) -> str:
+        return "" if self.key_of is None else self.key_of()
 
 
 def decode_header_value(name: str, raw: str) -> str:
@@ -190,15 +195,26 @@ class ModernEra:
         if progress_token is not None and not is_valid_id(progress_token):
             raise MalformedMeta("params._meta.progressToken must be a string or an integer")
 
-        self._check_header(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
+        # A header the same as its body value was checked before: a lookup, no call.
+        matched = self._matched
+        if (headers.get(b"mcp-protocol-version"), version) not in matched:
+            self._check_header(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
         if version not in self.supported_versions:
             raise UnsupportedProtocolVersion(version, self.supported_versions)
-        self._check_header(headers, b"mcp-method", "Mcp-Method", request.method)
-        name_field = NAME_FIELD_BY_METHOD.get(request.method)
+        method = request.method
+        if (headers.get(b"mcp-method"), method) not in matched:
+            self._check_header(headers, b"mcp-method", "Mcp-Method", method)
+        name_field = NAME_FIELD_BY_METHOD.get(method)
         if name_field is not None:
-            self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
-        if not self.serves(request.method):
-            raise MethodNotFound(request.method)
+            name = request.params.get(name_field)
+            if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
+                self._check_header(headers, b"mcp-name", "Mcp-Name", name)
+        if not (
+            self.dispatcher.serves(method)  # tools/call, lists: the most, asked first
+            or method in MODERN_ONLY_METHODS
+            or self.extensions.serves(method)
+        ):
+            raise MethodNotFound(method)
         # Only the methods with a name header name something to look up (lists do not).
         target = self.dispatcher.resolve(request.method, request.params) if name_field else None
         if isinstance(target, Tool) and target.header_params:

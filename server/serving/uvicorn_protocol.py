@@ -77,6 +77,11 @@ HEAD_TOO_LARGE = (
 )
 
 
+# Headers whose value is new in every response (this server's request id): checked and
+# encoded every time, never kept.
+_NEW_EACH_RESPONSE = frozenset({b"x-request-id"})
+
+
 class HeaderLines:
     """Response header lines, each (name, value) checked and encoded once.
 
@@ -118,6 +123,9 @@ class HeaderLines:
         ]:
             meaning = _CLOSE
         known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
+        if name in _NEW_EACH_RESPONSE:
+            # Never seen again: keeping it would only push the lines that repeat out.
+            return known
         return self._known.remember(pair, known, len(name) + len(value))
 
 

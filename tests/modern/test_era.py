@@ -275,6 +275,16 @@ def test_unhashable_log_level_is_malformed_meta(era, level):
     expect(MalformedMeta, lambda: era.validate(request, raw_headers(headers)))
 
 
+@pytest.mark.parametrize("name", [["echo"], {"name": "echo"}])
+def test_an_unhashable_name_with_a_name_header_is_a_mismatch_not_a_crash(era, name):
+    # A header equal to its body value is found by lookup; a name that cannot be a key must
+    # still get the header check's answer.
+    request, headers = make_request("tools/call", {"name": name, "arguments": {}})
+    headers["mcp-name"] = "echo"
+    error = expect(HeaderMismatch, lambda: era.validate(request, raw_headers(headers)))
+    assert wire(error) == (-32020, 400)
+
+
 # == validate: MCP-Protocol-Version ==========================================================
 
 

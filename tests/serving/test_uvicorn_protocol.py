@@ -385,6 +385,20 @@ def test_big_header_lines_are_checked_but_never_kept() -> None:
     assert len(lines._known) == 0
 
 
+def test_a_request_id_line_is_checked_each_time_and_never_pushes_out_the_lines_that_repeat():
+    lines = HeaderLines()
+    common = (b"content-type", b"application/json")
+    lines.line(common)
+    for serial in range(3000):  # a new X-Request-Id on every response
+        request_id = b"%016x" % serial
+        assert (
+            lines.line((b"x-request-id", request_id))[0] == b"x-request-id: " + request_id + b"\r\n"
+        )
+    assert list(lines._known) == [common]
+    with pytest.raises(RuntimeError, match="header value"):
+        lines.line((b"x-request-id", b"a\r\nb"))
+
+
 def test_the_server_runs_on_it_unless_turned_off() -> None:
     on = Settings(_env_file=None, records=["none"], coalesce_writes=True)
     default = server_for(create_app(on))
