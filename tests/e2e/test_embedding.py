@@ -175,7 +175,7 @@ def test_a_host_without_the_lifespan_gets_503_naming_the_fix_and_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     host, _ = build_forgetful_host(settings(tmp_path))
-    caplog.set_level(logging.WARNING, logger="server.app.application")
+    caplog.set_level(logging.WARNING, logger="server.app.routing")
     with hosting(host) as url:
         message = modern_call("echo", {"text": "lost?"}, "call-1")
         first = httpx.post(f"{url}{MCP}", json=message, headers=modern_headers(message))
@@ -193,7 +193,7 @@ def test_a_host_without_the_lifespan_gets_503_naming_the_fix_and_a_warning(
     warnings = [
         record
         for record in caplog.records
-        if record.name == "server.app.application"
+        if record.name == "server.app.routing"
         and record.levelno == logging.WARNING
         and "lifespan" in record.getMessage()  # not the per-process secret's warning
     ]
