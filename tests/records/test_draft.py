@@ -44,7 +44,7 @@ TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
 OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task", "traceparent"}
-# What app.py passes: the settings' redaction words, normalised the way keys are.
+# What server/app/application.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
     "passwd",
