@@ -38,6 +38,7 @@ from server.records.schema import (
     SCHEMA_VERSION,
     clip,
     iso_time,
+    request_id_bytes,
     request_id_of,
 )
 
@@ -55,6 +56,9 @@ INBOUND_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 TRACEPARENT = re.compile(
     r"(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}"
 )
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 @dataclass(slots=True)
@@ -340,12 +344,20 @@ class Draft:
             elif kind == "http.response.start":
                 self.status = message["status"]
                 headers = message.get("headers", ())
-                for name, value in headers:
-                    if name == b"content-type" and value.startswith(b"text/event-stream"):
-                        self.streaming = True
+                # A JSON answer names its type first (server.transport.sse): no loop for it.
+                if not headers or headers[0] != _JSON_TYPE:
+                    for name, value in headers:
+                        if name == b"content-type" and value.startswith(b"text/event-stream"):
+                            self.streaming = True
                 # The id of this request's record and log lines, for the client to quote.
-                request_id = self.inbound_id or request_id_of(self.serial)
-                message["headers"] = [*headers, (b"x-request-id", request_id.encode())]
+                inbound = self.inbound_id
+                message["headers"] = [
+                    *headers,
+                    (
+                        b"x-request-id",
+                        request_id_bytes(self.serial) if inbound is None else inbound.encode(),
+                    ),
+                ]
             return send(message)
 
         return observed
