@@ -218,6 +218,22 @@ class ModernEra:
         ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record`` are what the
         handler's Context says of the request."""
         method = call.request.method
+        target, params = call.target, call.request.params
+        if (
+            type(target) is Tool
+            and target.parameters.context_param is None
+            and params.get("requestState") is None
+            and "inputResponses" not in params
+            and not self.extensions.handles(call)
+        ):
+            # A tool that takes no Context never sees one, and asks nothing: none is made
+            # (its making was a tenth of such a call).
+            try:
+                result = await self.dispatcher.call_tool(params, None, target)
+            except InputRequired as suspended:  # raised by the tool itself: a first round
+                note_outcome(INPUT_REQUIRED)
+                return self._input_required(call, self._context(call, send), suspended)
+            return self._envelope(method, noted(result))
         context = self._context(call, send)
         context.caller, context.raw_headers, context.record = caller, headers, record
         if self.extensions.handles(call):

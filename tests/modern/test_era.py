@@ -14,7 +14,7 @@ from pydantic import Field
 
 from server.catalog import Catalog, Change
 from server.catalog.content import Text, ToolResult
-from server.context import Context
+from server.context import Context, Elicitation
 from server.dispatch import Dispatcher
 from server.errors import (
     HeaderMismatch,
@@ -28,7 +28,7 @@ from server.errors import (
 )
 from server.jsonrpc import Request
 from server.modern.era import ModernCall, ModernEra
-from server.modern.input_required import RequestStates
+from server.modern.input_required import InputRequired, RequestStates
 from server.pagination import Pager
 from server.sealing import Sealer
 from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION, modern_meta
@@ -783,6 +783,43 @@ async def test_multi_round_keeps_earlier_answers_and_handler_state(era):
     )
     assert third["resultType"] == "complete"
     assert third["content"][0]["text"] == "Hey A and B after 3 runs"
+
+
+async def test_a_tool_without_a_context_runs_without_one_and_keeps_every_rule(monkeypatch):
+    # Most tools take no Context: none is made for them. A round that carries requestState is
+    # still opened (a tampered one is refused), and such a tool suspending by itself still
+    # gets an input-required result.
+    catalog = Catalog("plain", "1")
+
+    @catalog.tool
+    async def plain(text: str) -> str:
+        """Takes no context."""
+        return text.upper()
+
+    @catalog.tool
+    async def suspends() -> str:
+        """Suspends without a context."""
+        raise InputRequired({"name": Elicitation("Your name?", {"type": "object"})})
+
+    era = make_era(catalog)
+    made: list[Context] = []
+    real_context = era._context
+    monkeypatch.setattr(
+        era, "_context", lambda call, send: made.append(real_context(call, send)) or made[-1]
+    )
+    result, _ = await run(era, "tools/call", {"name": "plain", "arguments": {"text": "hi"}})
+    assert result["content"][0]["text"] == "HI"
+    assert result["resultType"] == "complete"
+    assert made == []
+    asked, _ = await run(era, "tools/call", {"name": "suspends", "arguments": {}})
+    assert asked["resultType"] == "input_required"
+    assert "name" in asked["inputRequests"]
+    assert len(made) == 1  # made only to seal the round's state
+    request, headers = make_request(
+        "tools/call", {"name": "plain", "arguments": {"text": "x"}, "requestState": "forged"}
+    )
+    with pytest.raises(InvalidParams, match="requestState"):
+        await era.handle(era.validate(request, raw_headers(headers)), Sent())
 
 
 async def test_tampered_request_state_is_invalid_params(era):
