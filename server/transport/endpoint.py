@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Protocol
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import HEAD_BYTES, Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
@@ -229,11 +229,16 @@ class McpEndpoint:
         options = self.options
         raw = scope["headers"]
         # The usual head is shorter than one value may be, which settles every size limit at
-        # once: one C join instead of a loop over the headers (check_header_sizes).
+        # once: this server's protocol tells the head's size (HEAD_BYTES); otherwise one C
+        # join instead of a loop over the headers (check_header_sizes).
+        small = self._small_head
         if not (
             type(raw) is list
             and len(raw) <= options.max_headers
-            and len(b"".join(chain.from_iterable(raw))) <= self._small_head
+            and (
+                scope.get(HEAD_BYTES, small + 1) <= small
+                or len(b"".join(chain.from_iterable(raw))) <= small
+            )
         ):
             check_header_sizes(
                 raw, options.max_header_bytes, options.max_headers, options.max_header_value_bytes

@@ -39,6 +39,7 @@ from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
 from server.app import create_app
+from server.asgi import HEAD_BYTES
 from server.serving import server_for, uvicorn_options
 from server.serving.uvicorn_protocol import (
     HEAD_TOO_LARGE,
@@ -162,7 +163,16 @@ async def bad_header_app(scope: dict[str, Any], receive: Any, send: Any) -> None
     await send({"type": "http.response.body", "body": b""})
 
 
+HEADS_SEEN: list[int | None] = []
+
+
+async def head_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    HEADS_SEEN.append(scope.get(HEAD_BYTES))
+    await json_app(scope, receive, send)
+
+
 APPS: dict[str, App] = {
+    "/head": head_app,
     "/json": json_app,
     "/stream": streaming_app,
     "/close": closing_app,
@@ -313,6 +323,32 @@ def test_a_response_goes_out_in_one_write_where_uvicorns_takes_two() -> None:
 
     assert asyncio.run(writes_per_response(HttpProtocol)) == [1, 1, 1]
     assert asyncio.run(writes_per_response(httptools_impl.HttpToolsProtocol)) == [2, 2, 2]
+
+
+def test_the_app_is_told_a_bound_on_the_heads_size() -> None:
+    # The endpoint skips counting the headers when the head was small: the bound must never
+    # be below the head's real size, whether it came in one piece, in several, or pipelined.
+    async def heads(chunks: list[bytes]) -> list[int | None]:
+        HEADS_SEEN.clear()
+        protocol, _ = connection(HttpProtocol)
+        for chunk in chunks:
+            protocol.data_received(chunk)
+            await loop_turns()
+        return list(HEADS_SEEN)
+
+    one = request(path="/head")
+    assert asyncio.run(heads([one])) == [len(one)]
+    big = request(path="/head", extra="x-big: " + "v" * 20_000 + "\r\n")
+    pieces = [big[i : i + 1000] for i in range(0, len(big), 1000)]
+    [seen] = asyncio.run(heads(pieces))
+    assert seen is not None
+    assert seen >= len(big)
+    both = asyncio.run(heads([one + big]))
+    assert len(both) == 2
+    assert all(seen is not None and seen >= len(big) for seen in both[1:])
+    assert both[0] is not None
+    assert both[0] >= len(one)
+    assert asyncio.run(heads([request(path="/head")])) != [None]
 
 
 def test_a_connection_costs_what_uvicorns_costs() -> None:
