@@ -1,39 +1,56 @@
 """HTTP benchmark: this server against a bare ASGI limit and the official Python SDK.
 
-    python tests/bench/http_bench.py            # full: 1, 16 and 64 connections (< 10 min)
-    python tests/bench/http_bench.py --quick    # 16 connections, shorter runs (< 3 min)
+    python tests/bench/http_bench.py            # 16 and 64 connections, 3 repeats (< 15 min)
+    python tests/bench/http_bench.py --quick    # 16 connections, 1 s runs (< 4 min)
+    python tests/bench/http_bench.py --ab-root ../base   # adds base+rec: another checkout
     python tests/bench/http_bench.py --profile  # py-spy on this server under tools/call load
 
 Starts every server once, all pinned to one CPU (``taskset``), and drives them one at a time
 with ``wrk`` (one thread, pinned to another CPU, a Lua script for the POST body and the MCP
 headers), interleaved: for each repeat, for each connection count, for each workload, every
 server in turn (A B C D A B C D ..., the order rotated per repeat), so drift on a shared
-machine spreads over all of them. The servers:
+machine spreads over all of them. ``--connections 1 16 64`` adds the 1-connection rows.
+
+The tools come from one module this script writes, ``bench_catalog.py``: ``async def echo``
+and ``def echo_sync`` (the same body, unstructured ``str`` results), 100 generated tools with
+typed, described parameters for ``tools/list``, and this server's catalog factories
+(``catalog_calls``: echo and echo_sync; ``catalog_1``, ``catalog_100``), which import only the
+public ``server`` API when called, so an older checkout serves them too and the SDK's process
+imports the module for the functions alone. The servers:
 
 - ``this+rec`` / ``this-rec``: ``python -m server`` with request records on (``MCP_RECORDS=file``
   into a temp dir; no gzip on rotation, so no compression burst lands in another server's run)
-  and off (``MCP_RECORDS=none``); the probe catalog for ``tools/call`` of ``echo``, and a
-  catalog module this script writes for ``tools/list`` with 1 and 100 tools;
-- ``this-met``: as ``this+rec`` with the metrics off (``MCP_METRICS=false``), for the cost of
-  counting every request for ``/metrics`` (``this+rec`` counts them);
+  and off (``MCP_RECORDS=none``), one process per catalog;
+- ``this-met``: as ``this+rec`` with the metrics off (``MCP_METRICS=false``), on the async
+  ``tools/call`` only, for the cost of counting every request for ``/metrics``;
+- ``base+rec`` (with ``--ab-root PATH``): as ``this+rec``, from the other checkout's
+  ``server/``, in the same interleaved run: before and after side by side (``--server-root``
+  still picks the checkout measured as ``this``);
 - ``limit``: a bare ASGI callable (uvicorn, uvloop, httptools, orjson) that parses the body for
-  the id and answers a fixed result spliced from cached bytes, no validation: the ceiling;
+  the id and answers a fixed result spliced from cached bytes (the ones ``this+rec`` answered),
+  no validation: the ceiling; it runs in every workload's group, next to the others;
 - ``sdk``: the official SDK (``mcp==2.3.0``, installed by this script into
   ``.cache/bench-sdk-venv``) as ``MCPServer`` with ``streamable_http_app(stateless_http=True,
   json_response=True)``, its fastest mode, under the same uvicorn settings, serving the same
-  ``echo`` tool (unstructured, so both answer the same content) and the same generated tools.
+  functions (echo and echo_sync unstructured, so both answer the same content; it runs sync
+  tools on its event loop).
 
-Workloads: modern (2026-07-28) ``tools/call`` of ``echo``; modern ``tools/list`` with 1 and with
-100 tools (~44 KB); legacy (2025-11-25) ``tools/call`` of ``echo`` on an open session (this
-server: initialize once, the session id in the Lua headers; the SDK: its stateless mode has no
-sessions, so it answers each legacy call on its own; the limit row is the ``tools/call`` one).
+Workloads: modern (2026-07-28) ``tools/call`` of ``echo`` and of ``echo_sync``; the same two
+in the legacy era (2025-11-25) on an open session (this server: initialize once, the session id
+in the Lua headers; the SDK: its stateless mode has no sessions, so it answers each legacy call
+on its own); modern ``tools/list`` with 1 and with 100 tools (~44 KB, cached by this server).
 Every server is checked first with one real request per workload (the JSON-RPC result must be
-the expected one); during the runs the Lua script counts non-200 answers and error bodies, and
-any makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's RSS after the
-run (VmRSS) and its CPU time per request, as medians of the repeats with min-max, and the
-ratios of the medians to the limit and to the SDK; then the issue's targets.
+the expected one); during the runs wrk must see only 200s of the checked answer's size, and any
+other answer makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's idle
+RSS (VmRSS after start-up, the checks and the warm-up, before the measured runs), its RSS
+after the runs, its CPU time per request, all as medians of the repeats with min-max, and the
+ratios to the limit and to the SDK, taken repeat by repeat (the two ran seconds apart), as
+median (min-max); with ``--ab-root``, this+rec over base+rec; then the issues' targets (issue
+22's last), each PASS/FAIL on the rps ratio, with the same ratio by CPU time per request
+beside it (less disturbed by the other load on a shared machine).
 
-Only the processes this script started are stopped, by PID.
+Only the processes this script started are stopped, by PID. One file past 400 lines on
+purpose: it is run as a script by hand, and writes the modules its servers import.
 """
 
 from __future__ import annotations
