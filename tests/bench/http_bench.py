@@ -43,11 +43,15 @@ Every server is checked first with one real request per workload (the JSON-RPC r
 the expected one); during the runs wrk must see only 200s of the checked answer's size, and any
 other answer makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's idle
 RSS (VmRSS after start-up, the checks and the warm-up, before the measured runs), its RSS
-after the runs, its CPU time per request, all as medians of the repeats with min-max, and the
+after the runs, its CPU time per request (the records writer's catching up after the run
+included), the share of its core it got during the run (``CPU %``), all as medians of the
+repeats with min-max, and the
 ratios to the limit and to the SDK, taken repeat by repeat (the two ran seconds apart), as
 median (min-max); with ``--ab-root``, this+rec over base+rec; then the issues' targets (issue
 22's last), each PASS/FAIL on the rps ratio, with the same ratio by CPU time per request
-beside it (less disturbed by the other load on a shared machine).
+beside it (less disturbed by the other load on a shared machine: there a server with more
+threads, records on or sync tools, gets a larger share of the contended core than a
+single-threaded one, which ``CPU %`` shows and the rps ratios inherit).
 
 Only the processes this script started are stopped, by PID. One file past 400 lines on
 purpose: it is run as a script by hand, and writes the modules its servers import.
@@ -560,6 +564,9 @@ class Run:
     p99_ms: float
     rss_mib: float
     cpu_us: float
+    # the server's CPU time over the run's length: a CPU-bound server at 16 connections that
+    # gets much less than 100% is sharing its core with other load
+    cpu_pct: float
 
 
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
@@ -876,7 +883,7 @@ def report(
     header = (
         f"{'workload':<38} {'server':<8} {'conns':>5}  {'rps median (min-max)':<22} "
         f"{'p50 ms (min-max)':<19} {'p99 ms (min-max)':<21} {'idle MiB':>8} {'RSS MiB':>7} "
-        f"{'CPU us/req':>10}  {'x limit (min-max)':<17} {'x SDK (min-max)':<17}"
+        f"{'CPU us/req':>10} {'CPU %':>5}  {'x limit (min-max)':<17} {'x SDK (min-max)':<17}"
     )
     lines += [header, "-" * len(header)]
     for workload in workloads:
@@ -896,7 +903,8 @@ def report(
                     f"{fmt_range([r.p99_ms for r in runs], 2):<21} "
                     f"{'-' if idle_mib is None else f'{idle_mib:.1f}':>8} "
                     f"{statistics.median(r.rss_mib for r in runs):>7.1f} "
-                    f"{statistics.median(r.cpu_us for r in runs):>10.1f}  "
+                    f"{statistics.median(r.cpu_us for r in runs):>10.1f} "
+                    f"{statistics.median(r.cpu_pct for r in runs):>5.0f}  "
                     f"{fmt_range(x_limit, 2) if x_limit else '-':<17} "
                     f"{fmt_range(x_sdk, 2) if x_sdk else '-':<17}"
                 )
@@ -1106,9 +1114,8 @@ class Measurement:
             answer_bytes=cell.answer_bytes,
             check_bodies=self.args.lua_check,
         )
-        run = Run(
-            rps, p50, p99, proc.rss_kib() / 1024, (proc.cpu_seconds() - cpu_before) / requests * 1e6
-        )
+        cpu_during = proc.cpu_seconds() - cpu_before
+        rss_mib = proc.rss_kib() / 1024
         if wrk_cpu > 90:
             self.client_bound[(cell.workload.name, cell.variant, connections)] += 1
         if proc.records_file is not None:
@@ -1116,6 +1123,9 @@ class Measurement:
             deadline = time.monotonic() + 10
             while proc.records_queued()[0] and time.monotonic() < deadline:
                 time.sleep(0.05)
+        # the cost per request counts the writer's catching up too; the share does not
+        cpu_us = (proc.cpu_seconds() - cpu_before) / requests * 1e6
+        run = Run(rps, p50, p99, rss_mib, cpu_us, cpu_during / seconds * 100)
         if self.args.verbose:
             print(
                 f"  {cell.workload.name:<11} {cell.variant:<8} c{connections:<3} {rps:9.0f} rps "
