@@ -109,6 +109,9 @@ class HeaderLines:
 
     def _learn(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
         name, value = pair
+        if name == b"x-request-id" and value.isalnum():
+            # New in every response, never kept; ASCII letters and digits need no check.
+            return b"x-request-id: " + value + b"\r\n", _PLAIN, 0
         if HEADER_RE.search(name):
             raise RuntimeError("Invalid HTTP header name.")
         if HEADER_VALUE_RE.search(value):

@@ -124,6 +124,19 @@ class ResponseWriter:
     cancels the request's task), nothing more is sent, and the response is left unfinished
     for the HTTP protocol to reset."""
 
+    # One per call answered: slots make it cheaper to build and smaller to keep.
+    __slots__ = (
+        "_json_ok",
+        "_keepalive",
+        "_keepalive_s",
+        "_owner",
+        "_send",
+        "_send_timeout_s",
+        "_sse_ok",
+        "stalled",
+        "streaming",
+    )
+
     def __init__(
         self,
         send: Send,

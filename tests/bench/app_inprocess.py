@@ -33,13 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 # The same requests the HTTP benchmark sends (this directory is on sys.path when run).
-from http_bench import CALL_PARAMS as CALL  # noqa: E402
-from http_bench import LEGACY, META, MODERN  # noqa: E402
+from http_bench import LEGACY, META, MODERN, call_params  # noqa: E402
 
 from server.app import Application  # noqa: E402
 from server.builtin.probe import catalog as probe_catalog  # noqa: E402
 from server.serving import tune_collector  # noqa: E402
 from server.settings import Settings  # noqa: E402
+
+CALL = call_params("echo")
 
 BASE_HEADERS = [
     (b"host", b"127.0.0.1:8000"),

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app_inprocess import BASE_HEADERS, modern_request  # noqa: E402  (this directory)
-from http_bench import CALL_PARAMS  # noqa: E402
+from http_bench import call_params  # noqa: E402
 
 HEAD = b'{"jsonrpc":"2.0","id":'
 RESULT = orjson.dumps({"content": [{"type": "text", "text": "hello"}], "isError": False})
@@ -81,7 +81,7 @@ class CountingTransport(asyncio.Transport):
 
 
 def raw_request() -> bytes:
-    body, extra = modern_request("tools/call", CALL_PARAMS, "echo")
+    body, extra = modern_request("tools/call", call_params("echo"), "echo")
     headers = [*BASE_HEADERS, (b"content-length", b"%d" % len(body)), *extra]
     lines = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
     return b"POST /mcp HTTP/1.1\r\n" + lines + b"\r\n" + body
