@@ -43,7 +43,7 @@ from server.errors import (
     MethodNotFound,
     UnsupportedProtocolVersion,
 )
-from server.hub import Event, ListenFilter
+from server.hub import Event
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
 from server.memo import BoundedMemo
 from server.modern.extensions import ModernExtensions
@@ -53,6 +53,7 @@ from server.modern.input_required import (
     RequestStates,
     read_input_responses,
 )
+from server.modern.listen import ListenFilter
 from server.modern.tasks import ModernTasks
 from server.protocol import (
     CACHEABLE_METHODS,
