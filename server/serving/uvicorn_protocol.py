@@ -22,6 +22,12 @@ clients were woken one response at a time.
   0.5 s) closes the connections idle past ``timeout_keep_alive``, so one closes between that
   and half a second later.
 
+- **An idle connection holds no containers it does not use.** uvicorn gives every connection
+  two ``asyncio.Event`` (its flow control's, and its request cycle's) and a pipeline deque,
+  each allocating a deque of 760 bytes up front: 2.2 KiB of a connection's 9.5, on every idle
+  ``subscriptions/listen`` stream too. Here they are a :class:`Signal` (a flag and a list of
+  waiters made on the first wait), :class:`FlowControl` with one, and a list.
+
 One thing differs in what it does: a response the app leaves unfinished while the client is
 not reading (a stream that gave up on its send timeout) is **reset**: its unsent bytes are
 dropped, those in the kernel's socket buffer too (``SO_LINGER`` 0). uvicorn's own protocol
@@ -49,6 +55,7 @@ from itertools import chain
 from typing import Any
 
 import httptools
+from uvicorn.logging import TRACE_LOG_LEVEL
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
@@ -57,9 +64,15 @@ from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
     RequestResponseCycle,
 )
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from uvicorn.protocols.utils import (
+    get_client_addr,
+    get_local_addr,
+    get_path_with_query_string,
+    get_remote_addr,
+    is_ssl,
+)
 
-from server.aio import PerLoop
+from server.aio import PerLoop, running_loop
 from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 
@@ -124,6 +137,83 @@ class HeaderLines:
 _LINES = HeaderLines()
 
 
+class Signal:
+    """``asyncio.Event``'s ``set``, ``clear``, ``is_set`` and ``wait`` for one connection, without
+    the deque an Event allocates up front (760 bytes): the waiters' list is made by the first
+    wait, and a wait is a future, not a coroutine. Its waiters are the connection's own task
+    (and its disconnect watch), one at a time; a waiter given up on (cancelled) is dropped by
+    the next wait or set."""
+
+    __slots__ = ("_flag", "_waiters")
+
+    def __init__(self, flag: bool = False) -> None:
+        self._flag = flag
+        self._waiters: list[asyncio.Future[bool]] | None = None
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            waiters, self._waiters = self._waiters, None
+            for waiter in waiters or ():
+                if not waiter.done():
+                    waiter.set_result(True)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def wait(self) -> asyncio.Future[bool]:
+        waiter = running_loop().create_future()
+        if self._flag:
+            waiter.set_result(True)
+            return waiter
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = [waiter]
+        else:
+            waiters[:] = [other for other in waiters if not other.done()]
+            waiters.append(waiter)
+        return waiter
+
+
+class FlowControl:
+    """uvicorn's flow control (``uvicorn.protocols.http.flow_control``), its writable event a
+    :class:`Signal`."""
+
+    __slots__ = ("_is_writable", "_transport", "read_paused", "write_paused")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.read_paused = False
+        self.write_paused = False
+        self._is_writable = Signal(True)
+
+    def drain(self) -> asyncio.Future[bool]:
+        return self._is_writable.wait()
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self._transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        if not self.write_paused:
+            self.write_paused = True
+            self._is_writable.clear()
+
+    def resume_writing(self) -> None:
+        if self.write_paused:
+            self.write_paused = False
+            self._is_writable.set()
+
+
 class Cycle(RequestResponseCycle):
     """One request and its response: uvicorn's ``send``, with the head built from
     :class:`HeaderLines`, and its ``run_asgi``, aborting a stalled unfinished response."""
@@ -138,7 +228,7 @@ class Cycle(RequestResponseCycle):
         self.access_logger = protocol.access_logger
         self.access_log = protocol.access_log
         self.default_headers = protocol.server_state.default_headers
-        self.message_event = asyncio.Event()
+        self.message_event = Signal()  # type: ignore[assignment]
         self.on_response = protocol.on_response_complete
         self.disconnected = False
         self.keep_alive = keep_alive
@@ -319,6 +409,9 @@ class HttpProtocol(HttpToolsProtocol):
         # answered 431 and closed. The app checks what arrives under it (count, each value).
         self._head_bytes = -1
         self._max_head_bytes: int = self.config.h11_max_incomplete_event_size or MAX_HEAD_BYTES
+        # uvicorn's deque for pipelined requests, as a list (appendleft: insert at 0; pop: the
+        # last): an empty list holds no items array, a deque a 760-byte block.
+        self.pipeline = _Pipeline()  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -351,7 +444,18 @@ class HttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, write_batch(self.loop)))
+        # uvicorn's own, but for the transport (writes coalesced) and the flow control (a
+        # Signal instead of an asyncio.Event): keep in step.
+        transport = CoalescingTransport(transport, write_batch(self.loop))
+        self.connections.add(self)
+        self.transport = transport
+        self.flow = FlowControl(transport)  # type: ignore[assignment]
+        self.server = get_local_addr(transport)
+        self.client = get_remote_addr(transport)
+        self.scheme = "https" if is_ssl(transport) else "http"
+        if self.logger.level <= TRACE_LOG_LEVEL:
+            prefix = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
+            self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", prefix)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -412,6 +516,15 @@ class HttpProtocol(HttpToolsProtocol):
             # Pipelined requests wait their turn.
             self.flow.pause_reading()
             self.pipeline.appendleft((self.cycle, app))
+
+
+class _Pipeline(list[tuple[Cycle, Any]]):
+    """Pipelined requests waiting their turn, with the two deque methods uvicorn uses."""
+
+    __slots__ = ()
+
+    def appendleft(self, item: tuple[Cycle, Any]) -> None:
+        self.insert(0, item)
 
 
 class IdleSweep:
