@@ -49,7 +49,10 @@ class FrameQueue:
     """A FIFO with one consumer, bounded by its producer (:meth:`Stream.offer`).
 
     ``asyncio.Queue`` allocates three deques up front, about 2.3 KiB per idle stream, most of
-    what a stream costs beyond its connection; an idle FrameQueue holds no container at all."""
+    what a stream costs beyond its connection; an idle FrameQueue holds no container at all.
+    Its consumer waits on one future (:meth:`wait`), which an item resolves, and so can
+    whoever else has a reason to wake it (:meth:`wake`: a listen stream's keep-alive is due),
+    with no coroutine, timeout or second waiter of its own."""
 
     __slots__ = ("_items", "_waiter")
 
@@ -67,9 +70,7 @@ class FrameQueue:
         if self._items is None:
             self._items = []
         self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.wake()
 
     def get_nowait(self) -> bytes | Closed:
         if not self._items:
@@ -79,18 +80,31 @@ class FrameQueue:
             self._items = None
         return item
 
+    def wait(self) -> asyncio.Future[None]:
+        """A future done once the queue has an item, or once :meth:`wake` is called; waiting
+        takes nothing (a cancelled wait loses nothing)."""
+        waiter = running_loop().create_future()
+        if self._items:
+            waiter.set_result(None)
+        else:
+            self._waiter = waiter
+        return waiter
+
+    def wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def get(self) -> bytes | Closed:
         while not self._items:
-            self._waiter = running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+            await self.wait()
         return self.get_nowait()
 
 
 class Stream:
     """One open notification stream: a filter (``frame``) and a bounded queue of frames."""
+
+    __slots__ = ("_capacity", "_frame", "closed", "queue")
 
     def __init__(self, frame: Callable[[Event], bytes | None], capacity: int) -> None:
         self._frame = frame
