@@ -26,6 +26,11 @@ _LIST_FLAGS = {
     "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
 }
 _FLAG_BY_KIND = {capability: flag for flag, (capability, _) in _LIST_FLAGS.items()}
+# A frozenset is 216 bytes, empty or not (CPython has no empty singleton since 3.10), and a
+# filter lives as long as its stream: the few possible sets of flags, and no task ids, are
+# shared by every stream instead.
+_FLAG_SETS: dict[frozenset[str], frozenset[str]] = {}
+_NO_TASKS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +39,7 @@ class ListenFilter:
 
     flags: frozenset[str]
     resource_uris: tuple[str, ...]
-    task_ids: frozenset[str] = frozenset()
+    task_ids: frozenset[str] = _NO_TASKS
     owner: str | None = None  # whose tasks' news this stream may carry
 
     @classmethod
@@ -71,7 +76,10 @@ class ListenFilter:
             if capabilities.get("resources", {}).get("subscribe"):
                 granted_uris = tuple(dict.fromkeys(uris))
         task_ids = _task_ids(requested.get("taskIds"), capabilities, client_capabilities or {})
-        return cls(frozenset(flags), granted_uris, task_ids, owner)
+        granted_flags = frozenset(flags)
+        # at most 2**3 sets: one of each kept
+        granted_flags = _FLAG_SETS.setdefault(granted_flags, granted_flags)
+        return cls(granted_flags, granted_uris, task_ids, owner)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {flag: True for flag in _LIST_FLAGS if flag in self.flags}
@@ -105,7 +113,7 @@ def _task_ids(
     """The task ids a listen stream follows: any the client names (ids are unguessable, and news
     goes only to the task's owner), if it declared the tasks extension (-32021 otherwise)."""
     if requested is None:
-        return frozenset()
+        return _NO_TASKS
     if (
         not isinstance(requested, list)
         or len(requested) > MAX_TASK_SUBSCRIPTIONS
@@ -122,5 +130,5 @@ def _task_ids(
             {"extensions": {TASKS_EXTENSION: {}}}, "task notifications need the tasks extension"
         )
     if TASKS_EXTENSION not in capabilities.get("extensions", {}):
-        return frozenset()
+        return _NO_TASKS
     return frozenset(requested)
