@@ -146,3 +146,13 @@ def test_task_news_reaches_only_streams_of_its_owner() -> None:
         ListenFilter.grant({"taskIds": "t1"}, capabilities, client_capabilities=TASKS)
     with pytest.raises(MissingClientCapability):
         ListenFilter.grant({"taskIds": ["t1"]}, capabilities, client_capabilities={})
+
+
+def test_filters_share_their_sets() -> None:
+    """A filter lives as long as its stream, and a frozenset is 216 bytes even empty: streams
+    that asked for the same flags, and none for tasks, hold the same sets."""
+    first = ListenFilter.grant({"toolsListChanged": True}, EVERYTHING)
+    second = ListenFilter.grant({"toolsListChanged": True, "promptsListChanged": False}, EVERYTHING)
+    assert first.flags is second.flags
+    assert first.task_ids is second.task_ids
+    assert first.task_ids == frozenset()
