@@ -47,7 +47,6 @@ from server.transport.sse import (
     END_OF_BODY,
     KEEP_ALIVE,
     SSE_HEADERS,
-    Disconnect,
     DisconnectWatch,
     ResponseWriter,
     send_empty,
@@ -160,7 +159,7 @@ class ModernHttp:
         elif cached is not None:
             payload, status = encode_result(request_id, cached), 200  # as one SSE event
         else:
-            disconnect: Disconnect | None = None
+            disconnect: DisconnectWatch | None = None
             try:
                 try:
                     started = Started(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
 from server.aio import Deadline, TimerKey, coarse_timers, current_task, running_loop
@@ -208,8 +208,13 @@ class ResponseWriter:
             self._keepalive = None
 
 
+# What a disconnect watch steps through: receive()'s coroutine, or another awaitable's iterator.
+_Reading = Coroutine[Any, None, ASGIMessage] | Generator[Any, None, ASGIMessage]
+
+
 class DisconnectWatch:
-    """Cancel the current task if the client goes away; ``with`` gives the flag object.
+    """Cancel the current task if the client goes away; ``with`` gives the watch itself, whose
+    ``happened`` says whether it did.
 
     The request's own task runs the handler, so a closed connection cancels the handler itself,
     as the 2026-07-28 spec requires. Watching starts only once the request has run for
@@ -228,37 +233,40 @@ class DisconnectWatch:
     WATCH_AFTER_S = 0.02
     __slots__ = (
         "_ended",
-        "_flag",
         "_pending",
         "_reading",
         "_receive",
         "_task",
         "_timer",
         "_timers",
+        "happened",
     )
 
     def __init__(self, receive: Receive) -> None:
         self._receive = receive
-        self._flag = Disconnect()
-        self._reading: Generator[Any, None, ASGIMessage] | None = None
+        self.happened = False
+        self._reading: _Reading | None = None
         self._pending: asyncio.Future[Any] | None = None
         self._timer: TimerKey | None = None
         self._ended = False
 
-    def __enter__(self) -> Disconnect:
+    def __enter__(self) -> DisconnectWatch:
         task = current_task()
         assert task is not None
         self._task = task
         self._timers = coarse_timers()
         self._timer = self._timers.call_later(self.WATCH_AFTER_S, self._start)
-        return self._flag
+        return self
 
     def _start(self) -> None:
         self._timer = None
         self._read()
 
     def _read(self) -> None:
-        self._reading = self._receive().__await__()
+        reading = self._receive()
+        # A coroutine (any server's receive) is stepped as it is; any other awaitable through
+        # its iterator (one object more).
+        self._reading = reading if isinstance(reading, Coroutine) else reading.__await__()
         self._step(None)
 
     def _read_next(self) -> None:
@@ -277,7 +285,7 @@ class DisconnectWatch:
             message = finished.value
             if message["type"] == "http.disconnect":
                 self._reading = None
-                self._flag.happened = True
+                self.happened = True
                 self._task.cancel()
             else:
                 # More of the body: not what is watched for. Read on from the next loop turn
@@ -316,13 +324,6 @@ class DisconnectWatch:
         if self._timer is not None:
             self._timers.cancel(self._timer)
         self._stop()
-
-
-class Disconnect:
-    __slots__ = ("happened",)
-
-    def __init__(self) -> None:
-        self.happened = False
 
 
 def uncancel() -> None:
