@@ -139,16 +139,16 @@ _LINES = HeaderLines()
 
 class Signal:
     """``asyncio.Event``'s ``set``, ``clear``, ``is_set`` and ``wait`` for one connection, without
-    the deque an Event allocates up front (760 bytes): the waiters' list is made by the first
-    wait, and a wait is a future, not a coroutine. Its waiters are the connection's own task
-    (and its disconnect watch), one at a time; a waiter given up on (cancelled) is dropped by
-    the next wait or set."""
+    the deque an Event allocates up front (760 bytes): a wait is a future, not a coroutine, and
+    the one waiter there usually is (the connection's task, or its disconnect watch) is held as
+    it is, several in a list. A waiter given up on (cancelled) is dropped by the next wait or
+    set."""
 
     __slots__ = ("_flag", "_waiters")
 
     def __init__(self, flag: bool = False) -> None:
         self._flag = flag
-        self._waiters: list[asyncio.Future[bool]] | None = None
+        self._waiters: asyncio.Future[bool] | list[asyncio.Future[bool]] | None = None
 
     def is_set(self) -> bool:
         return self._flag
@@ -157,8 +157,8 @@ class Signal:
         if not self._flag:
             self._flag = True
             waiters, self._waiters = self._waiters, None
-            for waiter in waiters or ():
-                if not waiter.done():
+            for waiter in waiters if isinstance(waiters, list) else (waiters,):
+                if waiter is not None and not waiter.done():
                     waiter.set_result(True)
 
     def clear(self) -> None:
@@ -170,11 +170,13 @@ class Signal:
             waiter.set_result(True)
             return waiter
         waiters = self._waiters
-        if waiters is None:
-            self._waiters = [waiter]
-        else:
+        if isinstance(waiters, list):
             waiters[:] = [other for other in waiters if not other.done()]
             waiters.append(waiter)
+        elif waiters is None or waiters.done():
+            self._waiters = waiter
+        else:
+            self._waiters = [waiters, waiter]
         return waiter
 
 

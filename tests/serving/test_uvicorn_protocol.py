@@ -394,9 +394,13 @@ async def test_a_signal_is_an_event_without_its_deque() -> None:
     given_up = signal.wait()
     given_up.cancel()  # a waiter cancelled (its task was) is dropped, not resolved
     waiting = signal.wait()
-    assert signal._waiters == [waiting]
+    assert signal._waiters is waiting  # one waiter, held as it is
+    more = [signal.wait(), signal.wait()]
+    more[0].cancel()
+    last = signal.wait()
+    assert signal._waiters == [waiting, more[1], last]
     signal.set()
-    assert waiting.result() is True
+    assert [waiting.result(), more[1].result(), last.result()] == [True, True, True]
     assert Signal(True).is_set()
 
 
