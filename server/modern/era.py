@@ -53,7 +53,7 @@ from server.modern.input_required import (
     RequestStates,
     read_input_responses,
 )
-from server.modern.listen import ListenFilter
+from server.modern.listen import ListenFilter, ListenFrames
 from server.modern.tasks import ModernTasks
 from server.protocol import (
     CACHEABLE_METHODS,
@@ -401,16 +401,7 @@ class ModernEra:
     def listen_frame(
         granted: ListenFilter, subscription_id: Any
     ) -> Callable[[Event], bytes | None]:
-        def frame(change: Event) -> bytes | None:
-            found = granted.notification(change)
-            if found is None:
-                return None
-            method, params = found
-            return encode_notification(
-                method, {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, **params}
-            )
-
-        return frame
+        return ListenFrames(granted, subscription_id)
 
     def listen_closing(self, subscription_id: Any) -> bytes:
         """The graceful result that ends a listen stream the server closes (shutdown)."""

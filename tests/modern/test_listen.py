@@ -1,13 +1,15 @@
 """server.modern.listen: what a ``subscriptions/listen`` filter grants, and which changes and
 task news match it."""
 
+import orjson
 import pytest
 
 from server.catalog import Change
 from server.catalog.extensions import TASKS_EXTENSION
 from server.errors import InvalidParams, MissingClientCapability
 from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH, TaskNews
-from server.modern.listen import ListenFilter
+from server.modern.listen import ListenFilter, ListenFrames
+from server.protocol import META_SUBSCRIPTION_ID
 from server.tasks.model import TaskRecord
 
 EVERYTHING = {
@@ -156,3 +158,16 @@ def test_filters_share_their_sets() -> None:
     assert first.flags is second.flags
     assert first.task_ids is second.task_ids
     assert first.task_ids == frozenset()
+
+
+def test_a_streams_frames_are_a_small_object_with_its_subscription_id() -> None:
+    """It lives as long as its stream: two slots, not a closure and its cells."""
+    granted = ListenFilter.grant({"toolsListChanged": True}, EVERYTHING)
+    frames = ListenFrames(granted, "L1")
+    assert orjson.loads(frames(Change("tools")) or b"") == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": {META_SUBSCRIPTION_ID: "L1"}},
+    }
+    assert frames(Change("prompts")) is None
+    assert not hasattr(frames, "__dict__")
