@@ -25,8 +25,9 @@ clients were woken one response at a time.
 - **An idle connection holds no containers it does not use.** uvicorn gives every connection
   two ``asyncio.Event`` (its flow control's, and its request cycle's) and a pipeline deque,
   each allocating a deque of 760 bytes up front: 2.2 KiB of a connection's 9.5, on every idle
-  ``subscriptions/listen`` stream too. Here they are a :class:`Signal` (a flag and a list of
-  waiters made on the first wait), :class:`FlowControl` with one, and a list.
+  ``subscriptions/listen`` stream too. Here they are a :class:`~server.serving.flow.Signal`
+  (a flag, and its waiter once there is one), :class:`~server.serving.flow.FlowControl` with
+  one, and a list.
 
 One thing differs in what it does: a response the app leaves unfinished while the client is
 not reading (a stream that gave up on its send timeout) is **reset**: its unsent bytes are
@@ -41,7 +42,8 @@ its slots; what the connection holds is then that server's affair.
 they follow uvicorn 0.54, and :func:`server.serving.http_protocol` uses them only on the releases
 in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer uvicorn installs and
 serves). tests/serving/test_uvicorn_protocol.py fails when the uvicorn code they copy changes,
-and checks the wire bytes against uvicorn's.
+and checks the wire bytes against uvicorn's. The module is longer than this project's usual 400
+lines because those copies stay together, in one place to compare with the next uvicorn.
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ from uvicorn.protocols.utils import (
     is_ssl,
 )
 
-from server.aio import PerLoop, running_loop
+from server.aio import PerLoop
 from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
+from server.serving.flow import FlowControl, Signal
 
 # What a header line means to the response framing (uvicorn's rules).
 _PLAIN, _LENGTH, _CHUNKED, _CLOSE = 0, 1, 2, 3
@@ -135,85 +138,6 @@ class HeaderLines:
 
 
 _LINES = HeaderLines()
-
-
-class Signal:
-    """``asyncio.Event``'s ``set``, ``clear``, ``is_set`` and ``wait`` for one connection, without
-    the deque an Event allocates up front (760 bytes): a wait is a future, not a coroutine, and
-    the one waiter there usually is (the connection's task, or its disconnect watch) is held as
-    it is, several in a list. A waiter given up on (cancelled) is dropped by the next wait or
-    set."""
-
-    __slots__ = ("_flag", "_waiters")
-
-    def __init__(self, flag: bool = False) -> None:
-        self._flag = flag
-        self._waiters: asyncio.Future[bool] | list[asyncio.Future[bool]] | None = None
-
-    def is_set(self) -> bool:
-        return self._flag
-
-    def set(self) -> None:
-        if not self._flag:
-            self._flag = True
-            waiters, self._waiters = self._waiters, None
-            for waiter in waiters if isinstance(waiters, list) else (waiters,):
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(True)
-
-    def clear(self) -> None:
-        self._flag = False
-
-    def wait(self) -> asyncio.Future[bool]:
-        waiter = running_loop().create_future()
-        if self._flag:
-            waiter.set_result(True)
-            return waiter
-        waiters = self._waiters
-        if isinstance(waiters, list):
-            waiters[:] = [other for other in waiters if not other.done()]
-            waiters.append(waiter)
-        elif waiters is None or waiters.done():
-            self._waiters = waiter
-        else:
-            self._waiters = [waiters, waiter]
-        return waiter
-
-
-class FlowControl:
-    """uvicorn's flow control (``uvicorn.protocols.http.flow_control``), its writable event a
-    :class:`Signal`."""
-
-    __slots__ = ("_is_writable", "_transport", "read_paused", "write_paused")
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
-        self.read_paused = False
-        self.write_paused = False
-        self._is_writable = Signal(True)
-
-    def drain(self) -> asyncio.Future[bool]:
-        return self._is_writable.wait()
-
-    def pause_reading(self) -> None:
-        if not self.read_paused:
-            self.read_paused = True
-            self._transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.read_paused:
-            self.read_paused = False
-            self._transport.resume_reading()
-
-    def pause_writing(self) -> None:
-        if not self.write_paused:
-            self.write_paused = True
-            self._is_writable.clear()
-
-    def resume_writing(self) -> None:
-        if self.write_paused:
-            self.write_paused = False
-            self._is_writable.set()
 
 
 class Cycle(RequestResponseCycle):

@@ -47,7 +47,6 @@ from server.serving.uvicorn_protocol import (
     HeaderLines,
     HttpProtocol,
     IdleSweep,
-    Signal,
     idle_sweep,
 )
 from server.settings import Settings
@@ -377,31 +376,6 @@ def test_an_idle_stream_holds_no_deque() -> None:
         await loop_turns()
 
     asyncio.run(main())
-
-
-@pytest.mark.anyio
-async def test_a_signal_is_an_event_without_its_deque() -> None:
-    signal = Signal()
-    assert not signal.is_set()
-    first, second = signal.wait(), signal.wait()
-    assert not first.done()
-    signal.set()
-    assert signal.is_set()
-    assert first.result() is True
-    assert second.result() is True
-    assert signal.wait().result() is True  # already set: done at once
-    signal.clear()
-    given_up = signal.wait()
-    given_up.cancel()  # a waiter cancelled (its task was) is dropped, not resolved
-    waiting = signal.wait()
-    assert signal._waiters is waiting  # one waiter, held as it is
-    more = [signal.wait(), signal.wait()]
-    more[0].cancel()
-    last = signal.wait()
-    assert signal._waiters == [waiting, more[1], last]
-    signal.set()
-    assert [waiting.result(), more[1].result(), last.result()] == [True, True, True]
-    assert Signal(True).is_set()
 
 
 def test_only_idle_connections_are_swept_and_a_lost_one_is_forgotten() -> None:
