@@ -11,9 +11,10 @@ A list page or ``server/discover`` that may be answered as JSON is the cached by
 once: no handler coroutine and no response writer (a quarter of a ``tools/list``'s time in
 process, docs/benchmarks.md). Any other call runs inline in the request's task, started eagerly
 (:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
-no disconnect watcher and no handler timer at all, one that waits gets them armed then (a
-timer, and a watcher task past 20 ms). Its response is JSON unless it sends something before
-its result. A closed response stream cancels the handler, as the spec requires.
+no disconnect watch and no handler timer at all, one that waits gets them armed then (a
+timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON
+unless it sends something before its result. A closed response stream cancels the handler,
+as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout on every send
 (the end too) for clients that stop reading, and the graceful result when the server shuts

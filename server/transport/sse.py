@@ -15,11 +15,12 @@ the whole process (its ``AppStatus``). The tests keep it, as the reference for t
 
 Nor are listen streams its ``EventSourceResponse``. A listen stream stays open as long as its
 client, idle most of the time, reads a bounded queue with a send timeout, and is ended by the
-hub (with the graceful result at shutdown); it runs in the request's own task beside a
-:class:`DisconnectWatch` (server/transport/modern.py). An ``EventSourceResponse`` runs a task
-group per response (the writer, a ping task, a disconnect listener, a server-exit listener on
-the process-global ``AppStatus``): listen streams written through one cost 40 KiB each while
-idle, against 17 (``tests/bench/streams_bench.py`` at 3,000 streams; docs/benchmarks.md).
+hub (with the graceful result at shutdown); it runs in the request's own task, watched by a
+:class:`DisconnectWatch` that is no task (server/transport/modern.py). An
+``EventSourceResponse`` runs a task group per response (the writer, a ping task, a disconnect
+listener, a server-exit listener on the process-global ``AppStatus``): listen streams written
+through one cost 40 KiB each while idle, against 17 then (``tests/bench/streams_bench.py`` at
+3,000 streams) and under 12 now (docs/benchmarks.md).
 
 :class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
 that finishes without sending anything gets one ``application/json`` response; the first
@@ -327,7 +328,7 @@ class DisconnectWatch:
 
 
 def uncancel() -> None:
-    """Swallow the cancellation the disconnect watcher caused (the request simply ends)."""
+    """Swallow the cancellation the disconnect watch caused (the request simply ends)."""
     task = asyncio.current_task(running_loop())
     if task is not None:
         task.uncancel()
