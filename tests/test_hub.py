@@ -1,26 +1,11 @@
-"""server.hub: the Hub's fan-out with bounded queues, and the listen filter."""
+"""server.hub: the Hub's fan-out with bounded queues, and the URI rule of resource updates."""
 
 import asyncio
 
 import pytest
 
 from server.catalog import Catalog, Change
-from server.errors import InvalidParams
-from server.hub import (
-    MAX_RESOURCE_SUBSCRIPTIONS,
-    MAX_URI_LENGTH,
-    Closed,
-    FrameQueue,
-    Hub,
-    ListenFilter,
-    covers,
-)
-
-EVERYTHING = {
-    "tools": {"listChanged": True},
-    "prompts": {"listChanged": True},
-    "resources": {"subscribe": True, "listChanged": True},
-}
+from server.hub import Closed, FrameQueue, Hub, covers
 
 
 def drain(stream):
@@ -107,114 +92,6 @@ def test_hub_as_catalog_listener():
     catalog.tool(lambda: "x", name="t")
     catalog.notify_resource_updated("x://a")
     assert drain(stream) == [b"frame:tools"]
-
-
-# -- ListenFilter.grant --------------------------------------------------------------------
-
-
-def test_grant_everything_when_everything_is_served():
-    requested = {
-        "toolsListChanged": True,
-        "promptsListChanged": True,
-        "resourcesListChanged": True,
-        "resourceSubscriptions": ["x://a", "x://b", "x://a"],
-    }
-    granted = ListenFilter.grant(requested, EVERYTHING)
-    assert granted.to_wire() == {
-        "toolsListChanged": True,
-        "promptsListChanged": True,
-        "resourcesListChanged": True,
-        "resourceSubscriptions": ["x://a", "x://b"],
-    }
-
-
-def test_grant_only_what_capabilities_serve():
-    requested = {
-        "toolsListChanged": True,
-        "promptsListChanged": True,
-        "resourcesListChanged": True,
-        "resourceSubscriptions": ["x://a"],
-    }
-    assert ListenFilter.grant(requested, {"tools": {}}).to_wire() == {"toolsListChanged": True}
-    assert ListenFilter.grant(requested, {}).to_wire() == {}
-
-
-def test_resource_subscriptions_need_the_subscribe_capability():
-    requested = {"resourcesListChanged": True, "resourceSubscriptions": ["x://a"]}
-    no_subscribe = {"resources": {"listChanged": True}}
-    assert ListenFilter.grant(requested, no_subscribe).to_wire() == {"resourcesListChanged": True}
-
-
-def test_false_or_absent_flags_are_not_subscriptions():
-    granted = ListenFilter.grant({"toolsListChanged": False}, EVERYTHING)
-    assert granted.to_wire() == {}
-    assert granted.notification(Change("tools")) is None
-
-
-@pytest.mark.parametrize(
-    "requested",
-    [
-        None,
-        [],
-        "all",
-        {"toolsListChanged": "yes"},
-        {"promptsListChanged": 1},
-        {"resourceSubscriptions": "x://a"},
-        {"resourceSubscriptions": [1]},
-        {"resourceSubscriptions": [""]},
-        {"resourceSubscriptions": ["no-scheme"]},
-        {"resourceSubscriptions": ["x://" + "a" * MAX_URI_LENGTH]},
-        {"resourceSubscriptions": [f"x://{i}" for i in range(MAX_RESOURCE_SUBSCRIPTIONS + 1)]},
-    ],
-)
-def test_bad_filters_are_invalid_params(requested):
-    with pytest.raises(InvalidParams):
-        ListenFilter.grant(requested, EVERYTHING)
-
-
-def test_limits_are_inclusive():
-    uris = [f"x://{i}" for i in range(MAX_RESOURCE_SUBSCRIPTIONS)]
-    assert len(ListenFilter.grant({"resourceSubscriptions": uris}, EVERYTHING).resource_uris) == (
-        MAX_RESOURCE_SUBSCRIPTIONS
-    )
-    longest = "x://" + "a" * (MAX_URI_LENGTH - 4)
-    assert ListenFilter.grant({"resourceSubscriptions": [longest]}, EVERYTHING).resource_uris == (
-        longest,
-    )
-
-
-# -- ListenFilter.notification -------------------------------------------------------------
-
-
-def test_list_changes_map_to_their_notifications():
-    granted = ListenFilter.grant(
-        {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True},
-        EVERYTHING,
-    )
-    assert granted.notification(Change("tools")) == ("notifications/tools/list_changed", {})
-    assert granted.notification(Change("prompts")) == ("notifications/prompts/list_changed", {})
-    assert granted.notification(Change("resources")) == (
-        "notifications/resources/list_changed",
-        {},
-    )
-    assert granted.notification(Change("resource_updated", "x://a")) is None
-
-
-def test_resource_updates_cover_the_uri_and_below_it():
-    granted = ListenFilter.grant(
-        {"resourceSubscriptions": ["file:///project", "x://exact"]}, EVERYTHING
-    )
-    assert granted.notification(Change("resource_updated", "file:///project/a/b.txt")) == (
-        "notifications/resources/updated",
-        {"uri": "file:///project/a/b.txt"},
-    )
-    assert granted.notification(Change("resource_updated", "x://exact")) == (
-        "notifications/resources/updated",
-        {"uri": "x://exact"},
-    )
-    assert granted.notification(Change("resource_updated", "file:///projectX")) is None
-    assert granted.notification(Change("resource_updated", "file:///")) is None
-    assert granted.notification(Change("tools")) is None
 
 
 @pytest.mark.parametrize(

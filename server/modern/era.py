@@ -36,7 +36,7 @@ from server.errors import (
     MethodNotFound,
     UnsupportedProtocolVersion,
 )
-from server.hub import Event, ListenFilter
+from server.hub import Event
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
 from server.modern.extensions import ModernExtensions
 from server.modern.headers import HeaderMirror
@@ -46,6 +46,7 @@ from server.modern.input_required import (
     RequestStates,
     read_input_responses,
 )
+from server.modern.listen import ListenFilter, ListenFrames
 from server.modern.tasks import ModernTasks
 from server.protocol import (
     CACHEABLE_METHODS,
@@ -371,16 +372,7 @@ class ModernEra:
     def listen_frame(
         granted: ListenFilter, subscription_id: Any
     ) -> Callable[[Event], bytes | None]:
-        def frame(change: Event) -> bytes | None:
-            found = granted.notification(change)
-            if found is None:
-                return None
-            method, params = found
-            return encode_notification(
-                method, {"_meta": {META_SUBSCRIPTION_ID: subscription_id}, **params}
-            )
-
-        return frame
+        return ListenFrames(granted, subscription_id)
 
     def listen_closing(self, subscription_id: Any) -> bytes:
         """The graceful result that ends a listen stream the server closes (shutdown)."""

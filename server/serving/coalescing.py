@@ -59,20 +59,27 @@ write_batch: PerLoop[WriteBatch] = PerLoop(WriteBatch)
 class CoalescingTransport(asyncio.Transport):
     """A connection's transport whose writes wait for the loop's :class:`WriteBatch`."""
 
+    # Slots, and no list or extra-info dict while nothing is pending: a connection lives as
+    # long as its stream, and thousands of idle listen streams each hold one of these.
+    __slots__ = ("_batch", "_pieces", "_transport")
+
     def __init__(self, transport: asyncio.Transport, batch: WriteBatch) -> None:
-        super().__init__()
+        # Not asyncio.Transport's __init__: its only work is an ``extra`` dict, and
+        # get_extra_info here asks the real transport.
         self._transport = transport
         self._batch = batch
         # This turn's pieces, in the order they were written; written as one.
-        self._pieces: list[bytes] = []
+        self._pieces: list[bytes] | None = None
 
     # -- writing: held until the loop's turn ends ----------------------------------------
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if data:
-            if not self._pieces:
+            if self._pieces is None:
                 self._batch.mark(self)
-            self._pieces.append(bytes(data))
+                self._pieces = [bytes(data)]
+            else:
+                self._pieces.append(bytes(data))
 
     def writelines(self, list_of_data: Any) -> None:
         for data in list_of_data:
@@ -82,9 +89,9 @@ class CoalescingTransport(asyncio.Transport):
         """Write what is pending as one (gathering) write; a connection that is gone (or
         fails) loses only its own bytes."""
         pieces = self._pieces
-        if not pieces:
+        if pieces is None:
             return
-        self._pieces = []
+        self._pieces = None
         transport = self._transport
         if transport.is_closing():
             return
@@ -105,7 +112,7 @@ class CoalescingTransport(asyncio.Transport):
         self._transport.write_eof()
 
     def abort(self) -> None:
-        self._pieces = []  # abort drops unwritten data by definition
+        self._pieces = None  # abort drops unwritten data by definition
         self._transport.abort()
 
     # -- everything else: the real transport's --------------------------------------------

@@ -11,15 +11,18 @@ A list page or ``server/discover`` that may be answered as JSON is the cached by
 once: no handler coroutine and no response writer (a quarter of a ``tools/list``'s time in
 process, docs/benchmarks.md). Any other call runs inline in the request's task, started eagerly
 (:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
-no disconnect watcher and no handler timer at all, one that waits gets them armed then (a
-timer, and a watcher task past 20 ms). Its response is JSON unless it sends something before
-its result. A closed response stream cancels the handler, as the spec requires.
+no disconnect watch and no handler timer at all, one that waits gets them armed then (a
+timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON
+unless it sends something before its result. A closed response stream cancels the handler,
+as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout on every send
 (the end too) for clients that stop reading, and the graceful result when the server shuts
 down (``Application.begin_shutdown`` closes every stream through the hub). They used
 sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a stream) cost
-~54 KiB per idle stream; this costs two tasks (see docs/benchmarks.md).
+~54 KiB per idle stream; this costs the request's own task and nothing else that waits: its
+queue's future, which a frame, the keep-alive timer or the disconnect watch ends (see
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from server.aio import Deadline, Started, current_task
+from server.aio import Started, coarse_timers, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.context import Caller
@@ -46,7 +49,6 @@ from server.transport.sse import (
     END_OF_BODY,
     KEEP_ALIVE,
     SSE_HEADERS,
-    Disconnect,
     DisconnectWatch,
     ResponseWriter,
     send_empty,
@@ -159,7 +161,7 @@ class ModernHttp:
         elif cached is not None:
             payload, status = encode_result(request_id, cached), 200  # as one SSE event
         else:
-            disconnect: Disconnect | None = None
+            disconnect: DisconnectWatch | None = None
             try:
                 try:
                     started = Started(
@@ -238,54 +240,54 @@ class ModernHttp:
     async def listen(
         self, receive: Receive, send: Send, opened: OpenListen, slot: Slot, draft: Draft
     ) -> None:
+        """The listen stream itself, in the request's own task: an idle stream waits on one
+        future (its queue's), which a frame, the keep-alive timer or the disconnect watch's
+        cancellation ends. No other task, coroutine or deadline stays with it."""
+        stream, request_id, queue = opened.stream, opened.request_id, opened.stream.queue
+        ack_frame = opened.ack_frame
+        del opened  # the ack is sent once (below): not kept for the stream's life
+        keepalive_s = self.options.keepalive_s
+        timers = coarse_timers()
         try:
-            await self._stream_listen(
-                receive, send, opened.stream, opened.ack_frame, opened.request_id, draft
-            )
+            with DisconnectWatch(receive) as disconnect:
+                try:
+                    await send(
+                        {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+                    )
+                    await self._send_frame(send, ack_frame)
+                    del ack_frame
+                    while True:
+                        if queue.empty():
+                            keepalive = timers.call_later(keepalive_s, queue.wake)
+                            try:
+                                await queue.wait()
+                            finally:
+                                timers.cancel(keepalive)
+                            if queue.empty():  # woken by the keep-alive timer
+                                await self._send_frame(send, KEEP_ALIVE)
+                                continue
+                        item = queue.get_nowait()
+                        if isinstance(item, Closed):
+                            draft.stream_end = item.reason
+                            if item.reason == "shutdown":
+                                closing = self.modern.listen_closing(request_id)
+                                await self._send_frame(send, sse_frame(closing))
+                            break
+                        await self._send_frame(send, sse_frame(item))
+                    # The end is a send too: a client that stopped reading (a stream ended by
+                    # overflow, say) must not hold it.
+                    await send_within(send, END_OF_BODY, self.options.send_timeout_s)
+                except asyncio.CancelledError:
+                    if not disconnect.happened:
+                        raise
+                    uncancel()
+                except TimeoutError:
+                    # The client stopped reading: the stream ends unfinished, and the server's
+                    # HTTP protocol aborts the connection (server/serving/uvicorn_protocol.py).
+                    draft.stream_end = "send_timeout"
         finally:
-            self.hub.detach(opened.stream)
+            self.hub.detach(stream)
             slot.release()
-
-    async def _stream_listen(
-        self,
-        receive: Receive,
-        send: Send,
-        stream: Stream,
-        ack_frame: bytes,
-        request_id: Any,
-        draft: Draft,
-    ) -> None:
-        """The listen stream itself: the request's own task plus a disconnect watcher, so an
-        idle stream costs two tasks and an empty queue."""
-        with DisconnectWatch(receive) as disconnect:
-            try:
-                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                await self._send_frame(send, ack_frame)
-                while True:
-                    try:
-                        async with Deadline(self.options.keepalive_s):
-                            item = await stream.queue.get()
-                    except TimeoutError:
-                        await self._send_frame(send, KEEP_ALIVE)
-                        continue
-                    if isinstance(item, Closed):
-                        draft.stream_end = item.reason
-                        if item.reason == "shutdown":
-                            closing = self.modern.listen_closing(request_id)
-                            await self._send_frame(send, sse_frame(closing))
-                        break
-                    await self._send_frame(send, sse_frame(item))
-                # The end is a send too: a client that stopped reading (a stream ended by
-                # overflow, say) must not hold it.
-                await send_within(send, END_OF_BODY, self.options.send_timeout_s)
-            except asyncio.CancelledError:
-                if not disconnect.happened:
-                    raise
-                uncancel()
-            except TimeoutError:
-                # The client stopped reading: the stream ends unfinished, and the server's
-                # HTTP protocol aborts the connection (server/serving/uvicorn_protocol.py).
-                draft.stream_end = "send_timeout"
 
     def _send_frame(self, send: Send, frame: bytes) -> Awaitable[None]:
         body = {"type": "http.response.body", "body": frame, "more_body": True}

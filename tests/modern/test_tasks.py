@@ -328,31 +328,6 @@ async def test_catalog_extension_methods_are_served_only_while_declared(tmp_path
     assert "tasks/get" not in era.advertised()
 
 
-def test_task_news_reaches_only_streams_of_its_owner() -> None:
-    from server.hub import ListenFilter, TaskNews
-    from server.tasks.model import TaskRecord
-
-    capabilities = {"extensions": {TASKS_EXTENSION: {}}}
-    record = TaskRecord("t1", "alice", "c", None, "modern", "job", 1, 60_000, 500)
-    mine = ListenFilter.grant(
-        {"taskIds": ["t1"]}, capabilities, client_capabilities=TASKS, owner="alice"
-    )
-    theirs = ListenFilter.grant(
-        {"taskIds": ["t1"]}, capabilities, client_capabilities=TASKS, owner="eve"
-    )
-    method, params = mine.notification(TaskNews(record)) or ("", {})
-    assert (method, params["taskId"], params["status"]) == ("notifications/tasks", "t1", "working")
-    assert theirs.notification(TaskNews(record)) is None
-    other = TaskRecord("t2", "alice", "c", None, "modern", "job", 1, 60_000, 500)
-    assert mine.notification(TaskNews(other)) is None
-    # A server without the tasks extension grants no task ids, however asked.
-    assert ListenFilter.grant({"taskIds": ["t1"]}, {}, client_capabilities=TASKS).task_ids == set()
-    with pytest.raises(InvalidParams):
-        ListenFilter.grant({"taskIds": "t1"}, capabilities, client_capabilities=TASKS)
-    with pytest.raises(MissingClientCapability):
-        ListenFilter.grant({"taskIds": ["t1"]}, capabilities, client_capabilities={})
-
-
 async def test_the_probe_long_job_runs_as_a_task(service: TaskService) -> None:
     from server.builtin.probe import catalog
 

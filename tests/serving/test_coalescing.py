@@ -41,6 +41,19 @@ async def test_writes_wait_for_the_turn_to_end_then_go_out_joined_per_connection
 
 
 @pytest.mark.anyio
+async def test_an_idle_connection_holds_no_list_and_no_dict() -> None:
+    """Thousands of idle listen streams each hold one: between writes it holds nothing but its
+    two references."""
+    batch = WriteBatch(asyncio.get_running_loop())
+    transport = CoalescingTransport(FakeTransport(), batch)
+    transport.write(b"a frame")
+    await next_turn()
+    assert transport._pieces is None
+    assert not hasattr(transport, "__dict__")
+    assert transport.get_extra_info("anything", "default") == "default"
+
+
+@pytest.mark.anyio
 async def test_close_writes_what_is_pending_first_and_abort_drops_it() -> None:
     batch = WriteBatch(asyncio.get_running_loop())
     closing, aborting, other = FakeTransport(), FakeTransport(), FakeTransport()

@@ -1046,15 +1046,12 @@ async def test_catalog_change_from_a_sync_tool_reaches_streams_on_the_loop_threa
         attach = app.hub.attach
 
         def recording_attach(frame: Any) -> Any:
-            stream = attach(frame)
-            offer = stream.offer
-
-            def offered(change: Any) -> None:
+            # The stream's filter runs where the change is offered to it.
+            def offered(change: Any) -> Any:
                 put_from.append(threading.get_ident())
-                offer(change)
+                return frame(change)
 
-            stream.offer = offered  # type: ignore[method-assign]
-            return stream
+            return attach(offered)
 
         app.hub.attach = recording_attach  # type: ignore[method-assign]
         responses: list[httpx.Response] = []

@@ -280,6 +280,35 @@ async def test_disconnect_removes_the_listen_stream_from_the_hub(
     await wait_until(lambda: len(live.app.hub) == 0)
 
 
+def server_tasks(live: ServerThread) -> int:
+    """How many tasks the server's loop runs (the one counting them included)."""
+
+    async def count() -> int:
+        return len(asyncio.all_tasks())
+
+    loop = live.server.servers[0].get_loop()
+    return asyncio.run_coroutine_threadsafe(count(), loop).result(5)
+
+
+@pytest.mark.anyio
+async def test_an_idle_listen_stream_is_its_request_task_alone(
+    client: httpx.AsyncClient, live: ServerThread
+) -> None:
+    """No watcher, keep-alive or queue task beside it: thousands of idle streams are held
+    open, and a task costs about 600 bytes (tests/bench/streams_bench.py)."""
+    await wait_until(lambda: len(live.app.hub) == 0)
+    idle = server_tasks(live)
+    async with open_stream(
+        client, listen({"toolsListChanged": True}), "text/event-stream"
+    ) as events:
+        await events.next()
+        # Past the disconnect watch's start and a keep-alive (keepalive_s=0.2) or two.
+        await anyio.sleep(0.5)
+        assert server_tasks(live) == idle + 1
+    await wait_until(lambda: len(live.app.hub) == 0)
+    await wait_until(lambda: server_tasks(live) == idle)
+
+
 # -- subscriptions/listen -----------------------------------------------------------------------
 
 
