@@ -2,6 +2,8 @@
 checked against it (server.catalog.output), with or without a return annotation."""
 
 import logging
+import subprocess
+import sys
 import urllib.request
 from datetime import UTC, datetime
 from typing import Any
@@ -185,3 +187,23 @@ async def test_an_annotated_tool_that_keeps_breaking_its_schema_warns_once(
         "Tool read returned a result that breaks its outputSchema"  # pydantic's detail: logged
     )
     assert len(_warnings(caplog)) == 1
+
+
+def test_jsonschema_is_loaded_only_by_a_tool_that_declares_an_output_schema() -> None:
+    # 3.4 MiB resident that a server whose tools declare no output schema never pays.
+    script = (
+        "import sys\n"
+        "import server.app\n"
+        "from server.builtin.probe import catalog\n"
+        "assert 'jsonschema' not in sys.modules, 'loaded without an output schema'\n"
+        "from server import Catalog\n"
+        "c = Catalog('x', '1')\n"
+        "@c.tool(output_schema={'type': 'object'})\n"
+        "def t() -> dict:\n"
+        "    return {}\n"
+        "assert 'jsonschema' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
