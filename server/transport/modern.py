@@ -149,15 +149,27 @@ class ModernHttp:
                 # so no response writer and no handler coroutine.
                 await send_json(send, 200, encode_result(request_id, cached))
                 return
-        writer = ResponseWriter(
-            send,
-            json_ok=json_ok,
-            sse_ok=sse_ok,
-            keepalive_s=self.options.keepalive_s,
-            send_timeout_s=self.options.send_timeout_s,
-        )
+        # Made by the first message sent before the result (progress, logs) or for an SSE
+        # answer: most calls answer with plain JSON and never need one.
+        writer: ResponseWriter | None = None
+
+        def opened() -> ResponseWriter:
+            nonlocal writer
+            if writer is None:
+                writer = ResponseWriter(
+                    send,
+                    json_ok=json_ok,
+                    sse_ok=sse_ok,
+                    keepalive_s=self.options.keepalive_s,
+                    send_timeout_s=self.options.send_timeout_s,
+                )
+            return writer
+
+        async def emit(payload: bytes) -> None:
+            await opened().emit(payload)
+
         if failure is not None:
-            payload, status = self._failed(call, failure, writer, draft)
+            payload, status = self._failed(call, failure, False, draft)
         elif cached is not None:
             payload, status = encode_result(request_id, cached), 200  # as one SSE event
         else:
@@ -165,13 +177,7 @@ class ModernHttp:
             try:
                 try:
                     started = Started(
-                        self.modern.handle(
-                            call,
-                            writer.emit,
-                            caller=caller,
-                            headers=headers,
-                            record=draft,
-                        )
+                        self.modern.handle(call, emit, caller=caller, headers=headers, record=draft)
                     )
                     if started.done:
                         result = started.result  # answered without waiting: nothing to watch
@@ -181,39 +187,53 @@ class ModernHttp:
                     payload = encode_result(request_id, result)
                     status = 200
                 except Exception as error:
-                    payload, status = self._failed(call, error, writer, draft)
+                    streaming = writer is not None and writer.streaming
+                    payload, status = self._failed(call, error, streaming, draft)
             except asyncio.CancelledError:
-                writer.close()
-                if disconnect is not None and disconnect.happened:
-                    # The client closed the stream: that is the cancellation; nothing more is
-                    # sent.
-                    uncancel()
-                    return
-                if writer.stalled:
-                    # The client stopped reading: the same, and its connection is reset.
-                    draft.stream_end = "send_timeout"
-                    if (task := current_task()) is not None and task.cancelling():
-                        uncancel()
+                if self._client_cancelled(writer, disconnect, draft):
                     return
                 raise
         draft.task = call.task  # what it did with a task, for its record
+        if writer is None and (json_ok or status != 200):
+            await send_json(send, status, payload)  # nothing streamed: plain JSON
+            return
+        final = opened()
         try:
-            await writer.finish(payload, status)
+            await final.finish(payload, status)
         except TimeoutError:
             draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:
-            if writer.streaming:  # only a stream has a keep-alive to stop
-                writer.close()
+            if final.streaming:  # only a stream has a keep-alive to stop
+                final.close()
+
+    @staticmethod
+    def _client_cancelled(
+        writer: ResponseWriter | None, disconnect: DisconnectWatch | None, draft: Draft
+    ) -> bool:
+        """Whether a cancellation of the call is the client's doing: it closed the stream, or
+        stopped reading (its connection is then reset). Nothing more is sent for it, and the
+        request ends quietly; any other cancellation goes on up."""
+        if writer is not None:
+            writer.close()
+        if disconnect is not None and disconnect.happened:
+            uncancel()
+            return True
+        if writer is not None and writer.stalled:
+            draft.stream_end = "send_timeout"
+            if (task := current_task()) is not None and task.cancelling():
+                uncancel()
+            return True
+        return False
 
     @staticmethod
     def _failed(
-        call: ModernCall, error: Exception, writer: ResponseWriter, draft: Draft
+        call: ModernCall, error: Exception, streaming: bool, draft: Draft
     ) -> tuple[bytes, int]:
         """A call's failure as its answer: the body, and the status unless the response is
         already a stream (then the error is its last event, on the stream's 200)."""
         wire = wire_error(error, "modern", call.request.method)
         draft.error(wire.code, wire.message)
-        return encode_error(call.request.id, wire.body), 200 if writer.streaming else wire.status
+        return encode_error(call.request.id, wire.body), 200 if streaming else wire.status
 
     def open_listen(
         self, call: ModernCall, draft: Draft, *, sse_ok: bool
