@@ -36,6 +36,7 @@ from starlette.types import ASGIApp
 from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog, Change
 from server.catalog.loading import load_catalog
+from server.catalog.offload import set_thread_limit
 from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
 from server.exit_signals import ExitSignals
@@ -107,6 +108,9 @@ class Application:
         self.dispatcher = dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
+        # The worker threads of sync handlers are the process's (one pool): the last app built
+        # sets their bound.
+        set_thread_limit(settings.tool_threads)
         # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
         self.shared = shared_state(
             settings,
