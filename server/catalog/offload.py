@@ -94,8 +94,11 @@ class _Completions:
 class WorkerPool:
     """At most :attr:`limit` daemon threads running sync handlers for event loops."""
 
-    def __init__(self, limit: int = DEFAULT_THREADS, *, name: str = "mcp-handler") -> None:
+    def __init__(
+        self, limit: int = DEFAULT_THREADS, *, idle_s: float = IDLE_S, name: str = "mcp-handler"
+    ) -> None:
         self.limit = limit
+        self._idle_s = idle_s
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -153,7 +156,7 @@ class WorkerPool:
         jobs, lock = self._jobs, self._lock
         while True:
             try:
-                job = jobs.get(timeout=IDLE_S)
+                job = jobs.get(timeout=self._idle_s)
             except queue.Empty:
                 with lock:
                     # More waiting workers than jobs: this one ends. Otherwise a job is on
