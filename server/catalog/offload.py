@@ -103,7 +103,7 @@ class WorkerPool:
     def __init__(
         self, limit: int = DEFAULT_THREADS, *, idle_s: float = IDLE_S, name: str = "mcp-handler"
     ) -> None:
-        self.limit = limit
+        self._limit = limit
         self._idle_s = idle_s
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -116,6 +116,24 @@ class WorkerPool:
         self._completions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Completions] = (
             weakref.WeakKeyDictionary()
         )
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @limit.setter
+    def limit(self, limit: int) -> None:
+        """A lower bound ends idle workers past it now, busy ones when their handler returns."""
+        if limit < 1:
+            raise ValueError("the handler pool needs at least one thread")
+        with self._lock:
+            self._limit = limit
+            # Idle workers wait only when no job does (idle > 0): an end-marker each, so
+            # none of them takes a job beyond the bound.
+            count = min(max(self._idle, 0), max(self._threads - limit, 0))
+            self._idle -= count
+        for _ in range(count):
+            self._jobs.put(None)
 
     @property
     def threads(self) -> int:
@@ -132,7 +150,7 @@ class WorkerPool:
         future = loop.create_future()
         with self._lock:
             self._idle -= 1
-            start = self._idle < 0 and self._threads < self.limit
+            start = self._idle < 0 and self._threads < self._limit
             if start:
                 self._threads += 1
                 self._idle += 1  # the new worker waits for a job from its start
@@ -179,7 +197,7 @@ class WorkerPool:
             _run(job)
             del job  # nothing of it held while idle
             with lock:
-                if self._threads > self.limit:  # the limit was lowered
+                if self._threads > self._limit:  # the limit was lowered
                     self._threads -= 1
                     return
                 self._idle += 1
@@ -215,8 +233,6 @@ POOL = WorkerPool()
 
 def set_thread_limit(limit: int) -> None:
     """Bound the worker threads (``MCP_TOOL_THREADS``); excess workers end when idle."""
-    if limit < 1:
-        raise ValueError("the handler pool needs at least one thread")
     POOL.limit = limit
 
 

@@ -180,9 +180,38 @@ async def test_a_lowered_limit_ends_the_extra_workers() -> None:
     pool.stop()
 
 
+async def test_a_lowered_limit_holds_for_idle_workers_too() -> None:
+    pool = WorkerPool(3)
+    release = threading.Event()
+    calls = [pool.run(lambda: release.wait(PATIENCE_S), {}) for _ in range(3)]
+    await wait_until(lambda: pool.threads == 3, PATIENCE_S)
+    release.set()
+    await asyncio.gather(*calls)  # three idle workers now
+    pool.limit = 1
+    await wait_until(lambda: pool.threads == 1, PATIENCE_S)
+    entered, hold = blocker()
+    running = [0]
+
+    def blocking() -> None:
+        running[0] += 1
+        entered.set()
+        hold.wait(PATIENCE_S)
+
+    both = [pool.run(blocking, {}) for _ in range(2)]
+    assert await asyncio.to_thread(entered.wait, PATIENCE_S)
+    await asyncio.sleep(0.05)
+    assert running[0] == 1
+    hold.set()
+    await asyncio.gather(*both)
+    assert running[0] == 2
+    pool.stop()
+
+
 def test_the_thread_limit_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="at least one"):
         set_thread_limit(0)
+    with pytest.raises(ValueError, match="at least one"):
+        WorkerPool().limit = 0
 
 
 async def test_invoker_awaits_coroutines_and_runs_sync_handlers_where_declared() -> None:
