@@ -17,6 +17,12 @@ Send = Callable[[ASGIMessage], Awaitable[None]]
 Headers = Mapping[bytes, bytes]
 
 
+# A scope key this server's own HTTP protocol sets: at most how many bytes the request's head
+# took (request line and headers), known while it arrived. The endpoint's header-size check
+# needs nothing more when it is small; under any other server it counts the headers itself.
+HEAD_BYTES = "mcp.head_bytes"
+
+
 def read_headers(scope: Scope) -> dict[bytes, bytes]:
     """The request headers by name, built once per request without decoding anything: values
     are decoded only where they are read (:func:`header_text`), which is a handful of the

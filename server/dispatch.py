@@ -221,7 +221,7 @@ class Dispatcher:
         return found
 
     def call_tool(
-        self, params: Mapping[str, Any], context: Context, tool: Target
+        self, params: Mapping[str, Any], context: Context | None, tool: Target
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         # Not a coroutine function: the tool's own call is the coroutine (the hottest method
         # here, one coroutine fewer); a bad name raises from here, where ``call`` starts it.

@@ -1,14 +1,20 @@
 """Tests speak MCP through the one shared client, ``tests/support/mcp_client.py``.
 
-Two things a test file outside ``tests/support/`` may not do by hand (the checks read each file
+Three things a test file outside ``tests/support/`` may not do by hand (the checks read each file
 with ``ast``, so comments and docstrings never count):
 
 - build the modern ``_meta``: the string literals ``"io.modelcontextprotocol/protocolVersion"``
   and ``"io.modelcontextprotocol/clientCapabilities"`` both in one file (use ``modern()`` /
   ``modern_meta()``, or the ``META_*`` key constants to write a deliberately malformed one);
-- parse SSE: a call of ``aiter_lines()`` / ``iter_lines()``, or ``.startswith("data:...")``
-  (use ``SSE``, ``sse_frames``, ``sse_messages``, ``sse_messages_blocking``, ``frames_of`` or
-  ``messages_of``).
+- build a legacy session by hand: a JSON-RPC ``initialize`` request written as a dict (with
+  ``"jsonrpc"`` and ``"method": "initialize"``), or an ``Mcp-Session-Id`` header written as a
+  dict key or set by subscript, in any case (use ``initialize()``, ``initialize_params()``,
+  ``LegacySession`` / ``legacy_session()``, or ``legacy_headers(session_id)``, also for a
+  deliberately unknown id; ``modern_headers(message, Mcp_Session_Id=...)`` for a modern request
+  that carries one);
+- parse SSE: a call of ``aiter_lines()`` / ``iter_lines()``, or ``.startswith("data:...")`` or
+  ``.removeprefix("data:...")`` with a str or bytes prefix (use ``SSE``, ``sse_frames``,
+  ``sse_messages``, ``sse_messages_blocking``, ``frames_of`` or ``messages_of``).
 
 The files in ``ALLOWED`` keep doing one of these, each for the reason given; an entry that no
 longer breaks its rule fails too, so the list only shrinks.
@@ -42,6 +48,8 @@ VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 HAND_META = "builds the modern _meta by hand"
 HAND_SSE = "parses SSE by hand"
+HAND_LEGACY = "builds a legacy initialize or session header by hand"
+SESSION_HEADER = "mcp-session-id"
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("tests/e2e/test_hostile_input.py", HAND_META): (
@@ -67,26 +75,64 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/bench/http_bench.py", HAND_SSE): (
         "benchmark script (outside pytest) with its own minimal client; not converted yet"
     ),
+    ("tests/bench/abuse.py", HAND_SSE): (
+        "benchmark script (outside pytest) with its own minimal client; not converted yet"
+    ),
+    **{
+        (f"tests/bench/{name}", HAND_LEGACY): (
+            "benchmark scripts (outside pytest) keep their own minimal clients; not converted yet"
+        )
+        for name in (
+            "app_inprocess.py",
+            "http_bench.py",
+            "sessions_leak.py",
+            "subscriptions_redis.py",
+        )
+    },
 }
 
 
+def _constant(node: ast.expr | None) -> object:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _is_session_header(node: ast.expr | None) -> bool:
+    value = _constant(node)
+    return isinstance(value, str) and value.lower() == SESSION_HEADER
+
+
+def _builds_initialize(node: ast.Dict) -> bool:
+    pairs = {
+        _constant(key): _constant(value) for key, value in zip(node.keys, node.values, strict=True)
+    }
+    return "jsonrpc" in pairs and pairs.get("method") == "initialize"
+
+
 def breaches(source: str) -> set[str]:
-    """Which of the two rules ``source`` breaks."""
+    """Which of the three rules ``source`` breaks."""
     found: set[str] = set()
     strings: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.add(node.value)
+        if isinstance(node, ast.Dict) and (
+            _builds_initialize(node) or any(_is_session_header(key) for key in node.keys)
+        ):
+            found.add(HAND_LEGACY)
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store)
+            and _is_session_header(node.slice)
+        ):
+            found.add(HAND_LEGACY)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             name = node.func.attr
             if name in ("aiter_lines", "iter_lines"):
                 found.add(HAND_SSE)
-            first = node.args[0] if node.args else None
-            if (
-                name == "startswith"
-                and isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-                and first.value.startswith("data:")
+            prefix = _constant(node.args[0]) if node.args else None
+            if name in ("startswith", "removeprefix") and (
+                (isinstance(prefix, str) and prefix.startswith("data:"))
+                or (isinstance(prefix, bytes) and prefix.startswith(b"data:"))
             ):
                 found.add(HAND_SSE)
     if {VERSION_KEY, CAPABILITIES_KEY} <= strings:
@@ -110,11 +156,11 @@ def found_breaches() -> set[tuple[str, str]]:
     }
 
 
-def test_no_test_builds_meta_or_parses_sse_by_hand() -> None:
+def test_no_test_builds_meta_or_sessions_or_parses_sse_by_hand() -> None:
     unexpected = sorted(found_breaches() - ALLOWED.keys())
     assert not unexpected, (
-        "use tests/support/mcp_client.py (modern(), modern_meta(), SSE, sse_messages(), ...) "
-        f"instead of: {unexpected}"
+        "use tests/support/mcp_client.py (modern(), modern_meta(), initialize(), "
+        f"legacy_headers(), LegacySession, SSE, sse_messages(), ...) instead of: {unexpected}"
     )
 
 
@@ -134,6 +180,19 @@ def test_every_allowed_file_still_needs_its_exception() -> None:
         ("def f(r):\n    return [x for x in r.iter_lines()]", {HAND_SSE}),
         ("def f(text):\n    return [x for x in text if x.startswith('data: {')]", {HAND_SSE}),
         ("def f(text):\n    return text.startswith('id:')", set()),
+        ("def f(line):\n    return line.startswith(b'data: ')", {HAND_SSE}),
+        ("def f(line):\n    return line.removeprefix('data:')", {HAND_SSE}),
+        (
+            "INIT = {'jsonrpc': '2.0', 'id': 0, 'method': 'initialize', 'params': {}}",
+            {HAND_LEGACY},
+        ),
+        ("H = {**BASE, 'Mcp-Session-Id': sid}", {HAND_LEGACY}),
+        ("def f(h, sid):\n    h['mcp-session-id'] = sid", {HAND_LEGACY}),
+        # Reading the header an answer carries, or a method named in an assertion: allowed.
+        ("sid = response.headers['mcp-session-id']", set()),
+        ("assert record['method'] == 'initialize'", set()),
+        ("R = {'jsonrpc': '2.0', 'id': 1, 'method': 'ping'}", set()),
+        ("from tests.support.mcp_client import initialize, legacy_headers", set()),
     ],
 )
 def test_the_check_sees_each_breach(source: str, expected: set[str]) -> None:

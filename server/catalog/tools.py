@@ -174,8 +174,9 @@ class Tool:
             blocking=blocking,
         )
 
-    async def call(self, arguments: Mapping[str, Any], context: Context) -> dict[str, Any]:
-        """Run the tool; the ``CallToolResult`` wire dict."""
+    async def call(self, arguments: Mapping[str, Any], context: Context | None) -> dict[str, Any]:
+        """Run the tool; the ``CallToolResult`` wire dict. ``context`` may be None for a tool
+        that takes none (the modern era makes none for it)."""
         try:
             kwargs = self.parameters.bind(arguments)
         except ArgumentsInvalid as invalid:

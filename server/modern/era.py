@@ -13,19 +13,13 @@ List pages and the discover result do not change between catalog versions, so th
 built and serialised once per version and spliced into responses as ``orjson.Fragment``.
 
 Header values arrive as a plain mapping of lower-cased names to raw bytes, which keeps this
-module free of HTTP: the shell passes them in, nothing here reads a socket. A header that
-matches its body value is remembered (bounded), so a client repeating the same method, name
-and version pays for decoding and comparing them once.
-
-At about 400 lines this is the era's whole rule book in one module (validation, the cached
-answers, the envelope, listen); its extension methods are :mod:`server.modern.extensions`.
+module free of HTTP: the shell passes them in, nothing here reads a socket. The headers that
+mirror the body are :mod:`server.modern.headers`; the extension methods are
+:mod:`server.modern.extensions`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -38,15 +32,14 @@ from server.catalog.tools import Tool
 from server.context import Caller, Context, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import (
-    HeaderMismatch,
     MalformedMeta,
     MethodNotFound,
     UnsupportedProtocolVersion,
 )
 from server.hub import Event, ListenFilter
 from server.jsonrpc import Request, encode_notification, encode_result, is_valid_id
-from server.memo import BoundedMemo
 from server.modern.extensions import ModernExtensions
+from server.modern.headers import HeaderMirror
 from server.modern.input_required import (
     InputRequired,
     ReplayExchange,
@@ -73,9 +66,6 @@ from server.tasks.service import TaskService
 Send = Callable[[bytes], Awaitable[None]]
 CacheScope = Literal["public", "private"]
 MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
-_BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
-_INTEGER = re.compile(r"-?[0-9]+")
-_MATCHES_KEPT = 4096
 
 
 @dataclass(slots=True)  # not frozen, for the cost on every request (see server.jsonrpc)
@@ -92,31 +82,14 @@ class ModernCall:
     target: Target
     # Who calls (the HTTP side sets both): tasks are bound to the subject, capped per client.
     subject: str | None = None
-    client_key: str = ""
+    # The client's key for its caps, computed only if asked (tasks): most calls never need it.
+    key_of: Callable[[], str] | None = None
     # The task the answer created or showed ({"id", "status"}), for the request's record.
     task: dict[str, str] | None = None
 
-
-def decode_header_value(name: str, raw: str) -> str:
-    """A header value as the body would hold it: trimmed, base64 sentinel decoded."""
-    value = raw.strip(" \t")
-    if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
-        raise HeaderMismatch(f"Header {name} contains characters outside visible ASCII")
-    if value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX):
-        encoded = value[len(_BASE64_PREFIX) : -len(_BASE64_SUFFIX)]
-        try:
-            return base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            raise HeaderMismatch(f"Header {name} has an invalid base64 value") from None
-    return value
-
-
-def header_matches(header: str, body: Any) -> bool:
-    if isinstance(body, bool):
-        return header == ("true" if body else "false")
-    if isinstance(body, int):
-        return _INTEGER.fullmatch(header) is not None and int(header) == body
-    return isinstance(body, str) and header == body
+    @property
+    def client_key(self) -> str:
+        return "" if self.key_of is None else self.key_of()
 
 
 class ModernEra:
@@ -142,9 +115,8 @@ class ModernEra:
         self._server_meta = {META_SERVER_INFO: catalog.server_info}
         # Discover and list pages, enveloped for this era and encoded.
         self._encoded = EncodedResults(catalog)
-        # (raw header, body value) pairs already found to match; any header name may share
-        # them, since the match does not depend on the name.
-        self._matched: BoundedMemo[tuple[bytes, str], bool] = BoundedMemo(_MATCHES_KEPT)
+        # The headers that mirror the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name...).
+        self.mirror = HeaderMirror()
         # Declared extensions' methods (skills) and the tasks surface.
         self.extensions = ModernExtensions(
             catalog,
@@ -190,51 +162,34 @@ class ModernEra:
         if progress_token is not None and not is_valid_id(progress_token):
             raise MalformedMeta("params._meta.progressToken must be a string or an integer")
 
-        self._check_header(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
+        # A header the same as its body value was checked before: a lookup, no call.
+        mirror = self.mirror
+        matched = mirror.matched
+        if (headers.get(b"mcp-protocol-version"), version) not in matched:
+            mirror.check(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
         if version not in self.supported_versions:
             raise UnsupportedProtocolVersion(version, self.supported_versions)
-        self._check_header(headers, b"mcp-method", "Mcp-Method", request.method)
-        name_field = NAME_FIELD_BY_METHOD.get(request.method)
+        method = request.method
+        if (headers.get(b"mcp-method"), method) not in matched:
+            mirror.check(headers, b"mcp-method", "Mcp-Method", method)
+        name_field = NAME_FIELD_BY_METHOD.get(method)
         if name_field is not None:
-            self._check_header(headers, b"mcp-name", "Mcp-Name", request.params.get(name_field))
-        if not self.serves(request.method):
-            raise MethodNotFound(request.method)
+            name = request.params.get(name_field)
+            if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
+                mirror.check(headers, b"mcp-name", "Mcp-Name", name)
+        if not (
+            self.dispatcher.serves(method)  # tools/call, lists: the most, asked first
+            or method in MODERN_ONLY_METHODS
+            or self.extensions.serves(method)
+        ):
+            raise MethodNotFound(method)
         # Only the methods with a name header name something to look up (lists do not).
         target = self.dispatcher.resolve(request.method, request.params) if name_field else None
         if isinstance(target, Tool) and target.header_params:
-            self._check_param_headers(target, request.params, headers)
+            mirror.check_params(target, request.params, headers)
         return ModernCall(
             request, version, capabilities, client_info, log_level, progress_token, target
         )
-
-    def _check_header(
-        self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any
-    ) -> None:
-        raw = headers.get(key)
-        if raw is None:
-            if body is None:
-                return  # nothing to mirror; the method's own validation reports the gap
-            raise HeaderMismatch(f"Header {name} is required")
-        matched = self._matched
-        if type(body) is str and (raw, body) in matched:
-            return
-        if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
-            raise HeaderMismatch(f"Header {name} does not match the request body")
-        if type(body) is str:
-            matched.remember((raw, body), True, len(raw) + len(body))
-
-    def _check_param_headers(
-        self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
-    ) -> None:
-        arguments = params.get("arguments")
-        arguments = arguments if isinstance(arguments, dict) else {}
-        for suffix, prop in tool.header_params.items():
-            self._check_header(
-                headers,
-                f"mcp-param-{suffix}".encode("latin-1"),
-                f"Mcp-Param-{suffix}",
-                arguments.get(prop),
-            )
 
     def serves(self, method: str) -> bool:
         return (
@@ -263,6 +218,22 @@ class ModernEra:
         ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record`` are what the
         handler's Context says of the request."""
         method = call.request.method
+        target, params = call.target, call.request.params
+        if (
+            type(target) is Tool
+            and target.parameters.context_param is None
+            and params.get("requestState") is None
+            and "inputResponses" not in params
+            and not self.extensions.handles(call)
+        ):
+            # A tool that takes no Context never sees one, and asks nothing: none is made
+            # (its making was a tenth of such a call).
+            try:
+                result = await self.dispatcher.call_tool(params, None, target)
+            except InputRequired as suspended:  # raised by the tool itself: a first round
+                note_outcome(INPUT_REQUIRED)
+                return self._input_required(call, self._context(call, send), suspended)
+            return self._envelope(method, noted(result))
         context = self._context(call, send)
         context.caller, context.raw_headers, context.record = caller, headers, record
         if self.extensions.handles(call):

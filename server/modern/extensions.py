@@ -65,11 +65,14 @@ class ModernExtensions:
         method = call.request.method
         if method in self.catalog.snapshot.extension_methods:
             return True
-        if self.tasks is None or not self.tasks_advertised():
+        if self.tasks is None:
             return False
-        return method in TASK_METHODS or (
-            method == "tools/call" and self.tasks.routes(call.request, call.client_capabilities)
-        )
+        if method == "tools/call":
+            # Asked on every call: a tool that never runs as a task (most) rules it out here.
+            if getattr(call.target, "task_support", "forbidden") == "forbidden":
+                return False
+            return self.tasks.routes(call) and self.tasks_advertised()
+        return method in TASK_METHODS and self.tasks_advertised()
 
     async def handle(self, call: TaskCall, context: Context) -> dict[str, Any]:
         """The result of ``call`` (a :class:`~server.modern.era.ModernCall` that

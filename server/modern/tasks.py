@@ -43,8 +43,11 @@ class TaskCall(Protocol):
     request: Request
     client_capabilities: dict[str, Any]
     subject: str | None
-    client_key: str
     task: dict[str, str] | None
+    target: Any  # what the request names, resolved once by the era (a Tool for tools/call)
+
+    @property
+    def client_key(self) -> str: ...
 
 
 Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
@@ -78,14 +81,14 @@ class ModernTasks:
         self.input_required = input_required
         self.server_meta = server_meta
 
-    def routes(self, request: Request, capabilities: Mapping[str, Any]) -> bool:
+    def routes(self, call: TaskCall) -> bool:
         """Whether a ``tools/call`` is answered here: its tool can run as a task and the client
-        declared the extension, or the tool runs only as one (and the client is refused)."""
-        name = request.params.get("name")
-        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
-        if tool is None or tool.task_support == "forbidden":
+        declared the extension, or the tool runs only as one (and the client is refused). The
+        tool is the one the era resolved (``call.target``), not looked up again."""
+        tool = call.target
+        if not isinstance(tool, Tool) or tool.task_support == "forbidden":
             return False
-        return tool.task_support == "required" or declares_tasks(capabilities)
+        return tool.task_support == "required" or declares_tasks(call.client_capabilities)
 
     async def handle(self, call: TaskCall, context: Context) -> dict[str, Any]:
         method = call.request.method

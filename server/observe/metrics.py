@@ -2,10 +2,9 @@
 
 Counting costs the request path one call per finished request: the recorder hands every
 record it is given to :meth:`Metrics.observe` (the same hand-over the records take, so every
-request is counted whatever happened to it), which reads the draft's fields and bumps
-children cached by label values. Gauges (open streams, legacy sessions, Redis, the records'
-queue) are read at scrape time by :class:`StateCollector` from the numbers the hub, the
-runtimes, the recorder and the Redis link already keep.
+request is counted whatever happened to it), which finds what the draft counts into with one
+lookup by its raw values and bumps plain numbers. Gauges (open streams, legacy sessions, Redis,
+the records' queue) are read at scrape time (:mod:`server.observe.gauges`).
 
 Label values are bounded: methods from the protocol's method set (else ``other``), tool names
 from the catalog (else ``other``), outcomes and refusal reasons from fixed sets.
@@ -21,7 +20,6 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import (
@@ -34,7 +32,6 @@ from prometheus_client import (
 )
 from prometheus_client.core import (
     CounterMetricFamily,
-    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
@@ -42,12 +39,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from server.asgi import Receive, Scope, Send
-from server.hub import Hub
-from server.legacy.runtime import Runtimes
+from server.observe.gauges import StateCollector, StateReaders
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
-from server.records.recorder import Recorder
 from server.security.networks import Network, client_address, in_networks
-from server.state import SharedState
 
 KNOWN_METHODS = frozenset(
     {
@@ -77,18 +71,6 @@ def multiprocess() -> bool:
     return bool(getattr(values.ValueClass, "_multiprocess", False))
 
 
-@dataclass(frozen=True, slots=True)
-class StateReaders:
-    """Where the gauges' numbers are, read at scrape time."""
-
-    listen_streams: Callable[[], int]
-    legacy_get_streams: Callable[[], int]
-    legacy_sessions: Callable[[], int]
-    records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
-    redis_up: Callable[[], bool | None]  # None: no Redis configured
-    bus_lag_s: Callable[[], float | None]  # None: not measured
-
-
 class _Tallies(Collector):
     """The request counts of one process, at scrape time (:meth:`Metrics.collect`)."""
 
@@ -97,35 +79,6 @@ class _Tallies(Collector):
 
     def collect(self) -> Iterable[Metric]:
         return self.metrics.collect()
-
-
-class StateCollector(Collector):
-    """The gauges, and the records' counters, from the state the server already keeps."""
-
-    def __init__(self, readers: StateReaders) -> None:
-        self.readers = readers
-
-    def collect(self) -> Iterable[Metric]:
-        read = self.readers
-        streams = GaugeMetricFamily("mcp_open_streams", "Open SSE streams.", labels=["kind"])
-        streams.add_metric(["listen"], read.listen_streams())
-        streams.add_metric(["legacy_get"], read.legacy_get_streams())
-        yield streams
-        yield GaugeMetricFamily(
-            "mcp_legacy_sessions", "Legacy sessions live here.", value=read.legacy_sessions()
-        )
-        records = CounterMetricFamily(
-            "mcp_records", "Request records by what became of them.", labels=["state"]
-        )
-        for state, count in read.records().items():
-            records.add_metric([state], count)
-        yield records
-        up = read.redis_up()
-        if up is not None:
-            yield GaugeMetricFamily("mcp_redis_up", "1 while Redis answers.", value=float(up))
-        lag = read.bus_lag_s()
-        if lag is not None:
-            yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
 
 
 class Kind:
@@ -144,6 +97,26 @@ class Kind:
         self.children: tuple[Any, Any, Any] | None = None  # multiprocess: the library's
 
 
+class Tally:
+    """One count of the one-process case (a plain number: no lock, no label lookup)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class Cell:
+    """What one kind of draft counts into: its request kind and, for a finished tool call,
+    its (tool, outcome) count."""
+
+    __slots__ = ("kind", "tool")
+
+    def __init__(self, kind: Kind, tool: Any) -> None:
+        self.kind = kind
+        self.tool = tool
+
+
 class Metrics:
     """The request counters and histogram, fed from finished records, and the scrape.
 
@@ -155,7 +128,9 @@ class Metrics:
         self.known_tool = known_tool
         self.registry = CollectorRegistry(auto_describe=True)
         self._kinds: dict[tuple[Any, ...], Kind] = {}
-        self._tools: dict[tuple[str, str], int] = {}
+        # What a draft counts into, by its raw values (see observe), for known names only.
+        self._cells: dict[tuple[Any, ...], Cell] = {}
+        self._tools: dict[tuple[str, str], Tally] = {}
         self.files = multiprocess()
         if not self.files:
             self.registry.register(_Tallies(self))
@@ -200,6 +175,26 @@ class Metrics:
             )
         return kind
 
+    def _cell_of(self, key: tuple[Any, ...], item: Any) -> Cell:
+        """The cell of a draft whose raw key is not remembered yet, remembered when every
+        part of the key is the server's own: a known method and, for a tool call, a tool of
+        the catalog (a client's own method and tool names are many; they share ``other``,
+        found through this path each time)."""
+        method = item.method
+        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
+        status, code = item.status or 0, item.error_code
+        kind_key = (item.era, label, status, code)
+        kind = self._kinds.get(kind_key) or self._kind(kind_key)
+        tool: Any = None
+        target = item.target
+        known = target is None or (type(target) is str and self.known_tool(target))
+        if method == "tools/call" and not item.streaming:  # a stream's is counted at its end
+            tool = self._tool_tally(target if known else OTHER, item.call_outcome(), code)
+        cell = Cell(kind, tool)
+        if label is method and (method != "tools/call" or known):
+            self._cells[key] = cell
+        return cell
+
     def _count(self, kind: Kind, seconds: float | None) -> None:
         if kind.children is None:
             kind.count += 1
@@ -216,19 +211,38 @@ class Metrics:
 
     def observe(self, item: Any) -> None:
         """Count one record the recorder was handed: a finished request's draft, or a built
-        record (a stream's request record at its opening, its stream record at its end)."""
+        record (a stream's request record at its opening, its stream record at its end).
+        Runs on the request path for every request: one lookup by the draft's raw values."""
         if type(item) is dict:
             self._observe_record(item)
             return
         method = item.method
-        label = method if method in KNOWN_METHODS else (OTHER if method else "none")
-        code = item.error_code
-        key = (item.era, label, item.status or 0, code)
-        kind = self._kinds.get(key) or self._kind(key)
-        ended = item.ended_clock
+        if method == "tools/call":
+            key: tuple[Any, ...] = (
+                item.era,
+                method,
+                item.status,
+                item.error_code,
+                item.target,
+                item.outcome,
+                item.streaming,
+            )
+        else:
+            key = (item.era, method, item.status, item.error_code)
+        cell = self._cells.get(key) or self._cell_of(key, item)
+        kind, tool, ended = cell.kind, cell.tool, item.ended_clock
+        if kind.children is None:  # _count, inlined for the one-process case
+            kind.count += 1
+            if ended is not None:
+                seconds = ended - item.clock
+                kind.seconds += seconds
+                kind.buckets[bisect_left(BUCKETS, seconds)] += 1
+            if tool is not None:
+                tool.count += 1
+            return
         self._count(kind, None if ended is None else ended - item.clock)
-        if method == "tools/call" and not item.streaming:  # a stream's: at its end
-            self._tool_outcome(item.target, item.call_outcome(), code)
+        if tool is not None:
+            tool.inc()
 
     def _observe_record(self, record: dict[str, Any]) -> None:
         method = record.get("method")
@@ -246,16 +260,26 @@ class Metrics:
 
     def _tool_outcome(self, target: Any, outcome: Any, code: int | None) -> None:
         tool = target if type(target) is str and self.known_tool(target) else OTHER
+        tally = self._tool_tally(tool, outcome, code)
+        if isinstance(tally, Tally):
+            tally.count += 1
+        else:
+            tally.inc()
+
+    def _tool_tally(self, tool: str, outcome: Any, code: int | None) -> Any:
+        """The count of one (tool, outcome): a :class:`Tally`, or the library's child."""
         if outcome is None or outcome == "error":
             outcome = "ok" if code is None else "crash" if code == INTERNAL_ERROR else "error"
         key = (tool, str(outcome))
         if not self.files:
-            self._tools[key] = self._tools.get(key, 0) + 1
-            return
+            tally = self._tools.get(key)
+            if tally is None:
+                tally = self._tools[key] = Tally()
+            return tally
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = self.tool_calls.labels(*key)
-        child.inc()
+        return child
 
     def collect(self) -> Iterator[Metric]:
         """In one process: the counts as the library's metric families."""
@@ -281,8 +305,8 @@ class Metrics:
             duration.add_metric([method], list(zip(BOUNDS, cumulative, strict=True)), seconds)
         yield duration
         tools = CounterMetricFamily("mcp_tool_calls", TOOLS_HELP, labels=["tool", "outcome"])
-        for labels, count in list(self._tools.items()):
-            tools.add_metric(list(labels), count)
+        for labels, tally in list(self._tools.items()):
+            tools.add_metric(list(labels), tally.count)
         yield tools
         refusals = CounterMetricFamily("mcp_refusals", REFUSALS_HELP, labels=["reason"])
         for reason, count in refused.items():
@@ -329,35 +353,3 @@ class MetricsEndpoint:
         await send(
             {"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body}
         )
-
-
-def state_readers(
-    hub: Hub, runtimes: Runtimes, recorder: Recorder, shared: SharedState
-) -> StateReaders:
-    """The gauges' readers over the app's hub, legacy runtimes, records and shared state."""
-
-    def legacy_get_streams() -> int:
-        total = 0
-        for session_id in runtimes.ids():
-            runtime = runtimes.peek(session_id)
-            if runtime is not None:
-                total += runtime.standalone_followers
-        return total
-
-    def redis_up() -> bool | None:
-        link = shared.link
-        return None if link is None else bool(link.connected)
-
-    return StateReaders(
-        listen_streams=lambda: hub.open_streams,
-        legacy_get_streams=legacy_get_streams,
-        legacy_sessions=lambda: len(runtimes),
-        records=lambda: {
-            "queued": recorder.accepted,
-            "written": recorder.written,
-            "dropped": recorder.dropped,
-            "backlogged": recorder.backlogged,
-        },
-        redis_up=redis_up,
-        bus_lag_s=lambda: getattr(shared.bus, "lag_s", None),
-    )

@@ -2,8 +2,9 @@
 
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
 queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`: as soon as a batch is
-full, and otherwise every ``flush_s`` (``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
+writes them in batches to one or several :mod:`server.records.sinks`: as soon as
+:attr:`Recorder.wake_at` records wait (1,024 by default), and otherwise every ``flush_s``
+(``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
 most that long before a sink has handed it to the kernel (or Redis): what a SIGKILL loses. A
 failing sink (unwritable path, full disk, Redis away) never stops the server: the failure is
 logged once per streak, counted, and reported through :attr:`Recorder.healthy` and the reasons
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_S = 0.2
 PROBE_S = 1.0  # how often an idle writer opens its healthy sinks
+WAKE_AT_MOST = 1024  # queued records that wake the writer early (see Recorder.wake_at)
 REASON_CHARS = 300
 
 
@@ -54,6 +56,7 @@ class Recorder:
         prepare: Callable[[dict[str, Any]], None] | None = None,
         line: Callable[[Deferred], bytes | None] | None = None,
         observer: Callable[[dict[str, Any] | Deferred], None] | None = None,
+        wake_at: int | None = None,
     ) -> None:
         self.sinks = sinks
         # Told of every record handed over, sinks or not (the metrics count requests here).
@@ -67,6 +70,11 @@ class Recorder:
         self.capacity = capacity
         self.batch = batch
         self.flush_s = flush_s
+        # How many queued records wake the writer before its interval. Waking takes a lock and
+        # a notify on the event loop, and hands the GIL to the writer: under load, once per
+        # 64-record batch was an eighth of the loop's time (py-spy, tests/bench/http_bench.py
+        # --profile). The interval (MCP_RECORDS_FLUSH_MS) still bounds how long one waits.
+        self.wake_at = wake_at or max(batch, min(capacity // 8, WAKE_AT_MOST))
         self._queue: deque[dict[str, Any] | Deferred] = deque()
         self._wakeup = threading.Event()
         self._stopping = False
@@ -128,9 +136,9 @@ class Recorder:
             return
         self._queue.append(record)
         self.accepted += 1
-        # Past a batch, until the writer drains, only the first record sets the event (set
+        # Past the mark, until the writer drains, only the first record sets the event (set
         # takes a lock and notifies, on the event loop).
-        if len(self._queue) >= self.batch and not self._wakeup.is_set():
+        if len(self._queue) >= self.wake_at and not self._wakeup.is_set():
             self._wakeup.set()
 
     def close(self, timeout: float = 30.0) -> None:

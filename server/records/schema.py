@@ -48,9 +48,20 @@ def clip(value: Any, limit: int = MAX_CLIENT_STRING) -> Any:
 _ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32
 
 
+_ID_PREFIX_HEX = (_ID_PREFIX >> 32).to_bytes(4).hex()
+
+
+_ID_PREFIX_BYTES = _ID_PREFIX_HEX.encode()
+
+
 def request_id_of(serial: int) -> str:
     """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
-    return (_ID_PREFIX | serial & 0xFFFFFFFF).to_bytes(8).hex()
+    return _ID_PREFIX_HEX + "%08x" % (serial & 0xFFFFFFFF)
+
+
+def request_id_bytes(serial: int) -> bytes:
+    """:func:`request_id_of` as the header value it becomes."""
+    return _ID_PREFIX_BYTES + b"%08x" % (serial & 0xFFFFFFFF)
 
 
 # ".000Z" to ".999Z" (and ".1000Z": ``timestamp % 1 * 1000`` can round up to 1000).

@@ -60,6 +60,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from server.aio import PerLoop
+from server.asgi import HEAD_BYTES
 from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 
@@ -75,6 +76,11 @@ HEAD_TOO_LARGE = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
     b'"message":"Request header fields too large"}}'
 )
+
+
+# Headers whose value is new in every response (this server's request id): checked and
+# encoded every time, never kept.
+_NEW_EACH_RESPONSE = frozenset({b"x-request-id"})
 
 
 class HeaderLines:
@@ -118,6 +124,9 @@ class HeaderLines:
         ]:
             meaning = _CLOSE
         known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
+        if name in _NEW_EACH_RESPONSE:
+            # Never seen again: keeping it would only push the lines that repeat out.
+            return known
         return self._known.remember(pair, known, len(name) + len(value))
 
 
@@ -306,7 +315,7 @@ class HttpProtocol(HttpToolsProtocol):
     # class's other instances (CPython 3.11: 296 bytes at 29 keys, 1,584 at 30). Two more in
     # the dict cost 1.3 KiB per open connection (streams_bench: 18.5 KiB per idle listen
     # stream instead of 17.5).
-    __slots__ = ("_head_bytes", "_max_head_bytes", "_sweep")
+    __slots__ = ("_chunk_bytes", "_head_bytes", "_max_head_bytes", "_sweep")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -319,8 +328,12 @@ class HttpProtocol(HttpToolsProtocol):
         # answered 431 and closed. The app checks what arrives under it (count, each value).
         self._head_bytes = -1
         self._max_head_bytes: int = self.config.h11_max_incomplete_event_size or MAX_HEAD_BYTES
+        # The chunk being parsed: a head that ends in it took at most the bytes counted
+        # before it and this chunk (told to the app as the scope's HEAD_BYTES).
+        self._chunk_bytes = 0
 
     def data_received(self, data: bytes) -> None:
+        self._chunk_bytes = len(data)
         super().data_received(data)
         if self._head_bytes >= 0:  # still in a head after this chunk: count all of it
             self._head_bytes += len(data)
@@ -377,6 +390,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         # uvicorn's own, but for the cycle class it builds (and the head count): keep in step.
+        self.scope[HEAD_BYTES] = max(self._head_bytes, 0) + self._chunk_bytes  # type: ignore[literal-required]
         self._head_bytes = -1
         http_version = self.parser.get_http_version()
         method = self.parser.get_method()

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Protocol
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import HEAD_BYTES, Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
-from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
@@ -30,7 +30,7 @@ from server.security.gate import Gate
 from server.security.networks import Network, client_address, in_networks
 from server.transport.guards import (
     HostGuard,
-    check_content_type,
+    answerable,
     check_header_sizes,
     check_origin,
     negotiate,
@@ -95,13 +95,6 @@ def choose_era(message: Message | list[Message], headers: Headers) -> Era:
     return "legacy" if version is None else "modern"
 
 
-def _answerable(headers: Headers) -> tuple[bool, bool]:
-    """A POST's body type checked (415), and how it may be answered: (JSON, SSE), 406 if
-    neither."""
-    check_content_type(header_text(headers, b"content-type"))
-    return negotiate(header_text(headers, b"accept"))
-
-
 def _too_large(limit: int) -> InvalidRequest:
     return InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
 
@@ -155,28 +148,30 @@ class McpEndpoint:
         self.recorder = recorder
         self.options = options
         self._hosts = HostGuard(options.allowed_hosts)
+        # A head this short passes every size limit (see admit).
+        self._small_head = min(options.max_header_bytes, options.max_header_value_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
         peer = scope.get("client")
+        address = peer[0] if peer else None
+        trusted = self.options.trusted_proxies
+        from_proxy = bool(trusted) and address is not None and in_networks(address, trusted)
+        if from_proxy:
+            address = client_address(address, header_text(headers, b"x-forwarded-for"), trusted)
         # By position: keywords cost 0.2 us more here, on every request.
         draft = Draft(
             scope["method"],  # verb
             scope["path"],
             header_text(headers, b"user-agent"),
-            client_address(
-                peer[0] if peer else None,
-                header_text(headers, b"x-forwarded-for") if self.options.trusted_proxies else None,
-                self.options.trusted_proxies,
-            ),
+            address,
             header_text(headers, b"mcp-protocol-version"),
         )
-        draft.carry(
-            headers, peer is not None and in_networks(peer[0], self.options.trusted_proxies)
-        )
+        if from_proxy or b"traceparent" in headers:
+            draft.carry(headers, from_proxy)
         # The request this task serves: its log lines name it, and the code that runs its call
         # notes what the call came to into its record (server.logs, server.call_note).
-        bound = bind_request(draft)
+        bound = CALL_NOTE.set(draft)  # server.logs.bind_request, without the call
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         try:
@@ -232,12 +227,22 @@ class McpEndpoint:
     def admit(self, scope: Scope, headers: Headers) -> None:
         """Header sizes (431), and DNS-rebinding protection, for every method."""
         options = self.options
-        check_header_sizes(
-            scope["headers"],
-            options.max_header_bytes,
-            options.max_headers,
-            options.max_header_value_bytes,
-        )
+        raw = scope["headers"]
+        # The usual head is shorter than one value may be, which settles every size limit at
+        # once: this server's protocol tells the head's size (HEAD_BYTES); otherwise one C
+        # join instead of a loop over the headers (check_header_sizes).
+        small = self._small_head
+        if not (
+            type(raw) is list
+            and len(raw) <= options.max_headers
+            and (
+                scope.get(HEAD_BYTES, small + 1) <= small
+                or len(b"".join(chain.from_iterable(raw))) <= small
+            )
+        ):
+            check_header_sizes(
+                raw, options.max_header_bytes, options.max_headers, options.max_header_value_bytes
+            )
         self._hosts.check(headers.get(b"host"))
         if b"origin" in headers:  # browsers send it; most MCP clients do not
             check_origin(
@@ -258,7 +263,7 @@ class McpEndpoint:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            json_ok, sse_ok = _answerable(headers)
+            json_ok, sse_ok = answerable(headers.get(b"content-type"), headers.get(b"accept"))
             body = await read_body(receive, headers, self.options.max_body_bytes, draft)
             # What reads on (a stream's disconnect watcher) tells the draft the client left.
             receive = draft.observe_receive(receive)

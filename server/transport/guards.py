@@ -180,3 +180,19 @@ def check_content_type(content_type: str | None) -> bool:
             "Unsupported media type: send Content-Type: application/json (UTF-8)", http_status=415
         )
     return True
+
+
+_ANSWERABLE: BoundedMemo[tuple[bytes | None, bytes | None], tuple[bool, bool]] = BoundedMemo(256)
+
+
+def answerable(content_type: bytes | None, accept: bytes | None) -> tuple[bool, bool]:
+    """A POST's Content-Type checked (415) and its Accept negotiated (406): (JSON acceptable,
+    SSE acceptable). One lookup for the pair a client sends on every request."""
+    key = (content_type, accept)
+    found = _ANSWERABLE.get(key)
+    if found is None:
+        check_content_type(None if content_type is None else content_type.decode("latin-1"))
+        found = _ANSWERABLE.remember(
+            key, negotiate(None if accept is None else accept.decode("latin-1"))
+        )
+    return found

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from server.aio import Deadline, Started, current_task
@@ -101,7 +102,7 @@ class ModernHttp:
             raise InvalidRequest("Invalid request: batches and responses are legacy messages")
         call = self.modern.validate(message, headers)
         # Who calls: tasks are bound to the subject, capped per client.
-        call.subject, call.client_key = draft.subject, self.gate.key(draft)
+        call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
         if isinstance(call.target, Tool) and self.gate.authenticates:
             # Per-tool scopes, before the call runs, while a 403 can still be sent.
             self.gate.require_tool(principal, call.target.scopes)
@@ -199,7 +200,8 @@ class ModernHttp:
         except TimeoutError:
             draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:
-            writer.close()
+            if writer.streaming:  # only a stream has a keep-alive to stop
+                writer.close()
 
     @staticmethod
     def _failed(

@@ -6,7 +6,7 @@
 Calls the ASGI app directly on a uvloop loop with a prepared scope and body, one request after
 another (``--concurrency N``: N at a time): modern ``tools/call`` of ``echo`` (the default),
 modern ``tools/list`` of the probe catalog, or a legacy ``tools/call`` on an open session.
-``call-sync`` calls a ``def`` echo, which runs in a worker thread: one request at a time pays
+``call-sync`` calls ``def echo_sync``, which runs in a worker thread: one request at a time pays
 the whole round trip to the thread and back, wake-ups included, which requests in flight
 together share; ``call-on-loop`` calls the same declared ``blocking=False`` (run on the loop).
 What it measures is the app's code alone (endpoint, era, dispatch, tool, records hand-over): no
@@ -39,8 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 # The same requests the HTTP benchmark sends (this directory is on sys.path when run).
-from http_bench import CALL_PARAMS as CALL  # noqa: E402
-from http_bench import LEGACY, META, MODERN  # noqa: E402
+from http_bench import LEGACY, META, MODERN, call_params  # noqa: E402
 
 from server.app import Application  # noqa: E402
 from server.builtin.probe import catalog as probe_catalog  # noqa: E402
@@ -60,14 +59,14 @@ def sync_catalog(*, on_loop: bool) -> Catalog:
     """One ``def`` echo, as most authors write a tool."""
     catalog = Catalog("app-bench")
 
-    def echo(text: str) -> str:
+    def echo_sync(text: str) -> str:
         """Return the given text unchanged."""
         return text
 
     if on_loop:
-        catalog.tool(blocking=False)(echo)  # a tree without the option fails here
+        catalog.tool(blocking=False)(echo_sync)  # a tree without the option fails here
     else:
-        catalog.tool(echo)
+        catalog.tool(echo_sync)
     return catalog
 
 
@@ -146,14 +145,15 @@ async def legacy_request(harness: Harness) -> tuple[bytes, list]:
     ]
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     await harness.post(orjson.dumps(initialized), extra)
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call_params("echo")}
     return orjson.dumps(call), extra
 
 
 async def measure(args: argparse.Namespace, app: Application) -> None:
     harness = Harness(app)
     if args.workload in ("call", "call-sync", "call-on-loop"):
-        body, extra = modern_request("tools/call", CALL, "echo")
+        tool = "echo" if args.workload == "call" else "echo_sync"
+        body, extra = modern_request("tools/call", call_params(tool), tool)
     elif args.workload == "list":
         body, extra = modern_request("tools/list", {}, None)
     else:
@@ -182,6 +182,8 @@ async def measure(args: argparse.Namespace, app: Application) -> None:
         cpu.append((time.process_time() - started_cpu) / total * 1e6)
     rounds.sort()
     cpu.sort()
+    # CPU time (every thread of the process: the records writer's and the handler pool's too)
+    # is the steadier number on a shared machine; wall time is what one request waits.
     print(
         f"{args.workload}, records {args.records}, concurrency {args.concurrency}: "
         f"{rounds[len(rounds) // 2]:.1f} us per request (median of {args.rounds} rounds of "

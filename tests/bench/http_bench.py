@@ -1,39 +1,60 @@
 """HTTP benchmark: this server against a bare ASGI limit and the official Python SDK.
 
-    python tests/bench/http_bench.py            # full: 1, 16 and 64 connections (< 10 min)
-    python tests/bench/http_bench.py --quick    # 16 connections, shorter runs (< 3 min)
+    python tests/bench/http_bench.py            # 16 and 64 connections, 3 repeats (< 15 min)
+    python tests/bench/http_bench.py --quick    # 16 connections, 1 s runs (< 4 min)
+    python tests/bench/http_bench.py --ab-root ../base   # adds base+rec: another checkout
     python tests/bench/http_bench.py --profile  # py-spy on this server under tools/call load
 
 Starts every server once, all pinned to one CPU (``taskset``), and drives them one at a time
 with ``wrk`` (one thread, pinned to another CPU, a Lua script for the POST body and the MCP
 headers), interleaved: for each repeat, for each connection count, for each workload, every
 server in turn (A B C D A B C D ..., the order rotated per repeat), so drift on a shared
-machine spreads over all of them. The servers:
+machine spreads over all of them. ``--connections 1 16 64`` adds the 1-connection rows.
+
+The tools come from one module this script writes, ``bench_catalog.py``: ``async def echo``
+and ``def echo_sync`` (the same body, unstructured ``str`` results), 100 generated tools with
+typed, described parameters for ``tools/list``, and this server's catalog factories
+(``catalog_calls``: echo and echo_sync; ``catalog_1``, ``catalog_100``), which import only the
+public ``server`` API when called, so an older checkout serves them too and the SDK's process
+imports the module for the functions alone. The servers:
 
 - ``this+rec`` / ``this-rec``: ``python -m server`` with request records on (``MCP_RECORDS=file``
   into a temp dir; no gzip on rotation, so no compression burst lands in another server's run)
-  and off (``MCP_RECORDS=none``); the probe catalog for ``tools/call`` of ``echo``, and a
-  catalog module this script writes for ``tools/list`` with 1 and 100 tools;
-- ``this-met``: as ``this+rec`` with the metrics off (``MCP_METRICS=false``), for the cost of
-  counting every request for ``/metrics`` (``this+rec`` counts them);
+  and off (``MCP_RECORDS=none``), one process per catalog;
+- ``this-met``: as ``this+rec`` with the metrics off (``MCP_METRICS=false``), on the async
+  ``tools/call`` only, for the cost of counting every request for ``/metrics``;
+- ``base+rec`` (with ``--ab-root PATH``): as ``this+rec``, from the other checkout's
+  ``server/``, in the same interleaved run: before and after side by side (``--server-root``
+  still picks the checkout measured as ``this``);
 - ``limit``: a bare ASGI callable (uvicorn, uvloop, httptools, orjson) that parses the body for
-  the id and answers a fixed result spliced from cached bytes, no validation: the ceiling;
+  the id and answers a fixed result spliced from cached bytes (the ones ``this+rec`` answered),
+  no validation: the ceiling; it runs in every workload's group, next to the others;
 - ``sdk``: the official SDK (``mcp==2.3.0``, installed by this script into
   ``.cache/bench-sdk-venv``) as ``MCPServer`` with ``streamable_http_app(stateless_http=True,
   json_response=True)``, its fastest mode, under the same uvicorn settings, serving the same
-  ``echo`` tool (unstructured, so both answer the same content) and the same generated tools.
+  functions (echo and echo_sync unstructured, so both answer the same content; it runs sync
+  tools on its event loop).
 
-Workloads: modern (2026-07-28) ``tools/call`` of ``echo``; modern ``tools/list`` with 1 and with
-100 tools (~44 KB); legacy (2025-11-25) ``tools/call`` of ``echo`` on an open session (this
-server: initialize once, the session id in the Lua headers; the SDK: its stateless mode has no
-sessions, so it answers each legacy call on its own; the limit row is the ``tools/call`` one).
+Workloads: modern (2026-07-28) ``tools/call`` of ``echo`` and of ``echo_sync``; the same two
+in the legacy era (2025-11-25) on an open session (this server: initialize once, the session id
+in the Lua headers; the SDK: its stateless mode has no sessions, so it answers each legacy call
+on its own); modern ``tools/list`` with 1 and with 100 tools (~44 KB, cached by this server).
 Every server is checked first with one real request per workload (the JSON-RPC result must be
-the expected one); during the runs the Lua script counts non-200 answers and error bodies, and
-any makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's RSS after the
-run (VmRSS) and its CPU time per request, as medians of the repeats with min-max, and the
-ratios of the medians to the limit and to the SDK; then the issue's targets.
+the expected one); during the runs wrk must see only 200s of the checked answer's size, and any
+other answer makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's idle
+RSS (VmRSS after start-up, the checks and the warm-up, before the measured runs), its RSS
+after the runs, its CPU time per request (the records writer's catching up after the run
+included), the share of its core it got during the run (``CPU %``), all as medians of the
+repeats with min-max, and the
+ratios to the limit and to the SDK, taken repeat by repeat (the two ran seconds apart), as
+median (min-max); with ``--ab-root``, this+rec over base+rec; then the issues' targets (issue
+22's last), each PASS/FAIL on the rps ratio, with the same ratio by CPU time per request
+beside it (less disturbed by the other load on a shared machine: there a server with more
+threads, records on or sync tools, gets a larger share of the contended core than a
+single-threaded one, which ``CPU %`` shows and the rps ratios inherit).
 
-Only the processes this script started are stopped, by PID.
+Only the processes this script started are stopped, by PID. One file past 400 lines on
+purpose: it is run as a script by hand, and writes the modules its servers import.
 """
 
 from __future__ import annotations
@@ -72,8 +93,10 @@ ACCEPT = "application/json, text/event-stream"
 LIMIT_NAME, SDK_NAME = "limit", "sdk"
 THIS_REC, THIS_NOREC = "this+rec", "this-rec"
 THIS_NOMET = "this-met"  # records on, /metrics off (MCP_METRICS=false): what counting costs
+BASE_REC = "base+rec"  # records on, the --ab-root checkout's server/
 THIS = (THIS_REC, THIS_NOREC, THIS_NOMET)
-VARIANTS = (*THIS, LIMIT_NAME, SDK_NAME)
+VARIANTS = (THIS_REC, BASE_REC, THIS_NOREC, THIS_NOMET, LIMIT_NAME, SDK_NAME)
+CATALOGS = ("calls", "list1", "list100")
 
 
 def compact(value: Any) -> str:
@@ -89,8 +112,10 @@ class Workload:
     title: str
     body: str
     headers: dict[str, str]
-    catalog: str  # which catalog the servers need: probe, list1, list100
+    catalog: str  # which catalog the servers need: calls, list1, list100
+    limit_path: str  # the limit's path that answers the same result bytes
     legacy: bool = False
+    metrics_row: bool = False  # also measure this-met (metrics off) on it
 
 
 def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
@@ -105,44 +130,48 @@ def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
     return headers
 
 
-CALL_PARAMS = {"name": "echo", "arguments": {"text": "hello"}}
+LEGACY_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": ACCEPT,
+    "MCP-Protocol-Version": LEGACY,
+}
+
+
+def call_params(tool: str) -> dict[str, Any]:
+    return {"name": tool, "arguments": {"text": "hello"}}
+
+
+def modern_call(name: str, title: str, tool: str, metrics_row: bool = False) -> Workload:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {**call_params(tool), "_meta": META},
+    }
+    headers = modern_headers("tools/call", tool)
+    return Workload(name, title, compact(body), headers, "calls", "/call", metrics_row=metrics_row)
+
+
+def legacy_call(name: str, title: str, tool: str) -> Workload:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call_params(tool)}
+    return Workload(name, title, compact(body), LEGACY_HEADERS, "calls", "/call", legacy=True)
+
+
+def modern_list(name: str, title: str) -> Workload:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    return Workload(name, title, compact(body), modern_headers("tools/list"), name, f"/{name}")
+
+
 WORKLOADS = {
-    "call": Workload(
-        "call",
-        "modern tools/call echo",
-        compact(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {**CALL_PARAMS, "_meta": META},
-            }
-        ),
-        modern_headers("tools/call", "echo"),
-        "probe",
-    ),
-    "list1": Workload(
-        "list1",
-        "modern tools/list, 1 tool",
-        compact({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}),
-        modern_headers("tools/list"),
-        "list1",
-    ),
-    "list100": Workload(
-        "list100",
-        "modern tools/list, 100 tools",
-        compact({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}),
-        modern_headers("tools/list"),
-        "list100",
-    ),
-    "legacy": Workload(
-        "legacy",
-        "legacy tools/call echo (session)",
-        compact({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL_PARAMS}),
-        {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY},
-        "probe",
-        legacy=True,
-    ),
+    w.name: w
+    for w in (
+        modern_call("call", "modern tools/call echo (async)", "echo", metrics_row=True),
+        modern_call("call_sync", "modern tools/call echo_sync (sync)", "echo_sync"),
+        legacy_call("legacy", "legacy tools/call echo (session)", "echo"),
+        legacy_call("legacy_sync", "legacy tools/call echo_sync (session)", "echo_sync"),
+        modern_list("list1", "modern tools/list, 1 tool"),
+        modern_list("list100", "modern tools/list, 100 tools"),
+    )
 }
 
 
@@ -174,15 +203,61 @@ NOUNS = [
 ]
 
 
-def bench_tools_source() -> str:
-    """A module of 100 plain async functions with typed, described parameters (both servers
-    derive the same schemas from them)."""
-    lines = [
-        '"""100 realistic tools for the tools/list benchmark (generated by http_bench.py)."""',
-        "from typing import Annotated, Literal",
-        "from pydantic import Field",
-        "",
-    ]
+CATALOG_HEAD = '''"""The benchmark's tools, for both servers (generated by http_bench.py).
+
+``echo`` (async) and ``echo_sync`` (sync, the same body) for tools/call, 100 realistic tools for
+tools/list. This server's catalogs are the factories at the bottom; they import ``server`` when
+called, so the SDK's process imports this module for the functions alone. Only the public
+``server`` API is used (``from server import Catalog``), so an older checkout serves it too.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+
+async def echo(text: Annotated[str, Field(description="Text to send back")]) -> str:
+    """Return the given text unchanged."""
+    return text
+
+
+def echo_sync(text: Annotated[str, Field(description="Text to send back")]) -> str:
+    """Return the given text unchanged."""
+    return text
+
+
+CALL_TOOLS = [echo, echo_sync]
+'''
+
+CATALOG_TAIL = """
+
+def _catalog(functions):
+    from server import Catalog
+
+    catalog = Catalog("bench-tools", "1.0.0")
+    for function in functions:
+        catalog.tool(function)
+    return catalog
+
+
+def catalog_calls():
+    return _catalog(CALL_TOOLS)
+
+
+def catalog_1():
+    return _catalog(TOOLS[:1])
+
+
+def catalog_100():
+    return _catalog(TOOLS[:100])
+"""
+
+
+def bench_catalog_source() -> str:
+    """The one catalog module: echo, echo_sync, 100 plain async functions with typed,
+    described parameters (both servers derive the same schemas from them), and this server's
+    catalog factories."""
+    lines = [CATALOG_HEAD]
     names = []
     for verb, description in VERBS:
         for singular, plural in NOUNS:
@@ -190,6 +265,7 @@ def bench_tools_source() -> str:
             names.append(name)
             doc = description.format(s=singular, p=plural)
             lines += [
+                "",
                 f"async def {name}(",
                 f'    query: Annotated[str, Field(description="{singular.title()} id or text")],',
                 "    status: Annotated[",
@@ -202,28 +278,15 @@ def bench_tools_source() -> str:
                 "",
             ]
     lines.append(f"TOOLS = [{', '.join(names)}]")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + CATALOG_TAIL
 
 
-BENCH_CATALOG = '''"""Catalogs of 1 and 100 generated tools for this server (by http_bench.py)."""
-from server.catalog import Catalog
-import bench_tools
-
-
-def _catalog(count):
-    catalog = Catalog("bench-tools", "1.0.0")
-    for function in bench_tools.TOOLS[:count]:
-        catalog.tool(function)
-    return catalog
-
-
-def catalog_1():
-    return _catalog(1)
-
-
-def catalog_100():
-    return _catalog(100)
-'''
+# the factory MCP_CATALOG names for each catalog
+CATALOG_SPECS = {
+    "calls": "bench_catalog:catalog_calls",
+    "list1": "bench_catalog:catalog_1",
+    "list100": "bench_catalog:catalog_100",
+}
 
 LIMIT_APP = '''"""The limit: bare ASGI, orjson, a fixed result per path, no validation."""
 import sys
@@ -266,26 +329,21 @@ uvicorn.run(
 
 SDK_APP = '''"""The official SDK in its fastest mode: MCPServer, stateless HTTP, JSON responses."""
 import sys
-from typing import Annotated
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from pydantic import Field
 
-import bench_tools
+import bench_catalog
 
 kind, port = sys.argv[1], int(sys.argv[2])
 mcp = MCPServer("bench-sdk", version="1.0.0", log_level="WARNING")
-if kind == "probe":
-
-    async def echo(text: Annotated[str, Field(description="Text to send back")]) -> str:
-        """Return the given text unchanged."""
-        return text
-
-    # unstructured, as the probe's echo: both servers answer the same content
-    mcp.add_tool(echo, structured_output=False)
+if kind == "calls":
+    # unstructured, as this server's: both answer the same content; the SDK runs the sync
+    # one on its event loop
+    for function in bench_catalog.CALL_TOOLS:
+        mcp.add_tool(function, structured_output=False)
 else:
-    for function in bench_tools.TOOLS[: {"list1": 1, "list100": 100}[kind]]:
+    for function in bench_catalog.TOOLS[: {"list1": 1, "list100": 100}[kind]]:
         mcp.add_tool(function)
 app = mcp.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
 config = uvicorn.Config(
@@ -396,7 +454,7 @@ def jsonrpc_of(headers: dict[str, str], raw: bytes) -> dict[str, Any]:
 
 @dataclass
 class Proc:
-    name: str  # e.g. this+rec/probe
+    name: str  # e.g. this+rec/calls
     kind: str  # this, limit, sdk
     command: list[str]
     env: dict[str, str]
@@ -506,6 +564,9 @@ class Run:
     p99_ms: float
     rss_mib: float
     cpu_us: float
+    # the server's CPU time over the run's length: a CPU-bound server at 16 connections that
+    # gets much less than 100% is sharing its core with other load
+    cpu_pct: float
 
 
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
@@ -589,36 +650,61 @@ def run_wrk(
 
 
 class Bench:
-    def __init__(self, directory: Path, sdk_python: Path | None, server_root: Path = ROOT) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        sdk_python: Path | None,
+        server_root: Path = ROOT,
+        base_root: Path | None = None,
+    ) -> None:
         self.directory = directory
         self.server_root = server_root  # the checkout whose server/ is measured
+        self.base_root = base_root  # --ab-root: a second checkout, served as base+rec
         self.server_pin, self.load_pin = pinning()
-        (directory / "bench_tools.py").write_text(bench_tools_source())
-        (directory / "bench_catalog.py").write_text(BENCH_CATALOG)
+        (directory / "bench_catalog.py").write_text(bench_catalog_source())
         (directory / "limit_app.py").write_text(LIMIT_APP)
         (directory / "sdk_app.py").write_text(SDK_APP)
         self.procs: dict[tuple[str, str], Proc] = {}  # (variant, catalog) -> process
         self.sdk_python = sdk_python
         self.limit_results: dict[str, Any] = {}
 
+    def root_of(self, variant: str) -> Path:
+        if variant == BASE_REC:
+            assert self.base_root is not None
+            return self.base_root
+        return self.server_root
+
+    def imported_from(self, root: Path) -> str:
+        """Where ``python -m server`` with this root on PYTHONPATH imports ``server`` from (an
+        editable install of another checkout must not win)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(root), str(self.directory)])
+        done = subprocess.run(
+            [sys.executable, "-c", "import server; print(server.__file__)"],
+            env=env,
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        where = Path(done.stdout.strip()).resolve()
+        if not where.is_relative_to(root.resolve()):
+            raise RuntimeError(f"with {root} first on PYTHONPATH, server comes from {where}")
+        return str(where.parent)
+
     def this_proc(self, variant: str, catalog: str) -> Proc:
-        records = variant in (THIS_REC, THIS_NOMET)
+        records = variant in (THIS_REC, THIS_NOMET, BASE_REC)
         name = f"{variant}/{catalog}"
         slug = name.replace("/", "-").replace("+", "p")
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
         port = free_port()
-        spec = {
-            "probe": "probe",
-            "list1": "bench_catalog:catalog_1",
-            "list100": "bench_catalog:catalog_100",
-        }
         records_file = self.directory / f"{slug}.jsonl"
         env.update(
             {
                 "MCP_HOST": "127.0.0.1",
                 "MCP_PORT": str(port),
                 "MCP_LOG_LEVEL": "warning",
-                "MCP_CATALOG": spec[catalog],
+                "MCP_CATALOG": CATALOG_SPECS[catalog],
                 "MCP_RECORDS": "file" if records else "none",
                 "MCP_RECORDS_FILE": str(records_file),
                 "MCP_METRICS": "false" if variant == THIS_NOMET else "true",
@@ -629,7 +715,7 @@ class Bench:
                 # cost is measured) but so high it never refuses
                 "MCP_RATE_LIMIT_RPS": "1000000000",
                 "MCP_RATE_LIMIT_BURST": "1000000000",
-                "PYTHONPATH": os.pathsep.join([str(self.server_root), str(self.directory)]),
+                "PYTHONPATH": os.pathsep.join([str(self.root_of(variant)), str(self.directory)]),
             }
         )
         return Proc(
@@ -643,11 +729,10 @@ class Bench:
             records_file=records_file if records else None,
         )
 
-    def start_all(self, catalogs: list[str], with_sdk: bool) -> None:
-        for catalog in catalogs:
-            for variant in THIS:
-                self.procs[(variant, catalog)] = self.this_proc(variant, catalog)
-            if with_sdk:
+    def start_all(self, needs: set[tuple[str, str]]) -> None:
+        """Start one process per (variant, catalog) in ``needs`` (the limit apart)."""
+        for variant, catalog in sorted(needs):
+            if variant == SDK_NAME:
                 assert self.sdk_python is not None
                 port = free_port()
                 env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -661,9 +746,11 @@ class Bench:
                     self.directory / f"sdk-{catalog}.log",
                     port=port,
                 )
+            elif variant != LIMIT_NAME:
+                self.procs[(variant, catalog)] = self.this_proc(variant, catalog)
         for proc in self.procs.values():
             proc.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         for (_, catalog), proc in self.procs.items():
             workload = next(w for w in WORKLOADS.values() if w.catalog == catalog)
             proc.wait_ready(workload, deadline)
@@ -684,21 +771,21 @@ class Bench:
         )
         proc.start()
         proc.wait_ready(WORKLOADS["call"], time.monotonic() + 30)
-        for catalog in ("probe", "list1", "list100"):
+        for catalog in CATALOGS:
             self.procs[(LIMIT_NAME, catalog)] = proc
 
     def proc_for(self, variant: str, workload: Workload) -> Proc | None:
         if variant == LIMIT_NAME:
             limit = self.procs.get((LIMIT_NAME, workload.catalog))
-            if limit is None or workload.legacy:
-                return None  # the legacy row's limit is the tools/call limit
-            path = {"call": "/call", "list1": "/list1", "list100": "/list100"}[workload.name]
+            if limit is None:
+                return None
+            # the same process, another path: the result bytes of this workload's answer
             return Proc(
                 limit.name,
                 LIMIT_NAME,
                 limit.command,
                 limit.env,
-                path,
+                workload.limit_path,
                 limit.log,
                 port=limit.port,
                 process=limit.process,
@@ -741,7 +828,7 @@ class Bench:
         problem = None
         if status != 200 or not isinstance(result, dict) or "error" in message:
             problem = "not a result"
-        elif workload.catalog == "probe":
+        elif workload.catalog == "calls":
             content = result.get("content") or [{}]
             if result.get("isError") or content[0].get("text") != "hello":
                 problem = "not the echo"
@@ -752,9 +839,9 @@ class Bench:
                 problem = f"{len(tools)} tools, expected {expected}"
         if problem:
             raise RuntimeError(f"{proc.name} {workload.name}: {problem}: {status} {raw[:400]!r}")
-        if variant == THIS_REC and workload.name != "legacy":
-            key = {"call": "/call", "list1": "/list1", "list100": "/list100"}[workload.name]
-            self.limit_results[key] = result
+        if variant == THIS_REC and not workload.legacy:
+            # echo and echo_sync answer the same result: the first one sets the limit's bytes
+            self.limit_results.setdefault(workload.limit_path, result)
         return wire
 
     def distinct(self) -> list[Proc]:
@@ -773,95 +860,154 @@ def fmt_range(values: list[float], digits: int) -> str:
     return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
+Key = tuple[str, str, int]  # (workload, variant, connections)
+
+
+def paired(results: dict[Key, list[Run]], a: Key, b: Key, attr: str = "rps") -> list[float]:
+    """a / b repeat by repeat: both ran in the same repeat, a few seconds apart, so the ratio
+    drifts less with the machine's load than either number."""
+    runs_a, runs_b = results.get(a), results.get(b)
+    if not runs_a or not runs_b:
+        return []
+    return [getattr(x, attr) / getattr(y, attr) for x, y in zip(runs_a, runs_b, strict=False)]
+
+
 def report(
-    results: dict[tuple[str, str, int], list[Run]],
+    results: dict[Key, list[Run]],
     workloads: list[Workload],
     connections: list[int],
     idle: dict[str, float],
+    row_procs: dict[tuple[str, str], str],
 ) -> list[str]:
     lines = []
-    med = {key: statistics.median(r.rps for r in runs) for key, runs in results.items() if runs}
-    p99 = {key: statistics.median(r.p99_ms for r in runs) for key, runs in results.items() if runs}
     header = (
-        f"{'workload':<34} {'server':<9} {'conns':>5}  {'rps median (min-max)':<24} "
-        f"{'p50 ms (min-max)':<21} {'p99 ms (min-max)':<23} {'RSS MiB':>7} {'CPU us/req':>10}"
-        f" {'x limit':>7} {'x SDK':>6} {'SDK p99/p99':>11}"
+        f"{'workload':<38} {'server':<8} {'conns':>5}  {'rps median (min-max)':<22} "
+        f"{'p50 ms (min-max)':<19} {'p99 ms (min-max)':<21} {'idle MiB':>8} {'RSS MiB':>7} "
+        f"{'CPU us/req':>10} {'CPU %':>5}  {'x limit (min-max)':<17} {'x SDK (min-max)':<17}"
     )
     lines += [header, "-" * len(header)]
     for workload in workloads:
         for conns in connections:
             for variant in VARIANTS:
-                runs = results.get((workload.name, variant, conns))
+                key = (workload.name, variant, conns)
+                runs = results.get(key)
                 if not runs:
                     continue
-                limit_key = ("call" if workload.legacy else workload.name, LIMIT_NAME, conns)
-                sdk_key = (workload.name, SDK_NAME, conns)
-                key = (workload.name, variant, conns)
-                x_limit = f"{med[key] / med[limit_key]:.2f}" if limit_key in med else "-"
-                x_sdk = f"{med[key] / med[sdk_key]:.2f}" if sdk_key in med else "-"
-                p99_ratio = f"{p99[sdk_key] / p99[key]:.2f}" if sdk_key in p99 else "-"
+                x_limit = paired(results, key, (workload.name, LIMIT_NAME, conns))
+                x_sdk = paired(results, key, (workload.name, SDK_NAME, conns))
+                idle_mib = idle.get(row_procs.get((workload.name, variant), ""))
                 lines.append(
-                    f"{workload.title:<34} {variant:<9} {conns:>5}  "
-                    f"{fmt_range([r.rps for r in runs], 0):<24} "
-                    f"{fmt_range([r.p50_ms for r in runs], 2):<21} "
-                    f"{fmt_range([r.p99_ms for r in runs], 2):<23} "
+                    f"{workload.title:<38} {variant:<8} {conns:>5}  "
+                    f"{fmt_range([r.rps for r in runs], 0):<22} "
+                    f"{fmt_range([r.p50_ms for r in runs], 2):<19} "
+                    f"{fmt_range([r.p99_ms for r in runs], 2):<21} "
+                    f"{'-' if idle_mib is None else f'{idle_mib:.1f}':>8} "
                     f"{statistics.median(r.rss_mib for r in runs):>7.1f} "
                     f"{statistics.median(r.cpu_us for r in runs):>10.1f} "
-                    f"{x_limit:>7} {x_sdk:>6} {p99_ratio:>11}"
+                    f"{statistics.median(r.cpu_pct for r in runs):>5.0f}  "
+                    f"{fmt_range(x_limit, 2) if x_limit else '-':<17} "
+                    f"{fmt_range(x_sdk, 2) if x_sdk else '-':<17}"
                 )
             lines.append("")
     lines.append(
-        "idle RSS after start-up and one request (MiB): "
-        + ", ".join(f"{name} {value:.1f}" for name, value in idle.items())
+        "idle RSS (VmRSS after start-up, the checks and the warm-up, before the measured runs; "
+        "MiB): " + ", ".join(f"{name} {value:.1f}" for name, value in idle.items())
     )
+    if any(variant == BASE_REC for _, variant, _ in results):
+        lines.append(
+            "A/B, this+rec / base+rec, repeat by repeat: rps (higher: this is faster), "
+            "CPU us/req (lower: this is cheaper)"
+        )
+        for workload in workloads:
+            for conns in connections:
+                this, base = (workload.name, THIS_REC, conns), (workload.name, BASE_REC, conns)
+                rps = paired(results, this, base)
+                cpu = paired(results, this, base, "cpu_us")
+                if rps:
+                    lines.append(
+                        f"  {workload.title:<38} {conns:>3} conns: rps {fmt_range(rps, 2)}, "
+                        f"CPU/req {fmt_range(cpu, 2)}"
+                    )
 
-    def check(label: str, value: float | None, target: float, above: bool = True) -> None:
-        if value is None:
+    return lines + target_lines(results, connections, idle)
+
+
+def target_lines(
+    results: dict[Key, list[Run]], connections: list[int], idle: dict[str, float]
+) -> list[str]:
+    """The issues' targets, each PASS or FAIL with its number."""
+    lines: list[str] = []
+
+    def verdict(values: list[float], target: float, above: bool) -> str:
+        value = statistics.median(values)
+        ok = value >= target if above else value < target
+        spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+        return f"{value:.2f}{spread} {'PASS' if ok else 'FAIL'}"
+
+    def check(
+        label: str,
+        values: list[float],
+        target: float,
+        above: bool = True,
+        by_cpu: list[float] | None = None,
+    ) -> None:
+        if not values:
             lines.append(f"  {label}: not measured in this run")
             return
-        ok = value >= target if above else value < target
-        lines.append(
-            f"  {label}: {value:.2f} (target {'>=' if above else '<'} {target:g}) "
-            f"{'PASS' if ok else 'FAIL'}"
-        )
+        line = f"  {label} ({'>=' if above else '<'} {target:g}): {verdict(values, target, above)}"
+        if by_cpu:
+            line += f"; by CPU/req {verdict(by_cpu, target, above)}"
+        lines.append(line)
 
-    def ratio(
-        a: tuple[str, str, int], b: tuple[str, str, int], table: dict[Any, float]
-    ) -> float | None:
-        return table[a] / table[b] if a in table and b in table else None
+    def vs(name: str, a: str, b: str, conns: int, attr: str = "rps") -> list[float]:
+        return paired(results, (name, a, conns), (name, b, conns), attr)
+
+    def target(label: str, name: str, other: str, conns: int, goal: float) -> None:
+        """this+rec against another server in rps, and in the CPU time per request (the
+        other's over this one's: the rps ratio both would have with the CPU to themselves)."""
+        by_cpu = vs(name, other, THIS_REC, conns, "cpu_us")
+        check(label, vs(name, THIS_REC, other, conns), goal, by_cpu=by_cpu)
 
     lines.append("targets (issue 8):")
-    check(
-        "tools/call, 16 conns, records on: x limit",
-        ratio(("call", THIS_REC, 16), ("call", LIMIT_NAME, 16), med),
-        0.5,
-    )
-    check(
-        "tools/call, 16 conns, records on: x SDK",
-        ratio(("call", THIS_REC, 16), ("call", SDK_NAME, 16), med),
-        5,
-    )
+    check("tools/call, 16 conns, records on: x limit", vs("call", THIS_REC, LIMIT_NAME, 16), 0.5)
+    check("tools/call, 16 conns, records on: x SDK", vs("call", THIS_REC, SDK_NAME, 16), 5)
     for variant in (THIS_REC, THIS_NOREC):
         for conns in connections:
             check(
                 f"tools/list 100 tools, {conns} conns, {variant}: x limit",
-                ratio(("list100", variant, conns), ("list100", LIMIT_NAME, conns), med),
+                vs("list100", variant, LIMIT_NAME, conns),
                 0.7,
             )
     for name in ("call", "list100", "legacy"):
         check(
             f"{name}, 64 conns, records on: SDK p99 / this p99",
-            ratio((name, SDK_NAME, 64), (name, THIS_REC, 64), p99),
+            vs(name, SDK_NAME, THIS_REC, 64, "p99_ms"),
             5,
         )
     lines.append("targets (issue 19):")
     check(
-        "tools/call, 16 conns: metrics on / metrics off",
-        ratio(("call", THIS_REC, 16), ("call", THIS_NOMET, 16), med),
-        0.95,
+        "tools/call, 16 conns: metrics on / metrics off", vs("call", THIS_REC, THIS_NOMET, 16), 0.95
     )
-    idle_this = idle.get(f"{THIS_REC}/probe")
-    check("idle RSS MiB, this+rec/probe", idle_this, 60, above=False)
+    idle_this = idle.get(f"{THIS_REC}/calls")
+    check("idle RSS MiB, this+rec/calls", [] if idle_this is None else [idle_this], 60, False)
+    lines.append(
+        "targets (issue 22): this+rec, rps ratios repeat by repeat, median (min-max), the verdict "
+        "on rps; by CPU/req: the other's CPU time per request over this one's"
+    )
+    target("modern tools/call async, 16 conns: x limit", "call", LIMIT_NAME, 16, 0.7)
+    target("modern tools/call sync, 16 conns: x limit", "call_sync", LIMIT_NAME, 16, 0.5)
+    target("modern tools/call sync, 16 conns: x SDK sync", "call_sync", SDK_NAME, 16, 5)
+    target("legacy tools/call async on a session, 16 conns: x limit", "legacy", LIMIT_NAME, 16, 0.6)
+    target(
+        "legacy tools/call sync on a session, 16 conns: x limit", "legacy_sync", LIMIT_NAME, 16, 0.6
+    )
+    for name, title in (
+        ("call", "modern tools/call async"),
+        ("call_sync", "modern tools/call sync"),
+        ("list100", "modern tools/list 100 tools (cached)"),
+    ):
+        for conns in (16, 64):
+            target(f"{title}, {conns} conns: records on / off", name, THIS_NOREC, conns, 0.9)
     return lines
 
 
@@ -883,56 +1029,76 @@ class Measurement:
     def __init__(self, args: argparse.Namespace, directory: Path) -> None:
         self.args = args
         self.started = time.monotonic()
-        self.connections = [16] if args.quick else [1, 16, 64]
+        self.connections = args.connections or ([16] if args.quick else [16, 64])
         self.seconds = args.seconds or (1 if args.quick else 2)
         self.seconds_16 = args.seconds or (1 if args.quick else 3)
-        self.budget = args.budget or (170 if args.quick else 570)
+        self.budget = args.budget or (210 if args.quick else 840)
         self.workloads = [WORKLOADS[name] for name in args.workloads]
         sdk_python = None if args.no_sdk else ensure_sdk_venv()
-        self.bench = Bench(directory, sdk_python, Path(args.server_root).resolve())
+        base_root = Path(args.ab_root).resolve() if args.ab_root else None
+        self.bench = Bench(directory, sdk_python, Path(args.server_root).resolve(), base_root)
         self.cells: list[Cell] = []
-        self.results: dict[tuple[str, str, int], list[Run]] = {}
-        self.client_bound: Counter[tuple[str, str, int]] = Counter()
+        self.results: dict[Key, list[Run]] = {}
+        self.client_bound: Counter[Key] = Counter()
         self.idle: dict[str, float] = {}
+        self.row_procs: dict[tuple[str, str], str] = {}  # (workload, variant) -> process name
         self.repeats_done = 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def variants_for(self, workload: Workload) -> list[str]:
+        variants = [THIS_REC]
+        if self.bench.base_root is not None:
+            variants.append(BASE_REC)
+        variants.append(THIS_NOREC)
+        if workload.metrics_row:
+            variants.append(THIS_NOMET)
+        variants.append(LIMIT_NAME)
+        if self.bench.sdk_python is not None:
+            variants.append(SDK_NAME)
+        return variants
+
     def prepare(self) -> None:
         bench = self.bench
-        catalogs = sorted({w.catalog for w in self.workloads})
-        bench.start_all(catalogs, with_sdk=bench.sdk_python is not None)
-        if "legacy" in self.args.workloads:
-            for variant in THIS:
-                bench.open_legacy_session(bench.procs[(variant, "probe")])
+        roots = [bench.server_root] + ([bench.base_root] if bench.base_root else [])
+        where = {str(root): bench.imported_from(root) for root in roots}
+        needs = {(v, w.catalog) for w in self.workloads for v in self.variants_for(w)}
+        bench.start_all(needs)
+        if any(w.legacy for w in self.workloads):
+            for variant in (THIS_REC, BASE_REC, THIS_NOREC):
+                if (variant, "calls") in bench.procs:
+                    bench.open_legacy_session(bench.procs[(variant, "calls")])
         sizes: dict[str, int] = {}
         # this server and the SDK first: the limit then serves this server's result bytes
-        for variants in ((*THIS, SDK_NAME), (LIMIT_NAME,)):
-            if LIMIT_NAME in variants:
+        for limit_pass in (False, True):
+            if limit_pass:
                 bench.start_limit()
             for workload in self.workloads:
-                for variant in variants:
-                    proc = bench.proc_for(variant, workload)
-                    if proc is None:
+                for variant in self.variants_for(workload):
+                    if (variant == LIMIT_NAME) != limit_pass:
                         continue
+                    proc = bench.proc_for(variant, workload)
+                    assert proc is not None
                     size = bench.verify(variant, workload, proc)
                     sizes[f"{variant}/{workload.name}"] = size
                     extra = proc.extra_headers if workload.legacy and variant != SDK_NAME else {}
                     script = bench.directory / f"{workload.name}-{variant.replace('+', 'p')}.lua"
                     script.write_text(lua_script(workload, extra, self.args.lua_check))
                     self.cells.append(Cell(workload, variant, proc, script, size))
-        distinct = bench.distinct()
-        self.idle = {p.name: p.rss_kib() / 1024 for p in distinct}
+                    self.row_procs[(workload.name, variant)] = proc.name
         print(f"measuring {describe_checkout(bench.server_root)}")
+        if bench.base_root is not None:
+            print(f"against (base+rec) {describe_checkout(bench.base_root)}")
+        print(f"server package imported from: {where}")
         print(f"verified every server; answers on the wire (bytes): {sizes}")
-        libraries = ", ".join(f"{p.name} [{p.loaded_libraries()}]" for p in distinct)
+        libraries = ", ".join(f"{p.name} [{p.loaded_libraries()}]" for p in bench.distinct())
         print(f"loaded in each server: {libraries}")
         print(
             f"servers {' '.join(bench.server_pin) or 'unpinned'}, "
             f"wrk {' '.join(bench.load_pin) or 'unpinned'}; connections {self.connections}; "
-            f"{self.args.repeats} repeats; {self.seconds}s per run ({self.seconds_16}s at 16 "
-            f"conns); budget {self.budget}s",
+            f"{len(self.cells)} cells; {self.args.repeats} repeats; {self.seconds}s per run "
+            f"({self.seconds_16}s at 16 conns); budget {self.budget}s",
             flush=True,
         )
 
@@ -948,9 +1114,8 @@ class Measurement:
             answer_bytes=cell.answer_bytes,
             check_bodies=self.args.lua_check,
         )
-        run = Run(
-            rps, p50, p99, proc.rss_kib() / 1024, (proc.cpu_seconds() - cpu_before) / requests * 1e6
-        )
+        cpu_during = proc.cpu_seconds() - cpu_before
+        rss_mib = proc.rss_kib() / 1024
         if wrk_cpu > 90:
             self.client_bound[(cell.workload.name, cell.variant, connections)] += 1
         if proc.records_file is not None:
@@ -958,9 +1123,12 @@ class Measurement:
             deadline = time.monotonic() + 10
             while proc.records_queued()[0] and time.monotonic() < deadline:
                 time.sleep(0.05)
+        # the cost per request counts the writer's catching up too; the share does not
+        cpu_us = (proc.cpu_seconds() - cpu_before) / requests * 1e6
+        run = Run(rps, p50, p99, rss_mib, cpu_us, cpu_during / seconds * 100)
         if self.args.verbose:
             print(
-                f"  {cell.workload.name:<8} {cell.variant:<9} c{connections:<3} {rps:9.0f} rps "
+                f"  {cell.workload.name:<11} {cell.variant:<8} c{connections:<3} {rps:9.0f} rps "
                 f"p50 {p50:.2f} p99 {p99:.2f} ms, wrk CPU {wrk_cpu:.0f}%",
                 flush=True,
             )
@@ -969,6 +1137,9 @@ class Measurement:
     def run(self) -> None:
         for cell in self.cells:  # warm-up: one second each, at 16 connections
             self.one(cell, 16, 1)
+        time.sleep(0.5)
+        self.idle = {p.name: p.rss_kib() / 1024 for p in self.bench.distinct()}
+        print(f"warm-up done at {self.elapsed():.0f}s", flush=True)
         per_run = {
             c: (self.seconds_16 if c == 16 else self.seconds) + 0.3 for c in self.connections
         }
@@ -995,7 +1166,8 @@ class Measurement:
 
     def print_report(self) -> None:
         print()
-        print("\n".join(report(self.results, self.workloads, self.connections, self.idle)))
+        lines = report(self.results, self.workloads, self.connections, self.idle, self.row_procs)
+        print("\n".join(lines))
         for (name, variant, conns), count in sorted(self.client_bound.items()):
             print(
                 f"note: {name} {variant} at {conns} conns: wrk used over 90% of its CPU in "
@@ -1019,19 +1191,20 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def profile(args: argparse.Namespace) -> int:
-    """py-spy on this server (probe catalog, records on unless --profile-records none) under
-    modern tools/call at 16 connections."""
+    """py-spy on this server (the calls catalog, records on unless --profile-records none)
+    under modern tools/call of echo (or echo_sync: --profile-workload call_sync) at 16
+    connections."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     out_dir = Path(args.profile_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw_file = out_dir / f"http-bench-call-records-{args.profile_records}.txt"
+    workload = WORKLOADS[args.profile_workload]
+    raw_file = out_dir / f"http-bench-{workload.name}-records-{args.profile_records}.txt"
     with tempfile.TemporaryDirectory(prefix="http-bench-") as temp:
         bench = Bench(Path(temp), None, Path(args.server_root).resolve())
         try:
-            bench.start_all(["probe"], with_sdk=False)
-            workload = WORKLOADS["call"]
             variant = THIS_REC if args.profile_records == "file" else THIS_NOREC
-            proc = bench.procs[(variant, "probe")]
+            bench.start_all({(variant, "calls")})
+            proc = bench.procs[(variant, "calls")]
             script = Path(temp) / "call.lua"
             script.write_text(lua_script(workload, {}, False))
             wire = bench.verify(variant, workload, proc)
@@ -1140,7 +1313,9 @@ def profile_summary(raw: str, top: int) -> list[str]:
             idle += count
             continue
         worker = any(name == "Thread._bootstrap" for name, _ in frames)
-        threads["other threads (records writer)" if worker else "event loop thread"] += count
+        threads[
+            "other threads (records writer, tool threads)" if worker else "event loop thread"
+        ] += count
         leaf[f"{fn} ({short_file(loc)})"] += count
         if is_server_code(loc):
             server_self[f"{fn} ({short_file(loc)})"] += count
@@ -1175,6 +1350,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="16 connections only, 1 s runs")
     parser.add_argument("--repeats", type=int, default=3, help="repeats per cell (>= 3)")
     parser.add_argument("--seconds", type=int, default=0, help="seconds per wrk run")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        nargs="+",
+        default=None,
+        help="connection counts (default 16 64, or 16 with --quick; add 1 for the 1-conn rows)",
+    )
     parser.add_argument("--budget", type=int, default=0, help="stop new repeats past this (s)")
     parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--no-sdk", action="store_true", help="skip the official SDK")
@@ -1187,9 +1369,15 @@ def main() -> int:
     parser.add_argument(
         "--server-root", default=str(ROOT), help="the checkout whose server/ to measure"
     )
+    parser.add_argument(
+        "--ab-root",
+        default=None,
+        help="a second checkout, served with records on as base+rec in the same run",
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy this server under load")
     parser.add_argument("--profile-seconds", type=int, default=10)
     parser.add_argument("--profile-records", choices=["file", "none"], default="file")
+    parser.add_argument("--profile-workload", choices=["call", "call_sync"], default="call")
     parser.add_argument("--profile-blocking", action="store_true", help="py-spy stops the server")
     parser.add_argument("--profile-dir", default=str(ROOT / ".cache" / "bench-profile"))
     parser.add_argument("--top", type=int, default=25)

@@ -380,7 +380,8 @@ def test_neither_proxy_routes_the_metrics_path() -> None:
 def test_the_agreed_metrics_are_what_the_server_exposes() -> None:
     # The dashboard's names and labels against the server's own registry: one request of each
     # kind, a tool call, a refusal, and the gauges with Redis on.
-    from server.observe.metrics import Metrics, StateReaders
+    from server.observe.gauges import StateReaders
+    from server.observe.metrics import Metrics
     from server.records.draft import Draft
 
     metrics = Metrics(lambda name: name == "echo")

@@ -180,7 +180,7 @@ def test_dockerignore_keeps_secrets_caches_tests_and_records_out() -> None:
             continue
         for source in copy["value"].split()[:-1]:
             assert not _ignored(source, patterns), f"COPY {source} is in .dockerignore"
-    assert not _ignored("server/app.py", patterns)
+    assert not _ignored("server/app/application.py", patterns)
 
 
 @pytest.mark.parametrize("path", ["Dockerfile", ".dockerignore"])

@@ -35,6 +35,7 @@ from tests.e2e.embedding_apps import (
     build_starlette_host,
 )
 from tests.support.deploy_helpers import (
+    legacy_headers,
     listen,
     modern_call,
     modern_headers,
@@ -42,6 +43,7 @@ from tests.support.deploy_helpers import (
     read_records,
     sse_messages,
 )
+from tests.support.mcp_client import legacy
 
 MCP = f"{MOUNT}/mcp"
 HOSTS: dict[str, Callable[[Settings], tuple[Any, Any]]] = {
@@ -149,13 +151,8 @@ def test_an_idle_legacy_session_expires(
         async with httpx.AsyncClient(base_url=url, timeout=5) as client:
             session_id = await open_session(client, MCP)
             opened = time.monotonic()
-            ping = {"jsonrpc": "2.0", "id": "ping-1", "method": "ping"}
-            headers = {
-                "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream",
-                "MCP-Protocol-Version": "2025-11-25",
-                "Mcp-Session-Id": session_id,
-            }
+            ping = legacy("ping", id="ping-1")
+            headers = legacy_headers(session_id)
             # Idle: the lifespan's sweep (every half second here) ends it; then it is unknown.
             while True:
                 await asyncio.sleep(0.6)
@@ -175,7 +172,7 @@ def test_a_host_without_the_lifespan_gets_503_naming_the_fix_and_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     host, _ = build_forgetful_host(settings(tmp_path))
-    caplog.set_level(logging.WARNING, logger="server.app")
+    caplog.set_level(logging.WARNING, logger="server.app.routing")
     with hosting(host) as url:
         message = modern_call("echo", {"text": "lost?"}, "call-1")
         first = httpx.post(f"{url}{MCP}", json=message, headers=modern_headers(message))
@@ -193,7 +190,7 @@ def test_a_host_without_the_lifespan_gets_503_naming_the_fix_and_a_warning(
     warnings = [
         record
         for record in caplog.records
-        if record.name == "server.app"
+        if record.name == "server.app.routing"
         and record.levelno == logging.WARNING
         and "lifespan" in record.getMessage()  # not the per-process secret's warning
     ]

@@ -42,6 +42,7 @@ from server import Catalog, Context, ToolError
 from server.app import Application, create_app
 from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, MODERN_METHODS, MODERN_VERSION
 from server.settings import Settings
+from tests.support.mcp_client import initialize
 
 TOKEN = "hostile-input-test-token-0123456789"
 DIGEST = "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()
@@ -337,16 +338,11 @@ def harness(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Harnes
 def open_session(harness: Harness) -> str:
     """A real legacy session, so some random messages land in one."""
     body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY_VERSIONS[0],
-                "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
-                "clientInfo": {"name": "hostile", "version": "0"},
-            },
-        }
+        initialize(
+            LEGACY_VERSIONS[0],
+            {"sampling": {}, "elicitation": {}, "roots": {}},
+            {"name": "hostile", "version": "0"},
+        )
     ).encode()
     exchange = harness.request(base_headers(), body)
     assert exchange.status == 200

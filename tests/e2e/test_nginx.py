@@ -43,6 +43,7 @@ from tests.support.deploy_helpers import (
     sse_messages,
     stop_process,
 )
+from tests.support.mcp_client import tool_call
 
 SHIPPED = ROOT / "deploy" / "nginx" / "mcp.conf"
 NGINX = shutil.which("nginx") or next(
@@ -225,33 +226,19 @@ async def test_the_prefix_serves_mcp_and_health(proxy: Proxy) -> None:
 async def test_a_legacy_session_works_through_the_prefix(proxy: Proxy) -> None:
     async with client_from(CLIENT_ADDRESS, proxy.url) as client:
         session_id = await open_session(client, "/api/mcp")
-        call = {
-            "jsonrpc": "2.0",
-            "id": "echo",
-            "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": "through nginx"}},
-        }
+        call = tool_call("echo", {"text": "through nginx"}, id="echo")
         answer = await client.post("/api/mcp", json=call, headers=legacy_headers(session_id))
         assert answer.status_code == 200, answer.text
         assert answer.json()["result"]["content"][0]["text"] == "through nginx"
         # A progress-reporting call streams through the proxy, with resumable event ids.
-        call = {
-            "jsonrpc": "2.0",
-            "id": "count",
-            "method": "tools/call",
-            "params": {
-                "name": "count_slowly",
-                "arguments": {"steps": 2, "delay_ms": 10},
-                "_meta": {"progressToken": "t"},
-            },
-        }
+        call = tool_call("count_slowly", {"steps": 2, "delay_ms": 10}, token="t", id="count")
         async with client.stream(
             "POST", "/api/mcp", json=call, headers=legacy_headers(session_id)
         ) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             messages = [message async for message in sse_messages(response)]
         assert messages[-1]["result"]["content"][0]["text"] == "Counted to 2."
-        headers = {"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+        headers = legacy_headers(session_id)
         assert (await client.delete("/api/mcp", headers=headers)).status_code == 200
         again = await client.post("/api/mcp", json=call, headers=legacy_headers(session_id))
         assert again.status_code == 404

@@ -22,7 +22,15 @@ import httpx
 import pytest
 
 from tests.support.deploy_helpers import free_port, stop_process
-from tests.support.mcp_client import messages_of, modern, modern_headers
+from tests.support.mcp_client import (
+    initialize,
+    legacy,
+    legacy_headers,
+    messages_of,
+    modern,
+    modern_headers,
+    sse_messages_of_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -252,9 +260,7 @@ def check_session_call(messages: list[dict[str, Any]], url: str, session: str, *
     assert messages[-1]["result"]["content"] == [{"type": "text", "text": "hi"}]
     # "... and end the session": the session is gone afterwards.
     after = httpx.post(
-        f"{url}/mcp",
-        json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
-        headers={"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"},
+        f"{url}/mcp", json=legacy("ping", id=9), headers=legacy_headers(session, Accept=None)
     )
     assert after.status_code == 404
 
@@ -329,13 +335,10 @@ TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 def start_task(url: str, session: str | None) -> str:
     """A one-second long_job as a task, in ``session`` (2025-11-25) or without (2026-07-28)."""
     if session is not None:
-        message = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "tools/call",
-            "params": {"name": "long_job", "arguments": {"seconds": 1}, "task": {}},
-        }
-        headers = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        message = legacy(
+            "tools/call", {"name": "long_job", "arguments": {"seconds": 1}, "task": {}}, 0
+        )
+        headers = legacy_headers(session, Accept=None)
         answer = httpx.post(f"{url}/mcp", json=message, headers=headers).json()
         return str(answer["result"]["task"]["taskId"])
     message = modern(
@@ -350,17 +353,8 @@ def start_task(url: str, session: str | None) -> str:
 def open_session(url: str) -> str:
     response = httpx.post(
         f"{url}/mcp",
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        },
-        headers={"Accept": "application/json, text/event-stream"},
+        json=initialize(client_info={"name": "test", "version": "1"}),
+        headers=legacy_headers(version=None),
     )
     assert response.status_code == 200
     return response.headers["mcp-session-id"]
@@ -399,8 +393,8 @@ def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) ->
     )
     try:
         assert listener.stdout is not None
-        data = (line.decode() for line in listener.stdout if line.startswith(b"data: "))
-        ack = json.loads(next(data)[len("data: ") :])
+        data = sse_messages_of_lines(line.decode() for line in listener.stdout)
+        ack = next(data)
         assert ack == {
             "jsonrpc": "2.0",
             "method": "notifications/subscriptions/acknowledged",
@@ -413,7 +407,7 @@ def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) ->
         toggle = toggle.replace('{"a":2,"b":3}', "{}")
         (answer,) = assert_results(run(toggle))
         assert answer["result"]["content"][0]["text"] == "Added the tool 'extra'."
-        changed = json.loads(next(data)[len("data: ") :])
+        changed = next(data)
         assert changed == {
             "jsonrpc": "2.0",
             "method": "notifications/tools/list_changed",

@@ -37,7 +37,6 @@ import pytest
 
 from tests.e2e.test_nginx import NGINX
 from tests.support.deploy_helpers import (
-    LEGACY,
     legacy_headers,
     listen,
     modern,
@@ -48,6 +47,7 @@ from tests.support.deploy_helpers import (
     sse_get_headers,
     sse_messages,
 )
+from tests.support.mcp_client import initialize, legacy, notification, tool_call
 from tests.support.redis_server import RedisServer
 from tests.support.replica_catalog import COUNTER_URI
 from tests.support.replicas import Replicas
@@ -83,27 +83,6 @@ def mcp(base: str) -> str:
 
 
 # -- messages and streams -----------------------------------------------------------------
-
-
-def initialize(id: str, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": capabilities or {},
-            "clientInfo": {"name": "replica-tests", "version": "1.0"},
-        },
-    }
-
-
-def legacy_request(method: str, id: Any, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
-
-
-def legacy_call(name: str, id: Any, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    return legacy_request("tools/call", id, {"name": name, "arguments": arguments or {}})
 
 
 async def post_modern(client: httpx.AsyncClient, base: str, message: dict[str, Any]) -> Any:
@@ -357,19 +336,19 @@ async def test_a_legacy_session_opened_on_a_is_usable_on_b_and_deleted_everywher
 ) -> None:
     a, b = replicas.replica_urls[:2]
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
-        answer = await client.post(mcp(a), json=initialize("init-a"), headers=legacy_headers())
+        answer = await client.post(mcp(a), json=initialize(id="init-a"), headers=legacy_headers())
         assert answer.status_code == 200, answer.text
         session_id = answer.headers["mcp-session-id"]
         done = await client.post(
             mcp(b),
-            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            json=notification("notifications/initialized"),
             headers=legacy_headers(session_id),
         )
         assert done.status_code == 202, f"notifications/initialized on B: {done.text}"
         for base, id_ in ((b, "list-b"), (a, "list-a")):
             listed = await client.post(
                 mcp(base),
-                json=legacy_request("tools/list", id_),
+                json=legacy("tools/list", id=id_),
                 headers=legacy_headers(session_id),
             )
             assert listed.status_code == 200, f"tools/list on {base}: {listed.text}"
@@ -379,7 +358,7 @@ async def test_a_legacy_session_opened_on_a_is_usable_on_b_and_deleted_everywher
         for base, id_ in ((a, "after-a"), (b, "after-b")):
             gone = await client.post(
                 mcp(base),
-                json=legacy_request("tools/list", id_),
+                json=legacy("tools/list", id=id_),
                 headers=legacy_headers(session_id),
             )
             assert gone.status_code == 404, f"after DELETE on B, {base} answered {gone.text}"
@@ -394,7 +373,7 @@ async def test_a_legacy_session_works_through_round_robin_nginx(replicas: Replic
         for id_ in sorted(ids):
             listed = await client.post(
                 mcp(replicas.url),
-                json=legacy_call("echo", id_, {"text": id_}),
+                json=tool_call("echo", {"text": id_}, id=id_),
                 headers=legacy_headers(session_id),
             )
             assert listed.status_code == 200, listed.text
@@ -406,7 +385,7 @@ async def test_a_legacy_session_works_through_round_robin_nginx(replicas: Replic
         for n in range(2):  # one lands on each replica
             gone = await client.post(
                 mcp(replicas.url),
-                json=legacy_request("tools/list", f"nginx-gone-{n}"),
+                json=legacy("tools/list", id=f"nginx-gone-{n}"),
                 headers=legacy_headers(session_id),
             )
             assert gone.status_code == 404, gone.text
@@ -442,17 +421,19 @@ async def test_a_client_answer_posted_to_b_completes_the_call_waiting_on_a(
     a, b = replicas.replica_urls[:2]
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
         init = await client.post(
-            mcp(a), json=initialize(f"init-{kind}", CAPABILITIES), headers=legacy_headers()
+            mcp(a),
+            json=initialize(capabilities=CAPABILITIES, id=f"init-{kind}"),
+            headers=legacy_headers(),
         )
         assert init.status_code == 200, init.text
         session_id = init.headers["mcp-session-id"]
         headers = legacy_headers(session_id)
         done = await client.post(
-            mcp(a), json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+            mcp(a), json=notification("notifications/initialized"), headers=headers
         )
         assert done.status_code == 202, done.text
         try:
-            call = legacy_call(tool, f"call-{kind}")
+            call = tool_call(tool, id=f"call-{kind}")
             async with sse_feed(client, "POST", mcp(a), headers, call) as on_a:
                 asked = await on_a.first(method_is(method))
                 assert asked is not None, f"A did not ask the client ({method})"
@@ -486,10 +467,10 @@ class Sent:
             pytest.fail(f"{message['method']} to {base} hung (no answer within 5 s)")
 
     async def open_session(self, client: httpx.AsyncClient, base: str, tag: str) -> str:
-        answer = await self.post(client, base, initialize(f"init-{tag}"), legacy_headers())
+        answer = await self.post(client, base, initialize(id=f"init-{tag}"), legacy_headers())
         assert answer.status_code == 200, answer.text
         session_id = answer.headers["mcp-session-id"]
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        initialized = notification("notifications/initialized")
         done = await self.post(client, base, initialized, legacy_headers(session_id))
         assert done.status_code == 202, done.text
         return session_id
@@ -526,7 +507,7 @@ async def during_the_outage(
         assert answer.status_code == 200, f"modern call during the outage: {answer.text}"
         assert answer.json()["result"]["content"][0]["text"] == id_
 
-    refused = await sent.post(client, a, initialize("init-outage"), legacy_headers())
+    refused = await sent.post(client, a, initialize(id="init-outage"), legacy_headers())
     assert refused.status_code == 503, (
         f"legacy initialize during the outage: HTTP {refused.status_code} {refused.text[:300]}"
     )
@@ -538,7 +519,7 @@ async def during_the_outage(
 
     # A session made before: served or refused with 503, never lost (404) or 500.
     during = await sent.post(
-        client, b, legacy_request("tools/list", "outage-list"), legacy_headers(before)
+        client, b, legacy("tools/list", id="outage-list"), legacy_headers(before)
     )
     assert during.status_code in (200, 503), during.text
     assert during.json()["id"] == "outage-list", during.text
@@ -571,7 +552,7 @@ async def test_redis_away_and_back(tmp_path: Path) -> None:
             # Before: a legacy session made on A works on B.
             before = await sent.open_session(client, a, "before")
             listed = await sent.post(
-                client, b, legacy_request("tools/list", "before-list"), legacy_headers(before)
+                client, b, legacy("tools/list", id="before-list"), legacy_headers(before)
             )
             assert listed.status_code == 200, listed.text
 
@@ -586,7 +567,7 @@ async def test_redis_away_and_back(tmp_path: Path) -> None:
             assert statuses == [200, 200], f"/readyz after Redis came back: {statuses}"
             after = await sent.open_session(client, b, "after")
             listed = await sent.post(
-                client, a, legacy_request("tools/list", "after-list"), legacy_headers(after)
+                client, a, legacy("tools/list", id="after-list"), legacy_headers(after)
             )
             assert listed.status_code == 200, f"legacy after the restart: {listed.text}"
             message = modern_call("echo", {"text": "after"}, "after-modern")

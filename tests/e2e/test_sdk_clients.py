@@ -52,6 +52,7 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.serving import Server, server_for
 from server.settings import Settings
+from tests.support.mcp_client import legacy_headers
 
 LEGACY = "legacy"
 MODERN = "2026-07-28"
@@ -774,11 +775,7 @@ async def test_legacy_close_deletes_the_session(probe: Live) -> None:
     assert [status for verb, status, _ in wire.responses if verb == "DELETE"] == [200]
     assert probe.app.runtimes.peek(session_id) is None
 
-    headers = {
-        "accept": ACCEPT,
-        "mcp-session-id": session_id,
-        "mcp-protocol-version": LEGACY_VERSION,
-    }
+    headers = legacy_headers(session_id, LEGACY_VERSION, Content_Type=None)
     async with httpx.AsyncClient(timeout=5) as http:
         posted = await http.post(
             probe.url, json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, headers=headers
@@ -807,7 +804,7 @@ async def test_idle_legacy_session_expires_with_everything_it_held() -> None:
             posted = await http.post(
                 live.url,
                 json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                headers={"accept": ACCEPT, "mcp-session-id": session_id},
+                headers=legacy_headers(session_id, version=None, Content_Type=None),
             )
         assert posted.status_code == 404
 
@@ -829,7 +826,7 @@ async def test_expired_session_found_by_a_request_ends_its_runtime(probe: Live) 
         posted = await http.post(
             probe.url,
             json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-            headers={"accept": ACCEPT, "mcp-session-id": session_id},
+            headers=legacy_headers(session_id, version=None, Content_Type=None),
         )
     assert posted.status_code == 404
     assert probe.app.runtimes.peek(session_id) is None

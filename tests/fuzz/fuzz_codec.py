@@ -4,7 +4,7 @@ Targets, chosen by the first input byte:
 
 - ``server.jsonrpc.decode``: any bytes either decode to messages (valid ids, re-encodable) or
   raise an ``McpError`` whose ``request_id`` is echoable; nothing else may escape;
-- ``server.modern.era.decode_header_value``: any header value (bytes as Latin-1, as the endpoint
+- ``server.modern.headers.decode_header_value``: any header value (bytes as Latin-1, as the endpoint
   reads them) is returned trimmed or refused with ``HeaderMismatch``, and every string survives
   the ``=?base64?...?=`` sentinel round trip;
 - ``server.security.auth.bearer_token``: an ``Authorization`` value gives a token that is a valid
@@ -53,7 +53,7 @@ if atheris is not None:
             encode_result,
             is_valid_id,
         )
-        from server.modern.era import decode_header_value
+        from server.modern.headers import decode_header_value
         from server.security.auth import InvalidAuthRequest, bearer_token
 else:
     from server.errors import HeaderMismatch, McpError
@@ -66,7 +66,7 @@ else:
         encode_result,
         is_valid_id,
     )
-    from server.modern.era import decode_header_value
+    from server.modern.headers import decode_header_value
     from server.security.auth import InvalidAuthRequest, bearer_token
 
 DEFAULT_RUNS = 200_000

@@ -31,6 +31,7 @@ from server.legacy.sessions import MemorySessionStore, Session
 from server.pagination import Pager
 from server.protocol import LEGACY_VERSIONS
 from server.sealing import Sealer
+from tests.support.mcp_client import initialize_params
 
 pytestmark = pytest.mark.anyio
 
@@ -82,13 +83,9 @@ async def new_session(
     era: LegacyEra, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None
 ) -> Session:
     session, _ = await era.initialize(
-        Request(0, "initialize", init_params(version, capabilities or {}))
+        Request(0, "initialize", initialize_params(version, capabilities or {}, client_info=INFO))
     )
     return session
-
-
-def init_params(version: Any, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"protocolVersion": version, "capabilities": capabilities or {}, "clientInfo": INFO}
 
 
 class Harness:
@@ -178,7 +175,7 @@ async def test_initialize_result_and_the_session_it_creates() -> None:
     era = make_era()
     capabilities = {"sampling": {}, "elicitation": {"form": {}}}
     session, result = await era.initialize(
-        Request(1, "initialize", init_params("2025-06-18", capabilities))
+        Request(1, "initialize", initialize_params("2025-06-18", capabilities, client_info=INFO))
     )
     assert result == {
         "protocolVersion": "2025-06-18",
@@ -210,7 +207,9 @@ async def test_initialize_writes_the_session_with_its_owner_once() -> None:
         await save(session)
 
     store.create, store.save = counting_create, counting_save  # type: ignore[method-assign]
-    session, _ = await era.initialize(Request(1, "initialize", init_params("2025-11-25")), "bob")
+    session, _ = await era.initialize(
+        Request(1, "initialize", initialize_params("2025-11-25", client_info=INFO)), "bob"
+    )
     assert writes == ["create"]  # one write, the owner in it: no save after
     assert session.owner == "bob"
     found = await store.get(session.id)
@@ -220,7 +219,9 @@ async def test_initialize_writes_the_session_with_its_owner_once() -> None:
 
 async def test_initialize_with_an_unknown_version_answers_and_records_its_own() -> None:
     era = make_era()
-    session, result = await era.initialize(Request(1, "initialize", init_params("2030-01-01")))
+    session, result = await era.initialize(
+        Request(1, "initialize", initialize_params("2030-01-01", client_info=INFO))
+    )
     assert result["protocolVersion"] == "2025-11-25"
     assert session.protocol_version == "2025-11-25"
 
@@ -228,7 +229,7 @@ async def test_initialize_with_an_unknown_version_answers_and_records_its_own() 
 async def test_initialize_without_instructions_leaves_the_field_out() -> None:
     catalog = Catalog("bare", "1")
     _, result = await make_era(catalog).initialize(
-        Request(1, "initialize", init_params("2025-11-25"))
+        Request(1, "initialize", initialize_params("2025-11-25", client_info=INFO))
     )
     assert result == {
         "protocolVersion": "2025-11-25",
@@ -336,7 +337,7 @@ async def test_initialize_past_the_limits_is_invalid_params_and_no_session(
     field: str, value: dict[str, Any], message: str
 ) -> None:
     era = make_era()
-    params = init_params("2025-11-25") | {field: value}
+    params = initialize_params("2025-11-25", client_info=INFO) | {field: value}
     with pytest.raises(InvalidParams) as raised:
         await era.initialize(Request(1, "initialize", params))
     assert raised.value.to_wire("legacy") == {"code": -32602, "message": message}

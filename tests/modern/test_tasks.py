@@ -97,7 +97,7 @@ async def run(
         sent_headers["mcp-name"] = params["taskId"]  # type: ignore[index]
     sent_headers.update(headers or {})
     call = era.validate(request, raw_headers(sent_headers))
-    call.subject, call.client_key = subject, f"sub:{subject}"
+    call.subject, call.key_of = subject, lambda: f"sub:{subject}"
     return as_json(await answer(era, call, Sent()))  # type: ignore[no-any-return]
 
 

@@ -142,6 +142,24 @@ async def test_method_labels_come_from_the_known_set() -> None:
     assert sum(v for (name, _), v in found.items() if name == "mcp_requests_total") == 20
 
 
+async def test_what_counting_remembers_is_bounded_by_the_servers_own_names() -> None:
+    # Counting looks a draft up by its raw values; a client's own method and tool names must
+    # not each leave an entry behind (they share "other"), and the counts stay exact.
+    async with serve() as (client, app):
+        for number in range(300):
+            await post(client, f"made/up/{number}")
+            await post(client, "tools/call", {"name": f"tool-{number}", "arguments": {}})
+        for _ in range(5):
+            await post(client, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        found = samples((await client.get("/metrics")).text)
+        remembered = len(app.metrics._cells)
+    assert remembered < 10
+    assert value(found, "mcp_tool_calls_total", tool="other", outcome="error") == 300
+    assert value(found, "mcp_tool_calls_total", tool="echo", outcome="ok") == 5
+    modern_404 = {"era": "modern", "method": "other", "status": "404", "outcome": "error"}
+    assert value(found, "mcp_requests_total", **modern_404) == 300
+
+
 async def test_refusals_are_counted_by_reason() -> None:
     digest = "sha256:" + hashlib.sha256(b"a token nobody sends").hexdigest()
     async with serve(auth="tokens", auth_tokens=[digest]) as (client, _):

@@ -22,7 +22,14 @@ from server.app import create_app
 from server.call_note import CALL_NOTE, note_outcome, note_target, noted
 from server.records.draft import Draft
 from server.settings import Settings
-from tests.support.mcp_client import LEGACY_VERSION, modern, modern_headers
+from tests.support.mcp_client import (
+    LEGACY_VERSION,
+    initialize,
+    legacy,
+    legacy_headers,
+    modern,
+    modern_headers,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -172,20 +179,10 @@ async def test_a_streamed_call_has_its_outcome_and_first_message_time_on_its_str
 async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     async with serve(path) as client:
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY,
-                "capabilities": {},
-                "clientInfo": {"name": "legacy-fields", "version": "1"},
-            },
-        }
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        opened = await client.post("/mcp", content=json.dumps(initialize), headers=headers)
-        headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
-        headers["MCP-Protocol-Version"] = LEGACY
+        opening = initialize(LEGACY, client_info={"name": "legacy-fields", "version": "1"})
+        headers = legacy_headers(version=None, accept="application/json")
+        opened = await client.post("/mcp", content=json.dumps(opening), headers=headers)
+        headers = legacy_headers(opened.headers["mcp-session-id"], LEGACY, "application/json")
         for number, (method, params) in enumerate(
             [
                 ("tools/call", {"name": "refuse", "arguments": {}}),
@@ -194,7 +191,7 @@ async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
             ],
             1,
         ):
-            message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+            message = legacy(method, params, number)
             await client.post("/mcp", content=json.dumps(message), headers=headers)
     found = [c for c in calls(records_of(path)) if c[0] in CALL_METHODS]
     assert found == [

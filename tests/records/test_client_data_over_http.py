@@ -26,7 +26,7 @@ from tests.records.test_over_http import (
     requests_of,
     serve,
 )
-from tests.support.mcp_client import META_CAPABILITIES
+from tests.support.mcp_client import META_CAPABILITIES, legacy_headers
 
 # Megabyte requests through the whole app: outside the inner loop (pytest -m 'not slow').
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -140,7 +140,7 @@ async def test_a_session_does_not_put_its_capabilities_whole_into_every_record(
         )
         assert opened.status_code == 200
         session = opened.headers["mcp-session-id"]
-        headers = {**LEGACY_HEADERS, "MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": session}
+        headers = legacy_headers(session, LEGACY, JSON_AND_SSE)
         for number in range(5):
             ping = {"jsonrpc": "2.0", "id": number, "method": "ping"}
             assert (await client.post("/mcp", json=ping, headers=headers)).status_code == 200
@@ -211,7 +211,7 @@ async def test_client_chosen_body_strings_are_clipped_in_the_record(tmp_path: Pa
         response = await client.post(
             "/mcp",
             content=json.dumps(message),
-            headers={**LEGACY_HEADERS, "MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": "x"},
+            headers=legacy_headers("x", LEGACY, JSON_AND_SSE),
         )
         assert response.json()["id"] == long_id  # the wire echoes the id as it was
     (record,) = read_records(path)

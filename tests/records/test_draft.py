@@ -35,6 +35,7 @@ from server.records.schema import (
     SCHEMA_VERSION,
     clip,
     iso_time,
+    request_id_bytes,
     request_id_of,
 )
 from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION
@@ -44,7 +45,7 @@ TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
 OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task", "traceparent"}
-# What app.py passes: the settings' redaction words, normalised the way keys are.
+# What server/app/application.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
     "passwd",
@@ -1261,3 +1262,6 @@ def test_request_ids_keep_their_format() -> None:
     assert HEX16.fullmatch(second)
     assert first[:8] == second[:8]  # the per-process prefix
     assert (first[8:], second[8:]) == ("00000001", "000000ab")
+    # The header carries the same id, made as bytes directly.
+    for serial in (0, 1, 0xFFFF_FFFF, 0x1_0000_00AB, 123_456_789):
+        assert request_id_bytes(serial) == request_id_of(serial).encode()

@@ -161,8 +161,8 @@ def check_request_record(record: dict[str, Any]) -> None:
 async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     plain = {"Content-Type": "application/json", "Accept": JSON_AND_SSE}
-    legacy_list = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
-    legacy_headers = {**plain, "MCP-Protocol-Version": "2025-11-25"}
+    legacy_list = mcp.legacy("tools/list", id=7)
+    no_session = mcp.legacy_headers()
     no_meta = {"jsonrpc": "2.0", "id": "nm", "method": "tools/list", "params": {}}
     unknown = modern("nope/nothing", id=404)
     huge = modern("tools/call", {"name": "echo", "arguments": {"text": "x" * 2000}}, id=9)
@@ -239,7 +239,7 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
         (
             "no-session",
             "POST",
-            legacy_headers,
+            no_session,
             json.dumps(legacy_list).encode(),
             400,
             -32600,
@@ -250,7 +250,7 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
         (
             "unknown-session",
             "POST",
-            {**legacy_headers, "Mcp-Session-Id": "no-such-session"},
+            mcp.legacy_headers("no-such-session"),
             json.dumps(legacy_list).encode(),
             404,
             -32600,
@@ -300,12 +300,8 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
 async def test_a_second_get_stream_is_409_and_recorded_once(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     async with serve(path) as (client, app):
-        session = await initialize(client, "2025-11-25", "init")
-        get_headers = {
-            "Accept": "text/event-stream",
-            "MCP-Protocol-Version": "2025-11-25",
-            "Mcp-Session-Id": session,
-        }
+        session = await open_session(client, "2025-11-25", "init")
+        get_headers = mcp.legacy_headers(session, accept="text/event-stream", Content_Type=None)
         first = asyncio.create_task(
             client.get("/mcp", headers={**get_headers, "User-Agent": "get-1"})
         )
@@ -526,57 +522,37 @@ async def test_forwarded_address_only_from_a_trusted_proxy(tmp_path: Path) -> No
 # -- successful requests: legacy ----------------------------------------------------------------
 
 
-async def initialize(client: httpx.AsyncClient, version: str, agent: str) -> str:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": CAPABILITIES,
-            "clientInfo": CLIENT_INFO,
-        },
-    }
+async def open_session(client: httpx.AsyncClient, version: str, agent: str) -> str:
+    """``initialize`` with this file's client info and capabilities, from ``agent``."""
     response = await client.post(
         "/mcp",
-        content=json.dumps(message),
-        headers={"Content-Type": "application/json", "Accept": JSON_AND_SSE, "User-Agent": agent},
+        content=json.dumps(mcp.initialize(version, CAPABILITIES, CLIENT_INFO)),
+        headers=mcp.legacy_headers(version=None, User_Agent=agent),
     )
     assert response.status_code == 200, response.text
     return response.headers["mcp-session-id"]
-
-
-def legacy_call(id: Any, name: str, arguments: dict[str, Any], **meta: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": name, "arguments": arguments}
-    if meta:
-        params["_meta"] = meta
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
 
 
 async def legacy_session_traffic(
     client: httpx.AsyncClient, version: str
 ) -> tuple[str, httpx.Response]:
     """initialize, initialized, a call with secrets, a streaming call, a failing call."""
-    session = await initialize(client, version, "legacy-agent")
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": JSON_AND_SSE,
-        "MCP-Protocol-Version": version,
-        "Mcp-Session-Id": session,
-        "User-Agent": "legacy-agent",
-    }
+    session = await open_session(client, version, "legacy-agent")
+    headers = mcp.legacy_headers(
+        session, version, MCP_Protocol_Version=version, User_Agent="legacy-agent"
+    )
 
     async def send(message: dict[str, Any]) -> httpx.Response:
         return await client.post("/mcp", content=json.dumps(message), headers=headers)
 
-    initialized = await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    initialized = await send(mcp.notification("notifications/initialized"))
     assert initialized.status_code == 202
     arguments = {"user": "bo", "password": "hunter2", "api_key": "KEY-SECRET-42"}
-    answered = await send(legacy_call(1, "login", arguments))
+    answered = await send(mcp.tool_call("login", arguments, id=1))
     assert answered.json()["result"]["content"][0]["text"] == "welcome bo"
-    streamed = await send(legacy_call("p", "count", {"steps": 2}, progressToken=1))
+    streamed = await send(mcp.tool_call("count", {"steps": 2}, token=1, id="p"))
     assert streamed.headers["content-type"].startswith("text/event-stream")
-    failed = await send(legacy_call(3, "missing", {}))
+    failed = await send(mcp.tool_call("missing", id=3))
     assert failed.status_code == 200
     assert failed.json()["error"]["code"] == -32602
     return session, streamed
@@ -631,22 +607,11 @@ async def test_a_legacy_session_carries_its_client_on_every_record(tmp_path: Pat
 
 async def test_initialize_with_meta_still_records_the_client(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    message = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": CAPABILITIES,
-            "clientInfo": CLIENT_INFO,
-            "_meta": {"progressToken": "init"},
-        },
-    }
+    message = mcp.initialize("2025-06-18", CAPABILITIES, CLIENT_INFO)
+    message["params"]["_meta"] = {"progressToken": "init"}
     async with serve(path) as (client, _):
         response = await client.post(
-            "/mcp",
-            content=json.dumps(message),
-            headers={"Content-Type": "application/json", "Accept": JSON_AND_SSE},
+            "/mcp", content=json.dumps(message), headers=mcp.legacy_headers(version=None)
         )
         assert response.status_code == 200
         assert response.json()["result"]["protocolVersion"] == "2025-06-18"
@@ -660,21 +625,16 @@ async def test_sse_polling_ends_server_closed_and_the_resume_completes(tmp_path:
     path = tmp_path / "records.jsonl"
     version = "2025-11-25"
     async with serve(path) as (client, _):
-        session = await initialize(client, version, "poller")
-        headers = {
-            "Accept": JSON_AND_SSE,
-            "MCP-Protocol-Version": version,
-            "Mcp-Session-Id": session,
-            "User-Agent": "poller",
-        }
+        session = await open_session(client, version, "poller")
+        headers = mcp.legacy_headers(session, version, Content_Type=None, User_Agent="poller")
         first = await client.post(
             "/mcp",
-            content=json.dumps(legacy_call(5, "poll", {}, progressToken="t")),
+            content=json.dumps(mcp.tool_call("poll", {}, token="t", id=5)),
             headers={**headers, "Content-Type": "application/json"},
         )
         assert first.headers["content-type"].startswith("text/event-stream")
         assert [m["method"] for m in mcp.messages_of(first.text)] == ["notifications/progress"]
-        last_id = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")][-1]
+        last_id = [frame.id for frame in mcp.frames_of(first.text) if frame.id][-1]
         resumed = await client.get(
             "/mcp", headers={**headers, "Accept": "text/event-stream", "Last-Event-ID": last_id}
         )
@@ -694,16 +654,13 @@ async def test_a_legacy_session_keeps_the_negotiated_version(tmp_path: Path) -> 
     path = tmp_path / "records.jsonl"
     async with serve(path) as (client, _):
         # Asks for a version the server does not speak: gets the newest it does.
-        session = await initialize(client, "2099-01-01", "old")
+        session = await open_session(client, "2099-01-01", "old")
+        # No MCP-Protocol-Version header: the session's negotiated version is the one recorded.
+        headers = mcp.legacy_headers(session, None, "application/json", User_Agent="old")
         response = await client.post(
             "/mcp",
             content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "Mcp-Session-Id": session,
-                "User-Agent": "old",
-            },
+            headers=headers,
         )
         assert response.status_code == 200
     init, listing = read_records(path)
@@ -714,7 +671,7 @@ async def test_a_legacy_session_keeps_the_negotiated_version(tmp_path: Path) -> 
 async def test_a_batch_is_recorded_as_one_request(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     async with serve(path) as (client, _):
-        session = await initialize(client, "2025-03-26", "batcher")
+        session = await open_session(client, "2025-03-26", "batcher")
         batch = [
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             {"jsonrpc": "2.0", "id": 2, "method": "ping"},
@@ -723,13 +680,9 @@ async def test_a_batch_is_recorded_as_one_request(tmp_path: Path) -> None:
         response = await client.post(
             "/mcp",
             content=json.dumps(batch),
-            headers={
-                "Content-Type": "application/json",
-                "Accept": JSON_AND_SSE,
-                "MCP-Protocol-Version": "2025-03-26",
-                "Mcp-Session-Id": session,
-                "User-Agent": "batcher",
-            },
+            headers=mcp.legacy_headers(
+                session, "2025-03-26", MCP_Protocol_Version="2025-03-26", User_Agent="batcher"
+            ),
         )
         assert response.status_code == 200
         assert len(response.json()) == 2
@@ -1000,17 +953,11 @@ async def test_a_graceful_shutdown_ends_a_legacy_get_stream_with_shutdown(
 ) -> None:
     running, path = live
     async with httpx.AsyncClient(base_url=running.url, timeout=5) as http:
-        session = await initialize(http, "2025-11-25", "legacy")
-        async with http.stream(
-            "GET",
-            "/mcp",
-            headers={
-                "Accept": "text/event-stream",
-                "MCP-Protocol-Version": "2025-11-25",
-                "Mcp-Session-Id": session,
-                "User-Agent": "legacy",
-            },
-        ) as response:
+        session = await open_session(http, "2025-11-25", "legacy")
+        headers = mcp.legacy_headers(
+            session, accept="text/event-stream", Content_Type=None, User_Agent="legacy"
+        )
+        async with http.stream("GET", "/mcp", headers=headers) as response:
             assert response.status_code == 200
             events = mcp.SSE(response)
             with anyio.fail_after(3):

@@ -25,7 +25,13 @@ from typing import Any, NoReturn
 import pytest
 
 from server.report.html import render_html
-from tests.report.test_report import aggregate, jsonl, legacy_session, modern, request
+from tests.report.test_report import (
+    aggregate,
+    jsonl,
+    legacy_session_records,
+    modern_record,
+    request_record,
+)
 
 # A real headless browser: outside the inner loop (pytest -m 'not slow').
 pytestmark = pytest.mark.slow
@@ -106,10 +112,11 @@ def test_the_report_renders_offline_in_a_browser(browser: Any, canary: str, tmp_
 
     hostile = f'"><img src="{canary}/img"><link rel=stylesheet href="{canary}/css">'
     records = [
-        *legacy_session("alpha", "alpha/1", "s1", ["tools/list", "tools/call", "ping"], {}),
-        request("tools/call", name=hostile, agent=f"<script src={canary}/js></script>"),
-        modern("tools/call", time="2026-11-30T06:03:00.000Z") | {"target": "echo", "outcome": "ok"},
-        modern("tools/call", time="2026-11-30T06:05:00.000Z", error=(-32602, "Unknown tool"))
+        *legacy_session_records("alpha", "alpha/1", "s1", ["tools/list", "tools/call", "ping"], {}),
+        request_record("tools/call", name=hostile, agent=f"<script src={canary}/js></script>"),
+        modern_record("tools/call", time="2026-11-30T06:03:00.000Z")
+        | {"target": "echo", "outcome": "ok"},
+        modern_record("tools/call", time="2026-11-30T06:05:00.000Z", error=(-32602, "Unknown tool"))
         | {"target": "nope", "outcome": "error"},
     ]
     path = tmp_path / "report.html"

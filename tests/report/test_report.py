@@ -32,7 +32,7 @@ LEGACY_ADVERTISED = ["initialize", "ping", "tools/list", "tools/call", "prompts/
 MODERN_ADVERTISED = ["server/discover", "tools/list", "tools/call", "resources/templates/list"]
 
 
-def request(
+def request_record(
     method: str | None,
     *,
     name: str | None = "claude-code",
@@ -129,33 +129,37 @@ def client(report: Report, name: str | None, agent: str | None = None) -> Client
     return found[0]
 
 
-def legacy_session(
+def legacy_session_records(
     name: str, agent: str, session: str, methods: list[str], caps: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """What the server writes for one session: initialize, then records that carry the
     session's client info and capabilities."""
     who = {"name": name, "version": "1.0", "agent": agent, "capabilities": caps}
     records = [
-        request("initialize", header=None, session_id=session, advertised=LEGACY_ADVERTISED, **who),
-        request("notifications/initialized", notification=True, session_id=session, **who),
+        request_record(
+            "initialize", header=None, session_id=session, advertised=LEGACY_ADVERTISED, **who
+        ),
+        request_record("notifications/initialized", notification=True, session_id=session, **who),
     ]
-    records += [request(method, session_id=session, **who) for method in methods]
+    records += [request_record(method, session_id=session, **who) for method in methods]
     return records
 
 
-def modern(method: str, **fields: Any) -> dict[str, Any]:
+def modern_record(method: str, **fields: Any) -> dict[str, Any]:
     fields.setdefault("name", "inspector")
     fields.setdefault("version", "0.17")
     fields.setdefault("agent", "node")
-    return request(method, era="modern", header=MODERN, body=MODERN, **fields)
+    return request_record(method, era="modern", header=MODERN, body=MODERN, **fields)
 
 
 MIXED = jsonl(
-    *legacy_session("alpha", "alpha/1", "s1", ["tools/list", "tools/call", "tools/call"], {}),
-    *legacy_session("beta", "beta/2", "s2", ["ping"], {"roots": {}}),
-    modern("server/discover", advertised=MODERN_ADVERTISED, capabilities={"sampling": {}}),
-    modern("tools/call", capabilities={"sampling": {}}),
-    modern("tools/call", name=None, version=None, agent="curl/8", capabilities={}),
+    *legacy_session_records(
+        "alpha", "alpha/1", "s1", ["tools/list", "tools/call", "tools/call"], {}
+    ),
+    *legacy_session_records("beta", "beta/2", "s2", ["ping"], {"roots": {}}),
+    modern_record("server/discover", advertised=MODERN_ADVERTISED, capabilities={"sampling": {}}),
+    modern_record("tools/call", capabilities={"sampling": {}}),
+    modern_record("tools/call", name=None, version=None, agent="curl/8", capabilities={}),
 )
 
 
@@ -184,7 +188,7 @@ def test_two_clients_each_get_exactly_their_methods() -> None:
 
 def test_legacy_session_records_carry_the_client() -> None:
     caps = {"roots": {"listChanged": True}, "sampling": {}}
-    records = legacy_session("gamma", "g/1", "s9", ["tools/call"] * 4, caps)
+    records = legacy_session_records("gamma", "g/1", "s9", ["tools/call"] * 4, caps)
     records[0]["time"] = "2026-11-30T05:00:00.000Z"
     records[-1]["time"] = "2026-11-30T07:00:00.000Z"
     report = aggregate(jsonl(*records))
@@ -206,9 +210,11 @@ def test_legacy_session_records_carry_the_client() -> None:
 def test_capabilities_union_and_latest_object() -> None:
     report = aggregate(
         jsonl(
-            modern("tools/list", capabilities={"b": {}}, time="2026-11-30T06:00:02.000Z"),
-            modern("tools/list", capabilities={"a": {"x": 1}}, time="2026-11-30T06:00:03.000Z"),
-            modern("tools/list", capabilities={"c": {}}, time="2026-11-30T06:00:01.000Z"),
+            modern_record("tools/list", capabilities={"b": {}}, time="2026-11-30T06:00:02.000Z"),
+            modern_record(
+                "tools/list", capabilities={"a": {"x": 1}}, time="2026-11-30T06:00:03.000Z"
+            ),
+            modern_record("tools/list", capabilities={"c": {}}, time="2026-11-30T06:00:01.000Z"),
         )
     )
     inspector = client(report, "inspector")
@@ -241,7 +247,7 @@ def test_advertised_but_never_requested() -> None:
 
 
 def test_requested_not_advertised_ignores_notifications() -> None:
-    records = legacy_session("delta", "d/1", "s3", ["resources/read"], {})
+    records = legacy_session_records("delta", "d/1", "s3", ["resources/read"], {})
     report = aggregate(jsonl(*records))
     delta = report.clients[0]
     assert delta.not_advertised == ["resources/read"]
@@ -252,7 +258,7 @@ def test_requested_not_advertised_ignores_notifications() -> None:
 
 
 def test_without_any_advertised_list_nothing_is_claimed() -> None:
-    report = aggregate(jsonl(modern("tools/call")))
+    report = aggregate(jsonl(modern_record("tools/call")))
     only = report.clients[0]
     assert (only.advertised_source, only.never_requested, only.not_advertised) == ("none", [], [])
     assert only.cell("tools/call") == ("requested", 1)
@@ -261,7 +267,7 @@ def test_without_any_advertised_list_nothing_is_claimed() -> None:
 def test_stream_records_are_not_requests() -> None:
     report = aggregate(
         jsonl(
-            request("tools/call", streaming=True),
+            request_record("tools/call", streaming=True),
             stream("tools/call", events=4, end="complete"),
             stream("tools/call", events=2, end="client_closed", time="2026-11-30T08:00:00.000Z"),
         )
@@ -278,12 +284,12 @@ def test_stream_records_are_not_requests() -> None:
 def test_errors_are_counted_by_code_and_status() -> None:
     report = aggregate(
         jsonl(
-            request("nope", error=(-32601, "Method not found"), status=200),
-            request("nope", error=(-32601, "Method not found"), status=200),
-            request("tools/call", error=(-32600, "Session not found"), status=404),
-            request(None, verb="GET", status=409, error=(-32600, "one GET stream")),
-            request("tools/call", status=202),
-            request("tools/call", status=None),
+            request_record("nope", error=(-32601, "Method not found"), status=200),
+            request_record("nope", error=(-32601, "Method not found"), status=200),
+            request_record("tools/call", error=(-32600, "Session not found"), status=404),
+            request_record(None, verb="GET", status=409, error=(-32600, "one GET stream")),
+            request_record("tools/call", status=202),
+            request_record("tools/call", status=None),
         )
     )
     code = report.clients[0]
@@ -295,7 +301,12 @@ def test_errors_are_counted_by_code_and_status() -> None:
 
 def test_pseudo_methods_are_counted_but_are_not_methods() -> None:
     report = aggregate(
-        jsonl(request("(response)"), request("(batch)"), request("(batch)"), request("ping"))
+        jsonl(
+            request_record("(response)"),
+            request_record("(batch)"),
+            request_record("(batch)"),
+            request_record("ping"),
+        )
     )
     code = report.clients[0]
     assert set(code.methods) == {"ping"}
@@ -307,10 +318,10 @@ def test_pseudo_methods_are_counted_but_are_not_methods() -> None:
 def test_unidentified_clients_are_grouped_per_user_agent() -> None:
     report = aggregate(
         jsonl(
-            request("tools/list", name=None, version="9", agent="curl/8"),
-            request("tools/list", name=None, agent="curl/8"),
-            request("tools/list", name=None, agent="wget/1"),
-            request("tools/list", name=None, agent=None),
+            request_record("tools/list", name=None, version="9", agent="curl/8"),
+            request_record("tools/list", name=None, agent="curl/8"),
+            request_record("tools/list", name=None, agent="wget/1"),
+            request_record("tools/list", name=None, agent=None),
         )
     )
     labels = sorted((c.label, c.version, c.user_agent or "", c.requests) for c in report.clients)
@@ -324,9 +335,9 @@ def test_unidentified_clients_are_grouped_per_user_agent() -> None:
 def test_the_same_name_with_another_version_or_agent_is_another_client() -> None:
     report = aggregate(
         jsonl(
-            request("ping", version="1"),
-            request("ping", version="2"),
-            request("ping", version="2", agent="other"),
+            request_record("ping", version="1"),
+            request_record("ping", version="2"),
+            request_record("ping", version="2", agent="other"),
         )
     )
     assert len(report.clients) == 3
@@ -334,7 +345,7 @@ def test_the_same_name_with_another_version_or_agent_is_another_client() -> None
 
 def test_too_many_clients_are_folded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(report_module, "MAX_CLIENTS", 2)
-    report = aggregate(jsonl(*(request("ping", agent=f"bot/{n}") for n in range(5))))
+    report = aggregate(jsonl(*(request_record("ping", agent=f"bot/{n}") for n in range(5))))
     assert len(report.clients) == 3
     assert report.input.folded_clients == 3
     assert client(report, report_module.OVERFLOW_NAME).requests == 3
@@ -344,8 +355,8 @@ def test_too_many_clients_are_folded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_malformed_lines_are_counted_and_skipped() -> None:
-    good = jsonl(request("ping"), stream("tools/call"))
-    weird_fields = request("ping")
+    good = jsonl(request_record("ping"), stream("tools/call"))
+    weird_fields = request_record("ping")
     weird_fields.update(
         client=["not", "an", "object"],
         user_agent={"x": 1},
@@ -358,7 +369,7 @@ def test_malformed_lines_are_counted_and_skipped() -> None:
         session_id=5,
         advertised=[1, None, "ping"],
     )
-    weird_caps = request("ping", capabilities=["roots"], agent=None)
+    weird_caps = request_record("ping", capabilities=["roots"], agent=None)
     weird_caps["client"]["name"] = ["x"]
     bad = b"\n".join(
         [
@@ -391,11 +402,11 @@ def test_malformed_lines_are_counted_and_skipped() -> None:
 
 
 def test_unknown_versions_and_kinds_are_counted_apart() -> None:
-    future = request("ping")
+    future = request_record("ping")
     future["v"] = 2
-    other_kind = request("ping")
+    other_kind = request_record("ping")
     other_kind["kind"] = "audit"
-    report = aggregate(jsonl(request("ping"), future, other_kind))
+    report = aggregate(jsonl(request_record("ping"), future, other_kind))
     assert report.input.unknown_version == 1
     assert report.input.unknown_kind == 1
     assert report.input.malformed == 0
@@ -403,7 +414,7 @@ def test_unknown_versions_and_kinds_are_counted_apart() -> None:
 
 
 def test_a_file_without_a_final_newline_keeps_its_last_record() -> None:
-    report = aggregate(jsonl(request("ping"), request("tools/list")).rstrip(b"\n"))
+    report = aggregate(jsonl(request_record("ping"), request_record("tools/list")).rstrip(b"\n"))
     assert report.input.requests == 2
 
 
@@ -411,7 +422,11 @@ def test_chunk_boundaries_and_overlong_lines(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(report_read, "CHUNK_BYTES", 7)
     monkeypatch.setattr(report_read, "MAX_LINE_BYTES", 2000)
     overlong = b'{"v": 1, "junk": "' + b"x" * 5000 + b'"}\n'
-    data = jsonl(request("ping")) + overlong + jsonl(request("tools/list"), request("ping"))
+    data = (
+        jsonl(request_record("ping"))
+        + overlong
+        + jsonl(request_record("tools/list"), request_record("ping"))
+    )
     report = aggregate(data)
     assert report.input.malformed == 1
     assert report.input.requests == 3
@@ -421,15 +436,15 @@ def test_chunk_boundaries_and_overlong_lines(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_gzip_is_recognised_by_content_and_members_chain() -> None:
-    first = gzip.compress(jsonl(request("ping")))
-    second = gzip.compress(jsonl(request("tools/list"), request("tools/list")))
+    first = gzip.compress(jsonl(request_record("ping")))
+    second = gzip.compress(jsonl(request_record("tools/list"), request_record("tools/list")))
     report = aggregate(first + second, "rotated-without-suffix")
     assert report.input.requests == 3
     assert report.input.errors == []
 
 
 def test_a_truncated_gzip_keeps_what_it_had() -> None:
-    data = gzip.compress(jsonl(*(request("ping") for _ in range(200))))
+    data = gzip.compress(jsonl(*(request_record("ping") for _ in range(200))))
     report = aggregate(data[: len(data) // 2], "cut.jsonl.2.gz")
     assert 0 < report.input.requests < 200
     assert len(report.input.errors) == 1
@@ -437,7 +452,7 @@ def test_a_truncated_gzip_keeps_what_it_had() -> None:
 
 
 def test_corrupt_gzip_is_noted_not_raised() -> None:
-    data = bytearray(gzip.compress(jsonl(*(request("ping") for _ in range(50)))))
+    data = bytearray(gzip.compress(jsonl(*(request_record("ping") for _ in range(50)))))
     data[20:40] = b"\x00" * 20
     report = aggregate(bytes(data), "bad.gz")
     assert report.input.errors
@@ -447,9 +462,9 @@ def test_corrupt_gzip_is_noted_not_raised() -> None:
 # -- formats -------------------------------------------------------------------------------
 
 HOSTILE = jsonl(
-    request("tools/call", name="<script>alert(1)</script>", agent='"><img src=x>'),
-    request("<b>m</b>|`x`", name="evil\x1b[31mred\u202e", version="1&2", agent="a|b"),
-    *legacy_session("alpha", "alpha/1", "s1", ["tools/call"], {}),
+    request_record("tools/call", name="<script>alert(1)</script>", agent='"><img src=x>'),
+    request_record("<b>m</b>|`x`", name="evil\x1b[31mred\u202e", version="1&2", agent="a|b"),
+    *legacy_session_records("alpha", "alpha/1", "s1", ["tools/call"], {}),
 )
 
 
@@ -478,7 +493,7 @@ def test_json_parses_with_stable_keys() -> None:
     assert alpha["advertised"]["source"] == "client"
     assert alpha["advertised_never_requested"] == ["ping", "prompts/list"]
     errors = json.loads(
-        render_json(aggregate(jsonl(request("x", error=(-32601, "no"), status=404))))
+        render_json(aggregate(jsonl(request_record("x", error=(-32601, "no"), status=404))))
     )["clients"][0]["errors"]
     assert errors == {
         "jsonrpc": {"-32601": 1},
@@ -567,9 +582,11 @@ def test_every_format_renders_an_empty_report() -> None:
 
 
 def test_cli_reads_plain_rotated_and_gzipped_files(tmp_path: Path) -> None:
-    (tmp_path / "records.jsonl").write_bytes(jsonl(request("ping")))
-    (tmp_path / "records.jsonl.1").write_bytes(jsonl(request("tools/list")))
-    (tmp_path / "records.jsonl.2.gz").write_bytes(gzip.compress(jsonl(request("tools/call"))))
+    (tmp_path / "records.jsonl").write_bytes(jsonl(request_record("ping")))
+    (tmp_path / "records.jsonl.1").write_bytes(jsonl(request_record("tools/list")))
+    (tmp_path / "records.jsonl.2.gz").write_bytes(
+        gzip.compress(jsonl(request_record("tools/call")))
+    )
     out = tmp_path / "report.json"
     names = ("records.jsonl.2.gz", "records.jsonl.1", "records.jsonl")
     files = [str(tmp_path / name) for name in names]
@@ -584,7 +601,7 @@ def test_cli_reads_plain_rotated_and_gzipped_files(tmp_path: Path) -> None:
 def test_cli_reads_stdin_plain_and_gzipped(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for data in (jsonl(request("ping")), gzip.compress(jsonl(request("ping")))):
+    for data in (jsonl(request_record("ping")), gzip.compress(jsonl(request_record("ping")))):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
         assert entry.main(["report", "-", "--format", "json"]) == 0
         document = json.loads(capsys.readouterr().out)
@@ -635,7 +652,7 @@ def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_tasks_are_counted_by_the_last_status_their_records_showed() -> None:
     def with_task(method: str, task_id: str, status: str, time: str) -> dict[str, Any]:
-        record = request(method, time=time)
+        record = request_record(method, time=time)
         record["task"] = {"id": task_id, "status": status}
         return record
 
@@ -648,7 +665,7 @@ def test_tasks_are_counted_by_the_last_status_their_records_showed() -> None:
         with_task("tools/call", "b", "working", "2026-11-30T06:00:03.000Z"),
         with_task("tasks/cancel", "b", "cancelled", "2026-11-30T06:00:04.000Z"),
         with_task("tools/call", "c", "working", "2026-11-30T06:00:05.000Z"),
-        {**request("tasks/get"), "task": {"id": 5, "status": "odd"}},  # not a task: ignored
+        {**request_record("tasks/get"), "task": {"id": 5, "status": "odd"}},  # not a task: ignored
     )
     report = aggregate(data)
     found = client(report, "claude-code")
@@ -665,7 +682,7 @@ def test_tasks_followed_per_client_are_bounded(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(report_counters, "MAX_TASKS_PER_CLIENT", 2)
     records = []
     for task_id in ("a", "b", "c"):
-        record = request("tools/call")
+        record = request_record("tools/call")
         record["task"] = {"id": task_id, "status": "working"}
         records.append(record)
     assert client(aggregate(jsonl(*records)), "claude-code").tasks == {"working": 2}

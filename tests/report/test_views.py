@@ -24,9 +24,9 @@ from tests.report.test_report import (
     aggregate,
     client,
     jsonl,
-    legacy_session,
-    modern,
-    request,
+    legacy_session_records,
+    modern_record,
+    request_record,
     stream,
 )
 
@@ -41,7 +41,7 @@ def call(
     streaming: bool = False,
     **fields: Any,
 ) -> dict[str, Any]:
-    record = modern(method, error=error, streaming=streaming, **fields)
+    record = modern_record(method, error=error, streaming=streaming, **fields)
     record["duration_ms"] = duration
     if target is not None:
         record["target"] = target
@@ -175,10 +175,10 @@ def test_outcomes_per_target_are_exact_and_streams_settle_theirs() -> None:
 
 
 def test_records_before_outcomes_fall_back_to_params_and_error_codes() -> None:
-    old = request("tools/call")  # params name "echo", no target or outcome
-    crashed = request("prompts/get", error=(-32603, "Internal error"))
+    old = request_record("tools/call")  # params name "echo", no target or outcome
+    crashed = request_record("prompts/get", error=(-32603, "Internal error"))
     crashed["params"] = {"name": "greet"}
-    old_read = request("resources/read")
+    old_read = request_record("resources/read")
     old_read["params"] = {"uri": "doc://old"}
     missing = call("resources/read", None, "error", error=(-32602, "Resource not found"))
     missing["target"] = None  # a record that has the field: the server resolved nothing
@@ -209,8 +209,8 @@ def test_errors_are_named_and_attached_to_their_method() -> None:
     records = [
         call("tools/call", "nope", "error", error=(-32602, "Unknown tool")),
         call("tools/call", "nope", "error", error=(-32602, "Unknown tool")),
-        modern("initialize", error=(-32601, "Method not found"), status=404),
-        request(None, verb="GET", status=400, error=(-32600, "session required")),
+        modern_record("initialize", error=(-32601, "Method not found"), status=404),
+        request_record(None, verb="GET", status=400, error=(-32600, "session required")),
     ]
     report = aggregate(jsonl(*records))
     rows = [(row.method, row.code, row.name, row.count) for row in report.errors]
@@ -236,9 +236,9 @@ def test_errors_are_named_and_attached_to_their_method() -> None:
 def test_totals_add_up_the_clients() -> None:
     report = aggregate(
         jsonl(
-            *legacy_session("alpha", "alpha/1", "s1", ["tools/call", "tools/call"], {}),
-            modern("tools/call"),
-            modern("tools/list", status=400, error=(-32020, "header")),
+            *legacy_session_records("alpha", "alpha/1", "s1", ["tools/call", "tools/call"], {}),
+            modern_record("tools/call"),
+            modern_record("tools/list", status=400, error=(-32020, "header")),
         )
     )
     totals = report.totals
@@ -257,12 +257,12 @@ def test_totals_add_up_the_clients() -> None:
 def test_a_client_is_judged_only_against_the_methods_of_its_eras() -> None:
     both = {"name": "hybrid", "version": "1", "agent": "h/1"}
     records = [
-        *legacy_session("alpha", "alpha/1", "s1", ["tools/call"], {}),
-        modern("server/discover", advertised=MODERN_ADVERTISED, name="other"),
-        modern("tools/call", name="modern-only", version="1", agent="m/1"),
+        *legacy_session_records("alpha", "alpha/1", "s1", ["tools/call"], {}),
+        modern_record("server/discover", advertised=MODERN_ADVERTISED, name="other"),
+        modern_record("tools/call", name="modern-only", version="1", agent="m/1"),
         # One client in both eras, its own list only in the legacy one.
-        request("initialize", session_id="s7", advertised=LEGACY_ADVERTISED, **both),
-        modern("tools/list", **both),
+        request_record("initialize", session_id="s7", advertised=LEGACY_ADVERTISED, **both),
+        modern_record("tools/list", **both),
     ]
     report = aggregate(jsonl(*records))
     modern_only = client(report, "modern-only")
@@ -283,15 +283,15 @@ def test_a_client_is_judged_only_against_the_methods_of_its_eras() -> None:
 def test_the_feature_view_names_who_used_discovered_and_skipped_each_feature() -> None:
     records = [
         # alpha lists tools and calls echo; lists prompts, never gets one.
-        *legacy_session("alpha", "alpha/1", "s1", ["tools/list", "prompts/list"], {}),
-        request("tools/call", name="alpha", version="1.0", agent="alpha/1", session_id="s1")
+        *legacy_session_records("alpha", "alpha/1", "s1", ["tools/list", "prompts/list"], {}),
+        request_record("tools/call", name="alpha", version="1.0", agent="alpha/1", session_id="s1")
         | {"target": "echo", "outcome": "ok"},
         # curl calls a tool blind, and reads a templated resource.
         call("tools/call", "add", "ok", name=None, version=None, agent="curl/8"),
         call("resources/read", "doc://{id}", "ok", name=None, version=None, agent="curl/8"),
         # the inspector discovers, then listens.
-        modern("server/discover", advertised=[*MODERN_ADVERTISED, "subscriptions/listen"]),
-        modern("subscriptions/listen", streaming=True),
+        modern_record("server/discover", advertised=[*MODERN_ADVERTISED, "subscriptions/listen"]),
+        modern_record("subscriptions/listen", streaming=True),
     ]
     report = aggregate(jsonl(*records))
     rows = {row.feature: row for row in report.features}
@@ -321,7 +321,7 @@ def test_the_feature_view_names_who_used_discovered_and_skipped_each_feature() -
 
 
 def test_a_listen_for_resource_updates_is_a_subscription() -> None:
-    listen = modern("subscriptions/listen", streaming=True)
+    listen = modern_record("subscriptions/listen", streaming=True)
     listen["params"] = {"notifications": {"resourceSubscriptions": ["probe://readme"]}}
     report = aggregate(jsonl(listen))
     rows = {row.feature: row for row in report.features}
@@ -333,9 +333,11 @@ def test_a_listen_for_resource_updates_is_a_subscription() -> None:
 
 def test_the_timeline_counts_requests_and_failures_per_minute_with_gaps() -> None:
     records = [
-        modern("tools/list", time="2026-11-30T06:00:10.000Z"),
-        modern("tools/list", time="2026-11-30T06:00:50.000Z", status=400, error=(-32020, "h")),
-        modern("tools/list", time="2026-11-30T06:03:00.000Z"),
+        modern_record("tools/list", time="2026-11-30T06:00:10.000Z"),
+        modern_record(
+            "tools/list", time="2026-11-30T06:00:50.000Z", status=400, error=(-32020, "h")
+        ),
+        modern_record("tools/list", time="2026-11-30T06:03:00.000Z"),
     ]
     timeline = aggregate(jsonl(*records)).timeline
     assert timeline.minutes == 1
@@ -349,8 +351,8 @@ def test_the_timeline_counts_requests_and_failures_per_minute_with_gaps() -> Non
 
 def test_a_long_timeline_gets_wider_buckets() -> None:
     records = [
-        modern("ping", time="2026-11-01T00:00:00.000Z"),
-        modern("ping", time="2026-11-03T12:30:00.000Z"),
+        modern_record("ping", time="2026-11-01T00:00:00.000Z"),
+        modern_record("ping", time="2026-11-03T12:30:00.000Z"),
     ]
     timeline = aggregate(jsonl(*records)).timeline
     assert len(timeline.points) <= 1440
@@ -375,11 +377,11 @@ def test_parse_time_accepts_iso_and_durations() -> None:
 
 def test_filters_keep_only_what_was_asked() -> None:
     records = [
-        modern("tools/call", time="2026-11-30T05:59:59.999Z"),
-        modern("tools/call", time="2026-11-30T06:00:00.000Z"),
-        modern("tools/list", time="2026-11-30T06:30:00.000Z"),
-        modern("prompts/list", time="2026-11-30T07:00:00.000Z"),
-        modern("tools/call", time="2026-11-30T06:10:00.000Z", name="Claude-Code"),
+        modern_record("tools/call", time="2026-11-30T05:59:59.999Z"),
+        modern_record("tools/call", time="2026-11-30T06:00:00.000Z"),
+        modern_record("tools/list", time="2026-11-30T06:30:00.000Z"),
+        modern_record("prompts/list", time="2026-11-30T07:00:00.000Z"),
+        modern_record("tools/call", time="2026-11-30T06:10:00.000Z", name="Claude-Code"),
     ]
 
     def run(**options: Any) -> Report:
@@ -405,8 +407,8 @@ def test_filters_from_the_command_line(tmp_path: Any, capsys: pytest.CaptureFixt
     path = tmp_path / "r.jsonl"
     path.write_bytes(
         jsonl(
-            modern("tools/call", time="2026-11-30T06:00:00.000Z"),
-            modern("tools/list", time="2026-11-30T07:00:00.000Z"),
+            modern_record("tools/call", time="2026-11-30T06:00:00.000Z"),
+            modern_record("tools/list", time="2026-11-30T07:00:00.000Z"),
         )
     )
     arguments = ["report", str(path), "--format", "json", "--since", "2026-11-30T06:30"]

@@ -39,6 +39,7 @@ from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
 from server.app import create_app
+from server.asgi import HEAD_BYTES
 from server.serving import server_for, uvicorn_options
 from server.serving.uvicorn_protocol import (
     HEAD_TOO_LARGE,
@@ -162,7 +163,16 @@ async def bad_header_app(scope: dict[str, Any], receive: Any, send: Any) -> None
     await send({"type": "http.response.body", "body": b""})
 
 
+HEADS_SEEN: list[int | None] = []
+
+
+async def head_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    HEADS_SEEN.append(scope.get(HEAD_BYTES))
+    await json_app(scope, receive, send)
+
+
 APPS: dict[str, App] = {
+    "/head": head_app,
     "/json": json_app,
     "/stream": streaming_app,
     "/close": closing_app,
@@ -315,6 +325,32 @@ def test_a_response_goes_out_in_one_write_where_uvicorns_takes_two() -> None:
     assert asyncio.run(writes_per_response(httptools_impl.HttpToolsProtocol)) == [2, 2, 2]
 
 
+def test_the_app_is_told_a_bound_on_the_heads_size() -> None:
+    # The endpoint skips counting the headers when the head was small: the bound must never
+    # be below the head's real size, whether it came in one piece, in several, or pipelined.
+    async def heads(chunks: list[bytes]) -> list[int | None]:
+        HEADS_SEEN.clear()
+        protocol, _ = connection(HttpProtocol)
+        for chunk in chunks:
+            protocol.data_received(chunk)
+            await loop_turns()
+        return list(HEADS_SEEN)
+
+    one = request(path="/head")
+    assert asyncio.run(heads([one])) == [len(one)]
+    big = request(path="/head", extra="x-big: " + "v" * 20_000 + "\r\n")
+    pieces = [big[i : i + 1000] for i in range(0, len(big), 1000)]
+    [seen] = asyncio.run(heads(pieces))
+    assert seen is not None
+    assert seen >= len(big)
+    both = asyncio.run(heads([one + big]))
+    assert len(both) == 2
+    assert all(seen is not None and seen >= len(big) for seen in both[1:])
+    assert both[0] is not None
+    assert both[0] >= len(one)
+    assert asyncio.run(heads([request(path="/head")])) != [None]
+
+
 def test_a_connection_costs_what_uvicorns_costs() -> None:
     """What this protocol adds stays out of the instance dict: one key more than uvicorn's 28
     and CPython stops sharing the keys, 1.3 KiB more per open connection (listen streams)."""
@@ -383,6 +419,20 @@ def test_big_header_lines_are_checked_but_never_kept() -> None:
         value = b"v" * 8192 + str(number).encode()
         assert lines.line((b"x-echo", value))[0] == b"x-echo: " + value + b"\r\n"
     assert len(lines._known) == 0
+
+
+def test_a_request_id_line_is_checked_each_time_and_never_pushes_out_the_lines_that_repeat():
+    lines = HeaderLines()
+    common = (b"content-type", b"application/json")
+    lines.line(common)
+    for serial in range(3000):  # a new X-Request-Id on every response
+        request_id = b"%016x" % serial
+        assert (
+            lines.line((b"x-request-id", request_id))[0] == b"x-request-id: " + request_id + b"\r\n"
+        )
+    assert list(lines._known) == [common]
+    with pytest.raises(RuntimeError, match="header value"):
+        lines.line((b"x-request-id", b"a\r\nb"))
 
 
 def test_the_server_runs_on_it_unless_turned_off() -> None:

@@ -1,16 +1,17 @@
 """The one test client: message builders, headers, an SSE parser and small clients for both eras.
 
 Tests build requests and read event streams only through this module, so the wire rules a test
-relies on (the modern ``_meta`` keys and the headers mirroring the body, the legacy session
-headers, SSE framing) live in one place. Tests whose subject is a malformed ``_meta`` or raw
-bytes still write those by hand: that is what they test. ``tests/test_support.py`` checks this.
+relies on (the modern ``_meta`` keys and the headers mirroring the body, the legacy
+``initialize`` and session headers, SSE framing) live in one place. Tests whose subject is a
+malformed ``_meta`` or raw bytes still write those by hand: that is what they test.
+``tests/test_support.py`` checks this.
 It is one module past 400 lines on purpose: a test imports its whole client from one place.
 """
 
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
+CLIENT_INFO = {"name": "legacy-test-client", "version": "1"}
 # Methods whose Mcp-Name header mirrors a body field (server/protocol.py NAME_FIELD_BY_METHOD),
 # written out here so a change to the server's table cannot silently change what tests send.
 NAME_FIELD = {
@@ -75,6 +77,29 @@ def modern(
 def legacy(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
     """A legacy request: no ``_meta`` of its own (params always present, possibly empty)."""
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
+
+
+def initialize_params(
+    version: Any = LEGACY_VERSION,
+    capabilities: dict[str, Any] | None = None,
+    client_info: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The params of a legacy ``initialize``; ``version`` may be anything (negotiation tests)."""
+    return {
+        "protocolVersion": version,
+        "capabilities": capabilities if capabilities is not None else {},
+        "clientInfo": client_info if client_info is not None else CLIENT_INFO,
+    }
+
+
+def initialize(
+    version: Any = LEGACY_VERSION,
+    capabilities: dict[str, Any] | None = None,
+    client_info: dict[str, Any] | None = None,
+    id: Any = 0,
+) -> dict[str, Any]:
+    """A legacy ``initialize`` request, the one message that opens a session."""
+    return legacy("initialize", initialize_params(version, capabilities, client_info), id)
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -261,12 +286,18 @@ async def sse_messages(
 
 def sse_messages_blocking(response: httpx.Response) -> Iterator[dict[str, Any]]:
     """The same for a synchronous httpx stream (``httpx.stream``), e.g. in a plain test."""
+    return sse_messages_of_lines(response.iter_lines())
+
+
+def sse_messages_of_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Each JSON-RPC message of SSE lines as they are read, line endings included or not: a
+    subprocess's output (``curl -N``), say."""
     framer = _Framer()
-    for line in response.iter_lines():
-        frame = framer.feed(line)
+    for line in lines:
+        frame = framer.feed(line.rstrip("\r\n"))
         if frame is not None and frame.message is not None:
             yield frame.message
-    assert not framer.fields, "the response ended inside an event"
+    assert not framer.fields, "the stream ended inside an event"
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -357,25 +388,20 @@ class LegacySession:
     def headers(self, accept: str = BOTH, **extra: str | None) -> dict[str, str]:
         return legacy_headers(self.session_id, self.version, accept, **extra)
 
-    async def initialize(self) -> "LegacySession":
-        message = legacy(
-            "initialize",
-            {
-                "protocolVersion": self.version,
-                "capabilities": self.capabilities,
-                "clientInfo": {"name": "legacy-test-client", "version": "1"},
-            },
-            id=0,
-        )
+    async def initialize(self, *, notify: bool = True) -> "LegacySession":
+        """``initialize``, then ``notifications/initialized`` unless ``notify`` is False (a test
+        of what ``initialize`` alone does)."""
+        message = initialize(self.version, self.capabilities)
         response = await self.http.post(
-            self.path, json=message, headers={"Content-Type": "application/json", "Accept": BOTH}
+            self.path, json=message, headers=legacy_headers(version=None)
         )
         assert response.status_code == 200, response.text
         self.session_id = response.headers["mcp-session-id"]
         self.init_result = response.json()["result"]
         assert self.init_result["protocolVersion"] == self.version
-        initialized = await self.post(notification("notifications/initialized"))
-        assert initialized.status_code == 202
+        if notify:
+            initialized = await self.post(notification("notifications/initialized"))
+            assert initialized.status_code == 202
         return self
 
     async def post(self, message: Any, accept: str = BOTH, **headers: str | None) -> httpx.Response:

@@ -29,6 +29,8 @@ from tests.support.mcp_client import (
     META_INFO,
     META_VERSION,
     SUB_ID,
+    initialize,
+    legacy_headers,
     messages_of,
     modern,
     modern_headers,
@@ -204,7 +206,7 @@ async def test_trailing_slash_is_answered_without_redirect() -> None:
 @pytest.mark.anyio
 async def test_session_id_is_ignored_and_never_minted() -> None:
     async with serve() as (client, _):
-        response = await post(client, modern("tools/list"), **{"Mcp-Session-Id": "abc"})
+        response = await post(client, modern("tools/list"), Mcp_Session_Id="abc")
     result_of(response)
     assert "mcp-session-id" not in response.headers
 
@@ -847,9 +849,8 @@ async def test_get_and_delete_without_a_session_are_400_with_a_jsonrpc_body(meth
         response = await client.request(method, "/mcp", headers={"Accept": "text/event-stream"})
         error = error_of(response, 400, -32600, None)
         assert "Mcp-Session-Id" in error["message"]
-        unknown = await client.request(
-            method, "/mcp", headers={"Accept": "text/event-stream", "Mcp-Session-Id": "nope"}
-        )
+        headers = legacy_headers("nope", None, "text/event-stream", Content_Type=None)
+        unknown = await client.request(method, "/mcp", headers=headers)
         error_of(unknown, 404, -32600, None)
 
 
@@ -880,26 +881,28 @@ async def test_notifications_are_202_with_empty_body(method: str) -> None:
 
 # -- requests without modern metadata belong to the initialize era ----------------------------
 
-LEGACY_HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-}
+LEGACY_HEADERS = legacy_headers(version=None)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("message", "headers", "status", "hint"),
     [
-        ({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {}, 400, "Mcp-Session-Id"),
+        (
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            LEGACY_HEADERS,
+            400,
+            "Mcp-Session-Id",
+        ),
         (
             {"jsonrpc": "2.0", "id": "x", "method": "tools/call", "params": {"name": "echo"}},
-            {"MCP-Protocol-Version": "2025-11-25"},
+            legacy_headers(),
             400,
             "initialize",
         ),
         (
             {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}},
-            {"MCP-Protocol-Version": "2025-06-18", "Mcp-Session-Id": "s1"},
+            legacy_headers("s1", "2025-06-18"),
             404,
             "initialize",
         ),
@@ -909,7 +912,7 @@ async def test_legacy_looking_request_gets_a_clear_jsonrpc_error(
     message: dict[str, Any], headers: dict[str, str], status: int, hint: str
 ) -> None:
     async with serve() as (client, _):
-        response = await post(client, message, headers={**LEGACY_HEADERS, **headers})
+        response = await post(client, message, headers=headers)
     assert response.status_code < 500
     error = error_of(response, status, -32600, message["id"])
     assert hint in error["message"]
@@ -917,16 +920,7 @@ async def test_legacy_looking_request_gets_a_clear_jsonrpc_error(
 
 @pytest.mark.anyio
 async def test_initialize_without_modern_metadata_opens_a_session() -> None:
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "old", "version": "1"},
-        },
-    }
+    message = initialize("2025-11-25", client_info={"name": "old", "version": "1"}, id=1)
     async with serve() as (client, _):
         response = await post(client, message, headers=LEGACY_HEADERS)
         assert response.status_code == 200
@@ -935,11 +929,7 @@ async def test_initialize_without_modern_metadata_opens_a_session() -> None:
         listed = await post(
             client,
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-            headers={
-                **LEGACY_HEADERS,
-                "MCP-Protocol-Version": "2025-11-25",
-                "Mcp-Session-Id": session,
-            },
+            headers=legacy_headers(session, "2025-11-25"),
         )
     assert listed.status_code == 200
     assert listed.json()["result"]["tools"][0]["name"] == "echo"

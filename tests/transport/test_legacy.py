@@ -30,6 +30,7 @@ from tests.support.mcp_client import (
     LegacySession,
     legacy,
     legacy_session,
+    modern_headers,
     modern_meta,
     notification,
     tool_call,
@@ -419,16 +420,9 @@ async def test_session_id_on_a_request_with_modern_meta_is_ignored(
     params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": modern_meta()}
     for session_id in (client.session_id, "no-such-session"):
         assert session_id is not None
+        message = legacy("tools/call", params)
         response = await http.post(
-            "/mcp",
-            json=legacy("tools/call", params),
-            headers={
-                "Accept": BOTH,
-                "MCP-Protocol-Version": "2026-07-28",
-                "Mcp-Method": "tools/call",
-                "Mcp-Name": "echo",
-                "Mcp-Session-Id": session_id,
-            },
+            "/mcp", json=message, headers=modern_headers(message, Mcp_Session_Id=session_id)
         )
         assert response.status_code == 200, response.text
         assert "mcp-session-id" not in response.headers

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,19 @@ from server.catalog.tools import Tool
 from server.legacy.sessions import Session
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
-from tests.support.mcp_client import modern, modern_headers, modern_meta
+from tests.support.mcp_client import (
+    LegacySession,
+    ModernClient,
+    initialize,
+    legacy,
+    legacy_headers,
+    modern,
+    modern_meta,
+)
 
 pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
 TOKEN = "a-one-trip-test-token-0123456789"
 AUTH = {
     "auth": "tokens",
@@ -96,40 +102,11 @@ async def serve(**settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Appli
 async def post_modern(
     client: httpx.AsyncClient, method: str, params: dict[str, Any], **headers: str
 ) -> dict[str, Any]:
-    message = modern(method, params)
-    sent = modern_headers(message, **headers)
-    response = await client.post("/mcp", content=json.dumps(message), headers=sent)
+    """One modern request (the Authorization the client carries, ``headers`` added)."""
+    response = await ModernClient(client).post(modern(method, params), **headers)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
-
-
-class LegacySession:
-    def __init__(self, client: httpx.AsyncClient, version: str = LEGACY) -> None:
-        self.client = client
-        self.version = version
-        self.id = ""
-
-    async def open(self) -> LegacySession:
-        params = {"protocolVersion": self.version, "capabilities": {}, "clientInfo": {"name": "t"}}
-        response = await self.post(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize", **{"params": params}}
-        )
-        assert response.status_code == 200, response.text
-        self.id = response.headers["mcp-session-id"]
-        return self
-
-    async def post(self, message: Any) -> httpx.Response:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.id:
-            headers |= {"Mcp-Session-Id": self.id, "MCP-Protocol-Version": self.version}
-        return await self.client.post("/mcp", content=json.dumps(message), headers=headers)
-
-    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        response = await self.post({"jsonrpc": "2.0", "id": 5, "method": method, "params": params})
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
 
 
 class CountingDict(dict[str, Any]):
@@ -229,7 +206,7 @@ async def test_a_legacy_tools_call_looks_its_tool_up_once_and_is_served_and_star
     settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch, starts: list[Any]
 ) -> None:
     async with serve(**settings) as (client, app):
-        session = await LegacySession(client).open()
+        session = await LegacySession(client).initialize()
         tools = app.catalog.tools = CountingDict(app.catalog.tools)
         starts.clear()
         with counted(monkeypatch, app.modern.dispatcher, "serves") as served:
@@ -258,8 +235,9 @@ async def test_initialize_writes_its_session_once_with_its_owner(
 
         monkeypatch.setattr(app.sessions, "create", counting_create)
         monkeypatch.setattr(app.sessions, "save", counting_save)
-        session = await LegacySession(client).open()
-        found = await app.sessions.get(session.id)
+        session = await LegacySession(client).initialize(notify=False)
+        assert session.session_id is not None
+        found = await app.sessions.get(session.session_id)
     assert found is not None
     assert found.owner is not None
     assert writes == [("create", found.owner)]
@@ -274,28 +252,11 @@ async def test_a_batch_checks_the_tool_scopes_of_every_request_before_any_starts
     }
     async with serve(**plain) as (client, _):
         client.headers["Authorization"] = f"Bearer {token}"
-        session = await LegacySession(client, "2025-03-26").open()
-        allowed = await session.post(
-            [
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "a"}},
-                }
-            ]
-        )
-        refused = await session.post(
-            [
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "a"}},
-                },
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wipe"}},
-            ]
-        )
+        session = await LegacySession(client, "2025-03-26").initialize()
+        echo = legacy("tools/call", {"name": "echo", "arguments": {"text": "a"}}, 1)
+        allowed = await session.post([echo], accept="application/json")
+        wipe = legacy("tools/call", {"name": "wipe"}, 2)
+        refused = await session.post([echo, wipe], accept="application/json")
     assert allowed.status_code == 200
     assert allowed.json()[0]["result"]["content"][0]["text"] == "a"
     assert refused.status_code == 403
@@ -311,7 +272,7 @@ async def test_an_unexpected_failure_before_the_answer_is_an_internal_error(
     verb: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with serve() as (client, app):
-        session = await LegacySession(client).open()
+        session = await LegacySession(client).initialize()
 
         async def broken(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("store-secret-detail")
@@ -319,13 +280,13 @@ async def test_an_unexpected_failure_before_the_answer_is_an_internal_error(
         monkeypatch.setattr(app.legacy.era, "initialize", broken)
         monkeypatch.setattr(app.sessions, "delete", broken)
         if verb == "POST":
-            session.id = ""
-            params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t"}}
-            response = await session.post(
-                {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+            response = await client.post(
+                "/mcp",
+                json=initialize(),
+                headers=legacy_headers(version=None, accept="application/json"),
             )
         else:
-            headers = {"Mcp-Session-Id": session.id, "MCP-Protocol-Version": LEGACY}
+            headers = legacy_headers(session.session_id, Content_Type=None, Accept=None)
             response = await client.delete("/mcp", headers=headers)
     assert response.status_code == 200
     assert response.json() == {

@@ -28,7 +28,15 @@ from server.app import Application, create_app
 from server.serving import http_protocol
 from server.settings import Settings
 from tests.support.live_server import ServerThread
-from tests.support.mcp_client import modern, modern_headers
+from tests.support.mcp_client import (
+    initialize,
+    legacy,
+    legacy_headers,
+    modern,
+    modern_headers,
+    notification,
+    tool_call,
+)
 from tests.support.polling import wait_until_blocking
 
 # A real uvicorn and stalled sockets: outside the inner loop (pytest -m 'not slow').
@@ -207,22 +215,8 @@ def test_a_legacy_call_stream_whose_client_stops_reading_is_dropped_and_the_call
     session_id = open_legacy_session(live)
     runtime = app.runtimes.peek(session_id)
     assert runtime is not None
-    message = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {
-            "name": "chatty",
-            "arguments": {"count": UPDATES, "pause": 0.0005},
-            "_meta": {"progressToken": "p"},
-        },
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Session-Id": session_id,
-        "MCP-Protocol-Version": LEGACY,
-    }
+    message = tool_call("chatty", {"count": UPDATES, "pause": 0.0005}, token="p", id=7)
+    headers = legacy_headers(session_id, LEGACY)
     chatty_cancelled.clear()
     with stalled_socket(live) as sock:
         sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
@@ -234,33 +228,16 @@ def test_a_legacy_call_stream_whose_client_stops_reading_is_dropped_and_the_call
 
 def open_legacy_session(live: ServerThread) -> str:
     """A 2025-11-25 session subscribed to test://docs/..., through httpx."""
-    base = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-    }
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "stalled", "version": "1"},
-        },
-    }
+    opening = initialize(LEGACY, client_info={"name": "stalled", "version": "1"}, id=1)
     with httpx.Client(base_url=live.url, timeout=5) as http:
-        response = http.post("/mcp", headers=base, json=initialize)
+        response = http.post("/mcp", headers=legacy_headers(version=None), json=opening)
         assert response.status_code == 200, response.text
         session_id = response.headers["mcp-session-id"]
-        headers = {**base, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": LEGACY}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        headers = legacy_headers(session_id, LEGACY)
+        initialized = notification("notifications/initialized")
         assert http.post("/mcp", headers=headers, json=initialized).status_code == 202
-        subscribe = {  # every URI the flood announces is below it
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "resources/subscribe",
-            "params": {"uri": "test://docs/"},
-        }
+        # Every URI the flood announces is below it.
+        subscribe = legacy("resources/subscribe", {"uri": "test://docs/"}, 2)
         answer = http.post("/mcp", headers=headers, json=subscribe)
         assert answer.status_code == 200, answer.text
     return session_id
@@ -271,11 +248,7 @@ def test_a_legacy_get_stream_whose_client_stops_reading_is_dropped_and_its_sessi
 ) -> None:
     app = app_of(live)
     session_id = open_legacy_session(live)
-    headers = {
-        "Accept": "text/event-stream",
-        "Mcp-Session-Id": session_id,
-        "MCP-Protocol-Version": LEGACY,
-    }
+    headers = legacy_headers(session_id, LEGACY, "text/event-stream", Content_Type=None)
     with stalled_socket(live) as sock:
         sock.sendall(raw_request("GET", headers))
         read_until(sock, b"retry:")  # the priming event: the stream is followed

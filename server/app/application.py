@@ -1,0 +1,223 @@
+"""The composition: every part built from the settings and the catalog, into one ASGI app.
+
+:class:`Application` builds the parts in the order they depend on each other (the gate, the
+dispatcher, shared state, the legacy era and its HTTP half, the relay between replicas, the
+modern era, the records, the endpoint), one sequence that reads best in one place. It starts
+and stops them as a :class:`~server.app.lifecycle.Lifecycle` and routes requests as a
+:class:`~server.app.routing.Routing`. What can stand on its own lives elsewhere (the probes in
+:mod:`server.transport.health`, the live report in :mod:`server.report.live`, finding a catalog
+in :mod:`server.catalog.loading`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from server.app.lifecycle import Lifecycle
+from server.app.routing import Routing
+from server.catalog import Catalog
+from server.catalog.loading import load_catalog
+from server.catalog.offload import set_thread_limit
+from server.dispatch import Dispatcher
+from server.hub import Hub, TaskNews
+from server.legacy.era import LegacyEra
+from server.legacy.runtime import Runtimes
+from server.modern.era import ModernEra
+from server.modern.input_required import RequestStates
+from server.observe import record_observer
+from server.observe.gauges import state_readers
+from server.observe.metrics import Metrics
+from server.pagination import Pager
+from server.records.lines import LineWriter
+from server.records.privacy import Privacy
+from server.records.recorder import Recorder
+from server.records.sinks import build_sinks
+from server.report.live import LiveReport, open_live_report
+from server.sealing import Sealer
+from server.security.gate import Gate
+from server.security.networks import parse_networks
+from server.settings import Settings
+from server.state import shared_state
+from server.state.relay import BusRelay
+from server.tasks.model import TaskLimits
+from server.tasks.service import TaskService
+from server.transport.endpoint import EndpointOptions, McpEndpoint
+from server.transport.health import Probes
+from server.transport.legacy import LegacyHttp, LegacyOptions
+from server.transport.modern import ModernHttp, StreamOptions
+
+log = logging.getLogger(__name__)
+
+# A WARNING (plain uvicorn shows no INFO of ours): what breaks, and the fix.
+PER_PROCESS_KEY = (
+    "MCP_STATE_SECRET is unset: cursors and requestState are signed with a key of this process "
+    "alone, so with several workers or replicas a next page or an input-required retry that "
+    "reaches another process fails with 'Invalid cursor' or 'Invalid requestState'; set "
+    "MCP_STATE_SECRET, the same on every process (openssl rand -hex 32)"
+)
+
+
+class Application(Lifecycle, Routing):
+    """The ASGI application: the MCP endpoint first, Starlette for everything else."""
+
+    def __init__(self, settings: Settings, catalog: Catalog) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        sealer = Sealer(settings.sealing_key())
+        # Refuses to start with authentication off on a non-loopback address (unless asked).
+        self.gate = Gate(
+            settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
+        )
+        self.hub = Hub(settings.listen_queue_size)
+        self.dispatcher = dispatcher = Dispatcher(
+            catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
+        )
+        # The worker threads of sync handlers are the process's (one pool): the last app built
+        # sets their bound.
+        set_thread_limit(settings.tool_threads)
+        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
+        self.shared = shared_state(
+            settings,
+            # Late-bound: the runtimes and the legacy shell are built below, with the store.
+            local_sessions=lambda: self.runtimes.ids(),  # noqa: PLW0108
+            busy=self._busy,
+            ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
+        )
+        self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
+        self.tasks = TaskService(
+            self.shared.tasks,
+            TaskLimits(
+                default_ttl_ms=int(settings.task_ttl_s * 1000),
+                min_ttl_ms=int(settings.task_ttl_min_s * 1000),
+                max_ttl_ms=int(settings.task_ttl_max_s * 1000),
+                poll_ms=settings.task_poll_interval_ms,
+                lease_s=settings.task_lease_s,
+                per_client=settings.max_tasks_per_client,
+                total=settings.max_tasks,
+                max_result_bytes=settings.task_result_max_bytes,
+            ),
+            announce=self.shared.bus.publish,
+        )
+        self.sessions = self.shared.store
+        legacy_era = LegacyEra(
+            catalog,
+            dispatcher,
+            self.sessions,
+            client_request_timeout_s=settings.client_request_timeout_s,
+            default_log_level=(
+                None
+                if settings.legacy_default_log_level == "off"
+                else settings.legacy_default_log_level
+            ),
+            tasks=self.tasks,
+        )
+        self.legacy = LegacyHttp(
+            legacy_era,
+            self.runtimes,
+            self.hub,
+            self.gate,
+            LegacyOptions(
+                keepalive_s=settings.keepalive_s,
+                retry_ms=settings.sse_retry_ms,
+                send_timeout_s=settings.send_timeout_s,
+            ),
+            bus=self.shared.bus,
+            mirror=self.shared.mirror,
+        )
+        # A task's new state (here or announced by another replica) reaches the streams that
+        # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
+        self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
+        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
+        legacy_era.on_subscriptions = self.replica.announce_subscriptions
+        self.modern = ModernEra(
+            catalog,
+            dispatcher,
+            RequestStates(sealer, settings.request_state_ttl_s),
+            list_ttl_ms=settings.list_ttl_ms,
+            discover_ttl_ms=settings.discover_ttl_ms,
+            cache_scope=settings.cache_scope,
+            tasks=self.tasks,
+        )
+        privacy = Privacy(
+            redact=tuple(
+                word.lower().replace("-", "").replace("_", "") for word in settings.records_redact
+            ),
+            max_params_bytes=settings.records_params_max_bytes,
+            keep_params=settings.records_params,
+        )
+        self.metrics = Metrics(lambda name: name in catalog.tools)
+        # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
+        self.live: LiveReport | None = None
+        self.live_tail: Any = None
+        extra_sinks: list[Any] = []
+        if settings.report_live:
+            self.live, self.live_tail, extra_sinks = open_live_report(
+                settings.records,
+                settings.redis_url.get_secret_value(),
+                f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                settings.report_refresh_s,
+            )
+        self.recorder = Recorder(
+            build_sinks(
+                settings.records,
+                path=settings.records_file,
+                max_bytes=settings.records_max_bytes,
+                backups=settings.records_backups,
+                compress=settings.records_compress,
+                redis_url=settings.redis_url.get_secret_value(),
+                redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                redis_maxlen=settings.records_redis_maxlen,
+                redis_timeout_s=settings.redis_timeout_s,
+            )
+            + extra_sinks,
+            capacity=settings.records_queue,
+            flush_s=settings.records_flush_ms / 1000,
+            prepare=privacy.apply,
+            line=LineWriter(privacy).line,
+            observer=record_observer(self.metrics if settings.metrics else None, settings.otel),
+        )
+        self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
+        self.endpoint = McpEndpoint(
+            ModernHttp(
+                self.modern,
+                self.hub,
+                self.gate,
+                StreamOptions(
+                    keepalive_s=settings.keepalive_s,
+                    send_timeout_s=settings.send_timeout_s,
+                    shutdown_grace_s=settings.shutdown_grace_s,
+                ),
+            ),
+            self.legacy,
+            self.gate,
+            self.recorder,
+            EndpointOptions(
+                allowed_hosts=tuple(settings.allowed_hosts),
+                # A browser origin allowed by CORS is an allowed origin.
+                allowed_origins=tuple(settings.allowed_origins) + tuple(settings.cors_origins),
+                max_body_bytes=settings.max_body_bytes,
+                max_batch=settings.max_batch,
+                max_header_bytes=settings.max_header_bytes,
+                max_headers=settings.max_headers,
+                max_header_value_bytes=settings.max_header_value_bytes,
+                trusted_proxies=parse_networks(settings.trusted_proxies),
+            ),
+        )
+        self._lifecycle_state()
+        self._routing(settings, Probes(self, self.recorder, self.shared, self.gate), self.lifespan)
+        # Last: a configuration refused above is then the only line printed.
+        if not settings.state_secret.get_secret_value():
+            log.warning(PER_PROCESS_KEY)
+
+    def _busy(self, session_id: str) -> bool:
+        runtime = self.runtimes.peek(session_id)
+        return runtime is not None and runtime.busy()
+
+
+def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:
+    """The ASGI app serving ``catalog`` (None: ``MCP_CATALOG``) with ``settings`` (None: the
+    ``MCP_*`` variables). Run it with any ASGI server, or mount it in a host app that passes
+    its :meth:`~Application.lifespan` on."""
+    settings = settings or Settings()
+    return Application(settings, catalog if catalog is not None else load_catalog(settings.catalog))

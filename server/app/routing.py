@@ -1,0 +1,143 @@
+"""Routing: the MCP path straight to the endpoint, Starlette for the rest, CORS around both.
+
+The MCP path is answered by :class:`~server.transport.endpoint.McpEndpoint` directly (both
+``/mcp`` and ``/mcp/``, no redirect), ahead of Starlette's router, because it is the hot path
+and needs nothing Starlette adds; Starlette serves the rest (health, readiness, metrics, the
+resource metadata, the live report) and owns the lifespan (:mod:`server.app.lifecycle`). Until
+the lifespan runs, under a server or host app that could have run it, every request is answered
+503 with the fix named, and a warning logged (:data:`NOT_STARTED`).
+
+:class:`Routing` is a part of :class:`~server.app.application.Application`, like
+:class:`~server.app.lifecycle.Lifecycle`: an ASGI server calls the application itself (or its
+``entry``), so the router is the application's own ``__call__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from server.asgi import Receive, Scope, Send
+from server.observe.metrics import Metrics, MetricsEndpoint
+from server.report.live import LiveReport
+from server.security.gate import Gate
+from server.security.metadata import metadata_paths
+from server.security.networks import parse_networks
+from server.settings import Settings
+from server.transport.admin import ReportRoute
+from server.transport.endpoint import McpEndpoint
+from server.transport.health import Probes
+
+log = logging.getLogger(__name__)
+
+# Answered (503) to every request while the lifespan is not running, under a server or host
+# app that could have run it; logged once as a warning.
+NOT_STARTED = (
+    "This MCP app is not running: its lifespan has not started (or has ended), so it would "
+    "serve without request records, change notifications or session expiry. Mounted in "
+    "Starlette or FastAPI, give the host app its lifespan: FastAPI(lifespan=mcp.lifespan) or "
+    "Starlette(..., lifespan=mcp.lifespan), or 'async with mcp.lifespan(app):' inside the "
+    "host's own lifespan."
+)
+
+Lifespan = Callable[[Any], contextlib.AbstractAsyncContextManager[None]]
+
+
+class Routing:
+    """Which app answers a request: the MCP endpoint first, Starlette for everything else."""
+
+    endpoint: McpEndpoint
+    gate: Gate
+    metrics: Metrics
+    live: LiveReport | None
+    started: bool
+
+    def _routing(self, settings: Settings, probes: Probes, lifespan: Lifespan) -> None:
+        self._not_started_warned = False
+        self.mcp_paths = frozenset({settings.path, settings.path + "/"})
+        # What serves a request: the router, behind CORS when configured. uvicorn calls it
+        # directly (serving.server_for), without the coroutine of __call__ per request.
+        self.entry: ASGIApp = self._route
+        if settings.cors_origins:
+            # Browser clients: preflights answered, the MCP headers allowed, the session id
+            # and the auth challenge readable by the page.
+            self.entry = CORSMiddleware(
+                self._route,
+                allow_origins=settings.cors_origins,
+                allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+                allow_headers=["*"],
+                expose_headers=["Mcp-Session-Id", "WWW-Authenticate", "Retry-After"],
+                max_age=int(settings.cors_max_age_s),
+            )
+        metrics_networks = parse_networks(settings.metrics_networks)
+        proxies = self.endpoint.options.trusted_proxies
+        metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
+        self.starlette = Starlette(
+            routes=[
+                Route("/healthz", probes.healthz, methods=["GET"]),
+                Route("/readyz", probes.readyz, methods=["GET"]),
+                *([Route("/metrics", metrics_endpoint)] if settings.metrics else []),
+                *(
+                    Route(path, probes.resource_metadata, methods=["GET"])
+                    for path in metadata_paths(settings.path)
+                ),
+                *(
+                    [
+                        Route(
+                            settings.report_path,
+                            ReportRoute(
+                                self.endpoint, self.gate, settings.report_scope, self.live.render
+                            ).answer,
+                            methods=["GET"],
+                        )
+                    ]
+                    if self.live is not None
+                    else []
+                ),
+            ],
+            lifespan=lifespan,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.entry(scope, receive, send)
+
+    def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Not a coroutine function: it hands back the chosen app's own awaitable, so routing
+        # costs no coroutine of its own on every request.
+        if not self.started and scope["type"] == "http" and ("state" in scope or "app" in scope):
+            # A server that runs lifespans puts "state" in every request's scope, and a host
+            # framework puts "app": either could have run this app's lifespan and did not.
+            # A bare test transport (httpx's ASGITransport) runs none and puts neither; tests
+            # enter the lifespan themselves where they need it.
+            return self._not_started(scope, receive, send)
+        path = scope.get("path", "")
+        # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        if scope["type"] == "http" and path in self.mcp_paths:
+            return self.endpoint(scope, receive, send)
+        return self.starlette(scope, receive, send)
+
+    async def _not_started(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._not_started_warned:
+            self._not_started_warned = True
+            log.warning("%s", NOT_STARTED)
+        path = scope.get("path", "")
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        body: dict[str, Any] = (
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": NOT_STARTED}}
+            if path in self.mcp_paths
+            else {"status": "not started", "error": NOT_STARTED}
+        )
+        await JSONResponse(body, status_code=503)(scope, receive, send)

@@ -1,0 +1,84 @@
+"""The modern era's mirrored headers: MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*.
+
+A 2026-07-28 request repeats parts of its body in headers so that proxies can route without
+parsing JSON; a header that disagrees with the body is -32020 (HeaderMismatch). A value is
+compared as the body holds it: trimmed, visible ASCII, a ``=?base64?...?=`` sentinel decoded,
+booleans and integers by their JSON text. A (raw header, body value) pair found to match is
+remembered (bounded in count and bytes), so a client repeating the same version, method and
+name pays for decoding and comparing them once: the era's ``validate`` looks the pair up in
+:attr:`HeaderMirror.matched` before calling :meth:`HeaderMirror.check`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from server.catalog.tools import Tool
+from server.errors import HeaderMismatch
+from server.memo import BoundedMemo
+
+_BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
+_INTEGER = re.compile(r"-?[0-9]+")
+_MATCHES_KEPT = 4096
+
+
+def decode_header_value(name: str, raw: str) -> str:
+    """A header value as the body would hold it: trimmed, base64 sentinel decoded."""
+    value = raw.strip(" \t")
+    if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
+        raise HeaderMismatch(f"Header {name} contains characters outside visible ASCII")
+    if value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX):
+        encoded = value[len(_BASE64_PREFIX) : -len(_BASE64_SUFFIX)]
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise HeaderMismatch(f"Header {name} has an invalid base64 value") from None
+    return value
+
+
+def header_matches(header: str, body: Any) -> bool:
+    if isinstance(body, bool):
+        return header == ("true" if body else "false")
+    if isinstance(body, int):
+        return _INTEGER.fullmatch(header) is not None and int(header) == body
+    return isinstance(body, str) and header == body
+
+
+class HeaderMirror:
+    """Checks the headers that mirror a request's body, remembering the pairs that matched."""
+
+    def __init__(self) -> None:
+        # (raw header, body value) pairs already found to match; any header name may share
+        # them, since the match does not depend on the name.
+        self.matched: BoundedMemo[tuple[bytes, str], bool] = BoundedMemo(_MATCHES_KEPT)
+
+    def check(self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any) -> None:
+        raw = headers.get(key)
+        if raw is None:
+            if body is None:
+                return  # nothing to mirror; the method's own validation reports the gap
+            raise HeaderMismatch(f"Header {name} is required")
+        matched = self.matched
+        if type(body) is str and (raw, body) in matched:
+            return
+        if not header_matches(decode_header_value(name, raw.decode("latin-1")), body):
+            raise HeaderMismatch(f"Header {name} does not match the request body")
+        if type(body) is str:
+            matched.remember((raw, body), True, len(raw) + len(body))
+
+    def check_params(
+        self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]
+    ) -> None:
+        arguments = params.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        for suffix, prop in tool.header_params.items():
+            self.check(
+                headers,
+                f"mcp-param-{suffix}".encode("latin-1"),
+                f"Mcp-Param-{suffix}",
+                arguments.get(prop),
+            )

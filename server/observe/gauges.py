@@ -1,0 +1,92 @@
+"""The gauges of ``/metrics``: read at scrape time from the numbers the server already keeps.
+
+Open streams (listen and legacy GET), legacy sessions, the records' queue, Redis: the hub, the
+legacy runtimes, the recorder and the Redis link count these for their own work, so a scrape
+reads them (:class:`StateCollector`) and the request path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from server.hub import Hub
+from server.legacy.runtime import Runtimes
+from server.records.recorder import Recorder
+from server.state import SharedState
+
+
+@dataclass(frozen=True, slots=True)
+class StateReaders:
+    """Where the gauges' numbers are, read at scrape time."""
+
+    listen_streams: Callable[[], int]
+    legacy_get_streams: Callable[[], int]
+    legacy_sessions: Callable[[], int]
+    records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
+    redis_up: Callable[[], bool | None]  # None: no Redis configured
+    bus_lag_s: Callable[[], float | None]  # None: not measured
+
+
+class StateCollector(Collector):
+    """The gauges, and the records' counters, from the state the server already keeps."""
+
+    def __init__(self, readers: StateReaders) -> None:
+        self.readers = readers
+
+    def collect(self) -> Iterable[Metric]:
+        read = self.readers
+        streams = GaugeMetricFamily("mcp_open_streams", "Open SSE streams.", labels=["kind"])
+        streams.add_metric(["listen"], read.listen_streams())
+        streams.add_metric(["legacy_get"], read.legacy_get_streams())
+        yield streams
+        yield GaugeMetricFamily(
+            "mcp_legacy_sessions", "Legacy sessions live here.", value=read.legacy_sessions()
+        )
+        records = CounterMetricFamily(
+            "mcp_records", "Request records by what became of them.", labels=["state"]
+        )
+        for state, count in read.records().items():
+            records.add_metric([state], count)
+        yield records
+        up = read.redis_up()
+        if up is not None:
+            yield GaugeMetricFamily("mcp_redis_up", "1 while Redis answers.", value=float(up))
+        lag = read.bus_lag_s()
+        if lag is not None:
+            yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
+
+
+def state_readers(
+    hub: Hub, runtimes: Runtimes, recorder: Recorder, shared: SharedState
+) -> StateReaders:
+    """The gauges' readers over the app's hub, legacy runtimes, records and shared state."""
+
+    def legacy_get_streams() -> int:
+        total = 0
+        for session_id in runtimes.ids():
+            runtime = runtimes.peek(session_id)
+            if runtime is not None:
+                total += runtime.standalone_followers
+        return total
+
+    def redis_up() -> bool | None:
+        link = shared.link
+        return None if link is None else bool(link.connected)
+
+    return StateReaders(
+        listen_streams=lambda: hub.open_streams,
+        legacy_get_streams=legacy_get_streams,
+        legacy_sessions=lambda: len(runtimes),
+        records=lambda: {
+            "queued": recorder.accepted,
+            "written": recorder.written,
+            "dropped": recorder.dropped,
+            "backlogged": recorder.backlogged,
+        },
+        redis_up=redis_up,
+        bus_lag_s=lambda: getattr(shared.bus, "lag_s", None),
+    )
