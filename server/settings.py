@@ -155,6 +155,7 @@ class Settings(BaseSettings):
     max_streams_per_client: int = Field(16, ge=0)
     max_sessions_per_client: int = Field(64, ge=0)
     handler_timeout_s: float = Field(300.0, ge=0)
+    tool_threads: int = Field(40, ge=1, le=1000)
 
     task_ttl_s: float = Field(3600.0, gt=0)
     task_ttl_min_s: float = Field(10.0, gt=0)

@@ -18,6 +18,7 @@ from server.app.lifecycle import Lifecycle
 from server.app.routing import Routing
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
+from server.catalog.offload import set_thread_limit
 from server.dispatch import Dispatcher
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
@@ -72,6 +73,9 @@ class Application(Lifecycle, Routing):
         self.dispatcher = dispatcher = Dispatcher(
             catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
         )
+        # The worker threads of sync handlers are the process's (one pool): the last app built
+        # sets their bound.
+        set_thread_limit(settings.tool_threads)
         # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
         self.shared = shared_state(
             settings,

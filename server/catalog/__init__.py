@@ -11,7 +11,7 @@ that serves it is declared. Extensions (:mod:`server.catalog.extensions`) are de
 their settings and methods; skills (:meth:`Catalog.add_skills`) declare the skills extension,
 and a tool that can run as a task (``task_support``) the tasks extension.
 
-The module is long (about 450 lines) because it is the whole declaration surface in one class:
+The module is long (about 510 lines) because it is the whole declaration surface in one class:
 a method per kind of thing an author declares, each with its keyword arguments spelled out
 (with overloads) for type checkers and editors.
 """
@@ -132,6 +132,7 @@ class Catalog:
         scopes: Sequence[str] = (),
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
+        blocking: bool = True,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -150,6 +151,7 @@ class Catalog:
         scopes: Sequence[str] = (),
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
+        blocking: bool = True,
     ) -> Any:
         """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``.
 
@@ -163,6 +165,13 @@ class Catalog:
         other clients (-32021). ``defer_task``: the task starts when the handler calls
         ``await ctx.start_task()``, so questions it asks first are answered in the request
         (input-required rounds) rather than by the task.
+
+        ``blocking``: a sync (``def``) handler runs in a worker thread (at most
+        ``MCP_TOOL_THREADS`` of them; more calls wait their turn), so one that blocks (I/O, a
+        sleep, long CPU work) cannot stall the server. ``blocking=False`` is the author's
+        promise that it never does: it then runs on the event loop, which is cheaper than
+        the hop to a thread, and anything slow in it delays every other request. An
+        ``async def`` handler always runs on the loop.
         """
 
         def register(handler: F) -> F:
@@ -181,6 +190,7 @@ class Catalog:
                     scopes=scopes,
                     task_support=task_support,
                     defer_task=defer_task,
+                    blocking=blocking,
                 )
             )
             return handler
@@ -212,6 +222,7 @@ class Catalog:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        blocking: bool = True,
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -223,12 +234,20 @@ class Catalog:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        blocking: bool = True,
     ) -> Any:
-        """Declare a prompt; its string parameters are the prompt's arguments."""
+        """Declare a prompt; its string parameters are the prompt's arguments. ``blocking``
+        as for :meth:`tool`."""
 
         def register(handler: F) -> F:
             prompt = Prompt(
-                handler, name=name, title=title, description=description, icons=icons, meta=meta
+                handler,
+                name=name,
+                title=title,
+                description=description,
+                icons=icons,
+                meta=meta,
+                blocking=blocking,
             )
             self.add_prompt(prompt)
             return handler
@@ -260,8 +279,10 @@ class Catalog:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        blocking: bool = True,
     ) -> Callable[[F], F]:
-        """Declare a resource at a fixed URI; the function returns its contents."""
+        """Declare a resource at a fixed URI; the function returns its contents. ``blocking``
+        as for :meth:`tool`."""
         require_uri("resource", uri, "file:///notes.txt")
 
         def register(handler: F) -> F:
@@ -278,6 +299,7 @@ class Catalog:
                     icons=icons,
                     meta=meta,
                     ttl_ms=ttl_ms,
+                    blocking=blocking,
                 )
             )
             return handler
@@ -308,8 +330,10 @@ class Catalog:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        blocking: bool = True,
     ) -> Callable[[F], F]:
-        """Declare a resource template (RFC 6570); its variables are the function's parameters."""
+        """Declare a resource template (RFC 6570); its variables are the function's
+        parameters. ``blocking`` as for :meth:`tool`."""
         require_uri("resource_template", uri_template, "notes://{name}")
 
         def register(handler: F) -> F:
@@ -324,6 +348,7 @@ class Catalog:
                 icons=icons,
                 meta=meta,
                 ttl_ms=ttl_ms,
+                blocking=blocking,
             )
             if uri_template in self.templates:
                 raise ValueError(f"a template {uri_template!r} is already declared")

@@ -11,10 +11,9 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import anyio.to_thread
-
 from server.catalog.completion import Completer
 from server.catalog.content import CONTENT_TYPES, Icon, PromptMessage, Text
+from server.catalog.offload import invoker
 from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
 from server.context import Context
 from server.errors import InvalidParams
@@ -30,10 +29,12 @@ class Prompt:
         description: str | None = None,
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
+        blocking: bool = True,
     ) -> None:
         self.name = name or func.__name__
         self.handler = func
         self.is_async = inspect.iscoroutinefunction(func)
+        self.invoke = invoker(func, blocking=blocking)
         self.parameters = read_parameters(func, name=self.name, strict=False, json_values=False)
         self.completers: dict[str, Completer] = {}
         properties = self.parameters.schema.get("properties", {})
@@ -71,12 +72,7 @@ class Prompt:
             raise InvalidParams(f"Prompt {self.name}: {invalid}") from None
         if self.parameters.context_param:
             kwargs[self.parameters.context_param] = context
-        if self.is_async:
-            value = await self.handler(**kwargs)
-        else:
-            value = await anyio.to_thread.run_sync(
-                lambda: self.handler(**kwargs), abandon_on_cancel=True
-            )
+        value = await self.invoke(kwargs)
         result: dict[str, Any] = {"messages": [message.to_wire() for message in to_messages(value)]}
         description = self.definition.get("description")
         if description:

@@ -8,14 +8,12 @@ MIME type is applied to the simple forms.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import anyio.to_thread
-
 from server.catalog.completion import Completer
 from server.catalog.content import BlobContents, Icon, TextContents
+from server.catalog.offload import Invoke, invoker
 from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
 from server.catalog.uritemplate import UriTemplate
 from server.context import Context
@@ -55,6 +53,7 @@ def _definition(
 
 class _Readable:
     handler: Callable[..., Any]
+    invoke: Invoke
     mime_type: str | None
     context_param: str | None
 
@@ -63,12 +62,7 @@ class _Readable:
     ) -> list[dict[str, Any]]:
         if self.context_param:
             kwargs[self.context_param] = context
-        if inspect.iscoroutinefunction(self.handler):
-            value = await self.handler(**kwargs)
-        else:
-            value = await anyio.to_thread.run_sync(
-                lambda: self.handler(**kwargs), abandon_on_cancel=True
-            )
+        value = await self.invoke(kwargs)
         return [contents.to_wire() for contents in to_contents(uri, value, self.mime_type)]
 
 
@@ -87,9 +81,11 @@ class Resource(_Readable):
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        blocking: bool = True,
     ) -> None:
         self.uri = uri
         self.handler = func
+        self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type
         self.ttl_ms = ttl_ms
         parameters = read_parameters(func, name=name or uri)
@@ -127,9 +123,11 @@ class ResourceTemplate(_Readable):
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        blocking: bool = True,
     ) -> None:
         self.template = UriTemplate(uri_template)
         self.handler = func
+        self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type
         self.ttl_ms = ttl_ms
         self.parameters = read_parameters(func, name=name or uri_template, json_values=False)

@@ -3,11 +3,12 @@
 ``Tool.from_function`` reads a typed Python function: parameters become the validated
 ``inputSchema`` (or an explicit JSON Schema is kept verbatim), the docstring the description,
 the return annotation an ``outputSchema`` (or an explicit one is kept, and checked: see
-``server.catalog.output``). ``Tool.call`` validates arguments, runs the
-handler (sync handlers in a worker thread, so a blocking tool cannot stall the server) and
-shapes whatever it returns into a ``CallToolResult``. Failures the model should see
-(invalid arguments, :class:`~server.errors.ToolError`, crashes) become ``isError`` results;
-protocol errors and control flow (input required, cancellation) pass through.
+``server.catalog.output``). ``Tool.call`` validates arguments, runs the handler (a sync one in
+a worker thread, so a blocking tool cannot stall the server, unless its author declared it
+``blocking=False``: see :mod:`server.catalog.offload`) and shapes whatever it returns into a
+``CallToolResult``. Failures the model should see (invalid arguments,
+:class:`~server.errors.ToolError`, crashes) become ``isError`` results; protocol errors and
+control flow (input required, cancellation) pass through.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, get_args
 
-import anyio.to_thread
 import orjson
 
 from server.call_note import CRASH, note_outcome
 from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
+from server.catalog.offload import invoker
 from server.catalog.output import OutputSchemaCheck
 from server.catalog.signatures import (
     ArgumentsInvalid,
@@ -85,6 +86,7 @@ class Tool:
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
         output_check: OutputSchemaCheck | None = None,
+        blocking: bool = True,
     ) -> None:
         if task_support not in get_args(TaskSupport):
             raise ValueError(f"{name}: task_support must be forbidden, optional or required")
@@ -104,6 +106,7 @@ class Tool:
         self.output_check = output_check
         self._warned_broken_output = False
         self.is_async = inspect.iscoroutinefunction(handler)
+        self.invoke = invoker(handler, blocking=blocking)
         self.header_params = _header_params(input_schema, name)
         definition: dict[str, Any] = {"name": name}
         if title:
@@ -141,6 +144,7 @@ class Tool:
         scopes: Sequence[str] = (),
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
+        blocking: bool = True,
     ) -> Tool:
         tool_name = name or func.__name__
         parameters = read_parameters(func, name=tool_name, strict=input_schema is None)
@@ -167,6 +171,7 @@ class Tool:
             scopes=scopes,
             task_support=task_support,
             defer_task=defer_task,
+            blocking=blocking,
         )
 
     async def call(self, arguments: Mapping[str, Any], context: Context | None) -> dict[str, Any]:
@@ -179,12 +184,7 @@ class Tool:
         if self.parameters.context_param:
             kwargs[self.parameters.context_param] = context
         try:
-            if self.is_async:
-                value = await self.handler(**kwargs)
-            else:
-                value = await anyio.to_thread.run_sync(
-                    lambda: self.handler(**kwargs), abandon_on_cancel=True
-                )
+            value = await self.invoke(kwargs)
         except ToolError as failure:
             return error_result(str(failure) or f"Tool {self.name} failed")
         except McpError:
