@@ -160,7 +160,7 @@ class Recorder:
         # The process's malloc policy (serving.heap, set by serving) keeps the writer's freed
         # batches: a component embedded elsewhere does not change its host's.
         while not self._stopping:
-            # Wake on a full batch, or at every interval: no record waits longer.
+            # Wake past the mark (wake_at), or at every interval: no record waits longer.
             self._wakeup.wait(self.flush_s)
             self._wakeup.clear()
             self._drain()
