@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -47,7 +47,6 @@ from server.jsonrpc import (
     encode_request,
     is_valid_id,
 )
-from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
 from server.legacy.tasks import LEGACY_TASK_METHODS, TASKS_CAPABILITY, LegacyTasks
@@ -64,11 +63,23 @@ class ClientRequestFailed(ToolError):
     """The client answered a question with an error, or not in time; the tool fails with it."""
 
 
+class Outbox(Protocol):
+    """Where one call's messages go: its :class:`~server.legacy.eventstream.EventStream`, or the
+    :class:`~server.legacy.calls.Call` that opens one on first use."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    def publish(self, payload: bytes) -> object: ...
+
+    def end_connections(self, reason: str = "server_closed") -> None: ...
+
+
 class LegacyExchange:
     """Server-to-client requests and notifications on one call's stream."""
 
     def __init__(
-        self, runtime: SessionRuntime, stream: EventStream, timeout_s: float, *, resumable: bool
+        self, runtime: SessionRuntime, stream: Outbox, timeout_s: float, *, resumable: bool
     ) -> None:
         self._runtime = runtime
         self._stream = stream

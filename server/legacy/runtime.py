@@ -15,7 +15,7 @@ import itertools
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from server.hub import Event, Hub, TaskNews, covers
 from server.jsonrpc import encode_notification
@@ -33,6 +33,15 @@ LIST_CHANGED = {
 # Called with (session id, stream) for every stream a runtime opens: the Redis mirror copies
 # them so another replica can resume them.
 StreamHook = Callable[[str, EventStream], None]
+
+
+class Running(Protocol):
+    """A call in flight, as ``notifications/cancelled`` and the session's end see it: its
+    task, or the :class:`~server.legacy.calls.Call` running inline in a request's task."""
+
+    def cancel(self) -> bool: ...
+
+    def done(self) -> bool: ...
 
 
 def is_standalone_id(stream_id: str) -> bool:
@@ -58,7 +67,7 @@ class SessionRuntime:
         # GET connections here following a stream that runs on another replica.
         self.remote_followers = 0
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.inflight: dict[str | int, asyncio.Task[None]] = {}
+        self.inflight: dict[str | int, Running] = {}
         self._outgoing_ids = itertools.count(1)
         # Read from the store when a GET stream opens, then kept current by deltas.
         self.subscriptions = LiveSubscriptions()

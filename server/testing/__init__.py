@@ -206,10 +206,18 @@ class Client:
             )
             task = self._send("POST", message, headers, kept, closed)
         else:
-            task = self._send("GET", None, self._legacy_headers(), kept, closed)
-            ready.set()  # the legacy stream sends nothing until something changes
-        self._background.append((asyncio.create_task(task), closed))
-        await ready.wait()
+            # The legacy stream sends nothing until something changes: it is ready once its
+            # answer starts (the session's stream is then subscribed to the changes).
+            exchange = Exchange(kept)
+            task = exchange.run(self.app, "GET", None, self._legacy_headers(), closed)
+            ready = exchange.started
+        running = asyncio.create_task(task)
+        self._background.append((running, closed))
+        waiting = asyncio.ensure_future(ready.wait())
+        await asyncio.wait((waiting, running), return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if running.done():
+            running.result()  # a stream that failed to open says why
 
     # -- the two eras ----------------------------------------------------------------------
 

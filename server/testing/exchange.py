@@ -26,6 +26,8 @@ class Exchange:
         self.body = b""
         self.messages: list[dict[str, Any]] = []
         self.ended = asyncio.Event()
+        # Set once the answer starts (a stream is open from then on).
+        self.started = asyncio.Event()
         self.on_message = on_message
         self._sse = False
         self._pending = b""
@@ -38,6 +40,7 @@ class Exchange:
                 for name, value in message.get("headers", [])
             }
             self._sse = self.headers.get("content-type", "").startswith("text/event-stream")
+            self.started.set()
             return
         if message["type"] != "http.response.body":
             return

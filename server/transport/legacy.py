@@ -22,9 +22,7 @@ replicas tell about it are :mod:`server.transport.legacy_sessions`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from functools import partial
 
 from server.aio import create_task
@@ -34,7 +32,7 @@ from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
-from server.legacy.calls import Call, Origin, finished, start_call
+from server.legacy.calls import Call, Origin, finished, run_call, start_call
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
@@ -45,24 +43,19 @@ from server.security.auth import Principal
 from server.security.gate import Gate
 from server.state.bus import Bus, LocalBus
 from server.state.mirror import LocalMirror, StreamMirror
+from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.sse import (
     SSE_HEADERS,
-    DisconnectWatch,
     pump,
     send_body,
     send_empty,
     send_json,
     sse_frame,
-    uncancel,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class LegacyOptions:
-    keepalive_s: float
-    retry_ms: int
-    send_timeout_s: float
+# LegacyOptions is where it was defined before legacy_answer.py (the app imports it here).
+__all__ = ["LegacyHttp", "LegacyOptions"]
 
 
 class LegacyHttp:
@@ -180,74 +173,28 @@ class LegacyHttp:
         session, runtime = await self.sessions.find(headers, draft)
         caller = None if principal.anonymous else principal
         origin = (caller, headers, draft)
-        call = start_call(self.era, session, runtime, request, target, origin)
+        call = Call(runtime)
+        answer = Answer(
+            receive,
+            send,
+            call,
+            self.options,
+            priming=session.protocol_version >= PRIMING_SINCE,
+            sse_ok=sse_ok,
+        )
+        if not json_ok:
+            call.open()  # an SSE answer, whatever comes: streamed from the start
         try:
-            draft.stream_end = await self.respond(
-                receive, send, session, runtime, call, json_ok=json_ok, sse_ok=sse_ok
-            )
+            await run_call(self.era, session, runtime, request, target, call, origin, answer.watch)
+            draft.stream_end = await answer.finish(json_ok)
+        except BaseException:
+            if answer.writer is not None:
+                answer.writer.cancel()  # the request ends: nothing may write after it
+            raise
         finally:
             if call.error is not None:
                 draft.error(*call.error)
             draft.task = call.task
-
-    async def respond(
-        self,
-        receive: Receive,
-        send: Send,
-        session: Session,
-        runtime: SessionRuntime,
-        call: Call,
-        *,
-        json_ok: bool,
-        sse_ok: bool,
-    ) -> str | None:
-        """Answer one call; for a stream, why its connection ended."""
-        stream = call.stream
-        generation = stream.generation
-        with DisconnectWatch(receive) as disconnect:
-            try:
-                # JSON or SSE: decided by whether anything comes before the result.
-                wait_for = stream.wait_beyond(0, generation) if sse_ok else finished(stream)
-                await wait_for
-            except asyncio.CancelledError:
-                if not disconnect.happened:
-                    raise
-                uncancel()
-                return "client_closed"  # the call goes on; its messages stay resumable
-        events = stream.events_after(0)
-        if stream.finished and (not events or (call.final is None and not sse_ok)):
-            # Cancelled: the spec wants no response, so none is sent.
-            runtime.drop_stream(stream)
-            if sse_ok:
-                await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-                await send({"type": "http.response.body", "body": b""})
-            else:
-                await send_empty(send, 204)
-            return None
-        if stream.finished and (len(events) == 1 or not sse_ok) and (json_ok or not sse_ok):
-            runtime.drop_stream(stream)
-            assert call.final is not None
-            await send_json(send, call.status, call.final)
-            return None
-        timeout_s = self.options.send_timeout_s
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            if session.protocol_version >= PRIMING_SINCE:
-                priming = sse_frame(b"", event_id=stream.priming_id, retry_ms=self.options.retry_ms)
-                await send_body(send, priming, timeout_s)
-        except TimeoutError:
-            return "send_timeout"  # the call goes on; its messages stay resumable
-        # If the call already ended this connection (SSE polling), pump sends what there is
-        # and closes; the client resumes from the priming id.
-        return await pump(
-            receive,
-            send,
-            stream,
-            0,
-            keepalive_s=self.options.keepalive_s,
-            send_timeout_s=timeout_s,
-            generation=generation,
-        )
 
     async def take(
         self, session: Session, runtime: SessionRuntime, message: Notification | Response
@@ -285,17 +232,17 @@ class LegacyHttp:
             if not isinstance(message, Request):
                 await self.take(session, runtime, message)
             elif message.method == "initialize":
-                refused = Call(runtime.open_stream())
+                refused = Call(runtime, runtime.open_stream())
                 refusal = InvalidRequest("initialize must not be part of a batch")
-                refused.final = encode_error(message.id, wire_error(refusal, "legacy").body)
-                refused.stream.finish(refused.final)
+                refused.end(encode_error(message.id, wire_error(refusal, "legacy").body))
                 calls.append(refused)
             else:
                 calls.append(start_call(self.era, session, runtime, message, target, origin))
         answers = []
         for call in calls:
-            await finished(call.stream)
-            runtime.drop_stream(call.stream)
+            stream = call.open()  # open from the start (start_call)
+            await finished(stream)
+            runtime.drop_stream(stream)
             if call.final is not None:  # a cancelled call has no answer
                 answers.append(call.final)
         if not answers:

@@ -1,0 +1,182 @@
+"""The HTTP answer to one legacy call: JSON when it sends nothing first, else resumable SSE.
+
+A call on a session runs inline, in the request's own task (:func:`server.legacy.calls.run_call`),
+with no stream until it needs one. Most calls send nothing before their result: they are
+answered with plain JSON, with no second task, no event stream and no follower. The moment a
+call opens its stream (its first message before the result: progress, a log line, a question
+to the client, an SSE-polling close; or at once for a client that accepts only SSE), an
+:class:`Answer` starts a writer task that streams it as today: a priming event (id, empty
+data, ``retry``) for 2025-11-25 and later, every message with an id, resumable with ``GET`` +
+``Last-Event-ID``; the call goes on in the request's task, and the request ends when both
+have.
+
+A disconnect is not a cancellation in this era. While an inline call waits, a
+:class:`LeaveWatch` (armed only past 20 ms, as the modern era's watcher) notices a client that
+goes away without cancelling anything: the call then opens its stream, so what it sends from
+then on and its result are kept for a resume, and its request is recorded ``client_closed``
+when the call ends. A streaming call's writer notices the same through :func:`pump` and stops
+writing; the call goes on. Only ``notifications/cancelled`` or the session ending stops a call
+(:meth:`server.legacy.calls.Call.cancel`), and a cancelled call sends no response.
+
+Why inline and not the call's own task, as before: the task and the stream it fed were the
+price of a JSON answer too, a legacy ``tools/call`` costing about 1.7 times a modern one in
+process (tests/bench/app_inprocess.py, docs/benchmarks.md). Keeping the task and skipping only
+the stream saves the stream's part alone; the task, its switch and the wait for it are most of
+the rest. What inline costs in turn: the request lasts as long as its call, so its record is
+written when the call ends (with its outcome; a disconnected call's record used to have none),
+and a client that stops reading a streaming call loses its writer at the send timeout, but its
+connection is aborted only when the call ends (the HTTP protocol aborts a response the app has
+left unfinished, and the app is the call), at the latest at the handler timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from server.aio import TimerKey, coarse_timers, create_task, running_loop
+from server.asgi import Receive, Send
+from server.legacy.calls import Call
+from server.legacy.eventstream import EventStream
+from server.transport.sse import (
+    SSE_HEADERS,
+    DisconnectWatch,
+    pump,
+    send_body,
+    send_empty,
+    send_json,
+    sse_frame,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyOptions:
+    keepalive_s: float
+    retry_ms: int
+    send_timeout_s: float
+
+
+class Answer:
+    """The HTTP side of one inline call: nothing while it sends nothing; a writer task from
+    the moment its stream opens (unless the client takes only JSON, or has gone)."""
+
+    __slots__ = ("_options", "_receive", "_send", "call", "left", "priming", "sse_ok", "writer")
+
+    def __init__(
+        self,
+        receive: Receive,
+        send: Send,
+        call: Call,
+        options: LegacyOptions,
+        *,
+        priming: bool,
+        sse_ok: bool,
+    ) -> None:
+        self._receive = receive
+        self._send = send
+        self._options = options
+        self.call = call
+        self.priming = priming
+        self.sse_ok = sse_ok
+        self.writer: asyncio.Task[str] | None = None
+        self.left = False
+        call.on_stream = self.opened
+
+    def opened(self, stream: EventStream) -> None:
+        """The call opened its stream: stream it to a client that takes SSE and is there."""
+        if self.sse_ok and not self.left:
+            self.writer = create_task(self.write(stream, stream.generation))
+
+    def watch(self) -> LeaveWatch:
+        return LeaveWatch(self._receive, self.leave)
+
+    def leave(self) -> None:
+        """The client went away while the call waits: the call goes on, and what it sends
+        from now on, and its result, are kept on its stream for a resume."""
+        self.left = True
+        if not self.call.over:
+            self.call.open()
+
+    async def finish(self, json_ok: bool) -> str | None:
+        """Answer the call, which has ended; for a stream, why its connection ended."""
+        if self.writer is not None:
+            return await self.writer  # it writes the stream to its end
+        if self.left:
+            return "client_closed"
+        call = self.call
+        if call.stream is not None:
+            # The messages of a client that takes no SSE (they went nowhere), or of a
+            # cancelled call: nothing to resume.
+            call.runtime.drop_stream(call.stream)
+        if call.final is None:
+            # Cancelled: the spec wants no response, so none is sent.
+            if self.sse_ok:
+                await self._send(
+                    {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
+                )
+                await self._send({"type": "http.response.body", "body": b""})
+            else:
+                await send_empty(self._send, 204)
+            return None
+        await send_json(self._send, call.status, call.final)
+        return None
+
+    async def write(self, stream: EventStream, generation: int) -> str:
+        """The call's stream as this response: the priming event, then every message until
+        the stream finishes, the client leaves, or the server ends the connection."""
+        options = self._options
+        try:
+            await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            if self.priming:
+                priming = sse_frame(b"", event_id=stream.priming_id, retry_ms=options.retry_ms)
+                await send_body(self._send, priming, options.send_timeout_s)
+        except TimeoutError:
+            return "send_timeout"  # the call goes on; its messages stay resumable
+        # If the call already ended this connection (SSE polling), pump sends what there is
+        # and closes; the client resumes from the priming id.
+        return await pump(
+            self._receive,
+            self._send,
+            stream,
+            0,
+            keepalive_s=options.keepalive_s,
+            send_timeout_s=options.send_timeout_s,
+            generation=generation,
+        )
+
+
+class LeaveWatch:
+    """Tell ``on_leave`` if the client goes away; cancel nothing (a disconnect is not a
+    cancellation in this era). Starts watching, as :class:`DisconnectWatch` does, only once the
+    call has waited ``WATCH_AFTER_S``: a call that answers sooner never pays for a task."""
+
+    WATCH_AFTER_S = DisconnectWatch.WATCH_AFTER_S
+    __slots__ = ("_on_leave", "_receive", "_timer", "_watcher")
+
+    def __init__(self, receive: Receive, on_leave: Callable[[], None]) -> None:
+        self._receive = receive
+        self._on_leave = on_leave
+        self._watcher: asyncio.Task[None] | None = None
+        self._timer: TimerKey | None = None
+
+    def __enter__(self) -> LeaveWatch:
+        self._timer = coarse_timers().call_later(self.WATCH_AFTER_S, self._start)
+        return self
+
+    def _start(self) -> None:
+        self._timer = None
+        self._watcher = running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self._on_leave()
+                return
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._timer is not None:
+            coarse_timers().cancel(self._timer)
+        if self._watcher is not None:
+            self._watcher.cancel()
