@@ -192,6 +192,7 @@ class LegacyHttp:
                 answer.writer.cancel()  # the request ends: nothing may write after it
             raise
         finally:
+            call.on_stream = None  # the answer and the call refer to each other: no cycle left
             if call.error is not None:
                 draft.error(*call.error)
             draft.task = call.task

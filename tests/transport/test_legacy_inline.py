@@ -10,6 +10,8 @@ be seen); disconnects need a real connection, so those run uvicorn in a thread.
 
 import asyncio
 import contextlib
+import gc
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -248,6 +250,54 @@ async def test_ending_the_session_cancels_an_inline_call(
     assert seen.cancelled.is_set()
     assert response.status_code == 204
     assert app.runtimes.peek(client.session_id) is None
+
+
+async def test_a_json_answer_leaves_no_reference_cycle_behind(
+    app: Application, http: httpx.AsyncClient
+) -> None:
+    # Cycles wait for the collector, which the server runs rarely (server.serving): a request
+    # that leaves its record draft in one keeps it, and what it holds, long after it ended.
+    client = await legacy_session(http)
+    assert client.session_id is not None
+    body = json.dumps(tool_call("where", id="w")).encode()
+    headers = [(name.lower().encode(), value.encode()) for name, value in client.headers().items()]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        await app(scope, receive, send)
+        gc.collect()
+        left = [type(thing).__name__ for thing in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert sent[0]["status"] == 200
+    assert json.loads(sent[1]["body"])["id"] == "w"
+    assert "Draft" not in left
+    assert "Call" not in left
 
 
 # == over a real connection ======================================================================
