@@ -2,13 +2,15 @@
 
 :meth:`LegacyHttp.post` takes a POST (batch, response, notification, request) the whole way
 once the endpoint has read it; a refusal before anything is sent is raised for the endpoint.
-Each call in a session runs in its own task and writes to its own
-:class:`~server.legacy.eventstream.EventStream`; the HTTP response follows that stream. A call that
-sends nothing before its result is answered with plain JSON; otherwise the response becomes SSE
-with a priming event (id, empty data, ``retry``) for clients of 2025-11-25 and later, and every
-message carries an id so a dropped connection can be resumed with ``GET`` + ``Last-Event-ID``.
+A call in a session runs inline in its request's task (the calls of a batch each in a task
+of their own). A call that sends nothing before its result is answered with plain JSON, with
+no event stream at all; one that sends something opens its
+:class:`~server.legacy.eventstream.EventStream` and the response becomes SSE, written by a task
+of its own (:mod:`server.transport.legacy_answer`, which says why), with a priming event (id,
+empty data, ``retry``) for clients of 2025-11-25 and later, and every message carries an id so
+a dropped connection can be resumed with ``GET`` + ``Last-Event-ID``.
 Every send on a stream, the GET stream's too, is bounded by ``MCP_SEND_TIMEOUT_S``: a client
-that stops reading loses the connection, not the call, and a stuck GET stream does not keep
+that stops reading loses the stream, not the call, and a stuck GET stream does not keep
 its session from expiring.
 A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
 the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
