@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 
 from server.aio import Started, create_task, current_task
-from server.context import Caller, Recorded
+from server.context import Caller, Context, Recorded
 from server.dispatch import Target
 from server.errors import wire_error
 from server.jsonrpc import Request, encode_error, encode_result
@@ -194,23 +194,16 @@ async def _run(
     origin: Origin | None,
     watch: Watch | None,
 ) -> None:
-    exchange = LegacyExchange(
-        runtime,
-        call,
-        era.client_request_timeout_s,
-        resumable=session.protocol_version >= PRIMING_SINCE,
-    )
-    if origin is None:
-        context = era.context(session, request, exchange)
-    else:
-        caller, headers, record = origin
-        context = era.context(
-            session, request, exchange, caller=caller, headers=headers, record=record
-        )
+    context: Context | None = None
     try:
+        if era.needs_context(session, request, target):
+            context = _context(era, session, runtime, request, call, origin)
+            handling = era.handle(session, runtime, request, context, target)
+        else:
+            handling = era.call_plain(request, target)  # most tools: no Context to make
         # Started eagerly (the only Started on this way): the handler timer, and the watch on
         # the client, are armed only for a call that waits.
-        started = Started(era.handle(session, runtime, request, context, target))
+        started = Started(handling)
         if started.done:
             result = started.result
         elif watch is None:
@@ -228,12 +221,33 @@ async def _run(
         call.status = wire.status
         call.error = (wire.code, wire.message)
     finally:
-        context.finish()
-        call.task = context.task_outcome
+        if context is not None:
+            context.finish()
+            call.task = context.task_outcome
         entry = runtime.inflight.get(request.id)
         if entry is call or (entry is not None and entry is current_task()):
             del runtime.inflight[request.id]
     call.end(payload)
+
+
+def _context(
+    era: LegacyEra,
+    session: Session,
+    runtime: SessionRuntime,
+    request: Request,
+    call: Call,
+    origin: Origin | None,
+) -> Context:
+    exchange = LegacyExchange(
+        runtime,
+        call,
+        era.client_request_timeout_s,
+        resumable=session.protocol_version >= PRIMING_SINCE,
+    )
+    if origin is None:
+        return era.context(session, request, exchange)
+    caller, headers, record = origin
+    return era.context(session, request, exchange, caller=caller, headers=headers, record=record)
 
 
 async def finished(stream: EventStream) -> None:

@@ -35,6 +35,7 @@ import orjson
 from server.aio import Deadline, running_loop
 from server.call_note import noted
 from server.catalog import Catalog
+from server.catalog.tools import Tool
 from server.context import Caller, Context, InputRequest, Recorded
 from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
 from server.errors import InvalidParams, MethodNotFound, ToolError
@@ -289,6 +290,22 @@ class LegacyEra:
         """What the request names (its tool, prompt or resource), looked up once: the HTTP side
         checks a tool's scopes with it and :meth:`handle` calls it."""
         return self.dispatcher.resolve(request.method, request.params)
+
+    def needs_context(self, session: Session, request: Request, target: Target) -> bool:
+        """Whether ``request`` needs a Context made: every request but a ``tools/call`` of a
+        tool that takes none and runs as no task (most tools), which :meth:`call_plain` runs.
+        Such a tool sends nothing and asks nothing; the modern era skips its Context too."""
+        return not (
+            type(target) is Tool
+            and target.parameters.context_param is None
+            and request.method == "tools/call"
+            and self.dispatcher.serves("tools/call")  # as handle asks (a set lookup)
+            and (self.tasks is None or not self.tasks.routes(session, request))
+        )
+
+    async def call_plain(self, request: Request, target: Target) -> dict[str, Any]:
+        """The result of a ``tools/call`` that needs no Context (see :meth:`needs_context`)."""
+        return noted(await self.dispatcher.call_tool(request.params, None, target))
 
     async def handle(
         self,

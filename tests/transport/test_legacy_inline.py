@@ -180,6 +180,33 @@ async def test_a_call_that_sends_nothing_first_runs_in_its_requests_task_and_ans
     assert not runtime.inflight
 
 
+async def test_a_tool_that_takes_no_context_gets_none_made(
+    app: Application, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    era = app.legacy.era
+    made: list[str] = []
+    make = era.context
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        context = make(*args, **kwargs)
+        made.append(context.method)
+        return context
+
+    monkeypatch.setattr(era, "context", counting)
+    client = await legacy_session(http)
+    assert text_of(await client.call("tools/call", {"name": "where", "arguments": {}})) == "here"
+    assert made == []
+    # A tool that takes one still gets it, as every other method does.
+    calling = asyncio.ensure_future(client.post(tool_call("quiet", id="q"), "application/json"))
+    await wait_until(seen.waiting.is_set)
+    seen.gate.set()
+    with anyio.fail_after(2):
+        response = await calling
+    assert text_of(response.json()) == "quietly done"
+    await client.call("ping")
+    assert made == ["tools/call", "ping"]
+
+
 async def test_a_deadline_set_in_a_calls_first_step_acts_on_the_call(
     http: httpx.AsyncClient,
 ) -> None:
