@@ -20,11 +20,11 @@ writing; the call goes on. Only ``notifications/cancelled`` or the session endin
 
 Why inline and not the call's own task, as before: the task and the stream it fed were the
 price of a JSON answer too. CPU per legacy ``tools/call`` in process
-(``tests/bench/app_inprocess.py --workload legacy``, medians of interleaved runs): 42 us
-before; 29 with the call still in a task of its own but no stream (the other design
-considered, measured as a sketch: the request waits on the call's task and streams only once
-the call opens a stream); 24.5 inline, where a modern ``tools/call`` takes 23. Over HTTP the
-server's time per request is the limit app's plus this, so the last 4.5 us are worth having.
+(``tests/bench/app_inprocess.py --workload legacy``, medians of interleaved runs): 36 us
+before, 17.3 now (a modern one: 14), 58 -> 20 with records written to a file. The other design
+considered, the call still in a task of its own but no stream (the request waiting on the
+task, streaming only once the call opens a stream), measured as a sketch 4.5 us more than
+inline: the task, its switches and the wait for it.
 What inline costs in turn: the request lasts as long as its call, so its record is written
 when the call ends (with its outcome; a disconnected call's record used to have none), and a
 client that stops reading a streaming call loses its writer at the send timeout, but its
