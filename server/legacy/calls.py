@@ -196,7 +196,7 @@ async def _run(
 ) -> None:
     context: Context | None = None
     try:
-        if era.needs_context(session, request, target):
+        if era.needs_context(request, target):
             context = _context(era, session, runtime, request, call, origin)
             handling = era.handle(session, runtime, request, context, target)
         else:

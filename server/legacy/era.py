@@ -50,7 +50,12 @@ from server.jsonrpc import (
 )
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
-from server.legacy.tasks import LEGACY_TASK_METHODS, TASKS_CAPABILITY, LegacyTasks
+from server.legacy.tasks import (
+    LEGACY_TASK_METHODS,
+    TASKS_CAPABILITY,
+    LegacyTasks,
+    runs_as_task,
+)
 from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK, META_LOG_LEVEL
 from server.tasks.service import TaskService
 
@@ -291,7 +296,7 @@ class LegacyEra:
         checks a tool's scopes with it and :meth:`handle` calls it."""
         return self.dispatcher.resolve(request.method, request.params)
 
-    def needs_context(self, session: Session, request: Request, target: Target) -> bool:
+    def needs_context(self, request: Request, target: Target) -> bool:
         """Whether ``request`` needs a Context made: every request but a ``tools/call`` of a
         tool that takes none and runs as no task (most tools), which :meth:`call_plain` runs.
         Such a tool sends nothing and asks nothing; the modern era skips its Context too."""
@@ -299,8 +304,8 @@ class LegacyEra:
             type(target) is Tool
             and target.parameters.context_param is None
             and request.method == "tools/call"
+            and not runs_as_task(request.params, target)  # else LegacyTasks may take it
             and self.dispatcher.serves("tools/call")  # as handle asks (a set lookup)
-            and (self.tasks is None or not self.tasks.routes(session, request))
         )
 
     async def call_plain(self, request: Request, target: Target) -> dict[str, Any]:

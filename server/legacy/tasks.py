@@ -55,6 +55,12 @@ TASKS_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tool
 RESULT_WAIT_S = 30.0
 
 
+def runs_as_task(params: Mapping[str, Any], tool: Tool) -> bool:
+    """Whether a ``tools/call`` of ``tool`` with ``params`` runs as a task (where the session
+    has tasks): it asks for one, or the tool requires it."""
+    return "task" in params or tool.task_support == "required"
+
+
 class TaskFailure(McpError):
     """The JSON-RPC error a failed task ended with, answered again by ``tasks/result``."""
 
@@ -113,9 +119,7 @@ class LegacyTasks:
             return False
         name = request.params.get("name")
         tool = self.catalog.tools.get(name) if isinstance(name, str) else None
-        if tool is None:
-            return False
-        return "task" in request.params or tool.task_support == "required"
+        return tool is not None and runs_as_task(request.params, tool)
 
     async def handle(
         self,

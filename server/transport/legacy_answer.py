@@ -21,7 +21,7 @@ writing; the call goes on. Only ``notifications/cancelled`` or the session endin
 Why inline and not the call's own task, as before: the task and the stream it fed were the
 price of a JSON answer too. CPU per legacy ``tools/call`` in process
 (``tests/bench/app_inprocess.py --workload legacy``, medians of interleaved runs): 36 us
-before, 17.3 now (a modern one: 14), 58 -> 20 with records written to a file. The other design
+before, 16 now (a modern one: 14), 58 -> 20 with records written to a file. The other design
 considered, the call still in a task of its own but no stream (the request waiting on the
 task, streaming only once the call opens a stream), measured as a sketch 4.5 us more than
 inline: the task, its switches and the wait for it.
