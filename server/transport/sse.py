@@ -29,6 +29,9 @@ then carries the rest and the result. Request streams are short and live inline 
 request's task, so they cost no extra tasks except a keep-alive while one is open. :func:`pump`
 writes a resumable legacy stream from its event log until it ends or the client leaves; its
 sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
+
+A little over 400 lines: the framing, the two response shapes, the writer, the pump and the
+disconnect watch are every stream's send path, kept in one module so it has one set of rules.
 """
 
 from __future__ import annotations
