@@ -2,9 +2,8 @@
 
 :class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
 queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`: as soon as
-:attr:`Recorder.wake_at` records wait (1,024 by default), and otherwise every ``flush_s``
-(``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
+writes them in batches to one or several :mod:`server.records.sinks`: as soon as a batch is
+full, and otherwise every ``flush_s`` (``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
 most that long before a sink has handed it to the kernel (or Redis): what a SIGKILL loses. A
 failing sink (unwritable path, full disk, Redis away) never stops the server: the failure is
 logged once per streak, counted, and reported through :attr:`Recorder.healthy` and the reasons
@@ -33,7 +32,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_S = 0.2
 PROBE_S = 1.0  # how often an idle writer opens its healthy sinks
-WAKE_AT_MOST = 1024  # queued records that wake the writer early (see Recorder.wake_at)
 REASON_CHARS = 300
 
 
@@ -56,7 +54,6 @@ class Recorder:
         prepare: Callable[[dict[str, Any]], None] | None = None,
         line: Callable[[Deferred], bytes | None] | None = None,
         observer: Callable[[dict[str, Any] | Deferred], None] | None = None,
-        wake_at: int | None = None,
     ) -> None:
         self.sinks = sinks
         # Told of every record handed over, sinks or not (the metrics count requests here).
@@ -70,11 +67,6 @@ class Recorder:
         self.capacity = capacity
         self.batch = batch
         self.flush_s = flush_s
-        # How many queued records wake the writer before its interval. Waking takes a lock and
-        # a notify on the event loop, and hands the GIL to the writer: under load, once per
-        # 64-record batch was an eighth of the loop's time (py-spy, tests/bench/http_bench.py
-        # --profile). The interval (MCP_RECORDS_FLUSH_MS) still bounds how long one waits.
-        self.wake_at = wake_at or max(batch, min(capacity // 8, WAKE_AT_MOST))
         self._queue: deque[dict[str, Any] | Deferred] = deque()
         self._wakeup = threading.Event()
         self._stopping = False
@@ -136,9 +128,11 @@ class Recorder:
             return
         self._queue.append(record)
         self.accepted += 1
-        # Past the mark, until the writer drains, only the first record sets the event (set
-        # takes a lock and notifies, on the event loop).
-        if len(self._queue) >= self.wake_at and not self._wakeup.is_set():
+        # Past a batch, until the writer drains, only the first record sets the event (set
+        # takes a lock and notifies, on the event loop). Waking it later was measured: at
+        # 1,024 records the writer's longer bursts hold the GIL, and p99 at 16 connections
+        # went from 1.5 to 5.6 ms for 4% fewer requests/s (http_bench, this session's note).
+        if len(self._queue) >= self.batch and not self._wakeup.is_set():
             self._wakeup.set()
 
     def close(self, timeout: float = 30.0) -> None:
@@ -160,7 +154,7 @@ class Recorder:
         # The process's malloc policy (serving.heap, set by serving) keeps the writer's freed
         # batches: a component embedded elsewhere does not change its host's.
         while not self._stopping:
-            # Wake past the mark (wake_at), or at every interval: no record waits longer.
+            # Wake on a full batch, or at every interval: no record waits longer.
             self._wakeup.wait(self.flush_s)
             self._wakeup.clear()
             self._drain()

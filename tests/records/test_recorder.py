@@ -98,13 +98,13 @@ def test_records_reach_the_file_without_close(tmp_path: Path) -> None:
 
 def test_a_record_waits_in_the_queue_for_at_most_the_flush_interval() -> None:
     sink = MemorySink()
-    recorder = Recorder([sink], capacity=100, batch=4, flush_s=30.0, wake_at=4)
+    recorder = Recorder([sink], capacity=100, batch=4, flush_s=30.0)
     recorder.start()
     try:
         recorder.record({"n": 0})
         time.sleep(0.5)
         assert sink.lines == []  # a long interval: the single record is still queued
-        for number in range(1, 4):  # wake_at records do not wait for the interval
+        for number in range(1, 4):  # a full batch does not wait for the interval
             recorder.record({"n": number})
         wait_until_blocking(lambda: len(sink.lines) == 4)
         recorder.record({"n": 4})
@@ -120,26 +120,6 @@ def test_a_record_waits_in_the_queue_for_at_most_the_flush_interval() -> None:
         wait_until_blocking(lambda: len(sink.lines) == 1)
     finally:
         recorder.close()
-
-
-def test_the_writer_is_woken_early_only_past_its_mark() -> None:
-    # Waking the writer costs the event loop a lock, a notify and the GIL: a batch's worth of
-    # records waits for the interval; the mark (an eighth of the queue, at most 1,024) wakes it.
-    sink = MemorySink()
-    recorder = Recorder([sink], capacity=800, batch=64, flush_s=30.0)
-    assert recorder.wake_at == 100
-    recorder.start()
-    try:
-        for number in range(99):
-            recorder.record({"n": number})
-        time.sleep(0.5)
-        assert sink.lines == []
-        recorder.record({"n": 99})
-        wait_until_blocking(lambda: len(sink.lines) == 100)
-    finally:
-        recorder.close()
-    assert Recorder([], capacity=100_000).wake_at == 1024
-    assert Recorder([], capacity=10, batch=64).wake_at == 64
 
 
 def line_of(record: dict[str, Any]) -> bytes:
