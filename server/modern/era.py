@@ -178,11 +178,7 @@ class ModernEra:
             name = request.params.get(name_field)
             if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
                 mirror.check(headers, b"mcp-name", "Mcp-Name", name)
-        if not (
-            self.dispatcher.serves(method)  # tools/call, lists: the most, asked first
-            or method in MODERN_ONLY_METHODS
-            or self.extensions.serves(method)
-        ):
+        if not self.serves(method):
             raise MethodNotFound(method)
         # Only the methods with a name header name something to look up (lists do not).
         target = self.dispatcher.resolve(request.method, request.params) if name_field else None
@@ -194,8 +190,8 @@ class ModernEra:
 
     def serves(self, method: str) -> bool:
         return (
-            method in MODERN_ONLY_METHODS
-            or self.dispatcher.serves(method)
+            self.dispatcher.serves(method)  # tools/call, lists: the most, asked first
+            or method in MODERN_ONLY_METHODS
             or self.extensions.serves(method)
         )
 

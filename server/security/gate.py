@@ -109,16 +109,8 @@ class Gate:
         coroutine, since there is nothing to await, and this runs on every request."""
         if b"authorization" in headers:
             single_authorization(scope["headers"])  # sent twice is still a 400
-        # _charge for ANONYMOUS, inlined (no subject; the draft's is None already): the
-        # exemption's memo first, the only lookup an exempt request (loopback) costs.
-        address = draft.client_address
-        exempt = self._exempt_memo.get(address) if address is not None else False
-        if exempt is None:
-            exempt = self._exempt(address)
-        if not exempt or (
-            (b"x-forwarded-for" in headers or b"forwarded" in headers)
-            and not self._exempt_request(scope, headers, draft)
-        ):
+        # _charge for ANONYMOUS (no subject: the draft's is None already).
+        if not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
         return ANONYMOUS
 

@@ -22,6 +22,7 @@ from server.asgi import HEAD_BYTES, Headers, Receive, Scope, Send, header_text, 
 from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
+from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
@@ -171,7 +172,7 @@ class McpEndpoint:
             draft.carry(headers, from_proxy)
         # The request this task serves: its log lines name it, and the code that runs its call
         # notes what the call came to into its record (server.logs, server.call_note).
-        bound = CALL_NOTE.set(draft)  # server.logs.bind_request, without the call
+        bound = bind_request(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         try:

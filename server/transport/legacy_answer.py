@@ -11,12 +11,13 @@ data, ``retry``) for 2025-11-25 and later, every message with an id, resumable w
 have.
 
 A disconnect is not a cancellation in this era. While an inline call waits, a
-:class:`LeaveWatch` (armed only past 20 ms, as the modern era's watcher) notices a client that
-goes away without cancelling anything: the call then opens its stream, so what it sends from
-then on and its result are kept for a resume, and its request is recorded ``client_closed``
-when the call ends. A streaming call's writer notices the same through :func:`pump` and stops
-writing; the call goes on. Only ``notifications/cancelled`` or the session ending stops a call
-(:meth:`server.legacy.calls.Call.cancel`), and a cancelled call sends no response.
+:class:`~server.transport.sse.DisconnectWatch` given a callback (armed only past 20 ms, as in
+the modern era) notices a client that goes away without cancelling anything: the call then opens
+its stream, so what it sends from then on and its result are kept for a resume, and its request
+is recorded ``client_closed`` when the call ends. A streaming call's writer notices the same
+through :func:`pump` and stops writing; the call goes on. Only ``notifications/cancelled`` or
+the session ending stops a call (:meth:`server.legacy.calls.Call.cancel`), and a cancelled call
+sends no response.
 
 Why inline and not the call's own task, as before: the task and the stream it fed were the
 price of a JSON answer too. CPU per legacy ``tools/call`` in process
@@ -36,10 +37,9 @@ has left unfinished, and the app is the call now): at the latest at the handler 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from server.aio import TimerKey, coarse_timers, create_task, running_loop
+from server.aio import create_task
 from server.asgi import Receive, Send
 from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
@@ -92,8 +92,9 @@ class Answer:
         if self.sse_ok and not self.left:
             self.writer = create_task(self.write(stream, stream.generation))
 
-    def watch(self) -> LeaveWatch:
-        return LeaveWatch(self._receive, self.leave)
+    def watch(self) -> DisconnectWatch:
+        """Tells :meth:`leave` if the client goes away, cancelling nothing."""
+        return DisconnectWatch(self._receive, self.leave)
 
     def leave(self) -> None:
         """The client went away while the call waits: the call goes on, and what it sends
@@ -148,39 +149,3 @@ class Answer:
             send_timeout_s=options.send_timeout_s,
             generation=generation,
         )
-
-
-class LeaveWatch:
-    """Tell ``on_leave`` if the client goes away; cancel nothing (a disconnect is not a
-    cancellation in this era). Starts watching, as :class:`DisconnectWatch` does, only once the
-    call has waited ``WATCH_AFTER_S``: a call that answers sooner never pays for a task."""
-
-    WATCH_AFTER_S = DisconnectWatch.WATCH_AFTER_S
-    __slots__ = ("_on_leave", "_receive", "_timer", "_watcher")
-
-    def __init__(self, receive: Receive, on_leave: Callable[[], None]) -> None:
-        self._receive = receive
-        self._on_leave = on_leave
-        self._watcher: asyncio.Task[None] | None = None
-        self._timer: TimerKey | None = None
-
-    def __enter__(self) -> LeaveWatch:
-        self._timer = coarse_timers().call_later(self.WATCH_AFTER_S, self._start)
-        return self
-
-    def _start(self) -> None:
-        self._timer = None
-        self._watcher = running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        while True:
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                self._on_leave()
-                return
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._timer is not None:
-            coarse_timers().cancel(self._timer)
-        if self._watcher is not None:
-            self._watcher.cancel()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 from server.aio import Deadline, TimerKey, coarse_timers, current_task, running_loop
@@ -230,8 +230,9 @@ _Reading = Coroutine[Any, None, ASGIMessage] | Generator[Any, None, ASGIMessage]
 
 
 class DisconnectWatch:
-    """Cancel the current task if the client goes away; ``with`` gives the watch itself, whose
-    ``happened`` says whether it did.
+    """Cancel the current task if the client goes away (or, given ``on_disconnect``, call that
+    instead: the legacy era, where a disconnect is not a cancellation); ``with`` gives the
+    watch itself, whose ``happened`` says whether it did.
 
     The request's own task runs the handler, so a closed connection cancels the handler itself,
     as the 2026-07-28 spec requires. Watching starts only once the request has run for
@@ -250,6 +251,7 @@ class DisconnectWatch:
     WATCH_AFTER_S = 0.02
     __slots__ = (
         "_ended",
+        "_on_disconnect",
         "_pending",
         "_reading",
         "_receive",
@@ -259,8 +261,9 @@ class DisconnectWatch:
         "happened",
     )
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, on_disconnect: Callable[[], object] | None = None) -> None:
         self._receive = receive
+        self._on_disconnect = on_disconnect
         self.happened = False
         self._reading: _Reading | None = None
         self._pending: asyncio.Future[Any] | None = None
@@ -303,7 +306,7 @@ class DisconnectWatch:
             if message["type"] == "http.disconnect":
                 self._reading = None
                 self.happened = True
-                self._task.cancel()
+                (self._on_disconnect or self._task.cancel)()
             else:
                 # More of the body: not what is watched for. Read on from the next loop turn
                 # (a receive that answers at once must not recurse, nor hold the loop).

@@ -65,6 +65,23 @@ async def test_a_client_that_leaves_cancels_the_request_and_no_task_watches_it()
 
 
 @pytest.mark.anyio
+async def test_given_a_callback_a_client_that_leaves_is_told_and_nothing_is_cancelled() -> None:
+    # The legacy era's use: a disconnect is not a cancellation there.
+    receive = Receive()
+    left: list[bool] = []
+
+    async def request() -> str:
+        with DisconnectWatch(receive, lambda: left.append(True)) as disconnect:
+            await asyncio.sleep(DisconnectWatch.WATCH_AFTER_S + 0.05)
+            receive.answer(DISCONNECT)
+            await asyncio.sleep(0.05)  # not cancelled: it sleeps on to the end
+            return f"done, left={disconnect.happened}"
+
+    assert await asyncio.wait_for(request(), 2) == "done, left=True"
+    assert left == [True]
+
+
+@pytest.mark.anyio
 async def test_a_quick_request_never_reads() -> None:
     receive = Receive()
     assert await watched(receive, seconds=0) is False
