@@ -84,9 +84,9 @@ class MetaSeen:
 
 
 class LineMemo:
-    """What :func:`request_line` remembers between records, for one :class:`Privacy`.
+    """What :meth:`LineWriter.line` remembers between records, for one :class:`Privacy`.
 
-    :func:`request_line` looks entries up itself (one dict lookup each, no call); the methods
+    :meth:`LineWriter.line` looks entries up itself (one dict lookup each, no call); the methods
     here judge, encode and remember what it did not find. Only the record writer uses it; a race
     (``close`` draining while a stuck writer still runs) can only compute an entry twice."""
 
@@ -127,7 +127,7 @@ class LineMemo:
         self, key: tuple[Any, ...], draft: Draft, capabilities: orjson.Fragment | None
     ) -> dict[str, Any]:
         """A request record holding what one client program repeats on every request (``key``:
-        see :func:`request_line`; the capabilities as written: a Declared's fragment, or None);
+        see :meth:`LineWriter.line`; the capabilities as written: a Declared's fragment, or None);
         the rest is None."""
         template = _template(draft, capabilities)
         size = sum(len(part) for part in key if isinstance(part, str))
@@ -147,97 +147,94 @@ class LineWriter:
     def line(self, draft: Any) -> bytes | None:
         """A finished request's record as its JSON line, the rules applied: the same bytes as
         :meth:`Draft.build`, :meth:`Privacy.apply` and encoding, for less work (the record
-        writer asks this first). None for a record that needs the general way, or that is not
-        a Draft."""
+        writer asks this first). None for a record that needs the general way (see the module
+        docstring), or that is not a Draft.
+
+        The writer runs this for every request: the memo lookups are written out, their
+        methods called only on a miss, and so are the fields only some requests have (a call
+        costs as much as a few fields)."""
         if not isinstance(draft, Draft):
             return None
-        return request_line(draft, self.privacy, self.memo)
+        params = draft.params
+        capabilities = draft.client_capabilities
+        if (params is not None and type(params) is not dict) or (
+            capabilities is not None and type(capabilities) is not dict
+        ):
+            return None
+        memo = self.memo
+        try:
+            written, written_capabilities = _apply_privacy(
+                draft, self.privacy, memo, params, capabilities
+            )
+            # What one client program repeats on every request: a template of the record.
+            key = (
+                draft.verb,
+                draft.path,
+                draft.era,
+                draft.header_version,
+                draft.body_version,
+                draft.client_name,
+                draft.client_version,
+                written_capabilities,
+                draft.user_agent,
+            )
+            template = memo.templates.get(key)
+            if template is None:
+                template = memo.template_of(key, draft, written_capabilities)
+            # Copying it and setting what changes costs less than a dict display of every field.
+            record = template.copy()
+            record["time"] = iso_time(draft.started)
+            record["request_id"] = draft.inbound_id or request_id_of(draft.serial)
+            record["status"] = draft.status
+            # Client-chosen: clipped when long (a length check each, clip() only then).
+            method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id
+            subject, address = draft.subject, draft.client_address
+            if type(method) is str and len(method) > MAX_CLIENT_STRING:
+                method = clip(method)
+            if type(jsonrpc_id) is str and len(jsonrpc_id) > MAX_CLIENT_STRING:
+                jsonrpc_id = clip(jsonrpc_id)
+            if type(session_id) is str and len(session_id) > MAX_CLIENT_STRING:
+                session_id = clip(session_id)
+            if type(subject) is str and len(subject) > MAX_CLIENT_STRING:
+                subject = clip(subject)
+            if type(address) is str and len(address) > MAX_CLIENT_STRING:
+                address = clip(address)
+            record["method"] = method
+            record["jsonrpc_id"] = jsonrpc_id
+            record["notification"] = draft.notification
+            record["session_id"] = session_id
+            record["subject"] = subject
+            record["client_address"] = address
+            if draft.error_code is not None:
+                message = clip(draft.error_message, MAX_ERROR_MESSAGE)
+                record["error"] = {"code": draft.error_code, "message": message}
+            record["duration_ms"] = rounded_ms(
+                (draft.ended_clock or time.perf_counter()) - draft.clock
+            )
+            record["bytes_in"] = draft.bytes_in
+            record["bytes_out"] = draft.bytes_out
+            record["streaming"] = draft.streaming
+            record["params"] = written
+            # The fields only some requests have, in Draft.request_record's order.
+            if draft.batch_size is not None:
+                record["batch_size"] = draft.batch_size
+            if draft.advertised is not None:
+                record["advertised"] = draft.advertised
+            if draft.method in CALL_METHODS:
+                record["target"] = draft.target
+                outcome = draft.outcome
+                record["outcome"] = draft.call_outcome() if outcome is None else outcome
+            if draft.task is not None:
+                record["task"] = draft.task
+            if draft.traceparent is not None:
+                record["traceparent"] = draft.traceparent
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:
+            return None
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).
 _ABSENT = object()
-
-
-def request_line(draft: Draft, privacy: Privacy, memo: LineMemo) -> bytes | None:
-    """``draft``'s request record with ``privacy`` applied, as a JSON line; None when this way
-    does not cover the draft (see the module docstring).
-
-    The memo lookups are written out here, their methods called only on a miss: the writer
-    runs this for every request, and a call costs as much as a few fields."""
-    params = draft.params
-    capabilities = draft.client_capabilities
-    if (params is not None and type(params) is not dict) or (
-        capabilities is not None and type(capabilities) is not dict
-    ):
-        return None
-    try:
-        written, written_capabilities = _apply_privacy(draft, privacy, memo, params, capabilities)
-        # What one client program repeats on every request: a template of the record.
-        key = (
-            draft.verb,
-            draft.path,
-            draft.era,
-            draft.header_version,
-            draft.body_version,
-            draft.client_name,
-            draft.client_version,
-            written_capabilities,
-            draft.user_agent,
-        )
-        template = memo.templates.get(key)
-        if template is None:
-            template = memo.template_of(key, draft, written_capabilities)
-        # Copying it and setting what changes costs less than a dict display of every field.
-        record = template.copy()
-        record["time"] = iso_time(draft.started)
-        record["request_id"] = draft.inbound_id or request_id_of(draft.serial)
-        record["status"] = draft.status
-        # Client-chosen: clipped when long (a length check each, clip() only then).
-        method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id
-        subject, address = draft.subject, draft.client_address
-        if type(method) is str and len(method) > MAX_CLIENT_STRING:
-            method = clip(method)
-        if type(jsonrpc_id) is str and len(jsonrpc_id) > MAX_CLIENT_STRING:
-            jsonrpc_id = clip(jsonrpc_id)
-        if type(session_id) is str and len(session_id) > MAX_CLIENT_STRING:
-            session_id = clip(session_id)
-        if type(subject) is str and len(subject) > MAX_CLIENT_STRING:
-            subject = clip(subject)
-        if type(address) is str and len(address) > MAX_CLIENT_STRING:
-            address = clip(address)
-        record["method"] = method
-        record["jsonrpc_id"] = jsonrpc_id
-        record["notification"] = draft.notification
-        record["session_id"] = session_id
-        record["subject"] = subject
-        record["client_address"] = address
-        if draft.error_code is not None:
-            message = clip(draft.error_message, MAX_ERROR_MESSAGE)
-            record["error"] = {"code": draft.error_code, "message": message}
-        record["duration_ms"] = rounded_ms((draft.ended_clock or time.perf_counter()) - draft.clock)
-        record["bytes_in"] = draft.bytes_in
-        record["bytes_out"] = draft.bytes_out
-        record["streaming"] = draft.streaming
-        record["params"] = written
-        _optional_fields(draft, record)
-        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:
-        return None
-
-
-def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
-    """The fields a request record has only for some requests, in Draft.request_record's order."""
-    if draft.batch_size is not None:
-        record["batch_size"] = draft.batch_size
-    if draft.advertised is not None:
-        record["advertised"] = draft.advertised
-    if draft.method in CALL_METHODS:
-        record["target"] = draft.target
-        record["outcome"] = draft.call_outcome()
-    if draft.task is not None:
-        record["task"] = draft.task
-    if draft.traceparent is not None:
-        record["traceparent"] = draft.traceparent
 
 
 def _apply_privacy(
@@ -299,7 +296,7 @@ def _apply_privacy(
 
 
 def _template(draft: Draft, capabilities: orjson.Fragment | None) -> dict[str, Any]:
-    # Draft.request_record's keys in its order; request_line sets the values that change.
+    # Draft.request_record's keys in its order; LineWriter.line sets the values that change.
     client = {
         "name": clip(draft.client_name),
         "version": clip(draft.client_version),
