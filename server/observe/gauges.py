@@ -2,16 +2,14 @@
 
 Open streams (listen and legacy GET), legacy sessions, the records' queue, Redis: the hub, the
 legacy runtimes, the recorder and the Redis link count these for their own work, so a scrape
-reads them (:class:`StateCollector`) and the request path pays nothing for them.
+reads them (:class:`server.observe.exposition.StateCollector`) and the request path pays
+nothing for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from server.hub import Hub
 from server.legacy.runtime import Runtimes
@@ -29,35 +27,6 @@ class StateReaders:
     records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
     redis_up: Callable[[], bool | None]  # None: no Redis configured
     bus_lag_s: Callable[[], float | None]  # None: not measured
-
-
-class StateCollector(Collector):
-    """The gauges, and the records' counters, from the state the server already keeps."""
-
-    def __init__(self, readers: StateReaders) -> None:
-        self.readers = readers
-
-    def collect(self) -> Iterable[Metric]:
-        read = self.readers
-        streams = GaugeMetricFamily("mcp_open_streams", "Open SSE streams.", labels=["kind"])
-        streams.add_metric(["listen"], read.listen_streams())
-        streams.add_metric(["legacy_get"], read.legacy_get_streams())
-        yield streams
-        yield GaugeMetricFamily(
-            "mcp_legacy_sessions", "Legacy sessions live here.", value=read.legacy_sessions()
-        )
-        records = CounterMetricFamily(
-            "mcp_records", "Request records by what became of them.", labels=["state"]
-        )
-        for state, count in read.records().items():
-            records.add_metric([state], count)
-        yield records
-        up = read.redis_up()
-        if up is not None:
-            yield GaugeMetricFamily("mcp_redis_up", "1 while Redis answers.", value=float(up))
-        lag = read.bus_lag_s()
-        if lag is not None:
-            yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
 
 
 def state_readers(

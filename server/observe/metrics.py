@@ -17,31 +17,20 @@ the answering worker's (see README).
 
 from __future__ import annotations
 
-import itertools
+import os
+import sys
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-    values,
-)
-from prometheus_client.core import (
-    CounterMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import Collector
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from server.asgi import Receive, Scope, Send
-from server.observe.gauges import StateCollector, StateReaders
+from server.observe.gauges import StateReaders
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.security.networks import Network, client_address, in_networks
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 KNOWN_METHODS = frozenset(
     {
@@ -57,28 +46,16 @@ OTHER = "other"
 INTERNAL_ERROR = -32603  # what a handler that raised is answered with (server.errors)
 REFUSALS = {401: "auth", 403: "forbidden", 413: "too_large", 429: "rate_limit"}
 # Request durations: MCP calls run from a millisecond (tools/list) to minutes (a slow tool).
-KIND_LABELS = ["era", "method", "status", "outcome"]
-REQUESTS_HELP = "Requests on the MCP endpoint."
-DURATION_HELP = "Time to answer a request (to the stream's opening for a stream)."
-TOOLS_HELP = "tools/call by tool and outcome."
-REFUSALS_HELP = "Requests refused, by reason."
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
-BOUNDS = (*(repr(float(bound)) for bound in BUCKETS), "+Inf")  # the "le" labels
 
 
 def multiprocess() -> bool:
-    """Whether prometheus-client keeps its values in files (``PROMETHEUS_MULTIPROC_DIR``)."""
-    return bool(getattr(values.ValueClass, "_multiprocess", False))
-
-
-class _Tallies(Collector):
-    """The request counts of one process, at scrape time (:meth:`Metrics.collect`)."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterable[Metric]:
-        return self.metrics.collect()
+    """Whether prometheus-client keeps its values in files (``PROMETHEUS_MULTIPROC_DIR``): the
+    library's own answer once it is imported, else the test it makes when imported."""
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:
+        return bool(getattr(values.ValueClass, "_multiprocess", False))
+    return "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 
 class Kind:
@@ -126,33 +103,39 @@ class Metrics:
 
     def __init__(self, known_tool: Callable[[str], bool]) -> None:
         self.known_tool = known_tool
-        self.registry = CollectorRegistry(auto_describe=True)
         self._kinds: dict[tuple[Any, ...], Kind] = {}
         # What a draft counts into, by its raw values (see observe), for known names only.
         self._cells: dict[tuple[Any, ...], Cell] = {}
         self._tools: dict[tuple[str, str], Tally] = {}
+        self._readers: StateReaders | None = None
+        # The library's side (server.observe.exposition), made at the first scrape in one
+        # process: prometheus-client is not imported before (2.9 MiB of an idle server).
+        self._registry: CollectorRegistry | None = None
         self.files = multiprocess()
-        if not self.files:
-            self.registry.register(_Tallies(self))
-            return
-        MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
-        # Not registered: MultiProcessCollector reads their files (registering would count
-        # them twice).
-        self.requests = Counter("mcp_requests", REQUESTS_HELP, KIND_LABELS, registry=None)
-        self.duration = Histogram(
-            "mcp_request_duration_seconds",
-            DURATION_HELP,
-            ["method"],
-            buckets=BUCKETS,
-            registry=None,
-        )
-        self.tool_calls = Counter("mcp_tool_calls", TOOLS_HELP, ["tool", "outcome"], registry=None)
-        self.refusals = Counter("mcp_refusals", REFUSALS_HELP, ["reason"], registry=None)
-        self._children: dict[tuple[str, str], Any] = {}
+        if self.files:
+            # The request path counts into the library's own values from the first request.
+            from server.observe.exposition import library_metrics
+
+            self.requests, self.duration, self.tool_calls, self.refusals = library_metrics(BUCKETS)
+            self._children: dict[tuple[str, str], Any] = {}
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The library's registry of everything a scrape reads (made when first asked)."""
+        if self._registry is None:
+            from server.observe.exposition import registry_of
+
+            tallies = None if self.files else self.collect
+            self._registry = registry_of(tallies, self._readers)
+        return self._registry
 
     def watch(self, readers: StateReaders) -> None:
         """Report the gauges ``readers`` read, at every scrape."""
-        self.registry.register(StateCollector(readers))
+        self._readers = readers
+        if self._registry is not None:
+            from server.observe.exposition import StateCollector
+
+            self._registry.register(StateCollector(readers))
 
     def _kind(self, key: tuple[str | None, str, int, int | None]) -> Kind:
         # Every part is the server's own (era, a known method or "other", the status and error
@@ -283,7 +266,20 @@ class Metrics:
 
     def collect(self) -> Iterator[Metric]:
         """In one process: the counts as the library's metric families."""
-        requests = CounterMetricFamily("mcp_requests", REQUESTS_HELP, labels=KIND_LABELS)
+        from server.observe.exposition import families
+
+        return families(self.totals(), BUCKETS)
+
+    def totals(
+        self,
+    ) -> tuple[
+        dict[tuple[str, ...], int],
+        dict[str, int],
+        dict[str, tuple[list[int], float]],
+        dict[tuple[str, str], int],
+    ]:
+        """In one process: the requests by labels, the refusals by reason, the durations by
+        method (bucket counts, total seconds) and the tool calls by (tool, outcome)."""
         by_labels: dict[tuple[str, ...], int] = {}
         refused: dict[str, int] = {}
         by_method: dict[str, tuple[list[int], float]] = {}
@@ -294,27 +290,13 @@ class Metrics:
             buckets, seconds = by_method.get(kind.labels[1], ([0] * len(kind.buckets), 0.0))
             buckets = [a + b for a, b in zip(buckets, kind.buckets, strict=True)]
             by_method[kind.labels[1]] = (buckets, seconds + kind.seconds)
-        for labels, count in by_labels.items():
-            requests.add_metric(list(labels), count)
-        yield requests
-        duration = HistogramMetricFamily(
-            "mcp_request_duration_seconds", DURATION_HELP, labels=["method"]
-        )
-        for method, (buckets, seconds) in by_method.items():
-            cumulative = list(itertools.accumulate(buckets))
-            duration.add_metric([method], list(zip(BOUNDS, cumulative, strict=True)), seconds)
-        yield duration
-        tools = CounterMetricFamily("mcp_tool_calls", TOOLS_HELP, labels=["tool", "outcome"])
-        for labels, tally in list(self._tools.items()):
-            tools.add_metric(list(labels), tally.count)
-        yield tools
-        refusals = CounterMetricFamily("mcp_refusals", REFUSALS_HELP, labels=["reason"])
-        for reason, count in refused.items():
-            refusals.add_metric([reason], count)
-        yield refusals
+        tools = {labels: tally.count for labels, tally in list(self._tools.items())}
+        return by_labels, refused, by_method, tools
 
     def scrape(self) -> bytes:
-        return generate_latest(self.registry)
+        from server.observe.exposition import generate
+
+        return generate(self.registry)
 
     def samples(self) -> Iterator[tuple[str, dict[str, str], float]]:
         """Every sample of a scrape (tests and the README's metric list)."""
@@ -347,7 +329,9 @@ class MetricsEndpoint:
         elif scope.get("method") not in ("GET", "HEAD"):
             status, body, kind = 405, b"Method Not Allowed", b"text/plain; charset=utf-8"
         else:
-            status, body, kind = 200, self.metrics.scrape(), CONTENT_TYPE_LATEST.encode()
+            from server.observe.exposition import CONTENT_TYPE
+
+            status, body, kind = 200, self.metrics.scrape(), CONTENT_TYPE
         headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -197,3 +200,56 @@ async def test_metrics_off_means_no_path_and_no_counting() -> None:
             ((name, frozenset(labels.items())), v) for name, labels, v in app.metrics.samples()
         )
     assert sum(v for (name, _), v in found.items() if name == "mcp_requests_total") == 0
+
+
+def test_prometheus_client_is_imported_at_the_first_scrape_not_before() -> None:
+    # A fresh interpreter: this one has the library already. An idle server nobody scrapes
+    # does not hold it (2.9 MiB resident); requests are counted without it.
+    script = """
+import asyncio, json, sys
+import httpx
+from server import Catalog
+from server.app import create_app
+from server.settings import Settings
+from tests.support.mcp_client import modern, modern_headers
+
+catalog = Catalog("lazy", "0.0.1")
+
+@catalog.tool
+async def echo(text: str) -> str:
+    return text
+
+def loaded():
+    return any(name.split(".")[0] == "prometheus_client" for name in sys.modules)
+
+async def main():
+    app = create_app(Settings(_env_file=None, records=[]), catalog)
+    async with app.starlette.router.lifespan_context(app.starlette):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            message = modern("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+            answer = await client.post(
+                "/mcp", content=json.dumps(message), headers=modern_headers(message)
+            )
+            assert answer.status_code == 200, answer.text
+            before = loaded()
+            scraped = await client.get("/metrics")
+            print(json.dumps([before, loaded(), scraped.status_code, scraped.text]))
+
+asyncio.run(main())
+"""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after, status, text = json.loads(done.stdout.strip().splitlines()[-1])
+    assert before is False
+    assert after is True
+    assert status == 200
+    assert value(samples(text), "mcp_tool_calls_total", tool="echo", outcome="ok") == 1
