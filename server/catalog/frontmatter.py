@@ -4,16 +4,16 @@ Frontmatter is read as YAML 1.2's JSON-compatible core: ``yes``/``no`` stay stri
 stay text, so the JSON a server sends equals what a client's YAML parser makes of the same file
 (a host compares the two field by field). ``name`` must follow the naming rules (1-64 lowercase
 letters, digits and single hyphens), ``description`` be non-empty text of at most 1024
-characters, and ``metadata`` keys under ``io.modelcontextprotocol/`` are reserved.
+characters, and ``metadata`` keys under ``io.modelcontextprotocol/`` are reserved. PyYAML is
+imported at the first read: a server with no skills does not load it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
-
-import yaml
 
 SKILL_NAME = re.compile(r"^(?!.*--)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 RESERVED_METADATA = "io.modelcontextprotocol/"
@@ -26,23 +26,31 @@ class SkillError(ValueError):
     """A skills folder this server refuses to serve; the message names the file."""
 
 
-class _FrontmatterLoader(yaml.SafeLoader):
-    """YAML's JSON-compatible core: true/false only, no timestamps, as YAML 1.2 reads them."""
+@functools.cache
+def _loader() -> type[Any]:
+    """YAML's JSON-compatible core: true/false only, no timestamps, as YAML 1.2 reads them.
 
+    Made at the first frontmatter read: a server that serves no skills never imports PyYAML
+    (0.9 MiB resident)."""
+    import yaml
 
-_FrontmatterLoader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regexp)
-        for tag, regexp in resolvers
-        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
-    ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_FrontmatterLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
+    class FrontmatterLoader(yaml.SafeLoader):
+        pass
+
+    FrontmatterLoader.yaml_implicit_resolvers = {
+        first: [
+            (tag, regexp)
+            for tag, regexp in resolvers
+            if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    FrontmatterLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+    return FrontmatterLoader
 
 
 def _json_compatible(value: Any, where: str) -> None:
@@ -73,8 +81,11 @@ def parse_frontmatter(text: str, where: str) -> dict[str, Any]:
         raise SkillError(f"{where}: must begin with YAML frontmatter between --- lines")
     if len(found.group(1).encode()) > MAX_FRONTMATTER_BYTES:
         raise SkillError(f"{where}: frontmatter is larger than {MAX_FRONTMATTER_BYTES} bytes")
+    loader = _loader()
+    import yaml
+
     try:
-        data = yaml.load(found.group(1), Loader=_FrontmatterLoader)  # a SafeLoader
+        data = yaml.load(found.group(1), Loader=loader)  # a SafeLoader
     except yaml.YAMLError as broken:
         raise SkillError(f"{where}: frontmatter is not valid YAML ({broken})") from None
     if not isinstance(data, dict):

@@ -3,6 +3,8 @@ the skills extension's entries, and refused with a message naming the file when 
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +276,22 @@ def test_symbolic_links_are_refused(tmp_path: Path) -> None:
 def test_parse_frontmatter_accepts_a_bom_and_crlf() -> None:
     text = "\ufeff---\r\nname: x\r\ndescription: y\r\n---\r\nbody"
     assert parse_frontmatter(text, "x/SKILL.md") == {"name": "x", "description": "y"}
+
+
+def test_pyyaml_is_loaded_only_when_a_frontmatter_is_read() -> None:
+    # 0.9 MiB resident that a server with no skills never pays.
+    script = (
+        "import sys\n"
+        "import server.app\n"
+        "from server import Catalog\n"
+        "catalog = Catalog('no-skills', '1')\n"
+        "assert 'yaml' not in sys.modules, 'loaded without a skill'\n"
+        "from server.catalog.frontmatter import parse_frontmatter\n"
+        "text = '---\\nname: a-skill\\ndescription: Does a thing.\\n---\\nbody\\n'\n"
+        "assert parse_frontmatter(text, 'SKILL.md')['name'] == 'a-skill'\n"
+        "assert 'yaml' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
