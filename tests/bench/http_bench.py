@@ -44,7 +44,9 @@ the expected one); during the runs wrk must see only 200s of the checked answer'
 other answer makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's idle
 RSS (VmRSS after start-up, the checks and the warm-up, before the measured runs), its RSS
 after the runs, its CPU time per request (the records writer's catching up after the run
-included), the share of its core it got during the run (``CPU %``), all as medians of the
+included) and, of that, its main thread's (``loop us``: the event loop's; the rest is the
+records writer's and the sync handlers' threads'), the share of its core it got during the
+run (``CPU %``), all as medians of the
 repeats with min-max, and the
 ratios to the limit and to the SDK, taken repeat by repeat (the two ran seconds apart), as
 median (min-max); with ``--ab-root``, this+rec over base+rec; then the issues' targets (issue
@@ -496,8 +498,12 @@ class Proc:
         return 0
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return stat_cpu_seconds(Path(f"/proc/{self.pid}/stat"))
+
+    def loop_cpu_seconds(self) -> float:
+        """The main thread's alone: the event loop's (the records writer and the handler
+        threads are the rest of cpu_seconds)."""
+        return stat_cpu_seconds(Path(f"/proc/{self.pid}/task/{self.pid}/stat"))
 
     def loaded_libraries(self) -> str:
         maps = Path(f"/proc/{self.pid}/maps").read_text()
@@ -554,6 +560,12 @@ def ensure_sdk_venv() -> Path:
     return python
 
 
+def stat_cpu_seconds(stat: Path) -> float:
+    """User and system time from a /proc stat file (a process's or one thread's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ----------------------------------------------------------------------------- wrk
 
 
@@ -564,6 +576,9 @@ class Run:
     p99_ms: float
     rss_mib: float
     cpu_us: float
+    # of cpu_us, the main thread's (the event loop): the rest is the records writer's and the
+    # handler threads'
+    loop_us: float
     # the server's CPU time over the run's length: a CPU-bound server at 16 connections that
     # gets much less than 100% is sharing its core with other load
     cpu_pct: float
@@ -883,7 +898,8 @@ def report(
     header = (
         f"{'workload':<38} {'server':<8} {'conns':>5}  {'rps median (min-max)':<22} "
         f"{'p50 ms (min-max)':<19} {'p99 ms (min-max)':<21} {'idle MiB':>8} {'RSS MiB':>7} "
-        f"{'CPU us/req':>10} {'CPU %':>5}  {'x limit (min-max)':<17} {'x SDK (min-max)':<17}"
+        f"{'CPU us/req':>10} {'loop us':>7} {'CPU %':>5}  {'x limit (min-max)':<17} "
+        f"{'x SDK (min-max)':<17}"
     )
     lines += [header, "-" * len(header)]
     for workload in workloads:
@@ -904,6 +920,7 @@ def report(
                     f"{'-' if idle_mib is None else f'{idle_mib:.1f}':>8} "
                     f"{statistics.median(r.rss_mib for r in runs):>7.1f} "
                     f"{statistics.median(r.cpu_us for r in runs):>10.1f} "
+                    f"{statistics.median(r.loop_us for r in runs):>7.1f} "
                     f"{statistics.median(r.cpu_pct for r in runs):>5.0f}  "
                     f"{fmt_range(x_limit, 2) if x_limit else '-':<17} "
                     f"{fmt_range(x_sdk, 2) if x_sdk else '-':<17}"
@@ -1104,7 +1121,7 @@ class Measurement:
 
     def one(self, cell: Cell, connections: int, seconds: int) -> Run:
         proc = cell.proc
-        cpu_before = proc.cpu_seconds()
+        cpu_before, loop_before = proc.cpu_seconds(), proc.loop_cpu_seconds()
         requests, rps, p50, p99, wrk_cpu = run_wrk(
             proc,
             cell.script,
@@ -1125,7 +1142,8 @@ class Measurement:
                 time.sleep(0.05)
         # the cost per request counts the writer's catching up too; the share does not
         cpu_us = (proc.cpu_seconds() - cpu_before) / requests * 1e6
-        run = Run(rps, p50, p99, rss_mib, cpu_us, cpu_during / seconds * 100)
+        loop_us = (proc.loop_cpu_seconds() - loop_before) / requests * 1e6
+        run = Run(rps, p50, p99, rss_mib, cpu_us, loop_us, cpu_during / seconds * 100)
         if self.args.verbose:
             print(
                 f"  {cell.workload.name:<11} {cell.variant:<8} c{connections:<3} {rps:9.0f} rps "
