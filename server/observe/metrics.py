@@ -1,4 +1,6 @@
-"""``/metrics`` in the Prometheus text format, made with ``prometheus-client``.
+"""``/metrics`` in the Prometheus text format: the counting, and the endpoint. What the library
+(``prometheus-client``) makes of the counts is :mod:`server.observe.exposition`, imported at the
+first scrape.
 
 Counting costs the request path one call per finished request: the recorder hands every
 record it is given to :meth:`Metrics.observe` (the same hand-over the records take, so every
