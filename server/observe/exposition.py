@@ -26,7 +26,15 @@ from prometheus_client.registry import Collector
 
 from server.observe.gauges import StateReaders
 
-__all__ = ["CONTENT_TYPE", "StateCollector", "families", "generate", "library_metrics"]
+__all__ = [
+    "CONTENT_TYPE",
+    "StateCollector",
+    "Totals",
+    "families",
+    "generate",
+    "library_metrics",
+    "registry_of",
+]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST.encode()
 KIND_LABELS = ["era", "method", "status", "outcome"]
