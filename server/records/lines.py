@@ -151,8 +151,7 @@ class LineWriter:
         docstring), or that is not a Draft.
 
         The writer runs this for every request: the memo lookups are written out, their
-        methods called only on a miss, and so are the fields only some requests have (a call
-        costs as much as a few fields)."""
+        methods called only on a miss (a call costs as much as a few fields)."""
         if not isinstance(draft, Draft):
             return None
         params = draft.params
@@ -215,22 +214,26 @@ class LineWriter:
             record["bytes_out"] = draft.bytes_out
             record["streaming"] = draft.streaming
             record["params"] = written
-            # The fields only some requests have, in Draft.request_record's order.
-            if draft.batch_size is not None:
-                record["batch_size"] = draft.batch_size
-            if draft.advertised is not None:
-                record["advertised"] = draft.advertised
-            if draft.method in CALL_METHODS:
-                record["target"] = draft.target
-                outcome = draft.outcome
-                record["outcome"] = draft.call_outcome() if outcome is None else outcome
-            if draft.task is not None:
-                record["task"] = draft.task
-            if draft.traceparent is not None:
-                record["traceparent"] = draft.traceparent
+            _optional_fields(draft, record)
             return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
         except orjson.JSONEncodeError:
             return None
+
+
+def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
+    """The fields a request record has only for some requests, in Draft.request_record's order."""
+    if draft.batch_size is not None:
+        record["batch_size"] = draft.batch_size
+    if draft.advertised is not None:
+        record["advertised"] = draft.advertised
+    if draft.method in CALL_METHODS:
+        record["target"] = draft.target
+        outcome = draft.outcome
+        record["outcome"] = draft.call_outcome() if outcome is None else outcome
+    if draft.task is not None:
+        record["task"] = draft.task
+    if draft.traceparent is not None:
+        record["traceparent"] = draft.traceparent
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).
