@@ -228,8 +228,7 @@ def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
         record["advertised"] = draft.advertised
     if draft.method in CALL_METHODS:
         record["target"] = draft.target
-        outcome = draft.outcome
-        record["outcome"] = draft.call_outcome() if outcome is None else outcome
+        record["outcome"] = draft.call_outcome()
     if draft.task is not None:
         record["task"] = draft.task
     if draft.traceparent is not None:

@@ -1,5 +1,6 @@
 """Helpers shared by the tests: a recording exchange, a Context factory, the tool that makes
-a tool list change, and a transport that keeps what is written to it."""
+a tool list change, a transport that keeps what is written to it, and an ASGI scope for
+calling the app directly."""
 
 import asyncio
 from typing import Any
@@ -91,3 +92,22 @@ class FakeTransport(asyncio.Transport):
 
     def resume_reading(self) -> None:
         self.reading = True
+
+
+def post_scope(headers: list[tuple[bytes, bytes]], path: str = "/mcp") -> dict[str, Any]:
+    """An ASGI HTTP scope of a POST to ``path`` from 127.0.0.1, as a server would hand it to
+    the app (for tests that drive the app's own receive and send)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }

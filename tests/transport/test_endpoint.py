@@ -24,6 +24,7 @@ from server.errors import McpError, http_status
 from server.records.draft import Draft
 from server.settings import Settings
 from server.transport.endpoint import read_body
+from tests.support.core_helpers import post_scope
 from tests.support.mcp_client import (
     META_CAPABILITIES,
     META_INFO,
@@ -757,21 +758,13 @@ async def test_body_at_the_limit_is_accepted_and_one_byte_more_is_413() -> None:
 @pytest.mark.anyio
 async def test_declared_oversized_body_is_refused_before_it_is_read() -> None:
     app = create_app(Settings(_env_file=None, max_body_bytes=1024), make_catalog())
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "headers": [
+    scope = post_scope(
+        [
             (b"host", b"127.0.0.1:8000"),
             (b"content-type", b"application/json"),
             (b"content-length", b"1000000"),
-        ],
-    }
+        ]
+    )
     reads: list[int] = []
     sent: list[dict[str, Any]] = []
 

@@ -26,6 +26,7 @@ from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
 from server.records.draft import Draft
 from server.settings import Settings
+from tests.support.core_helpers import post_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import (
     LegacySession,
@@ -292,20 +293,7 @@ async def test_a_json_answer_leaves_no_reference_cycle_behind(
     assert client.session_id is not None
     body = json.dumps(tool_call("where", id=PROBE_ID)).encode()
     headers = [(name.lower().encode(), value.encode()) for name, value in client.headers().items()]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1"), *headers],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = post_scope([(b"host", b"127.0.0.1"), *headers])
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
