@@ -27,7 +27,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def redis_server():  # type: ignore[no-untyped-def]
+def redis_server():
     """One real redis-server for the session's shared-state tests (see
     tests/support/redis_server.py)."""
     from tests.support.redis_server import RedisServer
@@ -38,7 +38,7 @@ def redis_server():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def redis_client(redis_server):  # type: ignore[no-untyped-def]
+async def redis_client(redis_server):
     """A plain asyncio Redis client on the test redis-server, to look at what was written."""
     import redis.asyncio
 

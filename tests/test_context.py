@@ -1,16 +1,17 @@
 """server.context: progress, logging and asking the client, through a recording exchange."""
 
 import contextlib
+from typing import Any
 
 import pytest
 
-from server.context import Elicitation, ElicitResult, Roots, Sampling
+from server.context import Elicitation, ElicitResult, LogLevel, Roots, Sampling
 from server.errors import MissingClientCapability
 from tests.support.core_helpers import RecordingExchange, make_context
 
 pytestmark = pytest.mark.anyio
 
-ALL_CAPABILITIES = {"elicitation": {}, "sampling": {}, "roots": {}}
+ALL_CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
 # -- progress ------------------------------------------------------------------------------
@@ -51,7 +52,8 @@ async def test_progress_must_increase():
 async def test_no_log_messages_without_a_level():
     exchange = RecordingExchange()
     context = make_context(exchange)
-    for level in ["debug", "info", "warning", "error", "critical", "alert", "emergency"]:
+    levels: list[LogLevel] = ["debug", "info", "warning", "error", "critical", "alert", "emergency"]
+    for level in levels:
         await context.log(level, "x")
     assert exchange.sent == []
 
@@ -115,7 +117,7 @@ async def test_nothing_is_asked_after_finish():
 )
 async def test_ask_refuses_undeclared_capability_before_the_exchange(ask, capability):
     exchange = RecordingExchange()
-    others = {name: {} for name in ALL_CAPABILITIES if name != capability}
+    others: dict[str, Any] = {name: {} for name in ALL_CAPABILITIES if name != capability}
     context = make_context(exchange, client_capabilities=others)
     with pytest.raises(MissingClientCapability) as caught:
         await ask(context)

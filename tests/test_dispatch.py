@@ -432,7 +432,9 @@ async def test_a_tool_past_the_timeout_fails_as_a_result(envelope):
     assert "took longer than 0.05 s" in result["content"][0]["text"]
     assert result.get("wrapped") == (None if envelope is None else "tools/call")
     assert stopped == [True]
-    assert asyncio.current_task().cancelling() == 0  # the timer's cancellation was taken back
+    current = asyncio.current_task()
+    assert current is not None
+    assert current.cancelling() == 0  # the timer's cancellation was taken back
 
 
 async def test_another_method_past_the_timeout_is_internal_error():

@@ -24,7 +24,9 @@ def tools_only(change):
 
 def test_publish_fans_out_to_every_interested_stream():
     hub = Hub(capacity=4)
-    everything = hub.attach(lambda change: change.kind.encode())
+    everything = hub.attach(
+        lambda change: change.kind.encode() if isinstance(change, Change) else None
+    )
     tools = hub.attach(tools_only)
     hub.publish(Change("tools"))
     hub.publish(Change("prompts"))

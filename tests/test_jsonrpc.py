@@ -30,6 +30,7 @@ def test_request_keeps_id_type(request_id):
 
 def test_params_are_kept():
     message = decode(body({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"a": [1]}}))
+    assert isinstance(message, Request)
     assert message.params == {"a": [1]}
 
 
@@ -101,6 +102,7 @@ def test_non_object_messages_are_invalid_request(raw):
 
 def test_null_params_mean_empty_params():
     message = decode(body({"jsonrpc": "2.0", "id": 1, "method": "m", "params": None}))
+    assert isinstance(message, Request)
     assert message.params == {}
 
 

@@ -191,8 +191,8 @@ def imports_in(source: str, module: str, is_package: bool = False) -> list[Impor
             for child in node.orelse:
                 visit(child, lazy)
             return
-        for child in ast.iter_child_nodes(node):
-            visit(child, lazy)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner, lazy)
 
     visit(ast.parse(source), False)
     return found

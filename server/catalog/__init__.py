@@ -112,8 +112,28 @@ class Catalog:
 
     # -- declaring -------------------------------------------------------------------------
 
+    # The function itself, alone or with keywords (``catalog.tool(fn, name="x")``) ...
     @overload
-    def tool(self, func: F) -> F: ...
+    def tool(
+        self,
+        func: F,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        structured_output: bool | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
+        task_support: TaskSupport = "forbidden",
+        defer_task: bool = False,
+        blocking: bool = True,
+    ) -> F: ...
+
+    # ... or only keywords, as a decorator (``@catalog.tool(name="x")``).
 
     @overload
     def tool(
@@ -210,7 +230,17 @@ class Catalog:
         return True
 
     @overload
-    def prompt(self, func: F) -> F: ...
+    def prompt(
+        self,
+        func: F,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        icons: Sequence[Icon] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        blocking: bool = True,
+    ) -> F: ...
 
     @overload
     def prompt(

@@ -30,6 +30,7 @@ import pstats
 import sys
 import tempfile
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ class Harness:
             await asyncio.get_running_loop().create_future()
             raise AssertionError("unreachable")
 
-        async def send(event: dict[str, Any]) -> None:
+        async def send(event: MutableMapping[str, Any]) -> None:
             if event["type"] == "http.response.start":
                 self.status = event["status"]
                 self.headers = dict(event.get("headers", []))

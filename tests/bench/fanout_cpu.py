@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -77,7 +78,7 @@ def main() -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Any = uvloop.run
     except ImportError:
         runner = asyncio.run
     for _ in range(args.rounds):

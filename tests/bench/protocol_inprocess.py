@@ -118,9 +118,8 @@ async def measure_in(args: argparse.Namespace, stack: contextlib.AsyncExitStack)
     )
     config.load()
     loop = asyncio.get_running_loop()
-    protocol = config.http_protocol_class(
-        config=config, server_state=ServerState(), app_state={}, _loop=loop
-    )
+    protocol_factory: Any = config.http_protocol_class
+    protocol = protocol_factory(config=config, server_state=ServerState(), app_state={}, _loop=loop)
     transport = CountingTransport()
     protocol.connection_made(transport)
     request = raw_request()

@@ -63,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -445,7 +446,7 @@ async def warm_up(run: Run, client: Client) -> None:
         if reply.status != 200:
             raise RuntimeError(f"DELETE answered {reply.status}")
 
-    await bounded(run, (lambda n=n: session_then_delete(n) for n in range(run.args.warmup)))
+    await bounded(run, (functools.partial(session_then_delete, n) for n in range(run.args.warmup)))
 
 
 async def cycle(run: Run, client: Client) -> Cycle:
@@ -461,7 +462,7 @@ async def cycle(run: Run, client: Client) -> Cycle:
 
     started = time.monotonic()
     try:
-        await bounded(run, (lambda n=n: open_one(n) for n in range(args.sessions)))
+        await bounded(run, (functools.partial(open_one, n) for n in range(args.sessions)))
         result.open_seconds = time.monotonic() - started
         await asyncio.sleep(0.5)
     finally:
@@ -521,7 +522,9 @@ async def wait_all_gone(run: Run, client: Client, last_used: dict[str, float]) -
         chosen = by_age[-NEWEST_PROBED:] + sample
     alive = chosen
     while alive:
-        statuses = await bounded(run, (lambda sid=sid: probe_status(client, sid) for sid in alive))
+        statuses = await bounded(
+            run, (functools.partial(probe_status, client, sid) for sid in alive)
+        )
         alive = [sid for sid, status in zip(alive, statuses, strict=True) if status != 404]
         if alive:
             print(f"  {len(alive)} old sessions still answer; waiting for the sweep")

@@ -44,6 +44,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"
@@ -81,7 +82,7 @@ def request_bytes(
 
 
 def listen_request(port: int, number: int) -> bytes:
-    body = {
+    body: dict[str, object] = {
         "jsonrpc": "2.0",
         "id": f"listen-{number}",
         "method": "subscriptions/listen",
@@ -91,7 +92,7 @@ def listen_request(port: int, number: int) -> bytes:
 
 
 def trigger_request(port: int, number: int) -> bytes:
-    body = {
+    body: dict[str, object] = {
         "jsonrpc": "2.0",
         "id": f"toggle-{number}",
         "method": "tools/call",
@@ -135,7 +136,7 @@ class ListenStream(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
-        transport.write(self.request)
+        transport.write(self.request)  # type: ignore[attr-defined]  # a stream transport
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
@@ -418,7 +419,7 @@ def main() -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Any = uvloop.run
         loop_name = "uvloop"
     except ImportError:
         runner = asyncio.run

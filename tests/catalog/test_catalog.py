@@ -1,5 +1,8 @@
 """server.catalog: declarations, derived capabilities, snapshots and change events."""
 
+from typing import Any
+from unittest.mock import ANY
+
 import pytest
 
 from server.catalog import Catalog, Change
@@ -10,7 +13,7 @@ from server.catalog.tools import Tool
 
 
 def recorder(catalog):
-    changes = []
+    changes: list[Any] = []
     catalog.subscribe(changes.append)
     return changes
 
@@ -250,7 +253,7 @@ def test_listener_sees_the_new_snapshot():
 
 def test_unsubscribe_stops_events_and_is_idempotent():
     catalog = Catalog()
-    changes = []
+    changes: list[Any] = []
     stop = catalog.subscribe(changes.append)
     stop()
     stop()
@@ -297,11 +300,13 @@ def test_find_resource_prefers_exact_then_templates_in_order():
     catalog.resource_template("x://items/{name}")(lambda name: name)
     catalog.resource_template("x://{+rest}")(lambda rest: rest)
     assert catalog.find_resource("x://items/special") == (exact, {})
-    found, variables = catalog.find_resource("x://items/other")
+    found_with = catalog.find_resource("x://items/other")
+    assert found_with is not None
+    found, variables = found_with
     assert isinstance(found, ResourceTemplate)
     assert found.template.template == "x://items/{name}"
     assert variables == {"name": "other"}
-    assert catalog.find_resource("x://a/b")[1] == {"rest": "a/b"}
+    assert catalog.find_resource("x://a/b") == (ANY, {"rest": "a/b"})
     assert catalog.find_resource("y://nothing") is None
 
 

@@ -194,6 +194,7 @@ async def test_a_refused_value_falls_through_to_the_next_template():
     catalog.resource_template("x://a/{+rest}")(lambda rest: f"many {rest}")
     found = catalog.find_resource("x://a/b%2Fc")
     assert found is not None
+    assert isinstance(found[0], ResourceTemplate)
     assert found[0].template.template == "x://a/{+rest}"
     assert found[1] == {"rest": "b%2Fc"}
 

@@ -304,6 +304,8 @@ def test_object_return_is_not_wrapped():
         return Point(x=1, y=2)
 
     output = read_output(handler)
+
+    assert output is not None
     assert output is not None
     assert output.wrapped is False
     assert output.schema == {
@@ -319,6 +321,8 @@ def test_dict_return_is_an_object():
         return {}
 
     output = read_output(handler)
+
+    assert output is not None
     assert output.schema == {"type": "object", "additionalProperties": {"type": "integer"}}
     assert output.dump({"a": 1}) == {"a": 1}
 
@@ -328,6 +332,8 @@ def test_non_object_return_is_wrapped_in_result():
         return 1
 
     output = read_output(handler)
+
+    assert output is not None
     assert output.wrapped is True
     assert output.schema == {
         "type": "object",
@@ -342,6 +348,8 @@ def test_wrapped_schema_keeps_definitions_at_the_root():
         return []
 
     output = read_output(handler)
+
+    assert output is not None
     assert output.schema["properties"]["result"]["items"] == {"$ref": "#/$defs/Point"}
     assert "Point" in output.schema["$defs"]
     assert output.dump([Point(x=1, y=2)]) == {"result": [{"x": 1, "y": 2}]}
@@ -351,7 +359,9 @@ def test_async_function_return_annotation_is_used():
     async def handler() -> int:
         return 1
 
-    assert read_output(handler).wrapped is True
+    output = read_output(handler)
+    assert output is not None
+    assert output.wrapped is True
 
 
 def test_awaitable_return_annotation_is_unwrapped():
@@ -359,6 +369,8 @@ def test_awaitable_return_annotation_is_unwrapped():
         raise NotImplementedError
 
     output = read_output(handler)
+
+    assert output is not None
     assert output is not None
     assert output.schema["properties"]["result"] == {"type": "integer"}
 

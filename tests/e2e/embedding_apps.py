@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -123,7 +123,7 @@ def factory() -> Application:
     return build_app()
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[[], Any]] = {
     "app": build_app,
     "starlette_host": lambda: build_starlette_host()[0],
     "fastapi_host": lambda: build_fastapi_host()[0],

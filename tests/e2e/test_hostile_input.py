@@ -27,7 +27,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,7 +174,7 @@ async def drive(
         await gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
@@ -528,8 +528,8 @@ def header_sets(draw: st.DrawFn, message: Any, session: str) -> list[tuple[bytes
     if not isinstance(message, dict):
         message = {}
     method = message.get("method")
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
-    meta_of = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    params: dict[str, Any] = message["params"] if isinstance(message.get("params"), dict) else {}
+    meta_of: dict[str, Any] = params["_meta"] if isinstance(params.get("_meta"), dict) else {}
     modern = META_VERSION in meta_of
     name = params.get("uri" if method == "resources/read" else "name")
 

@@ -54,7 +54,7 @@ def message(method: str, params: dict[str, Any]) -> tuple[bytes, dict[str, str]]
 
 @pytest.fixture
 def server() -> Iterator[ServerThread]:
-    settings = Settings(_env_file=None, records=[])  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, records=[])
     live = ServerThread(create_app(settings, catalog())).start()
     yield live
     live.stop()

@@ -249,7 +249,7 @@ def check_ask_name(messages: list[dict[str, Any]], block: str, url: str, **_: An
 
 def check_initialize(messages: list[dict[str, Any]], output: str, **_: Any) -> None:
     # "the answer carries its id in the Mcp-Session-Id header"
-    headers, _ = split_head(output)
+    headers, _body = split_head(output)
     assert headers.get("mcp-session-id")
     result = messages[-1]["result"]
     assert result["protocolVersion"] == "2025-11-25"
@@ -329,7 +329,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "mcp shell function": check_shell_function,
 }
 
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 def start_task(url: str, session: str | None) -> str:

@@ -24,7 +24,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.replicas import Replicas
 
 LEASE_S = 2.0
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 TIMEOUT = httpx.Timeout(5.0)
 
 
@@ -49,7 +49,7 @@ def send(base: str, method: str, params: dict[str, Any], id: Any = 1) -> dict[st
     answer = httpx.post(f"{base}/mcp", json=message, headers=headers, timeout=TIMEOUT)
     body = answer.json()
     assert "result" in body, body
-    return body["result"]  # type: ignore[no-any-return]
+    return body["result"]
 
 
 def start_work(base: str, seconds: float, label: str) -> str:

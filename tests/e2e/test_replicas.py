@@ -55,7 +55,7 @@ from tests.support.replicas import Replicas
 DELIVERY_LIMIT_S = 1.0  # a change on one replica reaches streams on the others within this
 WAIT_S = 3.0  # how long a test waits for something before it says it never came
 REQUEST_TIMEOUT = httpx.Timeout(5.0, read=30.0)
-CAPABILITIES = {"elicitation": {}, "sampling": {}}
+CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}}
 LIST_CHANGED = "notifications/tools/list_changed"
 
 needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed")

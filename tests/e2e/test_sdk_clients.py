@@ -36,7 +36,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -404,15 +404,15 @@ async def test_complete_prompt_and_template_arguments(probe: Live, era: str) -> 
 @pytest.mark.parametrize("era", ERAS)
 async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
-    modern_level = {"log_level": "info"} if era == MODERN else {}
+    modern_level: dict[str, Any] = {"log_level": "info"} if era == MODERN else {}
     async with connect(probe.url, era, logging_callback=on_log, **modern_level) as (client, wire):
         if era == LEGACY:
             await set_legacy_log_level(client, "info")
@@ -420,8 +420,8 @@ async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
             "count_slowly", {"steps": 4, "delay_ms": 10}, progress_callback=on_progress
         )
         assert text_of(result) == "Counted to 4."
-        await eventually(lambda: len(logs) == 4 and len(progress) == 4)
-    assert progress == [(float(n), 4.0, f"step {n} of 4") for n in range(1, 5)]
+        await eventually(lambda: len(logs) == 4 and len(reported) == 4)
+    assert reported == [(float(n), 4.0, f"step {n} of 4") for n in range(1, 5)]
     assert [params.data for params in logs] == [f"counted {n}" for n in range(1, 5)]
     assert {(params.level, params.logger) for params in logs} == {("info", "count_slowly")}
     [call] = wire.posted("tools/call")
@@ -434,22 +434,22 @@ async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
 @pytest.mark.parametrize("era", ERAS)
 async def test_no_logs_below_the_requested_level(probe: Live, era: str) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
-    progress: list[float] = []
+    reported: list[float] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
-    modern_level = {"log_level": "warning"} if era == MODERN else {}
+    modern_level: dict[str, Any] = {"log_level": "warning"} if era == MODERN else {}
     async with connect(probe.url, era, logging_callback=on_log, **modern_level) as (client, _):
         if era == LEGACY:
             await set_legacy_log_level(client, "warning")
         await client.call_tool(
             "count_slowly", {"steps": 2, "delay_ms": 0}, progress_callback=on_progress
         )
-        await eventually(lambda: len(progress) == 2)
+        await eventually(lambda: len(reported) == 2)
         await anyio.sleep(0.1)
     assert logs == []
 
@@ -480,7 +480,9 @@ async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: Live
 
     async with connect(conformance.url, LEGACY, logging_callback=on_log) as (client, wire):
         await client.call_tool(
-            "test_logging_tool", {}, meta={"io.modelcontextprotocol/logLevel": "warning"}
+            "test_logging_tool",
+            {},
+            meta=cast(types.RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "warning"}),
         )
         await client.call_tool("test_logging_tool", {})
         await eventually(lambda: len(logs) == 4)
@@ -623,7 +625,7 @@ async def test_elicitation_answer_reaches_the_tool(probe: Live, era: str) -> Non
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_elicitation_refused(probe: Live, era: str, action: str) -> None:
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        return types.ElicitResult(action=action)  # type: ignore[arg-type]
+        return types.ElicitResult(action=action)
 
     async with connect(probe.url, era, elicitation_callback=on_elicit) as (client, _):
         result = await client.call_tool("ask_name", {})

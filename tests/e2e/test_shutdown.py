@@ -249,13 +249,15 @@ def test_every_stream_has_a_stream_record(scenario: Scenario) -> None:
         record["jsonrpc_id"]: streams.get(record["request_id"]) for record in streaming.values()
     }
     for id_ in LISTEN_IDS:
-        assert by_id[id_] is not None
-        assert by_id[id_]["end"] == "shutdown"
-        assert by_id[id_]["events"] == 2  # acknowledgement + graceful result
+        listen = by_id[id_]
+        assert listen is not None
+        assert listen["end"] == "shutdown"
+        assert listen["events"] == 2  # acknowledgement + graceful result
     for id_ in MODERN_CALLS:
-        assert by_id[id_] is not None
-        assert by_id[id_]["end"] == "complete"
-        assert by_id[id_]["events"] == STEPS + 1
+        call = by_id[id_]
+        assert call is not None
+        assert call["end"] == "complete"
+        assert call["events"] == STEPS + 1
 
 
 def test_legacy_stream_records_say_how_the_stream_ended(scenario: Scenario) -> None:

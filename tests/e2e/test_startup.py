@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -127,7 +128,9 @@ def request_state_from_another_process(tmp_path: Path) -> list[str]:
 
     async def scenario() -> str:
         one, other = (create_app(Settings(_env_file=None, records=["none"])) for _ in range(2))
-        capabilities = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+        capabilities: dict[str, Any] = {
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}
+        }
         async with (
             httpx.AsyncClient(transport=httpx.ASGITransport(app=one), base_url="http://127.0.0.1")
             as first,

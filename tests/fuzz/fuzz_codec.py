@@ -202,8 +202,8 @@ def main(argv: list[str]) -> int:
         directory = ROOT / ".cache" / "fuzz-codec-seeds"
         directory.mkdir(parents=True, exist_ok=True)
         paths = [directory / f"seed-{index}" for index in range(len(SEEDS))]
-        for path, seed in zip(paths, SEEDS, strict=True):
-            path.write_bytes(seed)
+        for path, seed_bytes in zip(paths, SEEDS, strict=True):
+            path.write_bytes(seed_bytes)
         args.append("-seed_inputs=" + ",".join(str(path) for path in paths))
     atheris.Setup(args, one_input)
     atheris.Fuzz()

@@ -5,6 +5,7 @@ No HTTP here: the era gets sessions, runtimes and streams directly, as the shell
 """
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -64,7 +65,7 @@ def full_catalog() -> Catalog:
         return f"Hello {name}"
 
     @catalog.completion(argument="name", prompt="greet")
-    def names(value: str, context: dict[str, str]) -> list[str]:
+    def names(value: str, context: Mapping[str, str]) -> list[str]:
         return [name for name in ("ada", "alan") if name.startswith(value)]
 
     return catalog
@@ -173,7 +174,7 @@ def test_capabilities_never_carry_extensions_and_leave_the_catalog_alone() -> No
 
 async def test_initialize_result_and_the_session_it_creates() -> None:
     era = make_era()
-    capabilities = {"sampling": {}, "elicitation": {"form": {}}}
+    capabilities: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}}}
     session, result = await era.initialize(
         Request(1, "initialize", initialize_params("2025-06-18", capabilities, client_info=INFO))
     )

@@ -6,7 +6,7 @@ the lower-cased mapping the HTTP shell passes in, and ``send`` is a list.
 
 import base64
 import contextlib
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 import pytest
@@ -39,7 +39,7 @@ VERSION = "2026-07-28"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SUB_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
-ALL_CAPS = {"elicitation": {}, "sampling": {}, "roots": {}}
+ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -47,7 +47,9 @@ def b64(text: str) -> str:
     return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
 
-def make_era(catalog: Catalog, *, page_size: int = 100, cache_scope: str = "public") -> ModernEra:
+def make_era(
+    catalog: Catalog, *, page_size: int = 100, cache_scope: Literal["public", "private"] = "public"
+) -> ModernEra:
     sealer = Sealer(b"m" * 32)
     return ModernEra(
         catalog,
@@ -151,7 +153,7 @@ def demo_catalog() -> Catalog:
         first = await ctx.elicit("First?", NAME_SCHEMA, key="first")
         second = await ctx.elicit("Second?", NAME_SCHEMA, key="second")
         return (
-            f"{greeting} {first.content['name']} and {second.content['name']}"
+            f"{greeting} {(first.content or {})['name']} and {(second.content or {})['name']}"
             f" after {ctx.state['runs']} runs"
         )
 
@@ -170,7 +172,7 @@ def demo_catalog() -> Catalog:
     @catalog.prompt
     async def ask_topic(ctx: Context) -> str:
         answer = await ctx.elicit("Topic?", NAME_SCHEMA, key="topic")
-        return f"Talk about {answer.content['name']}"
+        return f"Talk about {(answer.content or {})['name']}"
 
     @catalog.resource("x://readme", mime_type="text/plain")
     def readme() -> str:
@@ -804,9 +806,12 @@ async def test_a_tool_without_a_context_runs_without_one_and_keeps_every_rule(mo
     era = make_era(catalog)
     made: list[Context] = []
     real_context = era._context
-    monkeypatch.setattr(
-        era, "_context", lambda call, send: made.append(real_context(call, send)) or made[-1]
-    )
+
+    def counted_context(call: Any, send: Any) -> Context:
+        made.append(real_context(call, send))
+        return made[-1]
+
+    monkeypatch.setattr(era, "_context", counted_context)
     result, _ = await run(era, "tools/call", {"name": "plain", "arguments": {"text": "hi"}})
     assert result["content"][0]["text"] == "HI"
     assert result["resultType"] == "complete"
@@ -919,7 +924,9 @@ def test_listen_acknowledges_only_what_is_served(listen_id):
         "params": {"_meta": {SUB_ID_KEY: listen_id}, "notifications": {"toolsListChanged": True}},
     }
     frame = era.listen_frame(granted, listen_id)
-    assert orjson.loads(frame(Change("tools"))) == {
+    framed = frame(Change("tools"))
+    assert framed is not None
+    assert orjson.loads(framed) == {
         "jsonrpc": "2.0",
         "method": "notifications/tools/list_changed",
         "params": {"_meta": {SUB_ID_KEY: listen_id}},

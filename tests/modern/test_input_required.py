@@ -1,9 +1,10 @@
 """server.modern.input_required: replaying handlers with recorded answers, and the sealed
 requestState."""
 
+import time
+
 import pytest
 
-from server import sealing
 from server.context import Elicitation, Roots
 from server.errors import InvalidParams
 from server.modern.input_required import (
@@ -152,7 +153,7 @@ def test_a_cursor_is_not_a_request_state():
 
 def test_state_expires(monkeypatch):
     now = 5_000.0
-    monkeypatch.setattr(sealing.time, "time", lambda: now)
+    monkeypatch.setattr(time, "time", lambda: now)
     states = RequestStates(Sealer(b"s" * 32), ttl_s=30)
     token = states.seal("tools/call", "t", {}, {}, {})
     now = 5_029.0

@@ -1,6 +1,8 @@
 """server.modern.listen: what a ``subscriptions/listen`` filter grants, and which changes and
 task news match it."""
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -17,7 +19,7 @@ EVERYTHING = {
     "prompts": {"listChanged": True},
     "resources": {"subscribe": True, "listChanged": True},
 }
-TASKS = {"extensions": {TASKS_EXTENSION: {}}}
+TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 # -- ListenFilter.grant --------------------------------------------------------------------
@@ -129,7 +131,7 @@ def test_resource_updates_cover_the_uri_and_below_it():
 
 
 def test_task_news_reaches_only_streams_of_its_owner() -> None:
-    capabilities = {"extensions": {TASKS_EXTENSION: {}}}
+    capabilities: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
     record = TaskRecord("t1", "alice", "c", None, "modern", "job", 1, 60_000, 500)
     mine = ListenFilter.grant(
         {"taskIds": ["t1"]}, capabilities, client_capabilities=TASKS, owner="alice"

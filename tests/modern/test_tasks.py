@@ -24,7 +24,7 @@ from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
-TASKS = {"extensions": {TASKS_EXTENSION: {}}}
+TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 ASKING = {"elicitation": {}, **TASKS}
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 
@@ -98,7 +98,7 @@ async def run(
     sent_headers.update(headers or {})
     call = era.validate(request, raw_headers(sent_headers))
     call.subject, call.key_of = subject, lambda: f"sub:{subject}"
-    return as_json(await answer(era, call, Sent()))  # type: ignore[no-any-return]
+    return as_json(await answer(era, call, Sent()))
 
 
 async def settled(era: ModernEra, task_id: str, **kwargs: Any) -> dict[str, Any]:
@@ -254,6 +254,7 @@ async def test_questions_are_answered_through_tasks_update(era: ModernEra) -> No
 
 async def test_malformed_updates_are_refused(era: ModernEra) -> None:
     created = await run(era, "tools/call", {"name": "two_questions"}, capabilities=ASKING)
+    responses: Any
     for responses in (None, [], {"first": 3}):
         with pytest.raises(InvalidParams):
             await run(

@@ -44,7 +44,7 @@ def make_catalog() -> Catalog:
 
 @contextlib.asynccontextmanager
 async def serve(**overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    settings = Settings(_env_file=None, records=[], **overrides)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, records=[], **overrides)
     app = create_app(settings, make_catalog())
     async with (
         app.starlette.router.lifespan_context(app.starlette),

@@ -52,7 +52,7 @@ async def test_a_tool_call_makes_a_request_span_and_a_tool_span_under_the_caller
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr("server.observe.tracing.default_provider", lambda: provider)
-    app = create_app(Settings(_env_file=None, records=[], otel=True), catalog())  # type: ignore[call-arg]
+    app = create_app(Settings(_env_file=None, records=[], otel=True), catalog())
     body = modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, 7, client_info=INFO)
     headers = modern_headers(body, traceparent=f"00-{TRACE_ID}-{PARENT_ID}-01")
     async with (

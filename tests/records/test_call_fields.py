@@ -35,7 +35,7 @@ pytestmark = pytest.mark.anyio
 
 LEGACY = LEGACY_VERSION
 INFO = {"name": "fields-test", "version": "1"}
-ELICIT = {"elicitation": {"form": {}}}
+ELICIT: dict[str, Any] = {"elicitation": {"form": {}}}
 CALL_METHODS = ("tools/call", "prompts/get", "resources/read")
 
 
@@ -183,14 +183,12 @@ async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
         headers = legacy_headers(version=None, accept="application/json")
         opened = await client.post("/mcp", content=json.dumps(opening), headers=headers)
         headers = legacy_headers(opened.headers["mcp-session-id"], LEGACY, "application/json")
-        for number, (method, params) in enumerate(
-            [
-                ("tools/call", {"name": "refuse", "arguments": {}}),
-                ("tools/call", {"name": "explode", "arguments": {}}),
-                ("resources/read", {"uri": "test://missing"}),
-            ],
-            1,
-        ):
+        failing: list[tuple[str, dict[str, Any]]] = [
+            ("tools/call", {"name": "refuse", "arguments": {}}),
+            ("tools/call", {"name": "explode", "arguments": {}}),
+            ("resources/read", {"uri": "test://missing"}),
+        ]
+        for number, (method, params) in enumerate(failing, 1):
             message = legacy(method, params, number)
             await client.post("/mcp", content=json.dumps(message), headers=headers)
     found = [c for c in calls(records_of(path)) if c[0] in CALL_METHODS]

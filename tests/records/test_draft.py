@@ -98,7 +98,7 @@ def make_draft(**overrides: Any) -> Draft:
 
 
 def test_a_small_harmless_record_keeps_its_params_without_meta() -> None:
-    record = {
+    record: dict[str, Any] = {
         "bytes_in": 100,
         "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": {"progressToken": 1}},
         "client": {"name": "c", "capabilities": {"roots": {}}},
@@ -110,7 +110,7 @@ def test_a_small_harmless_record_keeps_its_params_without_meta() -> None:
 
 def test_session_capabilities_are_redacted_even_when_the_body_is_harmless() -> None:
     # Legacy records carry the capabilities of the session's initialize, not of this body.
-    record = {
+    record: dict[str, Any] = {
         "bytes_in": 100,
         "params": {"name": "echo"},
         "client": {"capabilities": {"experimental": {"apiKey": "k-123"}}},
@@ -148,7 +148,7 @@ def test_big_keys_are_judged_but_their_verdicts_never_kept() -> None:
 
 
 def test_redaction_reaches_every_depth_including_lists() -> None:
-    params = {
+    params: dict[str, Any] = {
         "name": "login",
         "password": "p0",
         "arguments": {
@@ -219,6 +219,7 @@ def test_values_are_never_matched_only_keys() -> None:
 
 
 def test_scalars_and_none_pass_through() -> None:
+    value: Any
     for value in (None, 1, 2.5, "text", True, [], {}):
         assert privacy().clean(value) == value
 

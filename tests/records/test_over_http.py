@@ -567,7 +567,7 @@ async def test_a_legacy_session_carries_its_client_on_every_record(tmp_path: Pat
     records = read_records(path)
     assert {record["session_id"] for record in records} == {session}
     for record in records:
-        expected = {"name": CLIENT_INFO["name"], "version": CLIENT_INFO["version"]}
+        expected: dict[str, Any] = {"name": CLIENT_INFO["name"], "version": CLIENT_INFO["version"]}
         if record["kind"] == "request":
             check_request_record(record)
             expected["capabilities"] = CAPABILITIES

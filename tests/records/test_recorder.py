@@ -464,7 +464,7 @@ def test_a_record_with_a_cheaper_line_is_written_as_that_line() -> None:
 
     def line(item: Any) -> bytes | None:
         asked.append(item)
-        return item.own_line  # type: ignore[no-any-return]
+        return item.own_line
 
     recorder = Recorder([sink], capacity=10, prepare=privacy.apply, line=line)
     own, general = Handed(b'{"n":1}\n'), Handed(None)

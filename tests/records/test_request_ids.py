@@ -70,7 +70,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 async def run(
     path: Path, requests: list[tuple[bytes, dict[str, str]]], **overrides: Any
 ) -> tuple[list[httpx.Response], list[dict[str, Any]]]:
-    settings = Settings(_env_file=None, records=["file"], records_file=str(path), **overrides)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, records=["file"], records_file=str(path), **overrides)
     app = create_app(settings, catalog())
     async with (
         app.starlette.router.lifespan_context(app.starlette),

@@ -21,6 +21,7 @@ from server.report import aggregate as report_module
 from server.report import counters as report_counters
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
+from server.report.counters import OVERFLOW_NAME
 from server.report.html import render_html
 from server.report.html_assets import SCRIPT, script_hash
 from server.report.model import ClientReport, Report
@@ -134,7 +135,7 @@ def legacy_session_records(
 ) -> list[dict[str, Any]]:
     """What the server writes for one session: initialize, then records that carry the
     session's client info and capabilities."""
-    who = {"name": name, "version": "1.0", "agent": agent, "capabilities": caps}
+    who: dict[str, Any] = {"name": name, "version": "1.0", "agent": agent, "capabilities": caps}
     records = [
         request_record(
             "initialize", header=None, session_id=session, advertised=LEGACY_ADVERTISED, **who
@@ -348,7 +349,7 @@ def test_too_many_clients_are_folded(monkeypatch: pytest.MonkeyPatch) -> None:
     report = aggregate(jsonl(*(request_record("ping", agent=f"bot/{n}") for n in range(5))))
     assert len(report.clients) == 3
     assert report.input.folded_clients == 3
-    assert client(report, report_module.OVERFLOW_NAME).requests == 3
+    assert client(report, OVERFLOW_NAME).requests == 3
 
 
 # -- bad input -----------------------------------------------------------------------------
@@ -369,7 +370,8 @@ def test_malformed_lines_are_counted_and_skipped() -> None:
         session_id=5,
         advertised=[1, None, "ping"],
     )
-    weird_caps = request_record("ping", capabilities=["roots"], agent=None)
+    weird_caps = request_record("ping", agent=None)
+    weird_caps["client"]["capabilities"] = ["roots"]
     weird_caps["client"]["name"] = ["x"]
     bad = b"\n".join(
         [
@@ -644,7 +646,12 @@ def test_cli_missing_file_is_a_usage_error(
 
 def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(entry, "serve", lambda **flags: calls.append("serve") or 0)
+
+    def serve(**flags: Any) -> int:
+        calls.append("serve")
+        return 0
+
+    monkeypatch.setattr(entry, "serve", serve)
     assert entry.main([]) == 0
     assert entry.main(["serve"]) == 0
     assert calls == ["serve", "serve"]

@@ -255,7 +255,7 @@ def test_totals_add_up_the_clients() -> None:
 
 
 def test_a_client_is_judged_only_against_the_methods_of_its_eras() -> None:
-    both = {"name": "hybrid", "version": "1", "agent": "h/1"}
+    both: dict[str, Any] = {"name": "hybrid", "version": "1", "agent": "h/1"}
     records = [
         *legacy_session_records("alpha", "alpha/1", "s1", ["tools/call"], {}),
         modern_record("server/discover", advertised=MODERN_ADVERTISED, name="other"),

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from server.__main__ import main
 from server.errors import ConfigurationError, http_status
-from server.security import auth
 from server.security.auth import (
     ANONYMOUS,
     AuthError,
@@ -187,7 +186,7 @@ def test_auth_errors_are_mcp_errors():
 def test_principal_is_frozen_and_hashable():
     principal = Principal("alice", frozenset({"a"}), {"sub": "alice"})
     with pytest.raises(AttributeError):
-        principal.subject = "bob"
+        principal.subject = "bob"  # type: ignore[misc]  # the point: it is read-only
     assert hash(principal) == hash(Principal("alice", frozenset({"a"}), {"other": 1}))
     assert ANONYMOUS.anonymous
     assert not principal.anonymous
@@ -253,7 +252,7 @@ async def test_every_digest_is_compared_in_constant_time(monkeypatch):
         calls.append((a, b))
         return compare(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    monkeypatch.setattr(hmac, "compare_digest", counting)
     authenticator = tokens()
     for presented in (OTHER, TOKEN, "unknown"):  # first, last, none: always every digest
         calls.clear()
@@ -522,6 +521,7 @@ def test_protected_resource_document_from_settings():
         update={"auth_resource": "https://r.example/mcp", "auth_servers": ["https://as1"]}
     )
     document = protected_resource_document(explicit)
+    assert document is not None
     assert document["resource"] == "https://r.example/mcp"
     assert document["authorization_servers"] == ["https://as1"]
     tokens_only = make_settings(auth="tokens", auth_tokens=token_digest(TOKEN))

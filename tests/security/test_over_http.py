@@ -225,9 +225,10 @@ def bearer(token: str | None) -> str | None:
 
 
 def modern_headers(
-    message: dict[str, Any], token: str | None = None, **extra: str
+    message: dict[str, Any], token: str | None = None, **extra: str | None
 ) -> dict[str, str]:
-    return mcp.modern_headers(message, **{"Authorization": bearer(token), **extra})
+    extra["Authorization"] = bearer(token)
+    return mcp.modern_headers(message, mcp.BOTH, **extra)
 
 
 async def post_modern(

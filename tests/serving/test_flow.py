@@ -4,6 +4,7 @@ waits on one."""
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 
@@ -30,7 +31,7 @@ async def test_a_signal_is_an_event_without_its_deque() -> None:
     more = [signal.wait(), signal.wait()]
     more[0].cancel()
     last = signal.wait()
-    assert signal._waiters == [waiting, more[1], last]
+    assert cast(object, signal._waiters) == [waiting, more[1], last]
     signal.set()
     assert [waiting.result(), more[1].result(), last.result()] == [True, True, True]
     assert Signal(True).is_set()

@@ -12,7 +12,7 @@ from server.serving import server_for
 from server.settings import Settings
 
 
-def config_for(**settings: object):  # type: ignore[no-untyped-def]
+def config_for(**settings: object):
     # log_config=None: build the server without applying a configuration to this process.
     app = create_app(Settings(_env_file=None, **settings))  # type: ignore[arg-type]
     server = server_for(app, log_config=None)

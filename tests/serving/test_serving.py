@@ -38,7 +38,12 @@ def test_the_collector_is_tuned_once_the_app_has_started() -> None:
 
 def test_the_server_keeps_the_c_heaps_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(serving, "keep_freed_heap", lambda: calls.append("kept") or True)
+
+    def keep_freed_heap() -> bool:
+        calls.append("kept")
+        return True
+
+    monkeypatch.setattr(serving, "keep_freed_heap", keep_freed_heap)
     thread = ServerThread(create_app(Settings(_env_file=None, records=["none"])))
     try:
         thread.start()

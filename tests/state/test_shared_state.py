@@ -74,7 +74,7 @@ def make_catalog() -> Catalog:
     return catalog
 
 
-ASKABLE = {"elicitation": {}}
+ASKABLE: dict[str, Any] = {"elicitation": {}}
 
 
 def replica_settings(redis_server: Any, prefix: str) -> Settings:

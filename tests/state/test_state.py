@@ -16,7 +16,7 @@ import pytest
 
 from server.app import Application
 from server.catalog import Catalog, Change
-from server.hub import Closed, Stream
+from server.hub import Closed, Event, Stream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import MemorySessionStore
 from server.settings import Settings
@@ -70,7 +70,12 @@ def frames(stream: Stream) -> list[bytes]:
 
 def attach(app: Application) -> Stream:
     """A hub stream that turns every change into ``kind uri``."""
-    return app.hub.attach(lambda change: f"{change.kind} {change.uri}".encode())
+
+    def frame(change: Event) -> bytes:
+        assert isinstance(change, Change)
+        return f"{change.kind} {change.uri}".encode()
+
+    return app.hub.attach(frame)
 
 
 async def sleeper(runtime: SessionRuntime, request_id: str | int) -> asyncio.Task[None]:
@@ -173,7 +178,7 @@ async def test_a_malformed_change_is_ignored(app: Application) -> None:
     ]
     # A session's GET stream is fed by the hub too (it needs a resource update's uri).
     runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions = {"file:///"}
+    runtime.subscriptions.apply("file:///", True)
     standalone = runtime.standalone_stream(app.hub, lambda: ALL_CAPS)
     for data in malformed:
         app.replica.deliver("change", data)

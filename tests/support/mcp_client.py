@@ -257,6 +257,12 @@ class SSE:
                 return frame.message
         return None
 
+    async def message(self, limit: float | None = 3) -> dict[str, Any]:
+        """The next JSON-RPC message; the test fails when the stream ends first."""
+        message = await self.next(limit)
+        assert message is not None, "the stream ended before its next message"
+        return message
+
     async def rest(self, limit: float | None = 3) -> list[dict[str, Any]]:
         found = []
         while (message := await self.next(limit)) is not None:

@@ -381,7 +381,7 @@ async def test_matching_headers_pass_including_base64_and_param_headers() -> Non
 async def test_unsupported_version_is_400_with_supported_and_requested() -> None:
     message = modern("tools/list", {"_meta": {META_VERSION: "2099-01-01"}}, "v")
     async with serve() as (client, _):
-        response = await post(client, message, **{"MCP-Protocol-Version": "2099-01-01"})
+        response = await post(client, message, **{"MCP-Protocol-Version": "2099-01-01"})  # type: ignore[arg-type]
     error = error_of(response, 400, -32022, "v")
     assert error["data"] == {"supported": [VERSION], "requested": "2099-01-01"}
 
@@ -390,7 +390,9 @@ async def test_unsupported_version_is_400_with_supported_and_requested() -> None
 async def test_legacy_header_on_modern_body_is_header_mismatch() -> None:
     async with serve() as (client, _):
         response = await post(
-            client, modern("tools/list"), **{"MCP-Protocol-Version": "2025-11-25"}
+            client,
+            modern("tools/list"),
+            **{"MCP-Protocol-Version": "2025-11-25"},  # type: ignore[arg-type]
         )
     error_of(response, 400, -32020, 1)
 
@@ -535,7 +537,9 @@ async def test_non_tool_handler_crash_is_200_internal_error_without_details(
         assert leak not in response.text
     # The details go to the server log, and only there.
     logged = [record for record in caplog.records if record.exc_info]
-    assert any("resource-secret-detail" in str(record.exc_info[1]) for record in logged)
+    assert any(
+        record.exc_info and "resource-secret-detail" in str(record.exc_info[1]) for record in logged
+    )
 
 
 # -- 403: Host and Origin ------------------------------------------------------------------
@@ -819,7 +823,7 @@ async def test_wrong_content_type_is_415(content_type: str | None) -> None:
 )
 async def test_json_content_type_variants_are_accepted(content_type: str) -> None:
     async with serve() as (client, _):
-        response = await post(client, modern("tools/list"), **{"Content-Type": content_type})
+        response = await post(client, modern("tools/list"), **{"Content-Type": content_type})  # type: ignore[arg-type]
     result_of(response)
 
 
@@ -937,7 +941,7 @@ async def test_errors_echo_the_request_id_with_its_type(id: Any) -> None:
     async with serve() as (client, _):
         unknown = await post(client, modern("nope", id=id))
         error_of(unknown, 404, -32601, id)
-        mismatch = await post(client, modern("tools/list", id=id), **{"Mcp-Method": "x"})
+        mismatch = await post(client, modern("tools/list", id=id), **{"Mcp-Method": "x"})  # type: ignore[arg-type]
         error_of(mismatch, 400, -32020, id)
         bad_cursor = await post(client, modern("tools/list", {"cursor": "x"}, id=id))
         error_of(bad_cursor, 200, -32602, id)

@@ -41,7 +41,7 @@ from tests.support.polling import wait_until
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2025-11-25"
-ALL_CAPS = {"sampling": {}, "elicitation": {}, "roots": {}}
+ALL_CAPS: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 RETRY_MS = 250
 
@@ -1171,20 +1171,21 @@ async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keep
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
             idle = await legacy_session(http)
             busy = await legacy_session(http)
-            assert idle.session_id is not None
-            assert busy.session_id is not None
+            idle_id, busy_id = idle.session_id, busy.session_id
+            assert idle_id is not None
+            assert busy_id is not None
             await idle.call("ping")
-            assert application.runtimes.peek(idle.session_id) is not None
+            assert application.runtimes.peek(idle_id) is not None
             async with busy.get() as events:
                 await events.next_frame()
-                await wait_until(lambda: application.runtimes.peek(idle.session_id) is None)
+                await wait_until(lambda: application.runtimes.peek(idle_id) is None)
                 # The session with an open GET stream outlived the same idle time.
                 assert application.sessions.count() == 1
-                assert application.runtimes.peek(busy.session_id) is not None
+                assert application.runtimes.peek(busy_id) is not None
                 assert (await idle.post(legacy("ping"))).status_code == 404
                 assert (await busy.call("ping"))["result"] == {}
             # Without its stream, it goes the same way.
-            await wait_until(lambda: application.runtimes.peek(busy.session_id) is None)
+            await wait_until(lambda: application.runtimes.peek(busy_id) is None)
             assert (await busy.post(legacy("ping"))).status_code == 404
             assert len(application.runtimes) == 0
 

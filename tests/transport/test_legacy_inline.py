@@ -13,7 +13,7 @@ import contextlib
 import gc
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from typing import Any
 
 import anyio
@@ -294,12 +294,12 @@ async def test_a_json_answer_leaves_no_reference_cycle_behind(
     body = json.dumps(tool_call("where", id=PROBE_ID)).encode()
     headers = [(name.lower().encode(), value.encode()) for name, value in client.headers().items()]
     scope = post_scope([(b"host", b"127.0.0.1"), *headers])
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     gc.collect()

@@ -347,8 +347,8 @@ async def test_streams_get_only_the_types_they_asked_for(client: httpx.AsyncClie
         ) as prompts,
         open_stream(client, listen({"toolsListChanged": True}, 5), "text/event-stream") as tools,
     ):
-        assert (await prompts.next())["method"] == "notifications/subscriptions/acknowledged"
-        assert (await tools.next())["method"] == "notifications/subscriptions/acknowledged"
+        assert (await prompts.message())["method"] == "notifications/subscriptions/acknowledged"
+        assert (await tools.message())["method"] == "notifications/subscriptions/acknowledged"
         # Request-scoped notifications never go to listen streams.
         stream_call = call("count", {"steps": 1}, id=1, progressToken="x")
         async with open_stream(client, stream_call) as counted:
@@ -370,8 +370,8 @@ async def test_streams_get_only_the_types_they_asked_for(client: httpx.AsyncClie
         # Restore the catalog; each stream sees exactly its own kind again.
         await post(client, call("toggle_prompt"))
         await post(client, call("toggle_tool"))
-        assert (await prompts.next())["method"] == "notifications/prompts/list_changed"
-        assert (await tools.next())["method"] == "notifications/tools/list_changed"
+        assert (await prompts.message())["method"] == "notifications/prompts/list_changed"
+        assert (await tools.message())["method"] == "notifications/tools/list_changed"
 
 
 @pytest.mark.anyio
@@ -395,7 +395,7 @@ async def test_tool_list_change_arrives_within_a_second(client: httpx.AsyncClien
         assert before ^ after == {"extra"}
         assert toggled["result"]["content"][0]["text"] in ("added", "removed")
         await post(client, call("toggle_tool"))
-        assert (await events.next(limit=1))["method"] == "notifications/tools/list_changed"
+        assert (await events.message(limit=1))["method"] == "notifications/tools/list_changed"
 
 
 @pytest.mark.anyio

@@ -21,7 +21,7 @@ from tests.transport.test_streaming import open_stream
 # Tasks that run for real time: outside the inner loop (pytest -m 'not slow').
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-TASKS = {"extensions": {TASKS_EXTENSION: {}}}
+TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def make_catalog() -> Catalog:

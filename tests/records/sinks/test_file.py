@@ -181,7 +181,7 @@ def test_every_rotated_file_holds_more_than_half_the_cap(tmp_path: Path) -> None
     path = tmp_path / "records.jsonl"
     cap = 1000
     sink = JsonlFileSink(path, max_bytes=cap, backups=1000, compress=False)
-    written = []
+    written: list[Any] = []
     # Lines of every size from tiny to several times the cap, in batches of every size.
     sizes = [30, 700, 20, 499, 501, 2500, 60, 60, 60, 900, 10, 5000, 333, 333, 333, 334, 1]
     number = 0

@@ -26,8 +26,9 @@ from server.records.sinks import build_sinks
 from server.records.sinks.redis import RedisStreamSink
 from server.report import redis as report_redis
 from tests.report.test_report import MIXED
+from tests.support.deploy_helpers import free_port
 from tests.support.polling import wait_until_blocking
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -163,7 +164,12 @@ def test_the_backlog_is_bounded_and_sheds_the_oldest(
         assert sink.shed == 70
     finally:
         redis_server.start()
-    wait_until_blocking(lambda: (recorder._probe(), recorder.healthy)[1])
+
+    def probed_healthy() -> bool:
+        recorder._probe()
+        return recorder.healthy
+
+    wait_until_blocking(probed_healthy)
     recorder.close()
     assert stream_numbers(client, key) == list(range(70, 120))
     assert (recorder.written, recorder.failed, recorder.backlog) == (50, 70, 0)

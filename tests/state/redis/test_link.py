@@ -22,8 +22,9 @@ from server.state.redis.link import (
     command_refused,
     redis_failure,
 )
+from tests.support.deploy_helpers import free_port
 from tests.support.polling import wait_until
-from tests.support.redis_server import RedisServer, free_port, fresh_prefix
+from tests.support.redis_server import RedisServer, fresh_prefix
 
 # A real redis-server, stopped and started: outside the inner loop (pytest -m 'not slow').
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
