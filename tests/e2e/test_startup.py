@@ -1,5 +1,5 @@
-"""docs/configuration.md's table of start-up checks, row by row: each misconfiguration provoked for real, and
-the line it prints compared with the table's.
+"""docs/configuration.md's table of start-up checks, row by row: each misconfiguration provoked
+for real, and the line it prints compared with the table's.
 
 A refused configuration runs ``python -m server`` to its exit: status 2, stdout empty, and
 stderr one line (no traceback), which must be the table's. A configuration that starts runs a
