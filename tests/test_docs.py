@@ -28,7 +28,7 @@ from server.testing import Client
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-PAGES = [README, *sorted(DOCS.glob("*.md"))]
+PAGES = [README, ROOT / "SECURITY.md", *sorted(DOCS.glob("*.md"))]
 MAX_README_LINES = 250
 # The HTTP+SSE transport's page comes from another branch (issue 28); until it is merged the
 # README and the index link to it ahead of time. The lead removes this allowance at the merge.
@@ -259,11 +259,37 @@ def env_example() -> dict[str, str]:
     return {m.group(1): m.group(2) for m in map(ENV_LINE.match, lines) if m}
 
 
+def suggested_row(name: str) -> str:
+    """A row for ``name`` from .env.example: its default, and the comment above it."""
+    lines = (ROOT / ".env.example").read_text(encoding="utf-8").splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith(f"{name}="))
+    comment: list[str] = []
+    above = index - 1
+    while above >= 0 and ENV_LINE.match(lines[above]):
+        above -= 1
+    while above >= 0 and lines[above].startswith("#"):
+        comment.insert(0, lines[above].lstrip("# "))
+        above -= 1
+    default = lines[index].partition("=")[2]
+    shown = f"`{default}`" if default else "(empty)"
+    return f"| `{name}` | {shown} | {' '.join(comment)} |"
+
+
 def test_every_setting_is_in_the_configuration_page() -> None:
     fields = {f"MCP_{name.upper()}" for name in Settings.model_fields}
     table = set(configuration_table())
-    assert fields - table == set(), "add these settings to docs/configuration.md"
+    missing = sorted(fields - table)
+    rows = "\n".join(suggested_row(name) for name in missing if name in env_example())
+    assert missing == [], f"add these settings to docs/configuration.md, for instance:\n{rows}"
     assert table - fields == set(), "docs/configuration.md lists settings that do not exist"
+
+
+def test_a_missing_setting_comes_with_its_row() -> None:
+    assert suggested_row("MCP_PORT") == (
+        "| `MCP_PORT` | `8000` | Address and port uvicorn binds to. Keep 127.0.0.1 unless a "
+        "proxy or container needs more. |"
+    )
+    assert suggested_row("MCP_ROOT_PATH").startswith("| `MCP_ROOT_PATH` | (empty) | The public")
 
 
 def test_the_configuration_page_shows_the_defaults_of_env_example() -> None:
