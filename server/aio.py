@@ -4,14 +4,14 @@ that cost a dict entry instead of a loop timer.
 On Python 3.11, ``asyncio.get_running_loop()`` and ``asyncio.current_task()`` (and so
 ``asyncio.timeout``, ``asyncio.create_task`` and friends) call ``getpid()`` every time, to
 notice a fork. On a plain Linux host that is cheap; under the sandboxed kernels containers
-often run on it is a real system call, and profiling a ``tools/call`` here found four of them
-costing 17% of the server's CPU. :func:`running_loop` remembers the loop per thread and only
-asks again when that loop is no longer running (a new loop in the same thread, as in tests);
-the helpers below take it from there.
+often run on it is a real system call, several per request
+(docs/decisions.md#loop-and-task-without-getpid). :func:`running_loop` remembers the loop per
+thread and only asks again when that loop is no longer running (a new loop in the same thread,
+as in tests); the helpers below take it from there.
 
-Every request used to set two loop timers it nearly always cancelled (start the disconnect
-watcher after 20 ms; stop a handler after ``MCP_HANDLER_TIMEOUT_S``): creating and cancelling
-them was a fifth of the app's time per ``tools/call``. :class:`CoarseTimers` gives each loop a
+A request's timers (start the disconnect watcher after 20 ms; stop a handler after
+``MCP_HANDLER_TIMEOUT_S``) are nearly always cancelled, so arming them must cost next to
+nothing (docs/decisions.md#started-and-coarse-timers). :class:`CoarseTimers` gives each loop a
 timer wheel with 10 ms slots behind a single loop timer: arming is a dict insert, disarming a
 dict delete, and callbacks run up to one slot late (and at most 1 ms early). :class:`Deadline`
 (keep-alive and send timeouts on streams) uses it too. Cheaper still is no timer at all:

@@ -121,8 +121,7 @@ class Dispatcher:
         self, method: str, params: Mapping[str, Any], context: Context, target: Target
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """The handler's coroutine for a method the era found served (not asked again here),
-        with what :meth:`resolve` found for it. Not a coroutine function: the handler's own
-        coroutine is awaited, one frame fewer on every call."""
+        with what :meth:`resolve` found for it."""
         if method in LIST_METHODS:
             return self._list_page(method, params.get("cursor"))
         return self._handlers[method](params, context, target)

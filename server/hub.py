@@ -48,8 +48,9 @@ class Closed:
 class FrameQueue:
     """A FIFO with one consumer, bounded by its producer (:meth:`Stream.offer`).
 
-    ``asyncio.Queue`` allocates three deques up front, about 2.3 KiB per idle stream, most of
-    what a stream costs beyond its connection; an idle FrameQueue holds no container at all.
+    ``asyncio.Queue`` allocates three deques up front, most of what an idle stream would cost
+    beyond its connection (docs/decisions.md#frame-queue); an idle FrameQueue holds no
+    container at all.
     Its consumer waits on one future (:meth:`wait`), which an item resolves, and so can
     whoever else has a reason to wake it (:meth:`wake`: a listen stream's keep-alive is due),
     with no coroutine, timeout or second waiter of its own."""

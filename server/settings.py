@@ -9,8 +9,8 @@ names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would oth
 silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
 and format on their own, so that even a failure to load the rest is reported as asked.
 
-The module is long (about 400 lines) on purpose: every setting of the server is declared here,
-in one table, since this is the only reader of the environment.
+Longer than 400 lines because: every setting of the server is declared here, in one table,
+since this is the only reader of the environment.
 """
 
 from __future__ import annotations

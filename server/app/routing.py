@@ -110,8 +110,7 @@ class Routing:
         await self.entry(scope, receive, send)
 
     def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Not a coroutine function: it hands back the chosen app's own awaitable, so routing
-        # costs no coroutine of its own on every request.
+        # It hands back the chosen app's own awaitable.
         if not self.started and scope["type"] == "http" and ("state" in scope or "app" in scope):
             # A server that runs lifespans puts "state" in every request's scope, and a host
             # framework puts "app": either could have run this app's lifespan and did not.

@@ -11,9 +11,9 @@ that serves it is declared. Extensions (:mod:`server.catalog.extensions`) are de
 their settings and methods; skills (:meth:`Catalog.add_skills`) declare the skills extension,
 and a tool that can run as a task (``task_support``) the tasks extension.
 
-The module is long (about 510 lines) because it is the whole declaration surface in one class:
-a method per kind of thing an author declares, each with its keyword arguments spelled out
-(with overloads) for type checkers and editors.
+Longer than 400 lines because: it is the whole declaration surface in one class, a method per
+kind of thing an author declares, each with its keyword arguments spelled out (with overloads)
+for type checkers and editors.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ cheap hand-off.
 
 Most tools are written with ``def``. A sync handler may block (a file, a database driver, a
 ``time.sleep``), so it must not run on the event loop; the question is only what the hop to a
-thread costs. ``anyio.to_thread.run_sync`` did, per call, a capacity limiter, a cancel scope,
-worker bookkeeping and one wake-up of the loop per result: over half the throughput of a
-``def echo`` tool. This pool does the least that keeps the guarantees:
+thread costs. ``anyio.to_thread.run_sync`` does, per call, a capacity limiter, a cancel scope,
+worker bookkeeping and one wake-up of the loop per result, which costs a ``def`` tool much of
+its throughput (docs/decisions.md#worker-pool). This pool does the least that keeps the
+guarantees:
 
 - a job is a tuple on a :class:`queue.SimpleQueue` (C code); a worker is started only when no
   idle one is left, up to :attr:`WorkerPool.limit` threads (``MCP_TOOL_THREADS``); beyond
@@ -20,11 +21,7 @@ worker bookkeeping and one wake-up of the loop per result: over half the through
 - workers are daemon threads, made on demand and ended after :data:`IDLE_S` without work: the
   process never waits for a handler stuck in a thread to exit, and an idle server holds none.
 
-One pool serves the process (:data:`POOL`; the app sets its bound). Measured against it and
-left: ``loop.run_in_executor`` with a ``ThreadPoolExecutor`` (a second future and a loop
-wake-up per call: 3-4 times the CPU per hop with calls in flight), and workers parked on locks
-of their own, woken only when none is looking for work (no better in the app: with requests
-spaced further apart than a handler takes, every hand-off wakes a parked thread either way).
+One pool serves the process (:data:`POOL`; the app sets its bound).
 
 :func:`invoker` picks, once per declared handler, how a call runs it: awaited (``async def``),
 in a worker (``def``), or on the loop for a sync handler its author declared non-blocking

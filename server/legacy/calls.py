@@ -18,7 +18,7 @@ A call runs in one of two places, and stays there for its whole life:
 
 A call is never moved from one task to another once started: code that captures the current
 task in its first step (a deadline, a task group, the handler timer) would then act on the
-wrong task (docs/benchmarks.md, "Tried and left out"). Whatever happens (a result, an error, a
+wrong task (docs/decisions.md#inline-legacy-calls). Whatever happens (a result, an error, a
 cancellation even before a task's first step), the stream, if any, is finished and the call
 leaves the session's in-flight table.
 """

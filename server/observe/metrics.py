@@ -14,7 +14,7 @@ from the catalog (else ``other``), outcomes and refusal reasons from fixed sets.
 Several processes (gunicorn workers): when ``PROMETHEUS_MULTIPROC_DIR`` is set (the library's
 own switch, read by ``prometheus-client`` when imported), the counters and histograms live in
 its files and a scrape sums them over every worker (``MultiProcessCollector``); the gauges are
-the answering worker's (see README).
+the answering worker's (docs/operations.md#metrics).
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ class Metrics:
         return generate(self.registry)
 
     def samples(self) -> Iterator[tuple[str, dict[str, str], float]]:
-        """Every sample of a scrape (tests and the README's metric list)."""
+        """Every sample of a scrape (tests and the metric list of docs/operations.md)."""
         for metric in self.registry.collect():
             for sample in metric.samples:
                 yield sample.name, sample.labels, sample.value

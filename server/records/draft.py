@@ -321,8 +321,7 @@ class Draft:
         """Wrap ``send`` to learn status, bytes and events; a stream's request record is
         emitted as soon as the stream opens, so a long stream does not hide its request."""
 
-        # Not a coroutine function: it returns the wrapped send's own awaitable, so observing
-        # costs no extra coroutine per message.
+        # It returns the wrapped send's own awaitable (docs/decisions.md#awaitable-not-coroutine).
         def observed(message: ASGIMessage) -> Awaitable[None]:
             kind = message["type"]
             if kind == "http.response.body":  # the most frequent: every frame of a stream

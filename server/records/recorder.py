@@ -129,9 +129,8 @@ class Recorder:
         self._queue.append(record)
         self.accepted += 1
         # Past a batch, until the writer drains, only the first record sets the event (set
-        # takes a lock and notifies, on the event loop). Waking it later was measured: at
-        # 1,024 records the writer's longer bursts hold the GIL, and p99 at 16 connections
-        # went from 1.5 to 5.6 ms for 4% fewer requests/s (http_bench, this session's note).
+        # takes a lock and notifies, on the event loop). Not later: the writer's longer bursts
+        # would hold the GIL (docs/decisions.md#records-writer-batch).
         if len(self._queue) >= self.batch and not self._wakeup.is_set():
             self._wakeup.set()
 

@@ -93,9 +93,9 @@ def tune_collector() -> None:
     """Everything built at start-up (modules, the catalog, schemas) lives as long as the process:
     frozen, it is out of the collector's sight, so a full collection scans only what requests
     create. Young collections run every 10,000 allocations instead of 700 (a request makes a
-    few hundred), and full ones less often than a frozen heap would trigger them by default.
-    Measured (docs/benchmarks.md): the 40 ms pause that was the p99 of a fan-out to 1,000
-    streams is gone, and a fan-out to 10,000 streams is as fast as before."""
+    few hundred), and full ones less often than a frozen heap would trigger them by default:
+    no full collection pauses a fan-out to many open streams
+    (docs/decisions.md#collector-tuning)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)

@@ -1,9 +1,9 @@
 """Write coalescing: every connection's writes, once per loop turn.
 
 uvicorn writes a response as it is sent: the status line and headers in one system call, the
-body in another, each at once. Measured on this project's machines (docs/benchmarks.md), the
-cost that grows fastest with load is not the writes themselves but what each one sets off in
-the kernel: the loopback delivery that wakes the reading client, one wake-up per write. Here
+body in another, each at once. The cost that grows fastest with load is not the writes
+themselves but what each one sets off in the kernel: the loopback delivery that wakes the
+reading client, one wake-up per write (docs/decisions.md#write-coalescing). Here
 the writes of every connection are held until the event loop finishes its current turn and
 then written together, each connection's pieces joined into one write: a response costs one
 system call instead of two, and the responses finished in the same turn wake their clients

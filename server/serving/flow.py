@@ -4,7 +4,7 @@ control built on it.
 uvicorn gives every connection two ``asyncio.Event`` (its flow control's, its request
 cycle's), and an Event allocates a deque of 760 bytes when it is made, waited on or not. A
 server holding thousands of idle ``subscriptions/listen`` streams holds as many connections, so
-:mod:`server.serving.uvicorn_protocol` uses these instead (docs/benchmarks.md).
+:mod:`server.serving.uvicorn_protocol` uses these instead (docs/decisions.md#idle-connections).
 """
 
 from __future__ import annotations

@@ -1,31 +1,27 @@
 """The HTTP/1.1 protocol this server runs on: uvicorn's httptools protocol, leaner per response.
 
 Parsing, keep-alive, pipelining, flow control, upgrades and shutdown are uvicorn's own,
-inherited. Three things differ, each measured on this project's machines (docs/benchmarks.md),
-where uvicorn's per-response work was a quarter of the server's CPU on a ``tools/call``
-(and one more, for safety: a request head past a cap is refused with 431 while it arrives,
-since httptools would hold a header of any size):
+inherited. What differs is uvicorn's per-response work, a large share of the server's CPU on a
+``tools/call`` (docs/decisions.md#own-http-protocol), and one more thing, for safety: a request
+head past a cap is refused with 431 while it arrives, since httptools would hold a header of any
+size.
 
-- **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for the
-end of the loop's turn and go out as one, so a response costs one system call instead of two and the
-responses of one turn wake their clients together. Holding only the head until the body (ASGI allows
-it) was tried instead: the same one write per response, but 13% fewer requests/s under load, because
-clients were woken one response at a time.
+- **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for
+  the end of the loop's turn and go out as one, so a response costs one system call instead of
+  two and the responses of one turn wake their clients together.
 - **Header lines are checked once.** uvicorn checks every response header against two
   patterns and lower-cases it on every response. The lines repeat from response to response,
   so each distinct (name, value) is checked, encoded and classified once and remembered
   (bounded, :class:`HeaderLines`). The framing rules (Content-Length, chunked, Connection:
   close) are uvicorn's.
 - **Keep-alive costs no timer per response.** uvicorn arms a loop timer when a response ends
-  and cancels it when the next request arrives (1.7 µs a request on uvloop). Here the
-  connection notes when it went idle, and one sweep per loop (:class:`IdleSweep`, every
-  0.5 s) closes the connections idle past ``timeout_keep_alive``, so one closes between that
-  and half a second later.
-
+  and cancels it when the next request arrives. Here the connection notes when it went idle,
+  and one sweep per loop (:class:`IdleSweep`, every 0.5 s) closes the connections idle past
+  ``timeout_keep_alive``, so one closes between that and half a second later.
 - **An idle connection holds no containers it does not use.** uvicorn gives every connection
   two ``asyncio.Event`` (its flow control's, and its request cycle's) and a pipeline deque,
-  each allocating a deque of 760 bytes up front: 2.2 KiB of a connection's 9.5, on every idle
-  ``subscriptions/listen`` stream too. Here they are a :class:`~server.serving.flow.Signal`
+  each allocating a deque up front, on every idle ``subscriptions/listen`` stream too
+  (docs/decisions.md#idle-connections). Here they are a :class:`~server.serving.flow.Signal`
   (a flag, and its waiter once there is one), :class:`~server.serving.flow.FlowControl` with
   one, and a list.
 
@@ -42,8 +38,10 @@ its slots; what the connection holds is then that server's affair.
 they follow uvicorn 0.54, and :func:`server.serving.http_protocol` uses them only on the releases
 in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer uvicorn installs and
 serves). tests/serving/test_uvicorn_protocol.py fails when the uvicorn code they copy changes,
-and checks the wire bytes against uvicorn's. The module is longer than this project's usual 400
-lines because those copies stay together, in one place to compare with the next uvicorn.
+and checks the wire bytes against uvicorn's.
+
+Longer than 400 lines because: the copies of uvicorn's methods stay together, in one place to
+compare with the next uvicorn release.
 """
 
 from __future__ import annotations
@@ -331,9 +329,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     # What this class adds lives in a slot, not in the instance dict: uvicorn's protocol sets
     # 28 attributes, and an instance dict of 30 keys no longer shares its keys with the
-    # class's other instances (CPython 3.11: 296 bytes at 29 keys, 1,584 at 30). Two more in
-    # the dict cost 1.3 KiB per open connection (streams_bench: 18.5 KiB per idle listen
-    # stream instead of 17.5).
+    # class's other instances, which costs every open connection (CPython 3.11;
+    # docs/decisions.md#own-http-protocol).
     __slots__ = ("_chunk_bytes", "_head_bytes", "_max_head_bytes", "_sweep")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

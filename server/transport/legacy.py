@@ -56,7 +56,7 @@ from server.transport.sse import (
     sse_frame,
 )
 
-# LegacyOptions is where it was defined before legacy_answer.py (the app imports it here).
+# LegacyOptions is re-exported for the app, which imports it from here.
 __all__ = ["LegacyHttp", "LegacyOptions"]
 
 
@@ -95,8 +95,8 @@ class LegacyHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]:
-        """One legacy POST, from its session to the last byte of its answer (not a coroutine
-        function: a request is :meth:`request`'s own coroutine, one fewer per call)."""
+        """One legacy POST, from its session to the last byte of its answer: a request is
+        :meth:`request`'s own coroutine."""
         if isinstance(message, Request):
             return self.request(
                 receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok

@@ -19,19 +19,14 @@ through :func:`pump` and stops writing; the call goes on. Only ``notifications/c
 the session ending stops a call (:meth:`server.legacy.calls.Call.cancel`), and a cancelled call
 sends no response.
 
-Why inline and not the call's own task, as before: the task and the stream it fed were the
-price of a JSON answer too. CPU per legacy ``tools/call`` in process
-(``tests/bench/app_inprocess.py --workload legacy``, medians of interleaved runs): 36 us
-before, 16 now (a modern one: 14), 58 -> 20 with records written to a file. The other design
-considered, the call still in a task of its own but no stream (the request waiting on the
-task, streaming only once the call opens a stream), measured as a sketch 4.5 us more than
-inline: the task, its switches and the wait for it.
-What inline costs in turn: the request lasts as long as its call, so its record is written
-when the call ends (with its outcome; a disconnected call's record used to have none), and a
-client that stops reading a streaming call loses its writer at the send timeout, but its
-connection is aborted only when the call ends (the HTTP protocol aborts a response the app
-has left unfinished, and the app is the call now): at the latest at the handler timeout
-(``MCP_HANDLER_TIMEOUT_S``, unless 0). The call itself was held that long already.
+Why inline: a task and an event stream per call would be the price of every JSON answer too,
+and a call in a task of its own costs more even with no stream
+(docs/decisions.md#inline-legacy-calls). What inline costs in turn: the request lasts as long
+as its call, so its record is written when the call ends (with its outcome, a disconnected
+call's too), and a client that stops reading a streaming call loses its writer at the send
+timeout, but its connection is aborted only when the call ends (the HTTP protocol aborts a
+response the app has left unfinished, and the app is the call now): at the latest at the
+handler timeout (``MCP_HANDLER_TIMEOUT_S``, unless 0), which bounds the call itself anyway.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ endpoint writes it; a failure once the call runs is answered here, through
 :func:`server.errors.wire_error`.
 
 A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
-once: no handler coroutine and no response writer (a quarter of a ``tools/list``'s time in
-process, docs/benchmarks.md). Any other call runs inline in the request's task, started eagerly
+once: no handler coroutine and no response writer (docs/decisions.md#cached-answers). Any other
+call runs inline in the request's task, started eagerly
 (:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
 no disconnect watch and no handler timer at all, one that waits gets them armed then (a
 timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON
@@ -18,11 +18,11 @@ as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout on every send
 (the end too) for clients that stop reading, and the graceful result when the server shuts
-down (``Application.begin_shutdown`` closes every stream through the hub). They used
-sse-starlette's ``EventSourceResponse`` at first: its task group (four tasks a stream) cost
-~54 KiB per idle stream; this costs the request's own task and nothing else that waits: its
-queue's future, which a frame, the keep-alive timer or the disconnect watch ends (see
-docs/benchmarks.md).
+down (``Application.begin_shutdown`` closes every stream through the hub). A stream costs
+the request's own task and nothing else that waits: its queue's future, which a frame, the
+keep-alive timer or the disconnect watch ends; not sse-starlette's ``EventSourceResponse``,
+whose task group per stream costs several times the memory
+(docs/decisions.md#listen-streams-in-request-task).
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ class ModernHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]:
-        """One modern message, from validation to the last byte of its answer. Not a coroutine
-        function: a refusal raises from here, before anything is sent, and what it returns is
-        the answer's own awaitable (no coroutine of its own on every request)."""
+        """One modern message, from validation to the last byte of its answer: a refusal
+        raises from here, before anything is sent, and what it returns is the answer's own
+        awaitable."""
         if isinstance(message, Notification):
             # 2026-07-28 defines no client notifications over HTTP: accepted, ignored.
             return send_empty(send, 202)

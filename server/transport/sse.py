@@ -7,20 +7,18 @@ sse-starlette's default. The bytes are what sse-starlette's ``ServerSentEvent(..
 writes for the same fields (tests/transport/test_sse_frames.py checks that, and that the SDK
 client's parser reads every field back), but the function is this module's own: that class
 takes text, so orjson's bytes would be decoded, split by a regex, written through a
-``StringIO`` and encoded again, 1.8 us for a 200-byte message against 0.2
-(``tests/bench/sse_frames_bench.py``). A listen notification costs the server about 23 us of
-CPU in all; with that class, 26.5 (``tests/bench/fanout_cpu.py``, 1,000 streams). The server
-does not import sse-starlette at all: its import replaces uvicorn's ``Server.handle_exit`` for
-the whole process (its ``AppStatus``). The tests keep it, as the reference for the bytes.
+``StringIO`` and encoded again, several times the cost of the frame
+(docs/decisions.md#own-sse-framing). The server does not import sse-starlette at all: its
+import replaces uvicorn's ``Server.handle_exit`` for the whole process (its ``AppStatus``). The
+tests keep it, as the reference for the bytes.
 
 Nor are listen streams its ``EventSourceResponse``. A listen stream stays open as long as its
 client, idle most of the time, reads a bounded queue with a send timeout, and is ended by the
 hub (with the graceful result at shutdown); it runs in the request's own task, watched by a
 :class:`DisconnectWatch` that is no task (server/transport/modern.py). An
 ``EventSourceResponse`` runs a task group per response (the writer, a ping task, a disconnect
-listener, a server-exit listener on the process-global ``AppStatus``): listen streams written
-through one cost 40 KiB each while idle, against 17 then (``tests/bench/streams_bench.py`` at
-3,000 streams) and under 12 now (docs/benchmarks.md).
+listener, a server-exit listener on the process-global ``AppStatus``), which costs an idle
+stream several times its memory (docs/decisions.md#listen-streams-in-request-task).
 
 :class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
 that finishes without sending anything gets one ``application/json`` response; the first
@@ -30,8 +28,9 @@ request's task, so they cost no extra tasks except a keep-alive while one is ope
 writes a resumable legacy stream from its event log until it ends or the client leaves; its
 sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
 
-A little over 400 lines: the framing, the two response shapes, the writer, the pump and the
-disconnect watch are every stream's send path, kept in one module so it has one set of rules.
+Longer than 400 lines because: the framing, the two response shapes, the writer, the pump and
+the disconnect watch are every stream's send path, kept in one module so it has one set of
+rules.
 """
 
 from __future__ import annotations
@@ -176,9 +175,9 @@ class ResponseWriter:
             raise asyncio.CancelledError from None  # the handler ends, as on a disconnect
 
     def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
-        """Send the final message (result or error) and end the response. Not a coroutine
-        function: a JSON answer (most) is send_json's own awaitable, no coroutine of its own.
-        Raises TimeoutError if the stream is (or becomes) stalled."""
+        """Send the final message (result or error) and end the response: a JSON answer (most)
+        is send_json's own awaitable. Raises TimeoutError if the stream is (or becomes)
+        stalled."""
         if not self.streaming and (self._json_ok or status != 200):
             return send_json(self._send, status, payload)
         return self._finish_stream(payload)

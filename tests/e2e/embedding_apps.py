@@ -8,7 +8,7 @@ of them builds no other:
 - ``app``: ``create_app`` as is; ``factory``: the same, for ``uvicorn --factory``;
 - ``starlette_host`` and ``fastapi_host``: host apps with a route of their own and the MCP
   app mounted at ``/ai`` (so the endpoint is ``/ai/mcp``), passing its lifespan on: the one
-  line the README asks for;
+  line docs/deployment.md asks for;
 - ``forgetful_host``: the same Starlette host without that line.
 
 The catalog's own lifespan appends ``enter <pid>`` and ``exit <pid>`` to the file named by

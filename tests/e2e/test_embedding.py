@@ -1,8 +1,8 @@
 """The app mounted in a host app (Starlette, FastAPI) under a real uvicorn on 127.0.0.1.
 
-The host passes the MCP app's lifespan on (``lifespan=mcp.lifespan``: the one line the
-README asks for) and mounts it at ``/ai``; then everything the lifespan provides works as
-when the app is served alone: a ``tools/call`` writes its request record, a catalog change
+The host passes the MCP app's lifespan on (``lifespan=mcp.lifespan``: the one line
+docs/deployment.md asks for) and mounts it at ``/ai``; then everything the lifespan provides
+works as when the app is served alone: a ``tools/call`` writes its request record, a catalog change
 reaches an open listen stream, ``/healthz`` is 200, an idle legacy session expires. A host
 that forgets the line gets a 503 on every request, whose message names the fix, and one
 WARNING in the log: never a request served without its record.

@@ -1,16 +1,24 @@
-"""The curl examples in README.md work as printed, against a fresh ``python -m server``.
+"""The examples of README.md and docs/*.md work as printed.
 
-Every ```bash block that runs curl is taken from the README verbatim; only the port is
-rewritten (``127.0.0.1:8000`` to a free port) and ``--max-time`` added so nothing can hang.
-Each example gets its own freshly started server process (probe catalog), stopped by its PID
-afterwards. Every example must answer with JSON-RPC results, never an error; what the prose
-around an example promises is checked too.
+Every ```bash block that runs curl is taken from the pages verbatim (a block printed on two
+pages runs once); only the port is rewritten (``127.0.0.1:8000`` to a free port) and
+``--max-time`` added so nothing can hang. Each example gets its own freshly started server
+process (probe catalog), stopped by its PID afterwards. Every example must answer with
+JSON-RPC results, never an error; what the prose around an example promises is checked too.
+
+Every ```python block runs too: a block whose first line names a file (``# my_server.py``) is
+written under that name, so later blocks import it (``my_app.py`` imports ``my_server``), and
+each block is run as a script in a folder of its own with the probe's skills beside it; the
+"Test your catalog" block is run by pytest.
 """
 
+import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server.testing import Client
 from tests.support.deploy_helpers import free_port, stop_process
 from tests.support.mcp_client import (
     initialize,
@@ -33,9 +42,21 @@ from tests.support.mcp_client import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```bash\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
-EXAMPLES = [block for block in BLOCKS if "curl " in block]
+# getting-started first: its my_server.py is what later pages import.
+PAGES = [ROOT / "README.md", ROOT / "docs" / "getting-started.md"] + [
+    page for page in sorted((ROOT / "docs").glob("*.md")) if page.name != "getting-started.md"
+]
+TEXTS = {page.relative_to(ROOT).as_posix(): page.read_text(encoding="utf-8") for page in PAGES}
+
+
+def blocks(language: str) -> list[tuple[str, str]]:
+    """(page, block) for every fenced block of ``language``, in page order."""
+    pattern = re.compile(rf"^```{language}\n(.*?)^```", flags=re.DOTALL | re.MULTILINE)
+    return [(page, block) for page, text in TEXTS.items() for block in pattern.findall(text)]
+
+
+# A block printed on two pages (the README's call of add) is one example.
+EXAMPLES = list(dict.fromkeys(block for _, block in blocks("bash") if "curl " in block))
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 PAYLOAD = re.compile(r"-d '(.*?)'(?=\s*$)", flags=re.DOTALL | re.MULTILINE)
 
@@ -422,7 +443,7 @@ def test_listen_example_acks_and_then_sees_toggle_extra_tool(server_url: str) ->
 
 
 def test_the_test_your_catalog_example_passes(tmp_path: Path) -> None:
-    section = README.split("## Test your catalog", 1)[1]
+    section = TEXTS["docs/getting-started.md"].split("## Test your catalog", 1)[1]
     example = re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE)
     assert example is not None
     (tmp_path / "test_my_server.py").write_text(example.group(1))
@@ -437,3 +458,82 @@ def test_the_test_your_catalog_example_passes(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+# -- the python examples ----------------------------------------------------------------------
+
+FILE_NAME = re.compile(r"^# (\w+\.py)\b")
+
+
+def python_examples() -> list[tuple[str, str, str]]:
+    """(page, file name, source) of every python block; unnamed blocks get a name of their own."""
+    examples = []
+    for number, (page, block) in enumerate(blocks("python")):
+        named = FILE_NAME.match(block)
+        stem = Path(page).stem.replace("-", "_").lower()
+        name = named.group(1) if named else f"example_{stem}_{number}.py"
+        examples.append((page, name, block))
+    return examples
+
+
+PYTHON_EXAMPLES = python_examples()
+
+
+def test_every_python_example_has_a_file_name_of_its_own() -> None:
+    names = [name for _, name, _ in PYTHON_EXAMPLES]
+    assert len(names) == len(set(names)), names
+    # The pages that teach the API show it in code: each of them has at least one example.
+    pages = {page for page, _, _ in PYTHON_EXAMPLES}
+    assert {"README.md", "docs/getting-started.md", "docs/reference.md"} <= pages
+    assert {"docs/extensions.md", "docs/deployment.md"} <= pages
+
+
+@pytest.fixture(scope="module")
+def examples_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every python example as a file, and the probe's skills as ``skills/``."""
+    folder = tmp_path_factory.mktemp("examples")
+    shutil.copytree(ROOT / "server" / "builtin" / "skills" / "probe", folder / "skills")
+    for _, name, source in PYTHON_EXAMPLES:
+        (folder / name).write_text(source, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("page", "name"),
+    [(page, name) for page, name, _ in PYTHON_EXAMPLES if not name.startswith("test_")],
+    ids=lambda value: value,
+)
+def test_python_example_runs(page: str, name: str, examples_folder: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(examples_folder)]), MCP_RECORDS="none")
+    done = subprocess.run(
+        [sys.executable, name],
+        cwd=examples_folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, f"{page}: {name}\n{done.stdout}{done.stderr}"
+
+
+def test_the_readme_tool_answers_as_the_readme_says(examples_folder: Path) -> None:
+    # "the answer is structuredContent plus the same JSON as text, in both eras"
+    spec = importlib.util.spec_from_file_location("weather", examples_folder / "weather.py")
+    assert spec is not None
+    assert spec.loader is not None
+    weather = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(weather)
+
+    async def call(era: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        async with Client(weather.catalog, era=era, log_level="info") as client:
+            result = await client.call_tool("forecast", {"city": "Oslo"})
+            return result, client.notifications
+
+    for era in ("modern", "legacy"):
+        result, notes = asyncio.run(call(era))
+        assert result["structuredContent"] == {"celsius": 21.5}
+        (text,) = result["content"]
+        assert json.loads(text["text"]) == {"celsius": 21.5}
+        assert [note["params"]["data"] for note in notes] == ["looking up Oslo"]

@@ -1,5 +1,5 @@
-"""README's table of start-up checks, row by row: each misconfiguration provoked for real, and
-the line it prints compared with the table's.
+"""docs/configuration.md's table of start-up checks, row by row: each misconfiguration provoked
+for real, and the line it prints compared with the table's.
 
 A refused configuration runs ``python -m server`` to its exit: status 2, stdout empty, and
 stderr one line (no traceback), which must be the table's. A configuration that starts runs a
@@ -40,9 +40,10 @@ SECRET = "0123456789abcdef0123456789abcdef"
 
 
 def readme_rows() -> dict[str, tuple[str, str]]:
-    """misconfiguration -> (outcome, line), from README's start-up checks table."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Start-up checks", 1)[1].split("\n#", 1)[0]
+    """misconfiguration -> (outcome, line), from the start-up checks table of the configuration
+    page."""
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = text.split("\n## Start-up checks", 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]

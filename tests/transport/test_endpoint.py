@@ -1,4 +1,4 @@
-"""POST /mcp over HTTP semantics, in process: every row of README "Errors on the wire".
+"""POST /mcp over HTTP semantics, in process: every row of docs/errors.md.
 
 The app is driven through ``httpx.ASGITransport``, which does not run the ASGI lifespan. The
 lifespan is what subscribes the hub to the catalog and flips ``/healthz`` to 200, so the

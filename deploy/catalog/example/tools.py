@@ -1,6 +1,7 @@
 """An example of your own tools in the container: deploy/catalog/Dockerfile builds an image
-that serves this catalog (README, "Your tools in the container"). deploy/compose.yaml and
-deploy/k8s/ run that image, and deploy/image-smoke.sh builds it and calls ``utc_offset``.
+that serves this catalog (docs/deployment.md, "Your tools in the container").
+deploy/compose.yaml and deploy/k8s/ run that image, and deploy/image-smoke.sh builds it and
+calls ``utc_offset``.
 
 Its one dependency outside the server, ``tzdata`` (time zones where the system has none), is
 in requirements.txt beside it, which the recipe installs.

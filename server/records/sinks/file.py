@@ -52,9 +52,8 @@ class StdoutSink:
 
 
 # Rotation compresses in the record writer, which shares a CPU with the event loop: zlib's
-# fastest level. Measured on 64 MB of varied request records, per record rotated: level 1 takes
-# 1.9 us and writes a file 12 times smaller; 6 takes 4.2 us (15 times), 9 (gzip.open's
-# default) 12 us (17 times), more than the rest of the writer's work for the record.
+# fastest level, since higher ones cost more than the rest of the writer's work for a record
+# (docs/decisions.md#rotation-compression).
 ROTATED_COMPRESSLEVEL = 1
 DELIVER_LINES = 1000  # backlog lines per write when catching up
 # After a failure, batches join the backlog without a try for this long: a full disk costs a
