@@ -190,7 +190,7 @@ def ast_attributes(cls: type) -> set[str]:
     """``self.x = ...`` in ``__init__``: the instance attributes ``dir`` cannot see (none to
     read in a dataclass's generated one, whose fields are ``__dataclass_fields__``)."""
     try:
-        source = inspect.getsource(cls.__init__)
+        source = inspect.getsource(cls.__init__)  # type: ignore[misc]  # the class's own, or inherited
     except (OSError, TypeError):
         return set()
     tree = ast.parse(textwrap.dedent(source))

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -526,12 +526,15 @@ def test_the_readme_tool_answers_as_the_readme_says(examples_folder: Path) -> No
     weather = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(weather)
 
-    async def call(era: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def call(
+        era: Literal["modern", "legacy"],
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         async with Client(weather.catalog, era=era, log_level="info") as client:
             result = await client.call_tool("forecast", {"city": "Oslo"})
             return result, client.notifications
 
-    for era in ("modern", "legacy"):
+    eras: tuple[Literal["modern", "legacy"], ...] = ("modern", "legacy")
+    for era in eras:
         result, notes = asyncio.run(call(era))
         assert result["structuredContent"] == {"celsius": 21.5}
         (text,) = result["content"]
