@@ -435,3 +435,30 @@ def logging_choice() -> tuple[LogLevel, LogFormat]:
         typing.cast(LogLevel, level) if level in typing.get_args(LogLevel) else "info",
         typing.cast(LogFormat, log_format) if log_format in typing.get_args(LogFormat) else "text",
     )
+
+
+class _LocalEndpoint(BaseSettings):
+    """Where this server listens, read alone: for ``python -m server call``'s default URL."""
+
+    model_config = _SOURCES
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    path: str = "/mcp"
+
+
+def local_endpoint_url() -> str:
+    """The endpoint of the server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``;
+    a wildcard address is reached on the loopback), or ``http://127.0.0.1:8000/mcp`` when one
+    of them would not validate (the server itself refuses to start with it)."""
+    try:
+        chosen = _LocalEndpoint()
+    except ValidationError:
+        return "http://127.0.0.1:8000/mcp"
+    host = chosen.host.strip() or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address in a URL
+    path = "/" + chosen.path.strip().strip("/")
+    return f"http://{host}:{chosen.port}{path if path != '/' else '/mcp'}"
