@@ -41,43 +41,17 @@ from server.app import Application, create_app
 from server.catalog import Catalog
 from server.client_cli import header_value, modern_request
 from server.settings import Settings
+from server.testing.errors import (
+    MAX_ROUNDS,
+    ClientError,
+    ErrorAnswer,
+    NoAnswer,
+    TooManyQuestions,
+)
 from server.testing.exchange import Exchange
 
 Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
 LEGACY_VERSION = "2025-11-25"
-# Enough for any honest handler; a handler that asks forever fails the test instead of hanging.
-MAX_ROUNDS = 16
-
-
-class ClientError(Exception):
-    """What this client raises: the server's error answer, or a call it gave up on."""
-
-
-class ErrorAnswer(ClientError):
-    """The server answered with a JSON-RPC error (``error``: code, message, data), or with an
-    HTTP error status and no JSON-RPC answer (``code`` None, the body in ``message``)."""
-
-    def __init__(
-        self, error: Mapping[str, Any], status: int, headers: Mapping[str, str] | None = None
-    ) -> None:
-        super().__init__(f"{error.get('message')} (code {error.get('code')}, HTTP {status})")
-        self.error = dict(error)
-        self.code = error.get("code")
-        self.status = status
-        self.headers = dict(headers or {})  # lower-cased names
-
-
-class TooManyQuestions(ClientError):
-    """A handler asked more than :data:`MAX_ROUNDS` questions in one call: a handler that asks
-    forever fails the test instead of hanging it."""
-
-    def __init__(self, method: str) -> None:
-        super().__init__(f"{method} still asked for input after {MAX_ROUNDS} rounds")
-        self.method = method
-
-
-class _NoAnswer(Exception):
-    """The server asked something this client has no callback for."""
 
 
 class Client:
@@ -325,7 +299,7 @@ class Client:
             else:
                 try:
                     reply["result"] = await self._answer(sent["method"], sent.get("params") or {})
-                except _NoAnswer as missing:
+                except NoAnswer as missing:
                     reply["error"] = {"code": -32601, "message": str(missing)}
                 except Exception as refused:
                     reply["error"] = {"code": -32603, "message": str(refused)}
@@ -347,7 +321,7 @@ class Client:
     async def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         answer = self.answers.get(method)
         if answer is None:
-            raise _NoAnswer(f"the server asked {method}, which this client cannot answer")
+            raise NoAnswer(f"the server asked {method}, which this client cannot answer")
         value = answer(params)
         return await value if inspect.isawaitable(value) else value
 
