@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "call":
-        return client_cli.run(args)
+        from server.settings import local_endpoint_url
+
+        return client_cli.run(args, local_endpoint_url())
     if args.command == "report":
         return report_cli.run(args)
     if args.command == "token":

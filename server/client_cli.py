@@ -9,14 +9,23 @@ a JSON-RPC error or a tool result with ``isError`` (printed the same way), 2 whe
 An input-required result is printed like any other: send its ``requestState`` and your
 ``inputResponses`` back in PARAMS_JSON for the next round. :func:`modern_request` is the part
 that builds the request, shared with :mod:`server.testing`.
+
+What it prints comes from a server, and a terminal obeys control characters: escape sequences
+(ESC, CSI and OSC, C0 and C1) could retitle the window, rewrite the screen or hide lines. They
+are printed escaped (``\u001b`` in JSON, ``\x1b`` in any other text), as are the bidirectional
+overrides that reorder what is shown. ``--timeout`` is a deadline for the whole command: a
+server that trickles bytes (or keep-alives) cannot hold it longer. The default ``--url`` is the
+server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by ``__main__``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import itertools
 import json
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -30,7 +39,24 @@ from server.protocol import (
 )
 
 EXIT_RESULT, EXIT_ERROR, EXIT_NO_ANSWER = 0, 1, 2
+DEFAULT_URL = "http://127.0.0.1:8000/mcp"
 _ids = itertools.count(1)
+# What a terminal acts on rather than shows: C0 (but newline and tab), DEL, C1, and the
+# bidirectional embeddings, overrides and isolates.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# In JSON text C0 is escaped already (json.dumps), and every control sits inside a string.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """``text`` with every character a terminal would act on written as an escape."""
+    return _CONTROLS.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+def shown_json(value: Any) -> str:
+    """``value`` as indented JSON that a terminal shows as it is (still valid JSON)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _JSON_CONTROLS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def header_value(value: Any) -> str:
@@ -101,14 +127,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "params", nargs="?", default="{}", help='the params as JSON, e.g. \'{"name": "echo"}\''
     )
-    parser.add_argument("--url", default="http://127.0.0.1:8000/mcp", help="the MCP endpoint")
+    parser.add_argument(
+        "--url",
+        help=f"the MCP endpoint (default: the server configured here by MCP_HOST, MCP_PORT and "
+        f"MCP_PATH, else {DEFAULT_URL})",
+    )
     parser.add_argument("--token", help="a bearer token (sent as Authorization: Bearer ...)")
     parser.add_argument(
         "--capabilities",
         default="{}",
         help="the client capabilities as JSON, e.g. '{\"elicitation\": {}}' to be asked",
     )
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds the whole command may take"
+    )
 
 
 def _object(text: str, what: str) -> dict[str, Any] | None:
@@ -123,38 +155,55 @@ def _object(text: str, what: str) -> dict[str, Any] | None:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
-    import httpx
-
+def run(args: argparse.Namespace, default_url: str = DEFAULT_URL) -> int:
+    """The ``call`` command: 0, 1 or 2 as the module says."""
     params, capabilities = (
         _object(args.params, "PARAMS_JSON"),
         _object(args.capabilities, "--capabilities"),
     )
     if params is None or capabilities is None:
         return EXIT_NO_ANSWER
+    if not args.timeout > 0:
+        print("call: --timeout must be a number of seconds above 0", file=sys.stderr)
+        return EXIT_NO_ANSWER
+    url = args.url or default_url
     message, headers = modern_request(args.method, params, capabilities=capabilities)
     if args.token:
         headers["Authorization"] = f"Bearer {args.token}"
     try:
-        answer = httpx.post(
-            args.url, content=json.dumps(message), headers=headers, timeout=args.timeout
+        status, content_type, body = asyncio.run(
+            _post(url, json.dumps(message), headers, args.timeout)
         )
-        response = response_of(
-            answer.headers.get("content-type", ""), answer.content, message["id"]
-        )
-    except httpx.HTTPError as failed:
-        print(f"call: no answer from {args.url}: {failed}", file=sys.stderr)
+    except TimeoutError:
+        print(f"call: no answer from {shown(url)} within {args.timeout:g} s", file=sys.stderr)
         return EXIT_NO_ANSWER
+    except Exception as failed:  # httpx's errors, and an unusable URL
+        print(f"call: no answer from {shown(url)}: {shown(str(failed))}", file=sys.stderr)
+        return EXIT_NO_ANSWER
+    try:
+        response = response_of(content_type, body, message["id"])
     except ValueError:
         response = None
     if response is None or ("result" not in response and "error" not in response):
-        print(f"call: HTTP {answer.status_code} without a JSON-RPC answer", file=sys.stderr)
-        print(answer.text[:2000], file=sys.stderr)
+        print(f"call: HTTP {status} without a JSON-RPC answer", file=sys.stderr)
+        print(shown(body[:2000].decode("utf-8", "replace")), file=sys.stderr)
         return EXIT_NO_ANSWER
     if "error" in response:
-        print(json.dumps(response["error"], indent=2, ensure_ascii=False))
+        print(shown_json(response["error"]))
         return EXIT_ERROR
     result = response["result"]
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print(shown_json(result))
     failed_tool = isinstance(result, dict) and result.get("isError") is True
     return EXIT_ERROR if failed_tool else EXIT_RESULT
+
+
+async def _post(
+    url: str, body: str, headers: Mapping[str, str], seconds: float
+) -> tuple[int, str, bytes]:
+    """The answer's status, Content-Type and body, all of it within ``seconds`` (TimeoutError
+    past them): httpx's own timeouts bound each wait, not their sum."""
+    import httpx
+
+    async with asyncio.timeout(seconds), httpx.AsyncClient(timeout=seconds) as client:
+        answer = await client.post(url, content=body, headers=dict(headers))
+        return answer.status_code, answer.headers.get("content-type", ""), answer.content

@@ -51,6 +51,7 @@ _TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # a server started with it would sign with a key anyone can read in this repository.
 PLACEHOLDER_SECRET_PREFIX = "replace-with"
 # Never repeated in an error message: the value is a secret, or may hold one (a password).
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 _SECRET_FIELDS = frozenset({"state_secret", "redis_url", "auth_tokens"})
 _SOURCES = SettingsConfigDict(
     env_prefix="MCP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
@@ -215,6 +216,19 @@ class Settings(BaseSettings):
                 "MCP_STATE_SECRET must be at least 16 bytes (or empty): use openssl rand -hex 32"
             )
         return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr) -> SecretStr:
+        # redis-py refuses any other URL only when it first connects, with a traceback; the
+        # message never repeats the URL (it may hold a password).
+        url = value.get_secret_value().strip()
+        if url and url.partition("://")[0].lower() not in REDIS_SCHEMES:
+            raise ValueError(
+                "MCP_REDIS_URL must begin with redis://, rediss:// (TLS) or unix://, such as "
+                "redis://localhost:6379/0"
+            )
+        return SecretStr(url)
 
     @field_validator("auth_tokens")
     @classmethod
@@ -421,3 +435,30 @@ def logging_choice() -> tuple[LogLevel, LogFormat]:
         typing.cast(LogLevel, level) if level in typing.get_args(LogLevel) else "info",
         typing.cast(LogFormat, log_format) if log_format in typing.get_args(LogFormat) else "text",
     )
+
+
+class _LocalEndpoint(BaseSettings):
+    """Where this server listens, read alone: for ``python -m server call``'s default URL."""
+
+    model_config = _SOURCES
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    path: str = "/mcp"
+
+
+def local_endpoint_url() -> str:
+    """The endpoint of the server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``;
+    a wildcard address is reached on the loopback), or ``http://127.0.0.1:8000/mcp`` when one
+    of them would not validate (the server itself refuses to start with it)."""
+    try:
+        chosen = _LocalEndpoint()
+    except ValidationError:
+        return "http://127.0.0.1:8000/mcp"
+    host = chosen.host.strip() or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address in a URL
+    path = "/" + chosen.path.strip().strip("/")
+    return f"http://{host}:{chosen.port}{path if path != '/' else '/mcp'}"

@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,6 +181,11 @@ def test_secret_is_not_shown(clean_env):
             {"MCP_PATH": "/"},
             "MCP_PATH must name a path below /, such as /mcp",
         ),
+        (  # redis-py would refuse it only when connecting, with a traceback
+            {"MCP_REDIS_URL": "localhost:6379", "MCP_STATE_SECRET": "s" * 32},
+            "MCP_REDIS_URL must begin with redis://, rediss:// (TLS) or unix://, such as "
+            "redis://localhost:6379/0",
+        ),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(
@@ -234,3 +241,36 @@ def test_the_logging_choice_is_read_alone_and_leniently(clean_env, monkeypatch, 
     monkeypatch.setenv("MCP_LOG_LEVEL", "verbose")
     monkeypatch.setenv("MCP_LOG_FORMAT", "xml")
     assert logging_choice() == ("info", "text")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://localhost:6379/0", "rediss://:pw@cache:6380", "unix:///run/redis.sock", "REDIS://h"],
+)
+def test_redis_urls_with_a_scheme_are_accepted(clean_env, url):
+    settings = Settings(_env_file=None, redis_url=url, state_secret="s" * 32)
+    assert settings.redis_url.get_secret_value() == url
+
+
+def test_a_redis_url_without_a_scheme_stops_the_server_with_one_line(tmp_path):
+    environment = {
+        **{name: value for name, value in os.environ.items() if not name.startswith("MCP_")},
+        "MCP_REDIS_URL": "localhost:6379",
+        "MCP_STATE_SECRET": "s" * 32,
+        "MCP_PORT": "0",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # this tree's server
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "server", "serve"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if "MCP_REDIS_URL" in line]
+    assert len(lines) == 1, done.stderr
+    assert "must begin with redis://" in lines[0]

@@ -6,6 +6,11 @@ stay text, so the JSON a server sends equals what a client's YAML parser makes o
 letters, digits and single hyphens), ``description`` be non-empty text of at most 1024
 characters, and ``metadata`` keys under ``io.modelcontextprotocol/`` are reserved. PyYAML is
 imported at the first read: a server with no skills does not load it.
+
+Anchors and aliases (``&name``, ``*name``, ``<<: *name``) are refused: an alias repeats a value
+by reference, so a few hundred bytes of nested aliases expand to gigabytes once the frontmatter
+is written out as JSON (every ``skills/list`` answer would carry it). Without them, what the
+frontmatter holds is bounded by its own size.
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ class SkillError(ValueError):
     """A skills folder this server refuses to serve; the message names the file."""
 
 
+class _Aliased(Exception):
+    """Raised by the loader at the first anchor or alias."""
+
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__(line, column)
+        self.line, self.column = line, column  # of the frontmatter, from 0
+
+
 @functools.cache
 def _loader() -> type[Any]:
     """YAML's JSON-compatible core: true/false only, no timestamps, as YAML 1.2 reads them.
@@ -35,7 +48,11 @@ def _loader() -> type[Any]:
     import yaml
 
     class FrontmatterLoader(yaml.SafeLoader):
-        pass
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise _Aliased(event.start_mark.line, event.start_mark.column)
+            return super().compose_node(parent, index)
 
     FrontmatterLoader.yaml_implicit_resolvers = {
         first: [
@@ -88,6 +105,13 @@ def parse_frontmatter(text: str, where: str) -> dict[str, Any]:
         data = yaml.load(found.group(1), Loader=loader)  # a SafeLoader
     except yaml.YAMLError as broken:
         raise SkillError(f"{where}: frontmatter is not valid YAML ({broken})") from None
+    except _Aliased as aliased:
+        # The frontmatter starts on the file's second line, after its opening ---.
+        raise SkillError(
+            f"{where}: line {aliased.line + 2}, column {aliased.column + 1}: frontmatter uses "
+            "a YAML anchor or alias (&name, *name), which is not served (nested aliases "
+            "expand a few hundred bytes to gigabytes): write the values out"
+        ) from None
     if not isinstance(data, dict):
         raise SkillError(f"{where}: frontmatter must be a mapping of fields")
     _json_compatible(data, where)

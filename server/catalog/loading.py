@@ -2,7 +2,10 @@
 
 ``MCP_CATALOG`` (and ``--catalog``) name it. The package of this server is called ``server``,
 a name a user's own file may well have too; when the name given points there, the error says
-so in one line instead of leaving a bare import error.
+so in one line instead of leaving a bare import error. A skills folder the catalog serves and
+this server refuses (:class:`~server.catalog.frontmatter.SkillError`, raised while the module
+is imported or its factory runs) is one line too, naming the file: it is configuration, not a
+bug to trace.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import importlib
 from typing import Any
 
 from server.catalog import Catalog
+from server.catalog.frontmatter import SkillError
 from server.errors import ConfigurationError
 
 
@@ -36,6 +40,8 @@ def load_catalog(spec: str) -> Catalog:
         raise CatalogNotFound(_shadowed(spec))  # this package holds no catalog of yours
     try:
         found: Any = importlib.import_module(module_name)
+    except SkillError as refused:
+        raise CatalogNotFound(f"MCP_CATALOG={spec!r}: {refused}") from None
     except ModuleNotFoundError as error:
         # The named module (or a package on its way) does not exist, as opposed to one that
         # exists and fails to import something of its own (raised as it is).
@@ -54,7 +60,10 @@ def load_catalog(spec: str) -> Catalog:
         found = getattr(found, part)
         where = f"{where}.{part}"
     if callable(found) and not isinstance(found, Catalog):
-        found = found()
+        try:
+            found = found()
+        except SkillError as refused:
+            raise CatalogNotFound(f"MCP_CATALOG={spec!r}: {refused}") from None
     if not isinstance(found, Catalog):
         raise CatalogNotFound(f"MCP_CATALOG={spec!r} names a {type(found).__name__}, not a Catalog")
     return found

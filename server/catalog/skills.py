@@ -4,15 +4,20 @@ A skills folder holds skills: directories with a ``SKILL.md`` whose YAML frontma
 skill and describes it (the Agent Skills format), plus any supporting files. :func:`load_skills`
 reads the folder once, at start, and refuses anything invalid with a message naming the file
 (no frontmatter, a name that breaks the naming rules or differs from its directory, a skill over
-512 files or 16 MiB, a symbolic link, ...). Each file becomes a resource under
-``skill://<skill-path>/<file-path>``; the ``SKILL.md`` resource takes its name and description
-from the frontmatter.
+512 files or 16 MiB, a symbolic link, ...). A file is read with a bound (at most one byte past
+what the limits still allow), so an oversized file is refused without being held whole. Each
+file becomes a resource under ``skill://<skill-path>/<file-path>``; the ``SKILL.md`` resource
+takes its name and description from the frontmatter.
 
 The extension's methods (SEP-2640): ``skills/list`` (entries: the frontmatter verbatim as JSON,
 and every file with its SHA-256 digest and size; paginated, an entry never split), ``skills/get``
 (one entry by its ``SKILL.md`` URI, -32602 for anything else) and ``resources/directory/read``
 (the direct children of a skill directory, subdirectories as ``inode/directory``; -32602 for a
 URI that is not one).
+
+A skill's entry is encoded once, when the skills are loaded (a :class:`SkillSet` never changes;
+the catalog serves a new one when its skills change), and answers splice those bytes in as
+``orjson.Fragment``: a request costs a copy of the entries, never their building.
 
 Frontmatter is read by :mod:`server.catalog.frontmatter`.
 """
@@ -27,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import orjson
 
 from server.catalog.extensions import SKILLS_EXTENSION, Extension, Paginate
 from server.catalog.frontmatter import SkillError, parse_frontmatter
@@ -71,6 +78,11 @@ class Skill:
     root: str  # the directory's URI: uri without /SKILL.md
     frontmatter: dict[str, Any]
     files: tuple[SkillFile, ...]  # SKILL.md first
+    # entry() as JSON, made once: what skills/list and skills/get send.
+    encoded: orjson.Fragment = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoded", orjson.Fragment(orjson.dumps(self.entry())))
 
     @property
     def name(self) -> str:
@@ -128,7 +140,7 @@ class SkillSet:
         self, params: Mapping[str, Any], context: Context, paginate: Paginate
     ) -> dict[str, Any]:
         page, next_cursor = paginate("skills", list(self.skills.values()), params.get("cursor"))
-        result: dict[str, Any] = {"skills": [skill.entry() for skill in page]}
+        result: dict[str, Any] = {"skills": [skill.encoded for skill in page]}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
         return result
@@ -140,7 +152,7 @@ class SkillSet:
         skill = self.skills.get(uri) if isinstance(uri, str) else None
         if skill is None:
             raise InvalidParams(f"No skill is served at {uri}", {"uri": uri})
-        return {"skill": skill.entry()}
+        return {"skill": skill.encoded}
 
     async def read_directory(
         self, params: Mapping[str, Any], context: Context, paginate: Paginate
@@ -185,6 +197,18 @@ def _walk(folder: Path, root: Path, depth: int = 0) -> Iterator[Path]:
             yield entry
 
 
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, read no further than one byte past ``limit``."""
+    with path.open("rb") as file:
+        content = file.read(limit + 1)
+    if len(content) > limit:
+        raise SkillError(
+            f"{path}: more than {limit} bytes, what the limits still allow (a skill holds at "
+            f"most {MAX_SKILL_BYTES} bytes, all skills {MAX_TOTAL_BYTES})"
+        )
+    return content
+
+
 def load_skills(folder: str | Path, *, scheme: str = "skill") -> SkillSet:
     """Every skill under ``folder``; :class:`SkillError` for the first thing wrong."""
     root = Path(folder)
@@ -203,10 +227,8 @@ def load_skills(folder: str | Path, *, scheme: str = "skill") -> SkillSet:
             continue  # a README beside the skills belongs to none of them
         if not any(skill_dir in path.parents for skill_dir in skill_dirs):
             raise SkillError(f"{path}: not inside a skill (no {SKILL_FILE} above it)")
-        content = path.read_bytes()
+        content = _read_bounded(path, min(MAX_SKILL_BYTES, MAX_TOTAL_BYTES - total))
         total += len(content)
-        if total > MAX_TOTAL_BYTES:
-            raise SkillError(f"{root}: more than {MAX_TOTAL_BYTES} bytes of skills")
         loaded[path] = SkillFile(
             uri=_uri(scheme, path.relative_to(root).parts),
             path=path.relative_to(root).as_posix(),

@@ -205,9 +205,10 @@ class Gate:
         if isinstance(error, AuthError):
             url = None
             if host and protected_resource_document(self.settings) is not None:
-                url = metadata_url(
-                    scope.get("scheme", "http"), host, self.settings.root_path, self.settings.path
-                )
+                # The scope's root_path is where the app answers: MCP_ROOT_PATH under uvicorn,
+                # and the mount prefix (with the host's own) when a host app mounts it.
+                root = scope.get("root_path") or self.settings.root_path
+                url = metadata_url(scope.get("scheme", "http"), host, root, self.settings.path)
             return [(b"www-authenticate", error.www_authenticate(url).encode("latin-1"))]
         if isinstance(error, RateLimited | ServiceUnavailable):
             return [(b"retry-after", retry_after_header(error.retry_after).encode())]

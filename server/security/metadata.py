@@ -6,7 +6,9 @@ and ``/.well-known/oauth-protected-resource<MCP_PATH>`` (paths below the app's r
 :func:`metadata_paths`). Behind a prefix (``MCP_ROOT_PATH=/api``) the app can only answer below
 that prefix, so the challenge points to ``/api/.well-known/oauth-protected-resource/mcp``; the
 RFC's origin-root location (``/.well-known/oauth-protected-resource/api/mcp``) is the proxy's
-to route, if wanted. Which document this configuration serves is decided from the settings in
+to route, if wanted. Mounted in a host app (``app.mount("/ai", mcp)``), the prefix comes from the
+request's ASGI ``root_path`` the same way: ``/ai/.well-known/oauth-protected-resource/mcp``.
+Which document this configuration serves is decided from the settings in
 :func:`server.security.gate.protected_resource_document`.
 """
 
@@ -45,7 +47,8 @@ def metadata_url(scheme: str, host: str, root_path: str = "", path: str = "/mcp"
     """The absolute URL of the document for the ``WWW-Authenticate`` challenge.
 
     ``scheme`` and ``host`` are the request's (the ASGI scope's scheme after trusted-proxy
-    handling, and the allow-listed Host header), ``root_path`` is ``MCP_ROOT_PATH`` and
+    handling, and the allow-listed Host header), ``root_path`` is where the app answers (the
+    request's ASGI ``root_path``: ``MCP_ROOT_PATH``, or a host app's mount prefix) and
     ``path`` is ``MCP_PATH``. A default port (80 for http, 443 for https) is left out.
     """
     scheme = scheme.lower()

@@ -21,7 +21,11 @@ the endpoint's checks, the records) without uvicorn, and streams arrive as they 
 - :meth:`Client.listen` opens the list-changed stream (``subscriptions/listen`` in the modern
   era, the session's GET stream in the legacy era).
 
-An error answer raises :class:`ErrorAnswer` with the JSON-RPC error and the HTTP status.
+Everything this client raises is a :class:`ClientError`: an error answer raises
+:class:`ErrorAnswer` with the JSON-RPC error, the HTTP status and the response headers (a 401
+or 403 from the endpoint too: its ``WWW-Authenticate`` is in ``headers``); a handler that asks
+more than :data:`MAX_ROUNDS` questions in one call raises :class:`TooManyQuestions` in either
+era (in the legacy era the last question is answered with an error and the call cancelled).
 This module is not imported by ``import server`` (it loads the web stack).
 """
 
@@ -37,22 +41,17 @@ from server.app import Application, create_app
 from server.catalog import Catalog
 from server.client_cli import header_value, modern_request
 from server.settings import Settings
+from server.testing.errors import (
+    MAX_ROUNDS,
+    ClientError,
+    ErrorAnswer,
+    NoAnswer,
+    TooManyQuestions,
+)
 from server.testing.exchange import Exchange
 
 Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]] | dict[str, Any]]
 LEGACY_VERSION = "2025-11-25"
-# Enough for any honest handler; a handler that asks forever fails the test instead of hanging.
-MAX_ROUNDS = 16
-
-
-class ErrorAnswer(Exception):
-    """The server answered with a JSON-RPC error (``error``: code, message, data)."""
-
-    def __init__(self, error: Mapping[str, Any], status: int) -> None:
-        super().__init__(f"{error.get('message')} (code {error.get('code')}, HTTP {status})")
-        self.error = dict(error)
-        self.code = error.get("code")
-        self.status = status
 
 
 class Client:
@@ -109,7 +108,11 @@ class Client:
         if started["type"] != "lifespan.startup.complete":
             raise RuntimeError(f"the app did not start: {started.get('message')}")
         if self.era == "legacy":
-            await self._initialize()
+            try:
+                await self._initialize()
+            except BaseException:
+                await self.__aexit__(None, None, None)  # the app stops: no lifespan left running
+                raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -153,7 +156,7 @@ class Client:
             params.pop("requestState", None)
             if "requestState" in result:
                 params["requestState"] = result["requestState"]
-        raise RuntimeError(f"{method} still asked for input after {MAX_ROUNDS} rounds")
+        raise TooManyQuestions(method)
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = False
@@ -277,23 +280,48 @@ class Client:
 
     async def _legacy(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        asked = 0
+        gave_up = asyncio.Event()
 
         async def on_message(sent: dict[str, Any]) -> None:
-            if "method" in sent and "id" in sent:  # the server asks: answer on a POST of its own
-                reply = {"jsonrpc": "2.0", "id": sent["id"]}
+            nonlocal asked
+            if "method" not in sent or "id" not in sent:
+                return
+            # The server asks: answer on a POST of its own, as the modern era's rounds do, at
+            # most MAX_ROUNDS times; past that, an error, and the call is cancelled.
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": sent["id"]}
+            asked += 1
+            if asked > MAX_ROUNDS:
+                reply["error"] = {
+                    "code": -32603,
+                    "message": f"server.testing answers at most {MAX_ROUNDS} questions per call",
+                }
+            else:
                 try:
                     reply["result"] = await self._answer(sent["method"], sent.get("params") or {})
+                except NoAnswer as missing:
+                    reply["error"] = {"code": -32601, "message": str(missing)}
                 except Exception as refused:
                     reply["error"] = {"code": -32603, "message": str(refused)}
-                await self._exchange(reply, self._legacy_headers())
+            await self._exchange(reply, self._legacy_headers())
+            if asked > MAX_ROUNDS and not gave_up.is_set():
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": message["id"], "reason": "asked too many questions"},
+                }
+                await self._exchange(cancel, self._legacy_headers())
+                gave_up.set()  # and the call's request disconnects
 
-        exchange = await self._exchange(message, self._legacy_headers(), on_message)
+        exchange = await self._exchange(message, self._legacy_headers(), on_message, gave_up)
+        if gave_up.is_set():
+            raise TooManyQuestions(method)
         return self._result_of(exchange, message["id"])
 
     async def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         answer = self.answers.get(method)
         if answer is None:
-            raise RuntimeError(f"the server asked {method}, which this client cannot answer")
+            raise NoAnswer(f"the server asked {method}, which this client cannot answer")
         value = answer(params)
         return await value if inspect.isawaitable(value) else value
 
@@ -304,9 +332,10 @@ class Client:
         message: Mapping[str, Any],
         headers: Mapping[str, str],
         on_message: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        closed: asyncio.Event | None = None,
     ) -> Exchange:
         exchange = Exchange(self._noting(on_message))
-        await self._send("POST", message, headers, exchange, None)
+        await self._send("POST", message, headers, exchange, closed)
         return exchange
 
     def _noting(
@@ -332,13 +361,21 @@ class Client:
         await exchange.run(self.app, verb, message, headers, closed)
 
     def _result_of(self, exchange: Exchange, request_id: Any) -> dict[str, Any]:
+        refused: dict[str, Any] | None = None
         for message in exchange.messages:
             if message.get("id") == request_id and ("result" in message or "error" in message):
                 if "error" in message:
-                    raise ErrorAnswer(message["error"], exchange.status)
+                    raise ErrorAnswer(message["error"], exchange.status, exchange.headers)
                 result: dict[str, Any] = message["result"]
                 return result
-        raise RuntimeError(f"HTTP {exchange.status} without an answer: {exchange.body[:500]!r}")
+            if message.get("id") is None and isinstance(message.get("error"), dict):
+                refused = message["error"]  # refused before it was read: 401, 403, 429, ...
+        if refused is not None:
+            raise ErrorAnswer(refused, exchange.status, exchange.headers)
+        described = {"code": None, "message": f"HTTP {exchange.status}: {exchange.body[:500]!r}"}
+        if exchange.status >= 400:
+            raise ErrorAnswer(described, exchange.status, exchange.headers)
+        raise ClientError(f"HTTP {exchange.status} without an answer: {exchange.body[:500]!r}")
 
     async def _all(self, method: str, field: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
@@ -351,4 +388,4 @@ class Client:
             params = {"cursor": page["nextCursor"]}
 
 
-__all__ = ["Client", "ErrorAnswer"]
+__all__ = ["MAX_ROUNDS", "Client", "ClientError", "ErrorAnswer", "TooManyQuestions"]

@@ -99,7 +99,6 @@ class Exchange:
             "server": ("127.0.0.1", 8000),
             "state": {},
         }
-        gone = closed or self.ended
         delivered = False
 
         async def receive() -> dict[str, Any]:
@@ -107,7 +106,19 @@ class Exchange:
             if not delivered:
                 delivered = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            await gone.wait()
+            await self._gone(closed)
             return {"type": "http.disconnect"}
 
         await app(scope, receive, self.send)
+
+    async def _gone(self, closed: asyncio.Event | None) -> None:
+        """Until the answer ends or the client closes (``closed``), whichever comes first."""
+        if closed is None:
+            await self.ended.wait()
+            return
+        waits = [asyncio.ensure_future(self.ended.wait()), asyncio.ensure_future(closed.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()

@@ -54,6 +54,13 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     templates, picks one with two variables not separated by ``/`` (skipped, and said so, if
     there is none) and reads one 40 KB [20 KB] URI through it that makes the match backtrack
     (for ``weather://{city}.{format}``: ``weather://`` + 40,000 dots + ``/``).
+``skills-alias``
+    served with ``abuse_skills_catalog:catalog`` (``tests/bench/abuse_skills_catalog.py``: the
+    probe catalog plus a skill whose ~500-byte frontmatter nests YAML aliases, 159 MB as JSON).
+    A server that refuses aliases does not start (the class reports ``failed`` with the
+    server's one line naming the file). Otherwise: one ``skills/list`` read whole (time, size),
+    then 10 more sent on their own connections and never read, held 5 s [3 s] while RSS is
+    sampled (peak and after), then closed.
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -973,6 +980,60 @@ KINDS: dict[str, Kind] = {
     "user-agent": Kind(attack_user_agent, no_env, marker=f'"{NORMAL_UA} #'.encode()),
     "template": Kind(attack_template, lambda s, a: {"MCP_CATALOG": a.template_catalog}),
 }
+
+
+# -- skills-alias (its own block: the class, its entry in CLASSES and KINDS) ----------------
+
+SKILLS_CATALOG = "abuse_skills_catalog:catalog"
+SKILLS_UNREAD = 10
+
+
+def held_unread(attack: Attack, count: int, hold_s: float) -> tuple[int, int]:
+    """``count`` skills/list requests on their own connections, never read, held ``hold_s``
+    seconds (or to the budget): (peak RSS while held, connections the server accepted)."""
+    headers, body = modern("skills/list")
+    head = [f"POST {PATH} HTTP/1.1\r\nHost: {HOST}:{attack.port}\r\n".encode()]
+    head += [f"{name}: {value!s}\r\n".encode() for name, value in headers]
+    payload = b"".join(head) + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    sockets: list[socket.socket] = []
+    peak = 0
+    try:
+        for _ in range(count):
+            attack.check()
+            with contextlib.suppress(OSError):
+                sock = socket.create_connection((HOST, attack.port), timeout=5)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * KIB)  # read nothing
+                sockets.append(sock)
+                sock.sendall(payload)
+                attack.sent += 1
+                attack.statuses["unread"] += 1
+        until = min(time.monotonic() + hold_s, attack.deadline)
+        while time.monotonic() < until and not attack.abort.is_set():
+            peak = max(peak, proc_status(attack.pid).get("VmRSS", 0))
+            time.sleep(RSS_INTERVAL_S)
+    finally:
+        for sock in sockets:
+            sock.close()
+    return peak, len(sockets)
+
+
+def attack_skills_alias(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    headers, body = modern("skills/list")
+    reply = attack.post(headers, body, timeout=min(60.0, args.budget))
+    answer = reply.json() if reply.status == 200 else None
+    entries = answer.get("result", {}).get("skills", []) if isinstance(answer, dict) else []
+    served = [str(entry.get("uri")) for entry in entries]
+    attack.notes.append(f"skills/list: {answer_text(reply)}{error_of(reply)}; skills {served}")
+    before, start = proc_status(attack.pid).get("VmRSS", 0), time.monotonic()
+    peak, held = held_unread(attack, SKILLS_UNREAD, 3.0 if args.quick else 5.0)
+    attack.notes.append(
+        f"{held} skills/list unread for {time.monotonic() - start:.1f} s: RSS peak "
+        f"{mib(peak)} MiB ({(peak - before) / MIB:+,.0f})"
+    )
+
+
+CLASSES = (*CLASSES, "skills-alias")
+KINDS["skills-alias"] = Kind(attack_skills_alias, lambda s, a: {"MCP_CATALOG": SKILLS_CATALOG})
 
 
 # -- records -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from server.catalog import Catalog
@@ -66,7 +67,9 @@ def paginate_with(page_size: int) -> Any:
 
 
 async def call(method: Any, params: dict[str, Any], page_size: int = 100) -> dict[str, Any]:
-    return await method(params, make_context(), paginate_with(page_size))
+    """The method's answer as a client reads it (entries are spliced in as encoded JSON)."""
+    answer = await method(params, make_context(), paginate_with(page_size))
+    return orjson.loads(orjson.dumps(answer))  # type: ignore[no-any-return]
 
 
 def test_entries_carry_frontmatter_and_a_complete_manifest(folder: Path) -> None:
@@ -295,3 +298,86 @@ def test_pyyaml_is_loaded_only_when_a_frontmatter_is_read() -> None:
         [sys.executable, "-c", script], check=False, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def alias_bomb(levels: int = 8, fanout: int = 8) -> str:
+    """A SKILL.md whose ~500-byte frontmatter nests YAML aliases: written out as JSON, its
+    metadata is 159 MB (each level repeats the one before ``fanout`` times)."""
+    lines = [
+        "---",
+        "name: lol",
+        "description: " + "An alias bomb, " * 9 + "in one file.",
+        "metadata:",
+    ]
+    lines.append("  a: &a [" + ",".join(['"lolol"'] * fanout) + "]")
+    for previous, name in zip("abcdefghijklmnop", "bcdefghijklmnop"[: levels - 1], strict=False):
+        lines.append(f"  {name}: &{name} [" + ",".join([f"*{previous}"] * fanout) + "]")
+    return "\n".join([*lines, "---", "Body", ""])
+
+
+def test_an_alias_bomb_is_refused_at_load_naming_the_file(tmp_path: Path) -> None:
+    bomb = alias_bomb()
+    assert 480 <= len(bomb.encode()) <= 530
+    write(tmp_path, {"lol/SKILL.md": bomb})
+    with pytest.raises(SkillError, match="anchor or alias") as refused:
+        load_skills(tmp_path)
+    assert str(tmp_path / "lol" / "SKILL.md") in str(refused.value)
+    assert "line 5, column 6" in str(refused.value)  # the first anchor, &a
+
+
+@pytest.mark.parametrize(
+    "yaml_text",
+    [
+        "metadata:\n  a: &x 1\n",  # an anchor alone
+        "metadata:\n  a: 1\n  b: *x\n",  # an alias alone (no anchor: a YAML error anyway)
+        "metadata:\n  base: &b {k: 1}\n  more:\n    <<: *b\n",  # a merge key
+    ],
+)
+def test_anchors_aliases_and_merge_keys_are_refused(yaml_text: str) -> None:
+    text = f"---\nname: a\ndescription: d\n{yaml_text}---\n"
+    with pytest.raises(SkillError, match=r"a/SKILL.md: .*(anchor or alias|not valid YAML)"):
+        parse_frontmatter(text, "a/SKILL.md")
+
+
+def test_ampersands_and_stars_inside_values_are_text() -> None:
+    text = '---\nname: a\ndescription: "&b *c"\nmetadata:\n  k: x & y * z\n---\n'
+    assert parse_frontmatter(text, "a/SKILL.md")["metadata"] == {"k": "x & y * z"}
+
+
+async def test_entries_are_encoded_once_not_per_request(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.catalog.skills import Skill
+
+    skills = load_skills(folder)
+    built: list[str] = []
+    entry = Skill.entry
+    monkeypatch.setattr(Skill, "entry", lambda self: built.append(self.uri) or entry(self))
+    answers = [await skills.list({}, make_context(), paginate_with(100)) for _ in range(3)] + [
+        await skills.get(
+            {"uri": "skill://pdf-processing/SKILL.md"}, make_context(), paginate_with(100)
+        )
+    ]
+    assert built == []
+    first = answers[0]["skills"]
+    assert all(a is b for a, b in zip(first, answers[1]["skills"], strict=True))
+    assert (
+        orjson.loads(orjson.dumps(answers[3]))["skill"]["frontmatter"]["name"] == "pdf-processing"
+    )
+
+
+def test_a_300_mb_file_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    import tracemalloc
+
+    write(tmp_path, {"big/SKILL.md": "---\nname: big\ndescription: d\n---\n"})
+    with (tmp_path / "big" / "huge.bin").open("wb") as huge:
+        huge.truncate(300 * 1024 * 1024)  # sparse: no disk space taken
+    tracemalloc.start()
+    try:
+        with pytest.raises(SkillError, match="more than") as refused:
+            load_skills(tmp_path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "huge.bin" in str(refused.value)
+    assert peak < 40 * 1024 * 1024  # the per-skill limit (16 MiB) and one byte, not 300 MB

@@ -1,9 +1,16 @@
 """``python -m server call``: one modern-era request from a shell, against a real uvicorn."""
 
+import asyncio
 import json
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 
 from server.__main__ import main
 from server.app import create_app
@@ -94,3 +101,104 @@ def test_the_request_and_its_headers() -> None:
     assert header_value(True) == "true"
     sse = b'event: message\ndata: {"jsonrpc":"2.0","method":"x"}\n\ndata: {"id":7,"result":{}}\n\n'
     assert response_of("text/event-stream", sse, 7) == {"id": 7, "result": {}}
+
+
+# -- what a hostile or stuck server cannot do to the shell -----------------------------------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\r\x9b31m\x9d0;x\x9c\u202egnp.exe"
+
+
+@contextmanager
+def raw_server(app: Any) -> Iterator[str]:
+    """A bare ASGI ``app`` under uvicorn on 127.0.0.1; its URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def assert_no_controls(text: str) -> None:
+    acting = [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+    acting += [c for c in text if c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+    assert acting == [], text
+
+
+def test_a_results_terminal_escapes_are_printed_escaped(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    params = json.dumps({"name": "echo", "arguments": {"text": ESCAPES}})
+    status, out, _ = run(capsys, "tools/call", params, "--url", url)
+    assert status == 0
+    assert_no_controls(out)
+    assert json.loads(out)["content"][0]["text"] == ESCAPES  # escaped, still the same JSON
+
+
+def test_a_non_json_answers_escapes_are_printed_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 502, "headers": []})
+        await send({"type": "http.response.body", "body": ("bad " + ESCAPES).encode()})
+
+    with raw_server(app) as raw:
+        status, _, err = run(capsys, "tools/list", "--url", raw)
+    assert status == 2
+    assert_no_controls(err)
+    assert "\\x1b]0;owned" in err
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def trickle(scope: Any, receive: Any, send: Any) -> None:
+        """An SSE answer that sends a keep-alive every 0.2 s and never a result (for 20 s)."""
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for _ in range(100):
+            await send(
+                {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+            )
+            await asyncio.sleep(0.2)
+        await send({"type": "http.response.body", "body": b""})
+
+    finished: list[int] = []
+    with raw_server(trickle) as raw:
+        started = time.monotonic()
+        caller = threading.Thread(
+            target=lambda: finished.append(
+                main(["call", "tools/list", "--url", raw, "--timeout", "1"])
+            ),
+            daemon=True,
+        )
+        caller.start()
+        caller.join(10)
+        took = time.monotonic() - started
+        assert finished == [2], "the command was still waiting 10 s after a 1 s timeout"
+    assert took < 5
+    assert "within 1 s" in capsys.readouterr().err
+
+
+def test_the_default_url_is_the_server_configured_here(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    for name in ("MCP_HOST", "MCP_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MCP_PORT", url.rsplit(":", 1)[1].split("/", 1)[0])
+    status, out, err = run(capsys, "tools/list")
+    assert status == 0, err
+    assert "echo" in [tool["name"] for tool in json.loads(out)["tools"]]

@@ -208,3 +208,35 @@ def test_an_mcp_answer_is_json_rpc_and_other_paths_plain_json(tmp_path: Path) ->
     assert json.loads(answer.text)["jsonrpc"] == "2.0"
     assert answer.headers["content-type"] == "application/json"
     assert other.json()["status"] == "not started"
+
+
+def test_the_401_names_a_metadata_url_that_resolves_through_the_host(
+    build: Callable[[Settings], tuple[Any, Any]], tmp_path: Path
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig"}]}))
+    chosen = settings(
+        tmp_path,
+        auth="jwt",
+        auth_issuer="https://id.example.com",
+        auth_audience="https://api.example.com/ai/mcp",
+        auth_jwks_file=str(jwks),
+        auth_required_scopes=["mcp"],
+    )
+    host, _ = build(chosen)
+    with hosting(host) as url:
+        message = modern_call("echo", {"text": "hi"}, 1)
+        refused = httpx.post(f"{url}{MCP}", json=message, headers=modern_headers(message))
+        assert refused.status_code == 401
+        challenge = refused.headers["www-authenticate"]
+        advertised = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+        document = httpx.get(advertised)  # through the host app, as a client follows it
+    assert document.status_code == 200, advertised
+    assert advertised == f"{url}{MOUNT}/.well-known/oauth-protected-resource/mcp"
+    assert document.json()["resource"] == "https://api.example.com/ai/mcp"
+    assert document.json()["authorization_servers"] == ["https://id.example.com"]

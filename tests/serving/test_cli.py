@@ -188,3 +188,33 @@ def test_reload_needs_the_catalog_by_name() -> None:
 
     with pytest.raises(ValueError, match="reload needs the catalog by name"):
         serve(Catalog("object", "1.0.0"), reload=True, records=["none"])
+
+
+@pytest.mark.parametrize("attribute", ["catalog", "make"])
+def test_a_refused_skill_is_one_line_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attribute: str
+) -> None:
+    skill = tmp_path / "skills" / "lol"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: lol\ndescription: d\nmetadata: {a: &a [1], b: *a}\n---\n"
+    )
+    (tmp_path / "aliased_skills.py").write_text(
+        "from pathlib import Path\n"
+        "from server import Catalog\n"
+        "def make():\n"
+        "    catalog = Catalog('aliased', '1')\n"
+        "    catalog.add_skills(Path(__file__).parent / 'skills')\n"
+        "    return catalog\n"
+        "if __import__('os').environ.get('ALIASED_AT_IMPORT'):\n"
+        "    catalog = make()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if attribute == "catalog":
+        monkeypatch.setenv("ALIASED_AT_IMPORT", "1")
+    monkeypatch.delitem(sys.modules, "aliased_skills", raising=False)
+    with pytest.raises(CatalogNotFound, match="anchor or alias") as refused:
+        load_catalog(f"aliased_skills:{attribute}")
+    assert f"MCP_CATALOG='aliased_skills:{attribute}'" in str(refused.value)
+    assert str(skill / "SKILL.md") in str(refused.value)
+    assert "\n" not in str(refused.value)

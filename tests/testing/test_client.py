@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from server import Catalog
+from server import Catalog, Context
 from server.builtin.probe import catalog as probe
-from server.testing import Client, ErrorAnswer
+from server.testing import MAX_ROUNDS, Client, ClientError, ErrorAnswer, TooManyQuestions
 
 pytestmark = pytest.mark.anyio
 ERAS = ["modern", "legacy"]
@@ -126,3 +126,54 @@ async def test_the_lifespan_runs_around_the_client() -> None:
 def test_import_server_does_not_load_the_test_client() -> None:
     code = "import sys, server; assert 'server.testing' not in sys.modules, 'loaded'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def asking_forever() -> tuple[Catalog, list[int]]:
+    catalog = Catalog("asks-forever", "1")
+    asked: list[int] = []
+
+    @catalog.tool
+    async def forever(ctx: Context) -> str:
+        """Asks again whatever the answer, and even when asking fails."""
+        while True:
+            asked.append(len(asked))
+            with contextlib.suppress(Exception):  # a careless handler: errors are asked again
+                await ctx.elicit(f"Again ({len(asked)})?", {"type": "object", "properties": {}})
+
+    return catalog, asked
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_handler_that_asks_forever_fails_the_call_instead_of_hanging(era: Any) -> None:
+    catalog, asked = asking_forever()
+
+    async def calling() -> None:
+        accept = {"action": "accept", "content": {}}
+        async with Client(catalog, era=era, elicit=lambda _params: accept) as client:
+            with pytest.raises(TooManyQuestions, match="after 16 rounds"):
+                await client.call_tool("forever")
+
+    await asyncio.wait_for(calling(), 20)
+    # Legacy: the 17th question is answered with an error and the call cancelled. Modern: each
+    # round replays the handler, so it asked 1 + 2 + ... + 16 times.
+    assert len(asked) == (MAX_ROUNDS + 1 if era == "legacy" else sum(range(1, MAX_ROUNDS + 1)))
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_401_raises_the_clients_error_with_status_and_challenge(era: Any) -> None:
+    from server.security.auth import new_token
+    from server.settings import Settings
+
+    _, digest = new_token()
+    settings = Settings(_env_file=None, records=["none"], auth="tokens", auth_tokens=[digest])
+
+    async def calling() -> None:
+        async with Client(probe, era=era, settings=settings, token="not-the-token") as client:
+            await client.call_tool("echo", {"text": "hi"})
+
+    with pytest.raises(ErrorAnswer) as refused:
+        await asyncio.wait_for(calling(), 20)
+    assert refused.value.status == 401
+    assert refused.value.code == -32001
+    assert refused.value.headers["www-authenticate"].startswith("Bearer ")
+    assert isinstance(refused.value, ClientError)
