@@ -118,7 +118,7 @@ SLICE_S = 0.25  # socket operations wait at most this long before checking the b
 SEND_CHUNK = 256 * KIB
 NORMAL_UA = "abuse-bench-normal/1.0"
 BENCH_UA = "abuse-bench/1.0"
-CLASSES = ("batch", "headers", "body-keys", "init-caps", "user-agent", "template")
+CLASSES: tuple[str, ...] = ("batch", "headers", "body-keys", "init-caps", "user-agent", "template")
 
 Header = tuple[str, str | bytes]
 

@@ -69,7 +69,7 @@ def paginate_with(page_size: int) -> Any:
 async def call(method: Any, params: dict[str, Any], page_size: int = 100) -> dict[str, Any]:
     """The method's answer as a client reads it (entries are spliced in as encoded JSON)."""
     answer = await method(params, make_context(), paginate_with(page_size))
-    return orjson.loads(orjson.dumps(answer))  # type: ignore[no-any-return]
+    return orjson.loads(orjson.dumps(answer))
 
 
 def test_entries_carry_frontmatter_and_a_complete_manifest(folder: Path) -> None:
@@ -352,7 +352,12 @@ async def test_entries_are_encoded_once_not_per_request(
     skills = load_skills(folder)
     built: list[str] = []
     entry = Skill.entry
-    monkeypatch.setattr(Skill, "entry", lambda self: built.append(self.uri) or entry(self))
+
+    def counted_entry(self: Skill) -> dict[str, Any]:
+        built.append(self.uri)
+        return entry(self)
+
+    monkeypatch.setattr(Skill, "entry", counted_entry)
     answers = [await skills.list({}, make_context(), paginate_with(100)) for _ in range(3)] + [
         await skills.get(
             {"uri": "skill://pdf-processing/SKILL.md"}, make_context(), paginate_with(100)
