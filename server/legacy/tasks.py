@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from server.aio import create_task
+from server.call_note import OK, note_outcome, note_target
 from server.catalog import Catalog
 from server.catalog.extensions import TASKS_EXTENSION
 from server.catalog.tools import Tool
@@ -95,6 +96,12 @@ class Relayed(InputRequest):
         if not isinstance(response, dict):
             raise ValueError("an answer must be an object")
         return response
+
+
+def _client_of(session: Session) -> str:
+    """The key a task counts under when the request came without the HTTP endpoint's (a test
+    driving the era directly): the subject, else the session."""
+    return f"sub:{session.owner}" if session.owner else f"session:{session.id}"
 
 
 class LegacyTasks:
@@ -172,15 +179,19 @@ class LegacyTasks:
         if tool.task_support == "forbidden":
             raise MethodNotFound(f"tools/call of {name} as a task (it never runs as one)")
         task = optional_object(params, "task")
+        note_target(tool.name)
         record = await self.service.open(
             owner=session.owner,
-            client=f"sub:{session.owner}" if session.owner else f"session:{session.id}",
+            client=context.client_key or _client_of(session),
             session=session.id,
             era="legacy",
             tool=tool.name,
             ttl_ms=self.service.ttl(task.get("ttl")),
         )
         context.task_outcome = record.outcome()
+        # The call answers with its task: that is its outcome, whatever the handler does next
+        # (what it comes to is the task's, read through tasks/get and tasks/result).
+        note_outcome(OK)
         task_context = self._task_context(record, context, standalone)
         runner = create_task(self._run(tool, optional_object(params, "arguments"), task_context))
         self.service.attach(record.task_id, runner)
@@ -212,6 +223,12 @@ class LegacyTasks:
             log_level=context.log_level,
             progress_token=token if token is not None else record.task_id,
             task_id=record.task_id,
+            # The handler sees who called, as a direct call's handler does.
+            caller=context.caller,
+            session_id=context.session_id,
+            client_key=context.client_key,
+            record=context.record,
+            raw_headers=context.raw_headers,
         )
 
     async def _run(self, tool: Tool, arguments: dict[str, Any], context: Context) -> None:
