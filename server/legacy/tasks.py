@@ -164,6 +164,15 @@ class LegacyTasks:
             return record.task(legacy=True)
         return await self.result(task_id, session, context)
 
+    async def session_ended(self, session: Session) -> None:
+        """The client ended ``session`` (DELETE). Without authentication its tasks are bound to
+        it (no other context ties them to their requestor): they are cancelled and forgotten,
+        so they stop holding their client's task slots. An authenticated subject's tasks are
+        bound to the subject, who may still read them from another session, until their TTL.
+        """
+        if session.owner is None:
+            await self.service.end_session(session.id)
+
     async def call_tool(
         self,
         session: Session,

@@ -42,6 +42,7 @@ StatusListener = Callable[[TaskRecord], None]
 # another replica was lost (the bus keeps nothing for a replica that was away).
 ANSWER_BACKSTOP_S = 2.0
 PROGRESS_EVERY_S = 0.25
+SESSION_PAGE = 100  # tasks of an ended session read (and dropped) at a time
 
 
 @dataclass
@@ -299,6 +300,24 @@ class TaskService:
         self._stop_handler(task_id)
         self._status(cancelled)
         return cancelled, True
+
+    async def end_session(self, session: str) -> int:
+        """A legacy session ended (DELETE): its tasks are forgotten, their slots freed, and the
+        handlers of those still running stopped, here or through the bus; how many there were.
+        """
+        records: list[TaskRecord] = []
+        while True:  # the store drops what was read: the next page is at the start again
+            page, more = await self.store.session_tasks(session, 0, SESSION_PAGE)
+            if not page:
+                break
+            records += page
+            await self.store.drop(page)
+            if not more:
+                break
+        for record in records:
+            if record.status in ACTIVE:
+                self._stop_handler(record.task_id)
+        return len(records)
 
     def _stop_handler(self, task_id: str) -> None:
         entry = self.running.get(task_id)

@@ -8,7 +8,8 @@ same records. The rules both keep:
   task against its client's cap and the store's, and starts the running replica's lease;
 - a terminal status is final: every change is applied only while the task is active, so a
   cancel and the handler's own finish can race and the first wins;
-- a record lives for its TTL from creation, then is gone (``get`` answers None);
+- a record lives for its TTL from creation, then is gone (``get`` answers None), unless
+  :meth:`drop` forgets it sooner (the end of the legacy session it is bound to);
 - the lease (:meth:`heartbeat`) says the running replica is alive: a task whose lease ran out
   is reported with ``alive`` False, and the service fails it.
 """
@@ -72,3 +73,6 @@ class TaskStore(Protocol):
         self, session: str, offset: int, limit: int
     ) -> tuple[list[TaskRecord], bool]:
         """A page of a legacy session's tasks, oldest first, and whether more follow."""
+
+    async def drop(self, records: Iterable[TaskRecord]) -> None:
+        """Forget these tasks now (records, leases, and their places in the caps)."""

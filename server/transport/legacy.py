@@ -319,6 +319,8 @@ class LegacyHttp:
     async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
         session, _ = await self.sessions.find(headers, draft)
         await self.era.store.delete(session.id)
+        if self.era.tasks is not None:
+            await self.era.tasks.session_ended(session)
         self.sessions.session_ended(session.id)
         self.bus.publish("ended", {"sid": session.id})
         await send_empty(send, 200)

@@ -123,6 +123,23 @@ async def test_a_session_lists_its_tasks_by_page(stores: Any) -> None:
     assert ([task.task_id for task in last], more) == (["t4"], False)
 
 
+async def test_dropped_tasks_are_gone_and_free_their_places(stores: Any) -> None:
+    store = stores()
+    for number in range(2):
+        await store.create(
+            record(f"d{number}", client="a", session="s"),
+            per_client=2,
+            total=10,
+            lease_ms=LEASE_MS,
+        )
+    page, _ = await store.session_tasks("s", 0, 10)
+    await store.drop(page)
+    assert await store.get("d0") is None
+    assert await store.session_tasks("s", 0, 10) == ([], False)
+    for number in range(2):  # the client's two places are free again
+        await store.create(record(f"n{number}", client="a"), per_client=2, total=10, lease_ms=1)
+
+
 async def test_redis_leases_say_whether_the_running_replica_lives(redis_server: Any) -> None:
     from server.state.redis.link import RedisLink
     from server.state.redis.tasks import RedisTaskStore

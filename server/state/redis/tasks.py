@@ -308,3 +308,17 @@ class RedisTaskStore:
             found = await self.link.run(pipe.execute()) if ids else []
         records = [record for fields in found if fields and (record := decode(fields))]
         return records, len(ids) > limit
+
+    async def drop(self, records: Iterable[TaskRecord]) -> None:
+        records = list(records)
+        if not records:
+            return
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            for record in records:
+                task_id = record.task_id
+                pipe.delete(self._key(task_id), self._alive(task_id))
+                pipe.zrem(self._all, task_id)
+                pipe.zrem(self._client_key(record.client), task_id)
+                if record.session is not None:
+                    pipe.zrem(self._session_key(record.session), task_id)
+            await self.link.run(pipe.execute())
