@@ -22,7 +22,6 @@ Every method sees only tasks of the session's subject (-32602 otherwise).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -271,8 +270,8 @@ class LegacyTasks:
                     except ToolError as refused:  # the client answered with an error, or late
                         raise InternalError(str(refused)) from None
                     await self.service.update(task_id, session.owner, answers)
-                # The task takes the answers on its own time: look again shortly.
-                await asyncio.sleep(0.05)
+                # The task takes the answers on its own time; the next wait ends at its next
+                # status change (working again, more questions, or its end).
                 continue
             if not record.terminal:
                 continue

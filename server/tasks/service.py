@@ -41,6 +41,9 @@ StatusListener = Callable[[TaskRecord], None]
 # How often a handler waiting for answers looks at the store itself, in case a wake-up from
 # another replica was lost (the bus keeps nothing for a replica that was away).
 ANSWER_BACKSTOP_S = 2.0
+# How often a waiting tasks/result reads the task itself, for the same reason, and to notice a
+# task whose replica died (its lease ran out: no status change will come).
+WAIT_BACKSTOP_S = 5.0
 PROGRESS_EVERY_S = 0.25
 SESSION_PAGE = 100  # tasks of an ended session read (and dropped) at a time
 
@@ -68,6 +71,8 @@ class TaskService:
         self.announce: Announce = announce or (lambda kind, data: None)
         self.running: dict[str, Running] = {}
         self.listeners: list[StatusListener] = []
+        # What each waiting tasks/result waits on, by task: set when the task's status changes.
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
         self.closing = False
@@ -327,16 +332,34 @@ class TaskService:
             self.announce("task", {"op": "cancel", "id": task_id})
 
     async def wait(self, task_id: str, owner: str | None, timeout_s: float) -> TaskRecord:
-        """The task once it is terminal or asks something, or as it is after ``timeout_s``."""
+        """The task once it is terminal or has questions outstanding, or as it is after
+        ``timeout_s``. Woken by the task's status changes (made here, or announced by the
+        replica running it); the store is read again only then, and every
+        :data:`WAIT_BACKSTOP_S` in case an announcement was lost (or its replica died)."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            record = await self.get(task_id, owner)
-            if record.terminal or record.status == "input_required":
-                return record
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return record
-            await asyncio.sleep(min(remaining, 0.1 if task_id in self.running else 0.5))
+        changed = asyncio.Event()
+        waiting = self._waiters.setdefault(task_id, set())
+        waiting.add(changed)
+        try:
+            while True:
+                changed.clear()  # before reading: a change from now on wakes the wait below
+                record = await self.get(task_id, owner)
+                if record.terminal or (record.status == "input_required" and record.inputs):
+                    return record
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return record
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(remaining, WAIT_BACKSTOP_S)):
+                        await changed.wait()
+        finally:
+            waiting.discard(changed)
+            if not waiting and self._waiters.get(task_id) is waiting:
+                del self._waiters[task_id]
+
+    def _wake(self, task_id: str) -> None:
+        for changed in self._waiters.get(task_id, ()):
+            changed.set()
 
     # -- the bus, leases, status -----------------------------------------------------------
 
@@ -350,6 +373,7 @@ class TaskService:
                 return
             for listener in list(self.listeners):
                 listener(record)
+            self._wake(record.task_id)
             return
         if not isinstance(task_id, str):
             return
@@ -362,6 +386,7 @@ class TaskService:
             entry.task.cancel()
 
     def _status(self, record: TaskRecord) -> None:
+        self._wake(record.task_id)
         for listener in list(self.listeners):
             try:
                 listener(record)
