@@ -135,8 +135,16 @@ class MemoryTaskStore:
             record.message = message
             record.updated_ms = now_ms
 
-    async def heartbeat(self, task_ids: Iterable[str], *, lease_ms: int) -> None:
-        return None
+    async def heartbeat(
+        self, task_ids: Iterable[str], *, lease_ms: int
+    ) -> dict[str, TaskStatus | None]:
+        self._sweep()
+        ended: dict[str, TaskStatus | None] = {}
+        for task_id in task_ids:
+            record = self._records.get(task_id)
+            if record is None or record.status not in ACTIVE:
+                ended[task_id] = None if record is None else record.status
+        return ended
 
     async def release(self, task_id: str) -> None:
         return None

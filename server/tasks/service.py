@@ -11,9 +11,14 @@ Bounds: a task's TTL (clamped to the configured range) also bounds its handler, 
 stopped (the task failed) when nine tenths of it have passed (at most a minute before the end),
 so the failure can still be read; tasks per client and in all are capped by the store; a result
 larger than ``max_result_bytes`` fails the task instead of being kept. A task whose replica
-stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``. On shutdown
+stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``; a handler
+whose record ended or vanished (Redis restarted empty) is stopped by the next lease renewal,
+the vanishing logged as an error. On shutdown
 :meth:`drain` lets running handlers finish within the drain time and fails the rest, so no task
 stays ``working`` for ever.
+
+One module past 400 lines on purpose: every part of it reads and changes the one table of
+handlers running here (``running``), which a split would have to share back and forth.
 """
 
 from __future__ import annotations
@@ -399,12 +404,35 @@ class TaskService:
         lease_ms = int(self.limits.lease_s * 1000)
         while self.running:
             try:
-                await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
+                ended = await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
+                for task_id, status in ended.items():
+                    self._orphaned(task_id, status)
             except ServiceUnavailable:
                 pass  # Redis away: the link logs it; the next beat retries
             except Exception:
                 log.exception("renewing task leases failed")
             await asyncio.sleep(interval)
+
+    def _orphaned(self, task_id: str, status: str | None) -> None:
+        """A handler running here whose task ended (a cancel whose message was lost) or whose
+        record vanished: it is stopped, so nothing runs that no one can see or cancel.
+
+        A vanished record (Redis restarted empty, was flushed, or evicted it) is logged as an
+        error naming the task: clients asking for it now get "task not found". It is not written
+        back as failed: the store is the truth, and a record dropped on purpose (the DELETE of
+        its legacy session, whose cancel did not reach this replica) must not come back and
+        take its client's slot again."""
+        entry = self.running.get(task_id)
+        if entry is None or entry.task is None or entry.task.done():
+            return
+        if status is None:
+            log.error(
+                "task %s vanished from the task store while its handler ran here (Redis "
+                "restarted empty, flushed or evicted it?); the handler is stopped and clients "
+                "asking for the task get 'task not found'",
+                task_id,
+            )
+        entry.task.cancel()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
