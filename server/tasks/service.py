@@ -315,19 +315,19 @@ class TaskService:
         """A legacy session ended (DELETE): its tasks are forgotten, their slots freed, and the
         handlers of those still running stopped, here or through the bus; how many there were.
         """
-        records: list[TaskRecord] = []
+        ended = 0
         while True:  # the store drops what was read: the next page is at the start again
             page, more = await self.store.session_tasks(session, 0, SESSION_PAGE)
             if not page:
                 break
-            records += page
+            ended += len(page)
+            for record in page:  # before the records go: a stopping handler is not "vanished"
+                if record.status in ACTIVE:
+                    self._stop_handler(record.task_id)
             await self.store.drop(page)
             if not more:
                 break
-        for record in records:
-            if record.status in ACTIVE:
-                self._stop_handler(record.task_id)
-        return len(records)
+        return ended
 
     def _stop_handler(self, task_id: str) -> None:
         entry = self.running.get(task_id)
@@ -402,11 +402,18 @@ class TaskService:
     async def _renew_leases(self) -> None:
         interval = max(0.2, self.limits.lease_s / 3)
         lease_ms = int(self.limits.lease_s * 1000)
+        seen_ended: set[str] = set()
         while self.running:
             try:
                 ended = await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
+                # A handler settling its own task may be seen ended for one beat: it is
+                # stopped only if it still runs at the next.
+                seen_ended, previously = set(), seen_ended
                 for task_id, status in ended.items():
-                    self._orphaned(task_id, status)
+                    if status is None or task_id in previously:
+                        self._orphaned(task_id, status)
+                    else:
+                        seen_ended.add(task_id)
             except ServiceUnavailable:
                 pass  # Redis away: the link logs it; the next beat retries
             except Exception:
@@ -423,8 +430,8 @@ class TaskService:
         its legacy session, whose cancel did not reach this replica) must not come back and
         take its client's slot again."""
         entry = self.running.get(task_id)
-        if entry is None or entry.task is None or entry.task.done():
-            return
+        if entry is None or entry.task is None or entry.task.done() or entry.task.cancelling():
+            return  # not started, or already ending
         if status is None:
             log.error(
                 "task %s vanished from the task store while its handler ran here (Redis "

@@ -102,6 +102,7 @@ def make_catalog() -> Catalog:
                 "caller": None
                 if caller is None
                 else {"subject": caller.subject, "scopes": sorted(caller.scopes)},
+                "client_key": ctx.client_key,
                 "session_id": ctx.session_id,
                 "record_id": ctx.record_id,
             }
@@ -726,6 +727,7 @@ async def test_a_task_sees_the_same_caller_as_a_direct_call_in_both_eras() -> No
         assert caller["subject"].startswith("token:")
         assert caller["scopes"] == ["mcp", "tools:read"]
         assert seen_by_task["record_id"] is not None
+        assert seen_by_task["client_key"] == "sub:" + caller["subject"]
     assert legacy_seen["session_id"] == session
 
 
