@@ -253,6 +253,9 @@ class Context:
     caller: Caller | None = None
     # The legacy session the request belongs to (None in the modern era, which has none).
     session_id: str | None = None
+    # The key the server's per-client limits (tasks among them) count this caller under: its
+    # subject, else its address, as the rate gate keys it; None outside the HTTP endpoint.
+    client_key: str | None = None
     # The request's record; :attr:`record_id` formats its request_id only when read.
     record: Recorded | None = field(default=None, repr=False)
     # The raw headers; :attr:`headers` decodes them on first read (most handlers never do).

@@ -41,7 +41,8 @@ from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
 
 # The caller, the request headers and the record's request_id, for the call's Context.
-Origin = tuple[Caller | None, Mapping[bytes, bytes] | None, Recorded | None]
+# Who calls and what the request was: the caller, the headers, the record, the client's key.
+Origin = tuple[Caller | None, Mapping[bytes, bytes] | None, Recorded | None, str | None]
 
 # Made once a call waits (never for one that answers at once): what watches the client
 # meanwhile, without cancelling anything.
@@ -246,8 +247,16 @@ def _context(
     )
     if origin is None:
         return era.context(session, request, exchange)
-    caller, headers, record = origin
-    return era.context(session, request, exchange, caller=caller, headers=headers, record=record)
+    caller, headers, record, client_key = origin
+    return era.context(
+        session,
+        request,
+        exchange,
+        caller=caller,
+        headers=headers,
+        record=record,
+        client_key=client_key,
+    )
 
 
 async def finished(stream: EventStream) -> None:

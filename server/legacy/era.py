@@ -257,6 +257,7 @@ class LegacyEra:
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
         record: Recorded | None = None,
+        client_key: str | None = None,
     ) -> Context:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
@@ -274,6 +275,7 @@ class LegacyEra:
             progress_token=token if is_valid_id(token) else None,
             caller=caller,
             session_id=session.id,
+            client_key=client_key,
             record=record,
             raw_headers=headers,
         )

@@ -22,11 +22,11 @@ Every method sees only tasks of the session's subject (-32602 otherwise).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from server.aio import create_task
+from server.call_note import OK, note_outcome, note_target
 from server.catalog import Catalog
 from server.catalog.extensions import TASKS_EXTENSION
 from server.catalog.tools import Tool
@@ -97,6 +97,12 @@ class Relayed(InputRequest):
         return response
 
 
+def _client_of(session: Session) -> str:
+    """The key a task counts under when the request came without the HTTP endpoint's (a test
+    driving the era directly): the subject, else the session."""
+    return f"sub:{session.owner}" if session.owner else f"session:{session.id}"
+
+
 class LegacyTasks:
     def __init__(self, service: TaskService, catalog: Catalog, pager: Pager) -> None:
         self.service = service
@@ -157,6 +163,15 @@ class LegacyTasks:
             return record.task(legacy=True)
         return await self.result(task_id, session, context)
 
+    async def session_ended(self, session: Session) -> None:
+        """The client ended ``session`` (DELETE). Without authentication its tasks are bound to
+        it (no other context ties them to their requestor): they are cancelled and forgotten,
+        so they stop holding their client's task slots. An authenticated subject's tasks are
+        bound to the subject, who may still read them from another session, until their TTL.
+        """
+        if session.owner is None:
+            await self.service.end_session(session.id)
+
     async def call_tool(
         self,
         session: Session,
@@ -172,15 +187,19 @@ class LegacyTasks:
         if tool.task_support == "forbidden":
             raise MethodNotFound(f"tools/call of {name} as a task (it never runs as one)")
         task = optional_object(params, "task")
+        note_target(tool.name)
         record = await self.service.open(
             owner=session.owner,
-            client=f"sub:{session.owner}" if session.owner else f"session:{session.id}",
+            client=context.client_key or _client_of(session),
             session=session.id,
             era="legacy",
             tool=tool.name,
             ttl_ms=self.service.ttl(task.get("ttl")),
         )
         context.task_outcome = record.outcome()
+        # The call answers with its task: that is its outcome, whatever the handler does next
+        # (what it comes to is the task's, read through tasks/get and tasks/result).
+        note_outcome(OK)
         task_context = self._task_context(record, context, standalone)
         runner = create_task(self._run(tool, optional_object(params, "arguments"), task_context))
         self.service.attach(record.task_id, runner)
@@ -212,6 +231,12 @@ class LegacyTasks:
             log_level=context.log_level,
             progress_token=token if token is not None else record.task_id,
             task_id=record.task_id,
+            # The handler sees who called, as a direct call's handler does.
+            caller=context.caller,
+            session_id=context.session_id,
+            client_key=context.client_key,
+            record=context.record,
+            raw_headers=context.raw_headers,
         )
 
     async def _run(self, tool: Tool, arguments: dict[str, Any], context: Context) -> None:
@@ -245,8 +270,8 @@ class LegacyTasks:
                     except ToolError as refused:  # the client answered with an error, or late
                         raise InternalError(str(refused)) from None
                     await self.service.update(task_id, session.owner, answers)
-                # The task takes the answers on its own time: look again shortly.
-                await asyncio.sleep(0.05)
+                # The task takes the answers on its own time; the next wait ends at its next
+                # status change (working again, more questions, or its end).
                 continue
             if not record.terminal:
                 continue

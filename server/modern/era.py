@@ -233,6 +233,7 @@ class ModernEra:
             return self._envelope(method, noted(result))
         context = self._context(call, send)
         context.caller, context.raw_headers, context.record = caller, headers, record
+        context.client_key = call.client_key or None
         if self.extensions.handles(call):
             return await self.extensions.handle(call, context)
         try:

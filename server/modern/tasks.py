@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from server.aio import create_task, current_task, running_loop
+from server.call_note import OK, note_outcome, note_target, noted
 from server.catalog import Catalog
 from server.catalog.extensions import TASKS_EXTENSION
 from server.catalog.tools import Tool
@@ -120,6 +121,7 @@ class ModernTasks:
     async def call_tool(self, call: TaskCall, context: Context) -> dict[str, Any]:
         params = call.request.params
         tool = self.catalog.tools[require_str(params, "name")]
+        note_target(tool.name)
         if not declares_tasks(call.client_capabilities):
             context.finish()
             raise _missing()
@@ -145,7 +147,7 @@ class ModernTasks:
             return self.input_required(call, context, suspended)
         finally:
             context.finish()
-        return self.envelope("tools/call", result)
+        return self.envelope("tools/call", noted(result))
 
     def _starter(
         self, call: TaskCall, tool: Tool, context: Context, started: asyncio.Future[TaskRecord]
@@ -163,6 +165,8 @@ class ModernTasks:
                 tool=tool.name,
                 message=message,
             )
+            # The request answers with the task: its outcome, whatever the handler does next.
+            note_outcome(OK)
             context.task_id = record.task_id
             context.exchange = TaskExchange(service, record.task_id)
             # Progress becomes the status message whether or not a token was sent; the log

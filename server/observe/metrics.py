@@ -174,7 +174,10 @@ class Metrics:
         target = item.target
         known = target is None or (type(target) is str and self.known_tool(target))
         if method == "tools/call" and not item.streaming:  # a stream's is counted at its end
-            tool = self._tool_tally(target if known else OTHER, item.call_outcome(), code)
+            # A call refused before it named a tool has no target: ``other``, never a None
+            # label (the exposition cannot write one, and every later scrape would fail).
+            label_tool = target if known and target is not None else OTHER
+            tool = self._tool_tally(label_tool, item.call_outcome(), code)
         cell = Cell(kind, tool)
         if label is method and (method != "tools/call" or known):
             self._cells[key] = cell

@@ -38,22 +38,25 @@ class MemoryTaskStore:
         now = _now_ms()
         while self._expiry and self._expiry[0][0] <= now:
             _, task_id = heapq.heappop(self._expiry)
-            record = self._records.pop(task_id, None)
-            if record is None:
-                continue
-            owned = self._by_client.get(record.client)
-            if owned is not None:
-                owned.discard(task_id)
-                if not owned:
-                    del self._by_client[record.client]
-            if record.session is not None:
-                listed = self._by_session.get(record.session)
-                if listed is not None:
-                    # Oldest first, and expiry follows creation for equal TTLs: usually the head.
-                    if task_id in listed:
-                        listed.remove(task_id)
-                    if not listed:
-                        del self._by_session[record.session]
+            self._forget(task_id)
+
+    def _forget(self, task_id: str) -> None:
+        record = self._records.pop(task_id, None)
+        if record is None:  # dropped before it expired: its heap entry is all that stayed
+            return
+        owned = self._by_client.get(record.client)
+        if owned is not None:
+            owned.discard(task_id)
+            if not owned:
+                del self._by_client[record.client]
+        if record.session is not None:
+            listed = self._by_session.get(record.session)
+            if listed is not None:
+                # Oldest first, and expiry follows creation for equal TTLs: usually the head.
+                if task_id in listed:
+                    listed.remove(task_id)
+                if not listed:
+                    del self._by_session[record.session]
 
     async def create(
         self, record: TaskRecord, *, per_client: int, total: int, lease_ms: int
@@ -132,8 +135,16 @@ class MemoryTaskStore:
             record.message = message
             record.updated_ms = now_ms
 
-    async def heartbeat(self, task_ids: Iterable[str], *, lease_ms: int) -> None:
-        return None
+    async def heartbeat(
+        self, task_ids: Iterable[str], *, lease_ms: int
+    ) -> dict[str, TaskStatus | None]:
+        self._sweep()
+        ended: dict[str, TaskStatus | None] = {}
+        for task_id in task_ids:
+            record = self._records.get(task_id)
+            if record is None or record.status not in ACTIVE:
+                ended[task_id] = None if record is None else record.status
+        return ended
 
     async def release(self, task_id: str) -> None:
         return None
@@ -147,3 +158,7 @@ class MemoryTaskStore:
             copy.deepcopy(self._records[task_id]) for task_id in listed[offset : offset + limit]
         ]
         return page, offset + limit < len(listed)
+
+    async def drop(self, records: Iterable[TaskRecord]) -> None:
+        for record in records:
+            self._forget(record.task_id)

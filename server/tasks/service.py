@@ -11,9 +11,14 @@ Bounds: a task's TTL (clamped to the configured range) also bounds its handler, 
 stopped (the task failed) when nine tenths of it have passed (at most a minute before the end),
 so the failure can still be read; tasks per client and in all are capped by the store; a result
 larger than ``max_result_bytes`` fails the task instead of being kept. A task whose replica
-stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``. On shutdown
+stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``; a handler
+whose record ended or vanished (Redis restarted empty) is stopped by the next lease renewal,
+the vanishing logged as an error. On shutdown
 :meth:`drain` lets running handlers finish within the drain time and fails the rest, so no task
 stays ``working`` for ever.
+
+Longer than 400 lines because: every part of it reads and changes the one table of handlers
+running here (``running``), which a split would have to share back and forth.
 """
 
 from __future__ import annotations
@@ -41,7 +46,11 @@ StatusListener = Callable[[TaskRecord], None]
 # How often a handler waiting for answers looks at the store itself, in case a wake-up from
 # another replica was lost (the bus keeps nothing for a replica that was away).
 ANSWER_BACKSTOP_S = 2.0
+# How often a waiting tasks/result reads the task itself, for the same reason, and to notice a
+# task whose replica died (its lease ran out: no status change will come).
+WAIT_BACKSTOP_S = 5.0
 PROGRESS_EVERY_S = 0.25
+SESSION_PAGE = 100  # tasks of an ended session read (and dropped) at a time
 
 
 @dataclass
@@ -67,6 +76,8 @@ class TaskService:
         self.announce: Announce = announce or (lambda kind, data: None)
         self.running: dict[str, Running] = {}
         self.listeners: list[StatusListener] = []
+        # What each waiting tasks/result waits on, by task: set when the task's status changes.
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
         self.closing = False
@@ -300,6 +311,24 @@ class TaskService:
         self._status(cancelled)
         return cancelled, True
 
+    async def end_session(self, session: str) -> int:
+        """A legacy session ended (DELETE): its tasks are forgotten, their slots freed, and the
+        handlers of those still running stopped, here or through the bus; how many there were.
+        """
+        ended = 0
+        while True:  # the store drops what was read: the next page is at the start again
+            page, more = await self.store.session_tasks(session, 0, SESSION_PAGE)
+            if not page:
+                break
+            ended += len(page)
+            for record in page:  # before the records go: a stopping handler is not "vanished"
+                if record.status in ACTIVE:
+                    self._stop_handler(record.task_id)
+            await self.store.drop(page)
+            if not more:
+                break
+        return ended
+
     def _stop_handler(self, task_id: str) -> None:
         entry = self.running.get(task_id)
         if entry is not None and entry.task is not None:
@@ -308,16 +337,34 @@ class TaskService:
             self.announce("task", {"op": "cancel", "id": task_id})
 
     async def wait(self, task_id: str, owner: str | None, timeout_s: float) -> TaskRecord:
-        """The task once it is terminal or asks something, or as it is after ``timeout_s``."""
+        """The task once it is terminal or has questions outstanding, or as it is after
+        ``timeout_s``. Woken by the task's status changes (made here, or announced by the
+        replica running it); the store is read again only then, and every
+        :data:`WAIT_BACKSTOP_S` in case an announcement was lost (or its replica died)."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            record = await self.get(task_id, owner)
-            if record.terminal or record.status == "input_required":
-                return record
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return record
-            await asyncio.sleep(min(remaining, 0.1 if task_id in self.running else 0.5))
+        changed = asyncio.Event()
+        waiting = self._waiters.setdefault(task_id, set())
+        waiting.add(changed)
+        try:
+            while True:
+                changed.clear()  # before reading: a change from now on wakes the wait below
+                record = await self.get(task_id, owner)
+                if record.terminal or (record.status == "input_required" and record.inputs):
+                    return record
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return record
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(remaining, WAIT_BACKSTOP_S)):
+                        await changed.wait()
+        finally:
+            waiting.discard(changed)
+            if not waiting and self._waiters.get(task_id) is waiting:
+                del self._waiters[task_id]
+
+    def _wake(self, task_id: str) -> None:
+        for changed in self._waiters.get(task_id, ()):
+            changed.set()
 
     # -- the bus, leases, status -----------------------------------------------------------
 
@@ -331,6 +378,7 @@ class TaskService:
                 return
             for listener in list(self.listeners):
                 listener(record)
+            self._wake(record.task_id)
             return
         if not isinstance(task_id, str):
             return
@@ -343,6 +391,7 @@ class TaskService:
             entry.task.cancel()
 
     def _status(self, record: TaskRecord) -> None:
+        self._wake(record.task_id)
         for listener in list(self.listeners):
             try:
                 listener(record)
@@ -353,14 +402,44 @@ class TaskService:
     async def _renew_leases(self) -> None:
         interval = max(0.2, self.limits.lease_s / 3)
         lease_ms = int(self.limits.lease_s * 1000)
+        seen_ended: set[str] = set()
         while self.running:
             try:
-                await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
+                ended = await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
+                # A handler settling its own task may be seen ended for one beat: it is
+                # stopped only if it still runs at the next.
+                seen_ended, previously = set(), seen_ended
+                for task_id, status in ended.items():
+                    if status is None or task_id in previously:
+                        self._orphaned(task_id, status)
+                    else:
+                        seen_ended.add(task_id)
             except ServiceUnavailable:
                 pass  # Redis away: the link logs it; the next beat retries
             except Exception:
                 log.exception("renewing task leases failed")
             await asyncio.sleep(interval)
+
+    def _orphaned(self, task_id: str, status: str | None) -> None:
+        """A handler running here whose task ended (a cancel whose message was lost) or whose
+        record vanished: it is stopped, so nothing runs that no one can see or cancel.
+
+        A vanished record (Redis restarted empty, was flushed, or evicted it) is logged as an
+        error naming the task: clients asking for it now get "task not found". It is not written
+        back as failed: the store is the truth, and a record dropped on purpose (the DELETE of
+        its legacy session, whose cancel did not reach this replica) must not come back and
+        take its client's slot again."""
+        entry = self.running.get(task_id)
+        if entry is None or entry.task is None or entry.task.done() or entry.task.cancelling():
+            return  # not started, or already ending
+        if status is None:
+            log.error(
+                "task %s vanished from the task store while its handler ran here (Redis "
+                "restarted empty, flushed or evicted it?); the handler is stopped and clients "
+                "asking for the task get 'task not found'",
+                task_id,
+            )
+        entry.task.cancel()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)

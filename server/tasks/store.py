@@ -8,9 +8,11 @@ same records. The rules both keep:
   task against its client's cap and the store's, and starts the running replica's lease;
 - a terminal status is final: every change is applied only while the task is active, so a
   cancel and the handler's own finish can race and the first wins;
-- a record lives for its TTL from creation, then is gone (``get`` answers None);
+- a record lives for its TTL from creation, then is gone (``get`` answers None), unless
+  :meth:`drop` forgets it sooner (the end of the legacy session it is bound to);
 - the lease (:meth:`heartbeat`) says the running replica is alive: a task whose lease ran out
-  is reported with ``alive`` False, and the service fails it.
+  is reported with ``alive`` False, and the service fails it; the heartbeat reports, in turn,
+  the tasks running here whose records ended or vanished, so their handlers are stopped.
 """
 
 from __future__ import annotations
@@ -62,8 +64,12 @@ class TaskStore(Protocol):
     async def set_message(self, task_id: str, message: str, *, now_ms: int) -> None:
         """The status message of an active task (progress)."""
 
-    async def heartbeat(self, task_ids: Iterable[str], *, lease_ms: int) -> None:
-        """Renew the leases of tasks running here."""
+    async def heartbeat(
+        self, task_ids: Iterable[str], *, lease_ms: int
+    ) -> dict[str, TaskStatus | None]:
+        """Renew the leases of tasks running here that are still active; those that are not,
+        with their status, or None for a record that is gone (expired, dropped, or lost with
+        the store's data): their handlers have nothing left to run for."""
 
     async def release(self, task_id: str) -> None:
         """Drop the lease of a task that no longer runs here."""
@@ -72,3 +78,6 @@ class TaskStore(Protocol):
         self, session: str, offset: int, limit: int
     ) -> tuple[list[TaskRecord], bool]:
         """A page of a legacy session's tasks, oldest first, and whether more follow."""
+
+    async def drop(self, records: Iterable[TaskRecord]) -> None:
+        """Forget these tasks now (records, leases, and their places in the caps)."""

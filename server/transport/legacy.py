@@ -126,7 +126,8 @@ class LegacyHttp:
         check_version_header(headers)
         session, runtime = await self.sessions.find(headers, draft)
         if isinstance(message, list):
-            origin = (None if principal.anonymous else principal, headers, draft)
+            caller = None if principal.anonymous else principal
+            origin = (caller, headers, draft, self.gate.key(draft))
             await self.batch(send, session, runtime, message, targets, origin)
             return
         await self.take(session, runtime, message)
@@ -174,7 +175,7 @@ class LegacyHttp:
             return
         session, runtime = await self.sessions.find(headers, draft)
         caller = None if principal.anonymous else principal
-        origin = (caller, headers, draft)
+        origin = (caller, headers, draft, self.gate.key(draft))
         call = Call(runtime)
         answer = Answer(
             receive,
@@ -318,6 +319,8 @@ class LegacyHttp:
     async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
         session, _ = await self.sessions.find(headers, draft)
         await self.era.store.delete(session.id)
+        if self.era.tasks is not None:
+            await self.era.tasks.session_ended(session)
         self.sessions.session_ended(session.id)
         self.bus.publish("ended", {"sid": session.id})
         await send_empty(send, 200)

@@ -61,6 +61,14 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     server's one line naming the file). Otherwise: one ``skills/list`` read whole (time, size),
     then 10 more sent on their own connections and never read, held 5 s [3 s] while RSS is
     sampled (peak and after), then closed.
+``tasks``
+    one address (``X-Forwarded-For`` through ``MCP_TRUSTED_PROXIES=127.0.0.1``) floods task
+    slots from legacy sessions: each session calls ``long_job`` (``seconds`` 0) with a ``task``
+    param until refused, then is DELETEd and the next one opens, until 10,000 [2,000] tasks
+    were created (``MCP_MAX_TASKS`` the same), a new session gets none (the server is full),
+    or twice that many calls were made; the last session is kept. Then another address
+    asks for a legacy task and a modern one (the tasks extension declared): what it gets is
+    the class's finding.
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -118,7 +126,15 @@ SLICE_S = 0.25  # socket operations wait at most this long before checking the b
 SEND_CHUNK = 256 * KIB
 NORMAL_UA = "abuse-bench-normal/1.0"
 BENCH_UA = "abuse-bench/1.0"
-CLASSES: tuple[str, ...] = ("batch", "headers", "body-keys", "init-caps", "user-agent", "template")
+CLASSES: tuple[str, ...] = (
+    "batch",
+    "headers",
+    "body-keys",
+    "init-caps",
+    "user-agent",
+    "template",
+    "tasks",
+)
 
 Header = tuple[str, str | bytes]
 
@@ -961,6 +977,108 @@ def attack_template(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> N
     )
 
 
+# -- tasks: one address floods the task slots -------------------------------------------
+
+TASK_FLOOD = 10_000  # task calls of the flooding address (--quick: TASK_FLOOD_QUICK)
+TASK_FLOOD_QUICK = 2_000
+FLOODER = "198.51.100.7"  # the addresses the clients appear as, behind the trusted proxy
+BYSTANDER = "203.0.113.9"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def task_flood_size(args: argparse.Namespace) -> int:
+    return TASK_FLOOD_QUICK if args.quick else TASK_FLOOD
+
+
+def tasks_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
+    return {"MCP_TRUSTED_PROXIES": HOST, "MCP_MAX_TASKS": str(task_flood_size(args))}
+
+
+def from_address(headers: list[Header], address: str) -> list[Header]:
+    return [*headers, ("X-Forwarded-For", address)]
+
+
+def task_session(attack: Attack, address: str) -> str | None:
+    """A 2025-11-25 session of ``address``; None (noted) when refused."""
+    reply = attack.post(from_address(legacy_headers(), address), initialize_body(LEGACY))
+    session = reply.headers.get("mcp-session-id")
+    if reply.status != 200 or not session:
+        attack.notes.append(f"{address} initialize: {reply.code}{error_of(reply)}")
+        return None
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    attack.post(from_address(legacy_headers(LEGACY, session), address), initialized)
+    return session
+
+
+def legacy_task_call(attack: Attack, address: str, session: str, request_id: int) -> Reply:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "long_job", "arguments": {"seconds": 0}, "task": {}},
+        }
+    ).encode()
+    headers = from_address(legacy_headers(LEGACY, session), address)
+    return attack.post(headers, body, timeout=10)
+
+
+def modern_task_call(attack: Attack, address: str) -> Reply:
+    headers, _ = modern("tools/call", name="long_job")
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "long_job",
+            "arguments": {"seconds": 0},
+            "_meta": meta({"extensions": {TASKS_EXTENSION: {}}}),
+        },
+    }
+    return attack.post(from_address(headers, address), json.dumps(message).encode(), timeout=10)
+
+
+def attack_tasks(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    flood = task_flood_size(args)
+    calls = created = sessions = 0
+    codes: Counter[str] = Counter()
+    started = time.monotonic()
+    session: str | None = None
+    try:
+        while created < flood and calls < 2 * flood:
+            if session is not None:  # refused: this session is done with, and ended
+                delete_headers = from_address(legacy_headers(LEGACY, session), FLOODER)
+                attack.send("DELETE", delete_headers, b"", timeout=10)
+            session = task_session(attack, FLOODER)
+            if session is None:
+                break
+            sessions += 1
+            fresh = True
+            while created < flood:
+                reply = legacy_task_call(attack, FLOODER, session, calls + 1)
+                calls += 1
+                codes[reply.code] += 1
+                if reply.status != 200 or b'"task"' not in reply.body:
+                    break
+                created += 1
+                fresh = False
+            if fresh and created < flood:  # a new session got none: the server is full
+                break
+    finally:
+        attack.notes.append(
+            f"flooder: {calls:,} task calls from {sessions} sessions in "
+            f"{time.monotonic() - started:.1f} s [{summary(codes)}], {created:,} tasks created"
+        )
+    answers = []
+    bystander = task_session(attack, BYSTANDER)
+    if bystander is not None:
+        reply = legacy_task_call(attack, BYSTANDER, bystander, 1)
+        answers.append(f"legacy task {reply.code}{error_of(reply)}")
+    reply = modern_task_call(attack, BYSTANDER)
+    answers.append(f"modern task {reply.code}{error_of(reply)}")
+    attack.notes.append("another address then gets: " + "; ".join(answers))
+
+
 @dataclass(frozen=True)
 class Kind:
     run: Callable[[Attack, Sizes, argparse.Namespace], None]
@@ -979,6 +1097,7 @@ KINDS: dict[str, Kind] = {
     "init-caps": Kind(attack_init_caps, lambda s, a: {"MCP_MAX_SESSIONS_PER_CLIENT": "0"}),
     "user-agent": Kind(attack_user_agent, no_env, marker=f'"{NORMAL_UA} #'.encode()),
     "template": Kind(attack_template, lambda s, a: {"MCP_CATALOG": a.template_catalog}),
+    "tasks": Kind(attack_tasks, tasks_env),
 }
 
 

@@ -7,10 +7,14 @@ goes to a named replica, so "started on A, seen on B" is certain).
   the other replica within the lease (``MCP_TASK_LEASE_S``, 2 s here) plus a poll.
 - A replica stopped with SIGTERM fails the tasks it cannot finish within its drain time, and the
   other replica reports them so.
+- Under token auth a task started through A (either era) and answered through B ran with the
+  caller a direct call sees.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -19,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.deploy_helpers import modern, modern_headers
+from tests.support import mcp_client as mcp
+from tests.support.deploy_helpers import legacy_headers, modern, modern_headers
 from tests.support.redis_server import RedisServer
 from tests.support.replicas import Replicas
 
@@ -122,3 +127,65 @@ def test_sigterm_fails_what_cannot_finish_and_b_reports_it(replicas: Replicas) -
     failed = status(b, long)
     assert failed["status"] == "failed"
     assert "shut down" in failed["error"]["message"]
+
+
+def test_a_task_sees_its_caller_whichever_replica_is_asked(
+    redis_server: RedisServer, tmp_path: Any
+) -> None:
+    """Under token auth, a task started through A (either era) and answered through B ran
+    with the caller a direct call sees (a 2025-11-25 task ran with none: "no authentication")."""
+    token = "a-replica-test-token-0123456789"
+    digest = "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+    env = {
+        "MCP_AUTH": "tokens",
+        "MCP_AUTH_TOKENS": digest,
+        "MCP_AUTH_TOKEN_SCOPES": "mcp,tools:read",
+        "MCP_TASK_LEASE_S": f"{LEASE_S:g}",
+    }
+    bearer = {"Authorization": f"Bearer {token}"}
+    with Replicas(
+        2,
+        "tests.support.caller_catalog:catalog",
+        env,
+        redis=redis_server,
+        nginx=False,
+        workdir=tmp_path,
+    ) as running:
+        a, b = running.replica_urls
+        message = modern("tools/call", {"name": "whoami", "arguments": {}})
+        message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = TASKS
+        headers = {**modern_headers(message), **bearer}
+        created = httpx.post(f"{a}/mcp", json=message, headers=headers, timeout=TIMEOUT).json()
+        task_id = created["result"]["taskId"]
+        deadline = time.monotonic() + 10
+        while True:
+            poll = modern("tasks/get", {"taskId": task_id}, 2)
+            poll["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = TASKS
+            headers = {**modern_headers(poll), "Mcp-Name": task_id, **bearer}
+            got = httpx.post(f"{b}/mcp", json=poll, headers=headers, timeout=TIMEOUT).json()
+            if got["result"]["status"] == "completed":
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+        modern_seen = json.loads(got["result"]["result"]["content"][0]["text"])
+
+        opened = httpx.post(
+            f"{a}/mcp",
+            json=mcp.initialize(),
+            headers={**legacy_headers(), **bearer},
+            timeout=TIMEOUT,
+        )
+        session = opened.headers["mcp-session-id"]
+        session_headers = {**legacy_headers(session), **bearer}
+        initialized = mcp.notification("notifications/initialized")
+        httpx.post(f"{a}/mcp", json=initialized, headers=session_headers, timeout=TIMEOUT)
+        start = mcp.legacy("tools/call", {"name": "whoami", "arguments": {}, "task": {}}, 3)
+        task = httpx.post(f"{a}/mcp", json=start, headers=session_headers, timeout=TIMEOUT)
+        wait = mcp.legacy("tasks/result", {"taskId": task.json()["result"]["task"]["taskId"]}, 4)
+        answered = httpx.post(f"{b}/mcp", json=wait, headers=session_headers, timeout=TIMEOUT)
+        legacy_seen = json.loads(answered.json()["result"]["content"][0]["text"])
+    for seen in (legacy_seen, modern_seen):
+        assert seen["subject"] is not None, seen
+        assert seen["subject"].startswith("token:")
+        assert seen["scopes"] == ["mcp", "tools:read"]
+        assert seen["client_key"] == "sub:" + seen["subject"]

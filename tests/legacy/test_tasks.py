@@ -5,18 +5,24 @@ the tasks extension."""
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import anyio
+import httpx
 import pytest
 
+from server.app import create_app
 from server.catalog import Catalog
 from server.context import Context
 from server.errors import InternalError, InvalidParams, McpError, MethodNotFound
 from server.jsonrpc import Response
 from server.legacy.tasks import RELATED_TASK
+from server.settings import Settings
 from server.state.tasks import MemoryTaskStore
 from server.tasks.service import TaskService
 from tests.legacy.test_era import Harness, harness, make_era, next_message, published
+from tests.support import mcp_client as mcp
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -172,3 +178,55 @@ async def test_malformed_params_are_refused() -> None:
         await h.call("tasks/list", {"cursor": "forged"})
     with pytest.raises(InvalidParams):
         await h.call("tools/call", {"name": "job", "task": "soon"})
+
+
+# -- over HTTP: the per-caller cap and the session's end -----------------------------------------
+
+
+def quota_catalog() -> Catalog:
+    catalog = Catalog("legacy-task-quota", "1.0.0")
+
+    @catalog.tool(task_support="optional")
+    async def wait_long() -> str:
+        await asyncio.sleep(300)
+        return "waited"
+
+    return catalog
+
+
+def task_call(number: int) -> dict[str, Any]:
+    return mcp.legacy("tools/call", {"name": "wait_long", "arguments": {}, "task": {}}, number)
+
+
+async def test_anonymous_tasks_count_per_address_and_a_sessions_delete_frees_them() -> None:
+    # One address opened sessions and held every task slot of the server (one session's cap
+    # at a time): the cap is per caller (the rate gate's client: the address when anonymous),
+    # and the tasks of a session its client DELETEs are cancelled and free their slots.
+    settings = Settings(_env_file=None, records=["none"], max_tasks_per_client=20)
+    app = create_app(settings, quota_catalog())
+
+    def client_at(address: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=app, client=(address, 40000))
+        return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000")
+
+    async with (
+        app.starlette.router.lifespan_context(app.starlette),
+        client_at("127.0.0.1") as flooder,
+        client_at("127.0.0.2") as other,
+    ):
+        first = await mcp.legacy_session(flooder)
+        for number in range(20):
+            assert "task" in (await first.call("tools/call", task_call(number)["params"]))["result"]
+        second = await mcp.legacy_session(flooder)
+        refused = await second.post(task_call(99))
+        assert refused.status_code == 503, refused.text
+        elsewhere = await mcp.legacy_session(other)
+        created = await elsewhere.call("tools/call", task_call(1)["params"])
+        assert created["result"]["task"]["status"] == "working"
+        running = {task_id for task_id in app.tasks.running}
+        assert len(running) == 21
+        deleted = await flooder.delete("/mcp", headers=first.headers())
+        assert deleted.status_code == 200
+        await wait_until(lambda: len(app.tasks.running) == 1)  # its handlers stopped
+        again = await second.call("tools/call", task_call(100)["params"])
+        assert again["result"]["task"]["status"] == "working"

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server import Catalog
 from server.app import Application, create_app
 from server.settings import Settings
-from tests.support.mcp_client import modern, modern_headers
+from tests.support.mcp_client import legacy_session, modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -135,6 +135,61 @@ async def test_tool_outcomes_tell_is_error_and_crash_apart() -> None:
     assert value(found, "mcp_tool_calls_total", tool="echo", outcome="ok") == 1
 
 
+def task_catalog() -> Catalog:
+    catalog = Catalog("metrics-tasks", "0.0.1")
+
+    @catalog.tool(task_support="optional")
+    async def job() -> str:
+        """Works as a task."""
+        return "done"
+
+    return catalog
+
+
+async def test_task_calls_of_both_eras_name_their_tool_and_leave_metrics_scrapable(
+    tmp_path: Path,
+) -> None:
+    # A task-augmented tools/call is answered by the task machinery, not the dispatcher: it
+    # still names its tool (metrics and records), and the scrape after it answers 200 (a tool
+    # label of None made every scrape a 500 until restart).
+    path = tmp_path / "records.jsonl"
+    settings = Settings(_env_file=None, records=["file"], records_file=str(path))
+    app = create_app(settings, task_catalog())
+    async with (
+        app.starlette.router.lifespan_context(app.starlette),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+        ) as client,
+    ):
+        tasks: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        message = modern("tools/call", {"name": "job", "arguments": {}}, capabilities=tasks)
+        answered = await client.post(
+            "/mcp", content=json.dumps(message), headers=modern_headers(message)
+        )
+        assert answered.json()["result"]["resultType"] == "task"
+        session = await legacy_session(client)
+        created = await session.call("tools/call", {"name": "job", "arguments": {}, "task": {}})
+        assert "task" in created["result"]
+        response = await client.get("/metrics")
+        again = await client.get("/metrics")
+    assert (response.status_code, again.status_code) == (200, 200)
+    found = samples(response.text)
+    assert value(found, "mcp_tool_calls_total", tool="job", outcome="ok") == 2
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    task_calls = [r for r in records if r["kind"] == "request" and r.get("task")]
+    assert [(r["era"], r.get("target"), r.get("outcome")) for r in task_calls] == [
+        ("modern", "job", "ok"),
+        ("legacy", "job", "ok"),
+    ]
+
+
+async def test_a_tool_call_without_a_name_leaves_metrics_scrapable() -> None:
+    async with serve() as (client, _):
+        await post(client, "tools/call", {"arguments": {}})
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+
+
 async def test_method_labels_come_from_the_known_set() -> None:
     async with serve() as (client, _):
         for number in range(20):
@@ -211,7 +266,7 @@ import httpx
 from server import Catalog
 from server.app import create_app
 from server.settings import Settings
-from tests.support.mcp_client import modern, modern_headers
+from tests.support.mcp_client import legacy_session, modern, modern_headers
 
 catalog = Catalog("lazy", "0.0.1")
 

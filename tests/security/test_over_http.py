@@ -93,6 +93,21 @@ def make_catalog() -> Catalog:
             }
         )
 
+    @catalog.tool(task_support="optional")
+    async def whoami_task(ctx: Context) -> str:
+        """What the Context of a task says of the request that started it."""
+        caller = ctx.caller
+        return json.dumps(
+            {
+                "caller": None
+                if caller is None
+                else {"subject": caller.subject, "scopes": sorted(caller.scopes)},
+                "client_key": ctx.client_key,
+                "session_id": ctx.session_id,
+                "record_id": ctx.record_id,
+            }
+        )
+
     @catalog.tool(scopes=["tools:admin"])
     async def wipe() -> str:
         """Needs the tools:admin scope."""
@@ -677,6 +692,44 @@ async def test_a_tool_sees_the_static_token_caller_in_both_eras() -> None:
         assert caller["subject"][6:] in digest
         assert token not in json.dumps(seen_by_tool)
         assert caller["scopes"] == ["mcp", "tools:read"]
+
+
+async def test_a_task_sees_the_same_caller_as_a_direct_call_in_both_eras() -> None:
+    # A task's handler runs after its request answered: it still sees who called (None reads
+    # as "no authentication", so a tool trusting it would open up).
+    token = "a-static-test-token-0123456789"
+    digest = "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+    settings = {"auth": "tokens", "auth_tokens": digest, "auth_token_scopes": ["mcp", "tools:read"]}
+    tasks: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    async with serve(**settings) as (client, _):
+        message = mcp.modern(
+            "tools/call", {"name": "whoami_task", "arguments": {}}, 1, capabilities=tasks
+        )
+        created = result_of(await post_modern(client, message, token))
+        task_id = created["taskId"]
+        with anyio.fail_after(10):
+            while True:
+                get = mcp.modern("tasks/get", {"taskId": task_id}, 2, capabilities=tasks)
+                got = result_of(await post_modern(client, get, token), 2)
+                if got["status"] == "completed":
+                    break
+                await anyio.sleep(0.01)
+        modern_seen = json.loads(text_of(got["result"]))
+        session = await initialize(client, token)
+        start = mcp.legacy("tools/call", {"name": "whoami_task", "arguments": {}, "task": {}}, 3)
+        legacy_task = result_of(await post_legacy(client, start, token, session), 3)["task"]
+        wait = mcp.legacy("tasks/result", {"taskId": legacy_task["taskId"]}, 4)
+        legacy_seen = json.loads(
+            text_of(result_of(await post_legacy(client, wait, token, session), 4))
+        )
+    for seen_by_task in (modern_seen, legacy_seen):
+        caller = seen_by_task["caller"]
+        assert caller is not None
+        assert caller["subject"].startswith("token:")
+        assert caller["scopes"] == ["mcp", "tools:read"]
+        assert seen_by_task["record_id"] is not None
+        assert seen_by_task["client_key"] == "sub:" + caller["subject"]
+    assert legacy_seen["session_id"] == session
 
 
 async def test_an_anonymous_caller_is_none_and_cookies_stay_hidden() -> None:

@@ -123,6 +123,23 @@ async def test_a_session_lists_its_tasks_by_page(stores: Any) -> None:
     assert ([task.task_id for task in last], more) == (["t4"], False)
 
 
+async def test_dropped_tasks_are_gone_and_free_their_places(stores: Any) -> None:
+    store = stores()
+    for number in range(2):
+        await store.create(
+            record(f"d{number}", client="a", session="s"),
+            per_client=2,
+            total=10,
+            lease_ms=LEASE_MS,
+        )
+    page, _ = await store.session_tasks("s", 0, 10)
+    await store.drop(page)
+    assert await store.get("d0") is None
+    assert await store.session_tasks("s", 0, 10) == ([], False)
+    for number in range(2):  # the client's two places are free again
+        await store.create(record(f"n{number}", client="a"), per_client=2, total=10, lease_ms=1)
+
+
 async def test_redis_leases_say_whether_the_running_replica_lives(redis_server: Any) -> None:
     from server.state.redis.link import RedisLink
     from server.state.redis.tasks import RedisTaskStore
@@ -196,3 +213,43 @@ async def test_two_replicas_share_a_task_through_redis(redis_server: Any) -> Non
                 replica._heartbeat.cancel()
         for link in links:
             await link.close()
+
+
+async def test_handlers_of_tasks_redis_lost_are_stopped_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Redis restarts empty under a running task: its handler was left running, uncancellable
+    and unlogged (the task "not found"). The next lease renewal stops it, and logs an error
+    naming the task."""
+    from server.state.redis.link import RedisLink
+    from server.state.redis.tasks import RedisTaskStore
+    from tests.support.redis_server import RedisServer, fresh_prefix
+
+    redis = RedisServer().start()  # its own: this test empties it
+    link = RedisLink(redis.url, prefix=fresh_prefix(), timeout_s=1.0)
+    service = TaskService(RedisTaskStore(link), TaskLimits(lease_s=1))
+    try:
+        lost = await service.open(owner="o", client="c", session=None, era="modern", tool="job")
+        handler = asyncio.ensure_future(asyncio.sleep(60))
+        service.attach(lost.task_id, handler)
+        with redis.stopped():
+            await asyncio.sleep(0.5)
+        with caplog.at_level("ERROR", logger="server.tasks.service"):
+            for _ in range(300):
+                if handler.done():
+                    break
+                await asyncio.sleep(0.02)
+        assert handler.cancelled()
+        assert any(lost.task_id in line and "vanished" in line for line in caplog.messages)
+        # A task that ended (its cancel message lost) stops its handler too, quietly.
+        ended = await service.open(owner="o", client="c", session=None, era="modern", tool="job")
+        other = asyncio.ensure_future(asyncio.sleep(60))
+        service.attach(ended.task_id, other)
+        await service.store.transition(ended.task_id, "cancelled", now_ms=1)
+        await asyncio.wait_for(asyncio.gather(other, return_exceptions=True), 3)
+        assert other.cancelled()
+    finally:
+        if service._heartbeat is not None:
+            service._heartbeat.cancel()
+        await link.close()
+        redis.close()

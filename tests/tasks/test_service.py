@@ -212,3 +212,45 @@ def test_wire_forms() -> None:
     assert "ttlMs" not in legacy
     assert iso(0) == "1970-01-01T00:00:00.000Z"
     assert TaskRecord.from_json(record.to_json()) == record
+
+
+async def test_waiting_for_a_thousand_tasks_reads_the_store_only_when_they_change() -> None:
+    # 1,000 waiting tasks/result polled the store ten times a second each (32% of a core):
+    # a wait reads the task once, then sleeps until the task's status changes.
+    tasks, _ = service(per_client=1000, total=1000)
+    records = [await open_task(tasks) for _ in range(1000)]
+    reads = 0
+    get = tasks.store.get
+
+    async def counted(task_id: str) -> TaskRecord | None:
+        nonlocal reads
+        reads += 1
+        return await get(task_id)
+
+    tasks.store.get = counted  # type: ignore[method-assign]
+    waiters = [asyncio.ensure_future(tasks.wait(r.task_id, None, 30)) for r in records]
+    await asyncio.sleep(1.0)
+    assert reads <= 1000  # one read each, however long they wait
+    await tasks.settle(records[0].task_id, result={"content": []})
+    done = await asyncio.wait_for(waiters[0], 1)  # woken by the change, at once
+    assert done.status == "completed"
+    await tasks.fail(records[1].task_id, "stopped")  # so is a failure
+    assert (await asyncio.wait_for(waiters[1], 1)).status == "failed"
+    for waiter in waiters[2:]:
+        waiter.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    assert not tasks._waiters
+
+
+async def test_a_wait_wakes_on_a_change_another_replica_announces() -> None:
+    tasks, _ = service()
+    record = await open_task(tasks)
+    waiter = asyncio.ensure_future(tasks.wait(record.task_id, None, 30))
+    await asyncio.sleep(0.05)
+    # What the replica running the task wrote, as the bus brings it (the store changed too).
+    ended = await tasks.store.transition(
+        record.task_id, "completed", now_ms=1, result={"content": []}
+    )
+    assert ended is not None
+    tasks.remote({"op": "status", "record": ended.to_json()})
+    assert (await asyncio.wait_for(waiter, 1)).status == "completed"

@@ -119,6 +119,22 @@ return 1
 """
 )
 
+# KEYS: task, alive, task, alive, ...; ARGV: lease_ms. Renews the leases of active tasks only;
+# returns index, status ('' for a record that is gone) of the others, the index 1-based.
+_HEARTBEAT = """
+local ended = {}
+for i = 1, #KEYS, 2 do
+  local st = redis.call('HGET', KEYS[i], 'status')
+  if st == 'working' or st == 'input_required' then
+    redis.call('SET', KEYS[i + 1], '1', 'PX', ARGV[1])
+  else
+    table.insert(ended, (i + 1) / 2)
+    table.insert(ended, st or '')
+  end
+end
+return ended
+"""
+
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
@@ -166,6 +182,7 @@ class RedisTaskStore:
         self._deliver = client.register_script(_DELIVER)
         self._take = client.register_script(_TAKE)
         self._set_message = client.register_script(_SET_MESSAGE)
+        self._heartbeat = client.register_script(_HEARTBEAT)
 
     def _key(self, task_id: str) -> str:
         return self.link.key("task", task_id)
@@ -283,11 +300,18 @@ class RedisTaskStore:
     async def set_message(self, task_id: str, message: str, *, now_ms: int) -> None:
         await self.link.run(self._set_message(keys=[self._key(task_id)], args=[message, now_ms]))
 
-    async def heartbeat(self, task_ids: Iterable[str], *, lease_ms: int) -> None:
-        async with self.link.client.pipeline(transaction=False) as pipe:
-            for task_id in task_ids:
-                pipe.set(self._alive(task_id), b"1", px=lease_ms)
-            await self.link.run(pipe.execute())
+    async def heartbeat(
+        self, task_ids: Iterable[str], *, lease_ms: int
+    ) -> dict[str, TaskStatus | None]:
+        ids = list(task_ids)
+        if not ids:
+            return {}
+        keys = [key for task_id in ids for key in (self._key(task_id), self._alive(task_id))]
+        flat = await self.link.run(self._heartbeat(keys=keys, args=[lease_ms]))
+        return {
+            ids[int(index) - 1]: (_text(status) or None)  # type: ignore[misc]
+            for index, status in zip(flat[::2], flat[1::2], strict=True)
+        }
 
     async def release(self, task_id: str) -> None:
         await self.link.run(self.link.client.delete(self._alive(task_id)))
@@ -308,3 +332,17 @@ class RedisTaskStore:
             found = await self.link.run(pipe.execute()) if ids else []
         records = [record for fields in found if fields and (record := decode(fields))]
         return records, len(ids) > limit
+
+    async def drop(self, records: Iterable[TaskRecord]) -> None:
+        records = list(records)
+        if not records:
+            return
+        async with self.link.client.pipeline(transaction=False) as pipe:
+            for record in records:
+                task_id = record.task_id
+                pipe.delete(self._key(task_id), self._alive(task_id))
+                pipe.zrem(self._all, task_id)
+                pipe.zrem(self._client_key(record.client), task_id)
+                if record.session is not None:
+                    pipe.zrem(self._session_key(record.session), task_id)
+            await self.link.run(pipe.execute())
