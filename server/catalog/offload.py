@@ -109,6 +109,9 @@ class WorkerPool:
         # Workers waiting for a job (or about to) less jobs waiting for a worker: negative
         # when calls queue because every thread is busy.
         self._idle = 0
+        # End-markers queued for idle workers and not yet taken: those workers are as good as
+        # gone, so a busy worker finishing meanwhile does not end too (one thread too few).
+        self._ending = 0
         self._started = 0
         self._completions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Completions] = (
             weakref.WeakKeyDictionary()
@@ -127,8 +130,9 @@ class WorkerPool:
             self._limit = limit
             # Idle workers wait only when no job does (idle > 0): an end-marker each, so
             # none of them takes a job beyond the bound.
-            count = min(max(self._idle, 0), max(self._threads - limit, 0))
+            count = min(max(self._idle, 0), max(self._threads - self._ending - limit, 0))
             self._idle -= count
+            self._ending += count
         for _ in range(count):
             self._jobs.put(None)
 
@@ -190,11 +194,12 @@ class WorkerPool:
             if job is None:
                 with lock:
                     self._threads -= 1
+                    self._ending -= 1
                 return
             _run(job)
             del job  # nothing of it held while idle
             with lock:
-                if self._threads > self._limit:  # the limit was lowered
+                if self._threads - self._ending > self._limit:  # the limit was lowered
                     self._threads -= 1
                     return
                 self._idle += 1

@@ -207,6 +207,38 @@ async def test_a_lowered_limit_holds_for_idle_workers_too() -> None:
     pool.stop()
 
 
+async def lower_while_a_worker_finishes() -> int:
+    """Threads left after the limit drops from 3 to 1 while one worker is between its
+    handler's return and going idle, and two idle workers are sent their end-markers."""
+    pool = WorkerPool(3)
+    release, busy_release = threading.Event(), threading.Event()
+    quick = [pool.run(lambda: release.wait(PATIENCE_S), {}) for _ in range(2)]
+    slow = pool.run(lambda: busy_release.wait(PATIENCE_S), {})
+    await wait_until(lambda: pool.threads == 3, PATIENCE_S)
+    release.set()
+    await asyncio.gather(*quick)
+    await wait_until(lambda: pool._idle == 2, PATIENCE_S)
+    lower = threading.Thread(target=setattr, args=(pool, "limit", 1))
+    with pool._lock:
+        busy_release.set()
+        lower.start()
+        await asyncio.sleep(0.02)  # the third worker and the setter now wait for the lock
+    lower.join(PATIENCE_S)
+    await slow
+    await wait_until(lambda: pool.threads <= 1, PATIENCE_S)
+    await asyncio.sleep(0.02)  # an extra worker ending would show by now
+    threads = pool.threads
+    pool.stop()
+    return threads
+
+
+async def test_lowering_the_limit_as_a_worker_finishes_ends_no_more_than_the_excess() -> None:
+    # The markers already end the excess, so the finishing worker must stay; when it ended too,
+    # threads fell to 0, below the limit. Who gets the lock first is the scheduler's pick:
+    # repeated so that both orders come up.
+    assert [await lower_while_a_worker_finishes() for _ in range(12)] == [1] * 12
+
+
 def test_the_thread_limit_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="at least one"):
         set_thread_limit(0)
