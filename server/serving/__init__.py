@@ -49,6 +49,7 @@ from server.app import Application, create_app
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.serving.heap import keep_freed_heap
+from server.serving.stalled_clients import drop_stalled_clients
 from server.settings import Settings, load_settings, unknown_variables
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,10 @@ class Server(uvicorn.Server):
         keep_freed_heap()
         await super().startup(sockets)
         if self.started:
+            # Every connection accepted from here on inherits it: a client that stops
+            # reading is dropped by the kernel after the send timeout, on any protocol.
+            listeners = [sock for server in self.servers for sock in server.sockets]
+            drop_stalled_clients(listeners, self.application.settings.send_timeout_s)
             tune_collector()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
