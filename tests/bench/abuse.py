@@ -1089,7 +1089,16 @@ def attack_stalled_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace
             attack.post(headers, body, timeout=10)
         flooded = time.monotonic()
         peak = server_sockets(attack.port)
-        time.sleep(STALL_TIMEOUT_S + STALL_MARGIN_S)
+        # When the last stalled socket went: the last one holding over 64 KiB unsent (the
+        # healthz poller's holds a response for an instant now and then). None: never.
+        cleared: float | None = None
+        while time.monotonic() < flooded + STALL_TIMEOUT_S + STALL_MARGIN_S:
+            stalled = [unsent for _, unsent in server_sockets(attack.port) if unsent > 64 * KIB]
+            if stalled:
+                cleared = None
+            elif cleared is None:
+                cleared = time.monotonic() - flooded
+            time.sleep(0.1)
         held = server_sockets(attack.port)
         after = proc_status(attack.pid).get("VmRSS", 0)
         established = [unsent for state, unsent in held if state == "01"]
@@ -1097,7 +1106,8 @@ def attack_stalled_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace
         attack.notes.append(
             f"{len(socks)} streams stalled, flood of {updates:,} updates in "
             f"{flooded - flood_start:.1f} s; right after it: {len(peak)} server sockets, "
-            f"{mb(sum(unsent for _, unsent in peak))} unsent"
+            f"{mb(sum(unsent for _, unsent in peak))} unsent; the last stalled one gone "
+            + (f"{cleared:.1f} s after it" if cleared is not None else "- (never)")
         )
         attack.notes.append(
             f"send timeout + {STALL_MARGIN_S:g} s later: {len(established)} server sockets "
