@@ -1005,6 +1005,24 @@ def server_sockets(port: int) -> list[tuple[str, int]]:
     return found
 
 
+def open_streams_gauge(port: int) -> str:
+    """The server's own ``mcp_open_streams`` gauges (``listen 20, legacy_get 20``), or why not."""
+    connection = http.client.HTTPConnection(HOST, port, timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as error:
+        return f"no /metrics ({error})"
+    finally:
+        connection.close()
+    kinds = [
+        line.split('kind="', 1)[1].replace('"}', "").rsplit(".", 1)[0]
+        for line in text.splitlines()
+        if line.startswith("mcp_open_streams{")
+    ]
+    return ", ".join(kinds) or "no mcp_open_streams gauge"
+
+
 def open_stalled_stream(port: int, request: bytes) -> socket.socket | None:
     """A raw connection that sends ``request``, reads the response head and the first event,
     then never reads again; None if the stream did not open."""
@@ -1100,6 +1118,7 @@ def attack_stalled_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace
                 cleared = time.monotonic() - flooded
             time.sleep(0.1)
         held = server_sockets(attack.port)
+        gauges = open_streams_gauge(attack.port)
         after = proc_status(attack.pid).get("VmRSS", 0)
         established = [unsent for state, unsent in held if state == "01"]
         others = Counter(TCP_STATES.get(state, state) for state, _ in held if state != "01")
@@ -1113,6 +1132,7 @@ def attack_stalled_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace
             f"send timeout + {STALL_MARGIN_S:g} s later: {len(established)} server sockets "
             f"established (one is the healthz poller's; {mb(sum(established))} unsent), others "
             f"{dict(others) or 'none'} ({mb(sum(u for s, u in held if s != '01'))} unsent); "
+            f"open streams (the server's gauges): {gauges}; "
             f"RSS {before / MIB:,.0f} -> {after / MIB:,.0f} MiB"
         )
     finally:
