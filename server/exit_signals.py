@@ -47,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
-import multiprocessing.synchronize
 import signal
 import threading
 from collections.abc import Callable
@@ -61,14 +60,21 @@ EXIT_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EVENT_POLL_S = 0.1
 
 
-def supervisor_shutdown_event() -> multiprocessing.synchronize.Event | None:
-    """The shutdown event this process's supervisor handed it, if it is a worker started with
-    one (``shutdown_event=``: hypercorn's workers); None elsewhere."""
+def supervisor_shutdown_event() -> Any:
+    """The shutdown event (a ``multiprocessing`` Event) this process's supervisor handed it,
+    if it is a worker started with one (``shutdown_event=``: hypercorn's workers); None
+    elsewhere."""
     if multiprocessing.parent_process() is None:
+        return None
+    try:
+        # Imported here: where the platform has no working sem_open (AWS Lambda) the import
+        # fails, and there no supervisor can have handed over an Event either.
+        from multiprocessing.synchronize import Event
+    except ImportError:
         return None
     kwargs = getattr(multiprocessing.current_process(), "_kwargs", None)
     event = kwargs.get("shutdown_event") if isinstance(kwargs, dict) else None
-    return event if isinstance(event, multiprocessing.synchronize.Event) else None
+    return event if isinstance(event, Event) else None
 
 
 class ExitSignals:
@@ -83,7 +89,7 @@ class ExitSignals:
         # recognise what it installed.
         self._handler = self._handle
         # A worker whose supervisor hears the signal: its shutdown event, and the next poll.
-        self._event: multiprocessing.synchronize.Event | None = None
+        self._event: Any = None  # a multiprocessing Event
         self._poll_timer: asyncio.TimerHandle | None = None
 
     def install(self) -> list[signal.Signals]:
