@@ -301,7 +301,7 @@ def test_a_listen_stream_whose_client_stops_reading_is_dropped_with_default_buff
     live: ServerThread,
 ) -> None:
     """The kernel takes everything the stream sends, so no send ever waits: the connection is
-    dropped all the same, and the megabyte it held unsent with it."""
+    dropped all the same, and the megabytes it held unsent with it."""
     app = app_of(live)
     message = modern(
         "subscriptions/listen",
