@@ -8,15 +8,18 @@ handlers are put back after every test.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
 import pytest
 
-from server.exit_signals import EXIT_SIGNALS, ExitSignals
+from server import exit_signals
+from server.exit_signals import EVENT_POLL_S, EXIT_SIGNALS, ExitSignals
 
 
 @pytest.fixture(autouse=True)
@@ -159,3 +162,46 @@ def test_server_serving_tells_the_app_itself() -> None:
     assert app.server_tells_shutdown is False
     server_for(app)
     assert app.server_tells_shutdown is True
+
+
+def test_a_worker_whose_supervisor_hears_sigterm_polls_its_shutdown_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hypercorn's workers: SIGTERM has no Python handler there, and the supervisor sets the
+    event it handed the worker (tests/e2e/test_any_server.py runs the real thing)."""
+    shared = multiprocessing.get_context("spawn").Event()
+    monkeypatch.setattr(exit_signals, "supervisor_shutdown_event", lambda: shared)
+    heard: list[float] = []
+
+    async def main() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        exits = ExitSignals(lambda: heard.append(time.monotonic()))
+        exits.install()
+        assert exits.watching_supervisor
+        await asyncio.sleep(0.25)
+        assert not heard
+        shared.set()
+        set_at = time.monotonic()
+        await asyncio.sleep(EVENT_POLL_S * 3)
+        assert len(heard) == 1
+        assert heard[0] - set_at <= EVENT_POLL_S * 2
+        exits.uninstall()
+        assert not exits.watching_supervisor
+
+    asyncio.run(main())
+
+
+def test_a_process_with_a_python_sigterm_handler_or_no_supervisor_watches_no_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert exit_signals.supervisor_shutdown_event() is None  # pytest: no parent process
+
+    async def main() -> None:
+        signal.signal(signal.SIGTERM, ServerHandler([]))
+        monkeypatch.setattr(exit_signals, "supervisor_shutdown_event", multiprocessing.Event)
+        exits = ExitSignals(lambda: None)
+        exits.install()
+        assert not exits.watching_supervisor  # the signal is heard: no event is needed
+        exits.uninstall()
+
+    asyncio.run(main())

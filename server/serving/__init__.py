@@ -22,8 +22,10 @@ or debug never printing a query string
 Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's, with one write per
 connection per loop turn and no timer per response) when the installed uvicorn is one it was
 verified against (:data:`VERIFIED_UVICORN`: it copies some of uvicorn's internals), and unless
-``MCP_COALESCE_WRITES=false``; on any other uvicorn, uvicorn's own protocol, with a log line
-saying which (:func:`http_protocol`).
+``MCP_COALESCE_WRITES=false``; on any other uvicorn, uvicorn's own protocol, with a warning at
+start-up naming the release and what is lost (:func:`http_protocol`). Whichever protocol
+runs, a client that stops reading is dropped after ``MCP_SEND_TIMEOUT_S``: the listening
+sockets carry that bound to the kernel (:mod:`server.serving.stalled_clients`).
 
 :func:`serve` is the whole of it from Python (``python -m server serve`` calls it): a catalog,
 settings that win over the ``MCP_*`` variables, and ``reload`` for development.
@@ -49,14 +51,17 @@ from server.app import Application, create_app
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.serving.heap import keep_freed_heap
+from server.serving.stalled_clients import drop_stalled_clients
 from server.settings import Settings, load_settings, unknown_variables
 
 log = logging.getLogger(__name__)
 
 # The uvicorn releases server/serving/uvicorn_protocol.py was checked against (its copies of
 # uvicorn's code, and the wire bytes: tests/serving/test_uvicorn_protocol.py). Add a release
-# only after that test passes on it.
-VERIFIED_UVICORN = frozenset({"0.54.0"})
+# only after that test, tests/serving and tests/transport pass on it, and its httptools_impl
+# has been compared with the last verified one (0.55.0: the copied methods unchanged; an
+# upgrade's hand-over and on_header's trimmed values changed in code inherited as it is).
+VERIFIED_UVICORN = frozenset({"0.54.0", "0.55.0"})
 
 
 class Server(uvicorn.Server):
@@ -75,6 +80,10 @@ class Server(uvicorn.Server):
         keep_freed_heap()
         await super().startup(sockets)
         if self.started:
+            # Every connection accepted from here on inherits it: a client that stops
+            # reading is dropped by the kernel after the send timeout, on any protocol.
+            listeners = [sock for server in self.servers for sock in server.sockets]
+            drop_stalled_clients(listeners, self.application.settings.send_timeout_s)
             tune_collector()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -168,25 +177,37 @@ def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict
     }
 
 
+# What a server on uvicorn's own protocol does without, said when it falls back to it.
+FALLBACK_COST = (
+    "coalesced writes (one system call per response instead of two: about a fifth fewer "
+    "requests/s under load, docs/decisions.md#write-coalescing), header lines checked once, no timer per "
+    "keep-alive response, and the immediate reset of a stream whose client stopped reading "
+    "(the kernel still drops it after MCP_SEND_TIMEOUT_S: server/serving/stalled_clients.py)"
+)
+
+
 def http_protocol(settings: Settings) -> Any:
     """This server's HTTP protocol class on a verified uvicorn (and unless
-    ``MCP_COALESCE_WRITES=false``), else ``"auto"``: uvicorn's own. Logs which, and why."""
+    ``MCP_COALESCE_WRITES=false``), else ``"auto"``: uvicorn's own. Logs which, and why: a
+    fall back that was not asked for is a warning naming the release and what is lost."""
     version = uvicorn.__version__
     if not settings.coalesce_writes:
         log.info("HTTP protocol: uvicorn's own (MCP_COALESCE_WRITES=false)")
         return "auto"
     if version not in VERIFIED_UVICORN:
-        log.info(
+        log.warning(
             "HTTP protocol: uvicorn's own, as uvicorn %s is not a release this server's "
-            "protocol was verified against (%s)",
+            "protocol was verified against (%s); without it: %s. Install a verified release "
+            "to have them, or set MCP_COALESCE_WRITES=false to run on uvicorn's on purpose",
             version,
             ", ".join(sorted(VERIFIED_UVICORN)),
+            FALLBACK_COST,
         )
         return "auto"
     try:
         from server.serving.uvicorn_protocol import HttpProtocol
     except ImportError as error:  # httptools missing: uvicorn without its [standard] extra
-        log.info("HTTP protocol: uvicorn's own (%s)", error)
+        log.warning("HTTP protocol: uvicorn's own (%s); without it: %s", error, FALLBACK_COST)
         return "auto"
     log.info("HTTP protocol: this server's, on uvicorn %s (verified)", version)
     return HttpProtocol

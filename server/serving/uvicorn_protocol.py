@@ -31,14 +31,15 @@ dropped, those in the kernel's socket buffer too (``SO_LINGER`` 0). uvicorn's ow
 closes it, and a close waits until the buffered bytes are written: a client that never reads
 again keeps the connection and megabytes of unsent data (tests/transport/test_send_timeouts.py;
 a plain abort would still leave the kernel's send buffer, 2.8 MB on loopback, to an orphaned
-socket). Under another server the stream still ends and frees
-its slots; what the connection holds is then that server's affair.
+socket). On uvicorn's own protocol the kernel drops such a connection instead, at the same
+bound (:mod:`server.serving.stalled_clients`). Under another server the stream still ends and
+frees its slots; what the connection holds is then that server's affair.
 
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
-they follow uvicorn 0.54, and :func:`server.serving.http_protocol` uses them only on the releases
-in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer uvicorn installs and
-serves). tests/serving/test_uvicorn_protocol.py fails when the uvicorn code they copy changes,
-and checks the wire bytes against uvicorn's.
+they follow uvicorn 0.54 (unchanged in 0.55), and :func:`server.serving.http_protocol` uses them
+only on the releases in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer
+uvicorn installs and serves, with a warning). tests/serving/test_uvicorn_protocol.py fails when
+the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
 
 Longer than 400 lines because: the copies of uvicorn's methods stay together, in one place to
 compare with the next uvicorn release.

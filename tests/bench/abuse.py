@@ -69,6 +69,15 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     or twice that many calls were made; the last session is kept. Then another address
     asks for a legacy task and a modern one (the tasks extension declared): what it gets is
     the class's finding.
+``stalled-reader``
+    ``MCP_SEND_TIMEOUT_S=2``: 40 [20] raw sockets (default buffers) open streams, half of them
+    ``subscriptions/listen`` streams, half legacy ``GET`` streams of a 2025-11-25 session,
+    all following ``probe://stall/``, read the stream's head and stop reading; then 1,500 [800]
+    ``touch_resource`` calls announce updates of 2 KB URIs below it (about 3 MB per stream).
+    Send timeout + 3 s after the flood: the server's sockets still established and the bytes
+    they hold unsent (``/proc/net/tcp``, the server's port; other states counted apart), and
+    its RSS. ``MCP_MAX_STREAMS_PER_CLIENT=0`` and ``MCP_MAX_SESSIONS_PER_CLIENT=0`` for this
+    class (every socket comes from 127.0.0.1).
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -134,6 +143,7 @@ CLASSES: tuple[str, ...] = (
     "user-agent",
     "template",
     "tasks",
+    "stalled-reader",
 )
 
 Header = tuple[str, str | bytes]
@@ -1090,6 +1100,172 @@ def no_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
     return {}
 
 
+# stalled-reader: (streams, updates) at full size and with --quick; the send timeout it sets.
+STALL_SIZES = (40, 1_500)
+STALL_QUICK = (20, 800)
+STALL_TIMEOUT_S = 2.0
+STALL_MARGIN_S = 3.0
+STALL_PREFIX = "probe://stall/"
+# /proc/net/tcp's states (TIME_WAIT, 06, holds nothing: the flood's own closed connections)
+TCP_STATES = {"01": "established", "04": "fin-wait-1", "08": "close-wait", "0B": "closing"}
+
+
+def server_sockets(port: int) -> list[tuple[str, int]]:
+    """(state, bytes unsent or unacknowledged) of every TCP socket on 127.0.0.1:``port``
+    but the listener (``/proc/net/tcp``)."""
+    local = f"0100007F:{port:04X}"
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1] == local and fields[3] not in ("0A", "06"):  # LISTEN, TIME_WAIT
+                found.append((fields[3], int(fields[4].split(":")[0], 16)))
+    return found
+
+
+def open_streams_gauge(port: int) -> str:
+    """The server's own ``mcp_open_streams`` gauges (``listen 20, legacy_get 20``), or why not."""
+    connection = http.client.HTTPConnection(HOST, port, timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as error:
+        return f"no /metrics ({error})"
+    finally:
+        connection.close()
+    kinds = [
+        line.split('kind="', 1)[1].replace('"}', "").rsplit(".", 1)[0]
+        for line in text.splitlines()
+        if line.startswith("mcp_open_streams{")
+    ]
+    return ", ".join(kinds) or "no mcp_open_streams gauge"
+
+
+def open_stalled_stream(port: int, request: bytes) -> socket.socket | None:
+    """A raw connection that sends ``request``, reads the response head and the first event,
+    then never reads again; None if the stream did not open."""
+    sock = socket.create_connection((HOST, port), timeout=5)
+    try:
+        sock.sendall(request)
+        seen = b""
+        while b"\r\n\r\n" not in seen or b"data:" not in seen:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            seen += chunk
+        if not seen.startswith(b"HTTP/1.1 200"):
+            sock.close()
+            return None
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
+def raw_stream_request(verb: str, port: int, headers: Sequence[Header], body: bytes) -> bytes:
+    head = [f"{verb} {PATH} HTTP/1.1", f"Host: {HOST}:{port}"]
+    head += [f"{name}: {value!s}" for name, value in headers]
+    if body:
+        head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def stalled_requests(attack: Attack, count: int) -> list[bytes]:
+    """Half listen streams, half legacy GET streams (one session each, subscribed)."""
+    listen = {"notifications": {"resourceSubscriptions": [STALL_PREFIX]}}
+    requests = []
+    for index in range(count):
+        if index % 2 == 0:
+            headers, body = modern("subscriptions/listen", listen, request_id=index)
+            headers = [(n, v) for n, v in headers if n != "Accept"]
+            headers.append(("Accept", "text/event-stream"))
+            requests.append(raw_stream_request("POST", attack.port, headers, body))
+            continue
+        session = open_session(attack, LEGACY)
+        if session is None:
+            continue
+        subscribe = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "resources/subscribe",
+                "params": {"uri": STALL_PREFIX},
+            }
+        ).encode()
+        attack.post(legacy_headers(LEGACY, session), subscribe)
+        get_headers = [
+            ("Accept", "text/event-stream"),
+            ("MCP-Protocol-Version", LEGACY),
+            ("Mcp-Session-Id", session),
+        ]
+        requests.append(raw_stream_request("GET", attack.port, get_headers, b""))
+    return requests
+
+
+def attack_stalled_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    streams, updates = STALL_QUICK if args.quick else STALL_SIZES
+    socks = []
+    try:
+        for request in stalled_requests(attack, streams):
+            attack.check()
+            sock = open_stalled_stream(attack.port, request)
+            attack.statuses["stream open" if sock else "stream refused"] += 1
+            if sock is not None:
+                socks.append(sock)
+        before = proc_status(attack.pid).get("VmRSS", 0)
+        flood_start = time.monotonic()
+        filler = "x" * 1900
+        for n in range(updates):
+            uri = f"{STALL_PREFIX}{n}/{filler}"
+            headers, body = modern(
+                "tools/call",
+                {"name": "touch_resource", "arguments": {"uri": uri}},
+                name="touch_resource",
+            )
+            attack.post(headers, body, timeout=10)
+        flooded = time.monotonic()
+        peak = server_sockets(attack.port)
+        # When the last stalled socket went: the last one holding over 64 KiB unsent (the
+        # healthz poller's holds a response for an instant now and then). None: never.
+        cleared: float | None = None
+        while time.monotonic() < flooded + STALL_TIMEOUT_S + STALL_MARGIN_S:
+            stalled = [unsent for _, unsent in server_sockets(attack.port) if unsent > 64 * KIB]
+            if stalled:
+                cleared = None
+            elif cleared is None:
+                cleared = time.monotonic() - flooded
+            time.sleep(0.1)
+        held = server_sockets(attack.port)
+        gauges = open_streams_gauge(attack.port)
+        after = proc_status(attack.pid).get("VmRSS", 0)
+        established = [unsent for state, unsent in held if state == "01"]
+        others = Counter(TCP_STATES.get(state, state) for state, _ in held if state != "01")
+        attack.notes.append(
+            f"{len(socks)} streams stalled, flood of {updates:,} updates in "
+            f"{flooded - flood_start:.1f} s; right after it: {len(peak)} server sockets, "
+            f"{mb(sum(unsent for _, unsent in peak))} unsent; the last stalled one gone "
+            + (f"{cleared:.1f} s after it" if cleared is not None else "- (never)")
+        )
+        attack.notes.append(
+            f"send timeout + {STALL_MARGIN_S:g} s later: {len(established)} server sockets "
+            f"established (one is the healthz poller's; {mb(sum(established))} unsent), others "
+            f"{dict(others) or 'none'} ({mb(sum(u for s, u in held if s != '01'))} unsent); "
+            f"open streams (the server's gauges): {gauges}; "
+            f"RSS {before / MIB:,.0f} -> {after / MIB:,.0f} MiB"
+        )
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def stalled_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "MCP_SEND_TIMEOUT_S": str(STALL_TIMEOUT_S),
+        "MCP_MAX_STREAMS_PER_CLIENT": "0",
+        "MCP_MAX_SESSIONS_PER_CLIENT": "0",
+    }
+
+
 KINDS: dict[str, Kind] = {
     "batch": Kind(attack_batch, no_env),
     "headers": Kind(attack_headers, no_env),
@@ -1098,6 +1274,7 @@ KINDS: dict[str, Kind] = {
     "user-agent": Kind(attack_user_agent, no_env, marker=f'"{NORMAL_UA} #'.encode()),
     "template": Kind(attack_template, lambda s, a: {"MCP_CATALOG": a.template_catalog}),
     "tasks": Kind(attack_tasks, tasks_env),
+    "stalled-reader": Kind(attack_stalled_reader, stalled_env),
 }
 
 

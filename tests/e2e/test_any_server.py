@@ -2,8 +2,10 @@
 
 One catalog (tests/e2e/embedding_apps.py) is served by a real process, one per way of
 serving it: ``python -m server serve`` with its flags, ``serve()`` from Python, plain
-``uvicorn module:app``, ``uvicorn --factory``, gunicorn with two uvicorn workers, and
-mounted in a Starlette and a FastAPI host app under plain uvicorn. Each process is given:
+``uvicorn module:app``, ``uvicorn --factory``, gunicorn with two uvicorn workers, hypercorn
+(its default: a supervisor and one worker process, which no signal reaches; and in one
+process, ``--workers 0``), and mounted in a Starlette and a FastAPI host app under plain
+uvicorn. Each process is given:
 
 - a ``subscriptions/listen`` stream (2026-07-28) and a session's ``GET`` stream (the
   ``initialize`` era), both open;
@@ -12,7 +14,8 @@ mounted in a Starlette and a FastAPI host app under plain uvicorn. Each process 
   would run far past the drain deadline.
 
 SIGTERM goes to the process the test started (its PID only; gunicorn's master passes it to
-the workers). Then: the listen stream gets its graceful result at once, the GET stream ends,
+the workers, hypercorn's sets the event its workers poll). Then: the listen stream gets its
+graceful result at once, the GET stream ends,
 the short call its result and the long one a -32000 "Server shutting down" error, the process
 exits within the drain time plus 2 s, the records file holds exactly one request record per
 request sent, and the catalog's own lifespan ran once in each serving process (one enter, one
@@ -87,6 +90,11 @@ class Mode:
 
 
 UVICORN = (sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", "{port}")
+# hypercorn evaluates the name after the colon in the module's namespace, where the apps are
+# built on first use: through the module's __getattr__. Its graceful timeout is far past the
+# drain: a server that waited it out (for the open streams to close) fails the exit deadline.
+HYPERCORN = (sys.executable, "-m", "hypercorn", "--bind", "127.0.0.1:{port}",
+             "--graceful-timeout", "60", f"{APPS}:__getattr__('app')")  # fmt: skip
 # uvicorn re-raises the SIGTERM it handled once it has shut down: "killed by SIGTERM", by choice.
 BY_SIGTERM = (0, -signal.SIGTERM)
 MODES = {
@@ -106,6 +114,8 @@ MODES = {
         processes=2,
         long_call=True,
     ),
+    "hypercorn (a worker process)": Mode(HYPERCORN, long_call=True),
+    "hypercorn --workers 0": Mode((*HYPERCORN, "--workers", "0"), long_call=True),
     "mounted in Starlette, uvicorn": Mode(
         (*UVICORN, f"{APPS}:starlette_host"), prefix="/ai", exit_codes=BY_SIGTERM
     ),
@@ -289,6 +299,8 @@ def run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Mode, Run]:
     mode = MODES[request.param]
+    if "hypercorn" in request.param:
+        pytest.importorskip("hypercorn")
     if "gunicorn" in request.param:
         pytest.importorskip("gunicorn")
         if _gunicorn_worker() is None:

@@ -82,7 +82,12 @@ def test_this_servers_protocol_runs_only_on_a_verified_uvicorn(
     caplog.clear()
     monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
     assert serving.http_protocol(settings) == "auto"
+    # Never silent: one warning that names the release and what is lost.
+    [fallback] = caplog.records
+    assert fallback.levelno == logging.WARNING
     assert f"uvicorn's own, as uvicorn {uvicorn.__version__} is not a release" in caplog.text
+    assert "coalesced writes" in caplog.text
+    assert "MCP_SEND_TIMEOUT_S" in caplog.text
     caplog.clear()
     off = Settings(_env_file=None, records=["none"], coalesce_writes=False)
     monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))

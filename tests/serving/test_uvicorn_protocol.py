@@ -487,8 +487,9 @@ def test_the_server_runs_on_it_unless_turned_off() -> None:
     assert server_for(plain).config.http == "auto"  # uvicorn's own choice
 
 
-# What server/serving/uvicorn_protocol.py was checked against (uvicorn 0.54.0). A change here means
-# uvicorn changed code this module copies or relies on: compare, adapt, then update.
+# What server/serving/uvicorn_protocol.py was checked against (uvicorn 0.54.0; the same in
+# 0.55.0). A change here means uvicorn changed code this module copies or relies on: compare,
+# adapt, then update.
 UVICORN_CODE = {
     "HttpToolsProtocol.data_received": "010a7ae59a5d3b1a",
     "HttpToolsProtocol.connection_lost": "c91a4c9bf2e29c55",

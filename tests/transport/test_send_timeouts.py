@@ -1,12 +1,20 @@
 """A client that stops reading a stream loses it after the send timeout, and holds nothing.
 
-Each test runs a real uvicorn on 127.0.0.1 (the server's own HTTP protocol) and a raw socket
-with a small receive buffer that stops reading once the stream is open. The server then has
-megabytes to send (resource updates with long URIs), fills the kernel buffers and uvicorn's
-write buffer, and its sends block: after ``MCP_SEND_TIMEOUT_S`` the stream must end, the
-connection must be gone from the server (not kept to flush what is unsent), and every slot
-the stream held (the client's stream slot, the hub stream, the session's GET follower) must be
-free; a legacy session whose GET stream is stuck still expires.
+Each test runs a real uvicorn on 127.0.0.1, once on the server's own HTTP protocol and once
+on uvicorn's own (what a uvicorn release the protocol was not verified against runs), and a
+raw socket that stops reading once the stream is open. Two shapes:
+
+- a small receive buffer and megabytes to send (resource updates with long URIs): the kernel
+  buffers and uvicorn's write buffer fill and the stream's sends block;
+- default socket buffers and 2.7 MiB to send: the kernel takes all of it, so no send
+  ever blocks, and only the kernel knows the client has stopped reading
+  (server/serving/stalled_clients.py).
+
+Either way, within ``MCP_SEND_TIMEOUT_S`` and a margin the stream must end, the connection
+must be gone from the server (not kept to flush what is unsent: its socket is no longer in
+``/proc/net/tcp``), and every slot the stream held (the client's stream slot, the hub stream,
+the session's GET follower) must be free; a legacy session whose GET stream is stuck still
+expires.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,6 +58,9 @@ SEND_TIMEOUT_S = 0.5
 MARGIN_S = 5.0
 LONG = "x" * 2000  # a 2 KiB URI: a notification frame of about 2.1 KiB
 UPDATES = 2500  # about 5 MiB of frames: more than a small receive window and the buffers hold
+# About 2.7 MiB of frames (what the report found held): default socket buffers on loopback take
+# all of it, so no send blocks.
+HELD_UPDATES = 1300
 
 
 chatty_cancelled = threading.Event()
@@ -89,20 +101,18 @@ def make_catalog() -> Catalog:
     return catalog
 
 
-@pytest.fixture
-def live() -> Iterator[ServerThread]:
+@pytest.fixture(params=[True, False], ids=["this-servers-protocol", "uvicorns-protocol"])
+def live(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
     settings = Settings(
         _env_file=None,
         send_timeout_s=SEND_TIMEOUT_S,
         keepalive_s=0.2,
         listen_queue_size=UPDATES + 10,  # the queue never overflows: the sends must time out
         session_idle_timeout_s=1.0,
-        coalesce_writes=True,  # this server's own protocol, whatever the environment says
+        coalesce_writes=request.param,  # whatever the environment says
     )
-    if http_protocol(settings) == "auto":
-        # The app cannot reach the transport: uvicorn's own protocol keeps a connection whose
-        # client stopped reading (documented in server/serving/uvicorn_protocol.py).
-        pytest.skip(f"uvicorn {uvicorn.__version__} runs its own protocol here")
+    if request.param and http_protocol(settings) == "auto":
+        pytest.skip(f"uvicorn {uvicorn.__version__}: this server's protocol does not run on it")
     running = ServerThread(create_app(settings, make_catalog()), check_health=True)
     running.start()
     yield running
@@ -119,14 +129,31 @@ def open_connections(live: ServerThread) -> int:
     return len(live.server.server_state.connections)
 
 
-def stalled_socket(live: ServerThread) -> socket.socket:
-    """A connection to the server that will read little: a 4 KiB receive buffer."""
-    port = int(live.url.rsplit(":", 1)[1])
+def port_of(live: ServerThread) -> int:
+    return int(live.url.rsplit(":", 1)[1])
+
+
+def stalled_socket(live: ServerThread, receive_buffer: int | None = 4096) -> socket.socket:
+    """A connection to the server that will read little: a 4 KiB receive buffer (None: the
+    system's default, which grows to megabytes)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", port))
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port_of(live)))
     sock.settimeout(5)
     return sock
+
+
+def server_end(live: ServerThread, sock: socket.socket) -> tuple[str, int] | None:
+    """The server's end of ``sock``'s connection in ``/proc/net/tcp``: (its state, the bytes
+    it holds unsent or unacknowledged), or None once the server's socket is gone."""
+    local = f"0100007F:{port_of(live):04X}"
+    remote = f"0100007F:{sock.getsockname()[1]:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == local and fields[2] == remote:
+            return fields[3], int(fields[4].split(":")[0], 16)
+    return None
 
 
 def raw_request(method: str, headers: dict[str, str], body: bytes = b"") -> bytes:
@@ -153,8 +180,8 @@ def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[dict
     return headers, json.dumps(message).encode()
 
 
-def flood(live: ServerThread) -> None:
-    headers, body = modern_call("flood", {"count": UPDATES})
+def flood(live: ServerThread, count: int = UPDATES) -> None:
+    headers, body = modern_call("flood", {"count": count})
     response = httpx.post(f"{live.url}/mcp", headers=headers, content=body, timeout=10)
     assert response.status_code == 200, response.text
 
@@ -165,14 +192,18 @@ def assert_dropped(live: ServerThread, sock: socket.socket, released: Callable[[
     the megabytes the server had to send."""
     started = time.monotonic()
     wait_until_blocking(lambda: open_connections(live) == 0, SEND_TIMEOUT_S + MARGIN_S)
+    wait_until_blocking(lambda: server_end(live, sock) is None, 1.0)
     wait_until_blocking(released, 1.0)
     assert time.monotonic() - started < SEND_TIMEOUT_S + MARGIN_S
     received = 0
+    sock.settimeout(1)
     try:
         while chunk := sock.recv(65536):
             received += len(chunk)
     except ConnectionResetError:
         pass  # an aborted connection: what the server had not sent is gone
+    except TimeoutError:
+        pass  # dropped by the server's kernel (TCP_USER_TIMEOUT), which tells the peer nothing
     assert received < UPDATES * len(LONG) // 2, received
 
 
@@ -264,3 +295,47 @@ def test_a_legacy_get_stream_whose_client_stops_reading_is_dropped_and_its_sessi
         )
         # Nothing keeps the session busy now: it expires after its idle timeout.
         wait_until_blocking(lambda: app.runtimes.peek(session_id) is None, 5.0)
+
+
+def test_a_listen_stream_whose_client_stops_reading_is_dropped_with_default_buffers(
+    live: ServerThread,
+) -> None:
+    """The kernel takes everything the stream sends, so no send ever waits: the connection is
+    dropped all the same, and the megabytes it held unsent with it."""
+    app = app_of(live)
+    message = modern(
+        "subscriptions/listen",
+        {"notifications": {"resourceSubscriptions": ["test://docs/"]}},
+        "listen",
+    )
+    headers = modern_headers(message, accept="text/event-stream")
+    with stalled_socket(live, receive_buffer=None) as sock:
+        sock.sendall(raw_request("POST", headers, json.dumps(message).encode()))
+        read_until(sock, b"\r\n\r\n")  # the head and the acknowledgement
+        flood(live, HELD_UPDATES)  # from here on the client reads nothing
+        held = server_end(live, sock)
+        assert held is not None  # established, holding what it sent
+        assert held[0] == "01"
+        assert_dropped(live, sock, lambda: len(app.gate.streams) == 0 and not app.hub._streams)
+
+
+def test_a_legacy_get_stream_whose_client_stops_reading_is_dropped_with_default_buffers(
+    live: ServerThread,
+) -> None:
+    app = app_of(live)
+    session_id = open_legacy_session(live)
+    headers = legacy_headers(session_id, LEGACY, "text/event-stream", Content_Type=None)
+    with stalled_socket(live, receive_buffer=None) as sock:
+        sock.sendall(raw_request("GET", headers))
+        read_until(sock, b"retry:")  # the priming event: the stream is followed
+        runtime = app.runtimes.peek(session_id)
+        assert runtime is not None
+        flood(live, HELD_UPDATES)
+        held = server_end(live, sock)
+        assert held is not None
+        assert held[0] == "01"
+        assert_dropped(
+            live,
+            sock,
+            lambda: runtime.standalone_followers == 0 and len(app.gate.streams) == 0,
+        )
