@@ -149,7 +149,7 @@ class Privacy:
 
 def normal_key(key: str) -> str:
     """A key as the redaction list is matched against it: compatibility-normalised (a
-    full-width ``ＡＰＩ＿ＫＥＹ`` is ``API_KEY``), case-folded, and letters and digits only, so
+    full-width ``API_KEY`` is ``API_KEY``), case-folded, and letters and digits only, so
     ``api.key``, ``API Key``, ``api-key``, ``api_key``, ``apiKey`` and ``api\u200bkey`` are
     all ``apikey``: a client chooses its keys' spelling, and a secret under any of them is
     still a secret."""
