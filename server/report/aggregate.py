@@ -27,7 +27,6 @@ import orjson
 from server.records.schema import SCHEMA_VERSION
 from server.report.build import build_report
 from server.report.counters import (
-    OTHER_VALUE,
     ClientKey,
     ClientStats,
     Limits,
@@ -120,7 +119,7 @@ class Aggregator(Tally):
                 stats = self._client(key)
             if record["kind"] == "request":
                 if len(line) > small and type(capabilities) is dict:
-                    capabilities = self._small(capabilities)
+                    capabilities = self.small_capabilities(capabilities)
                 count_request(stats, record, when, capabilities)
             else:
                 count_stream(stats, record, when)
@@ -220,7 +219,7 @@ class Aggregator(Tally):
                 failed = True
         session = get("session_id")
         if type(session) is str and session not in stats.sessions:
-            self._session(stats.sessions, session)
+            self.add_session(stats.sessions, session)
         task = get("task")
         if task is not None:
             follow_task(self, stats.tasks, task)
@@ -230,7 +229,7 @@ class Aggregator(Tally):
             histograms = stats.latency
             histogram = histograms.get(method)
             if histogram is None:
-                histogram = self._histogram(histograms, method)
+                histogram = self.histogram_for(histograms, method)
             # measures.bucket, written out.
             index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
             histogram[index] = histogram.get(index, 0) + 1
@@ -259,47 +258,8 @@ class Aggregator(Tally):
         code = error.get("code")
         if type(code) is not int:
             return None, True
-        self._count_error(stats.errors, method, code)
+        self.count_error(stats.errors, method, code)
         return code, True
-
-    def _count_error(
-        self, errors: dict[tuple[str | None, int], int], method: str | None, code: int
-    ) -> None:
-        key = (method, code)
-        if key not in errors:
-            if len(errors) >= self.limits.values or self.budget <= 0:
-                key = (OTHER_VALUE, code)
-            else:
-                self.budget -= 1
-        errors[key] = errors.get(key, 0) + 1
-
-    def _session(self, sessions: set[str], session: str) -> None:
-        """A session id not seen yet for this client, told apart while there is room."""
-        key = self.admit(sessions, self.limits.sessions, session)
-        if key != OTHER_VALUE:
-            sessions.add(key)
-
-    def _histogram(self, histograms: dict[str, Any], method: str) -> dict[int, int]:
-        """A method's new latency histogram (or ``(other)``'s past the cap)."""
-        key = self.admit(histograms, self.limits.values, method)
-        histogram: dict[int, int] | None = histograms.get(key)
-        if histogram is None:
-            histogram = histograms[key] = {}
-        return histogram
-
-    def _small(self, capabilities: dict[str, Any]) -> dict[str, Any]:
-        """Declared capabilities as a client's counters keep them: as they are when they
-        encode within ``Limits.capabilities_bytes``, else their names only."""
-        try:
-            size = len(orjson.dumps(capabilities))
-        except orjson.JSONEncodeError:
-            size = self.limits.capabilities_bytes + 1
-        if size <= self.limits.capabilities_bytes:
-            return capabilities
-        return {
-            str(name)[: self.limits.value_chars]: {"_truncated": True}
-            for name in list(capabilities)[: self.limits.values]
-        }
 
     def _advertised(self, stats: ClientStats, era: str | None, offered: Any) -> None:
         if type(offered) is not list or era is None:
@@ -376,7 +336,7 @@ class Aggregator(Tally):
         if type(lasted) is float or type(lasted) is int:
             histogram = stats.latency.get(method)
             if histogram is None:
-                histogram = self._histogram(stats.latency, method)
+                histogram = self.histogram_for(stats.latency, method)
             index = _bucket(lasted)
             histogram[index] = histogram.get(index, 0) + 1
         else:
@@ -385,7 +345,7 @@ class Aggregator(Tally):
         if type(first) is float or type(first) is int:
             histogram = stats.ttfb.get(method)
             if histogram is None:
-                histogram = self._histogram(stats.ttfb, method)
+                histogram = self.histogram_for(stats.ttfb, method)
             index = _bucket(first)
             histogram[index] = histogram.get(index, 0) + 1
         failed = False
@@ -395,7 +355,7 @@ class Aggregator(Tally):
             failed = True
             code = error.get("code")
             if type(code) is int:
-                self._count_error(stats.errors, method, code)
+                self.count_error(stats.errors, method, code)
             else:
                 code = None
         outcome = record.get("outcome")

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from server.report.filters import RecordFilter
 from server.report.measures import Histogram
 from server.report.targets import Targets
@@ -203,6 +205,45 @@ class Tally:
         chars = self.limits.value_chars
         key = self.methods[method] = method if len(method) <= chars else method[:chars] + "…"
         return key
+
+    def count_error(
+        self, errors: dict[tuple[str | None, int], int], method: str | None, code: int
+    ) -> None:
+        key = (method, code)
+        if key not in errors:
+            if len(errors) >= self.limits.values or self.budget <= 0:
+                key = (OTHER_VALUE, code)
+            else:
+                self.budget -= 1
+        errors[key] = errors.get(key, 0) + 1
+
+    def add_session(self, sessions: set[str], session: str) -> None:
+        """A session id not seen yet for this client, told apart while there is room."""
+        key = self.admit(sessions, self.limits.sessions, session)
+        if key != OTHER_VALUE:
+            sessions.add(key)
+
+    def histogram_for(self, histograms: dict[str, Any], method: str) -> dict[int, int]:
+        """A method's new latency histogram (or ``(other)``'s past the cap)."""
+        key = self.admit(histograms, self.limits.values, method)
+        histogram: dict[int, int] | None = histograms.get(key)
+        if histogram is None:
+            histogram = histograms[key] = {}
+        return histogram
+
+    def small_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        """Declared capabilities as a client's counters keep them: as they are when they
+        encode within ``Limits.capabilities_bytes``, else their names only."""
+        try:
+            size = len(orjson.dumps(capabilities))
+        except orjson.JSONEncodeError:
+            size = self.limits.capabilities_bytes + 1
+        if size <= self.limits.capabilities_bytes:
+            return capabilities
+        return {
+            str(name)[: self.limits.value_chars]: {"_truncated": True}
+            for name in list(capabilities)[: self.limits.values]
+        }
 
 
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
