@@ -137,7 +137,7 @@ async def test_every_call_gets_its_spans_in_both_eras_json_or_sse(
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr("server.observe.tracing.default_provider", lambda: provider)
-    app = create_app(Settings(_env_file=None, records=[], otel=True), streaming_catalog())  # type: ignore[call-arg]
+    app = create_app(Settings(_env_file=None, records=[], otel=True), streaming_catalog())
     traceparent = f"00-{TRACE_ID}-{PARENT_ID}-01"
     kinds = {}
     async with (
@@ -195,11 +195,11 @@ async def test_every_call_gets_its_spans_in_both_eras_json_or_sse(
     assert sorted(span.name for span in tools) == sorted(
         f"execute_tool {name}" for name in ("echo", "count", "fail_late") * 2
     )
-    by_id = {span.context.span_id: span for span in calls}  # type: ignore[union-attr]
+    by_id = {span.context.span_id: span for span in calls}
     for tool in tools:
         request = by_id[tool.parent.span_id]  # type: ignore[union-attr]
         assert request.name == "tools/call " + tool.name.removeprefix("execute_tool ")
-        assert format(request.context.trace_id, "032x") == TRACE_ID  # type: ignore[union-attr]
+        assert format(request.context.trace_id, "032x") == TRACE_ID
         assert request.attributes["mcp.client.name"] == "otel-test"  # type: ignore[index]
         assert request.start_time <= request.end_time  # type: ignore[operator]
         crashed = tool.name == "execute_tool fail_late"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from server.records.privacy import REDACTED, Privacy
@@ -41,7 +43,11 @@ def test_a_secret_under_any_spelling_of_its_key_is_redacted(key: str) -> None:
 
 @pytest.mark.parametrize("key", ["API Key", "private.key"])
 def test_a_spelled_key_is_redacted_in_the_capabilities_too(key: str) -> None:
-    record = {"bytes_in": 100, "params": {}, "client": {"capabilities": {"x": {key: "s3cr3t"}}}}
+    record: dict[str, Any] = {
+        "bytes_in": 100,
+        "params": {},
+        "client": {"capabilities": {"x": {key: "s3cr3t"}}},
+    }
     privacy().apply(record)
     assert record["client"]["capabilities"] == {"x": {key: REDACTED}}
 

@@ -167,7 +167,7 @@ def test_a_trusted_proxys_request_id_is_kept_under_uvicorn_with_x_forwarded_for(
     from tests.support.live_server import ServerThread
 
     path = tmp_path / "records.jsonl"
-    settings = Settings(  # type: ignore[call-arg]
+    settings = Settings(
         _env_file=None,
         records=["file"],
         records_file=str(path),
