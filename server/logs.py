@@ -14,6 +14,15 @@ context variable of :mod:`server.call_note` (one per request, for the call notes
 lines alike): the endpoint resets it when the request ends, and the tasks and worker threads
 the request starts inherit it.
 
+Whatever a client chose (its name, a method, a session id, a cancel reason, a path) may reach a
+line, so every line is made safe to read and bounded: each request field is cut at
+:data:`MAX_FIELD_CHARS`, the message at :data:`MAX_MESSAGE_CHARS`, a traceback at
+:data:`MAX_EXCEPTION_CHARS`. In the text format control characters and every other line
+breaker (``\x85``, ``\u2028``, ...) and the bidirectional overrides are written as escapes,
+a field value that could pass for more fields is quoted, and a traceback's lines are indented,
+so no line can start as a line of ours; in the JSON format the same characters are escaped in
+the JSON text (their values decode unchanged), so every line stays one object.
+
 Standard library only: the core may use it, and :func:`dict_config` is what
 :mod:`server.serving` hands to uvicorn (which applies it) and ``python -m server`` applies
 before anything can log.
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from contextvars import Token
@@ -34,6 +44,19 @@ LogFormat = Literal["text", "json"]
 REQUEST_FIELDS = ("request_id", "era", "method", "session_id", "client_name")
 # uvicorn's loggers: handed to the root logger, so uvicorn's lines look like ours.
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+# What one line keeps of each part: a request field (a client's name may be megabytes long),
+# the message (it may quote a client's value), a traceback (its message may too).
+MAX_FIELD_CHARS = 200
+MAX_MESSAGE_CHARS = 4096
+MAX_EXCEPTION_CHARS = 32_768
+# What could end or forge a line, or rewrite it on a terminal: C0 and C1 controls and DEL,
+# the Unicode line and paragraph separators, and the bidirectional overrides and isolates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Escaped as JSON does, for the ones json.dumps leaves raw (it escapes only below 0x20).
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# A text field's value is quoted when it could read as another field or end the brackets.
+_NEEDS_QUOTES = re.compile(r'[\s"=\[\]]')
 
 
 # What a log line tells of its request (a record draft has it all).
@@ -47,16 +70,51 @@ def bind_request(facts: RequestFacts) -> Token[CallNote | None]:
 
 
 def request_fields() -> dict[str, str]:
-    """The current request's fields, those known so far; {} outside a request."""
+    """The current request's fields, those known so far, each cut at
+    :data:`MAX_FIELD_CHARS`; {} outside a request."""
     facts = CALL_NOTE.get()
     if facts is None:
         return {}
-    fields = {"request_id": facts.request_id}
+    fields = {"request_id": bounded(facts.request_id, MAX_FIELD_CHARS)}
     for name in REQUEST_FIELDS[1:]:
         value = getattr(facts, name)
         if value is not None:
-            fields[name] = str(value)
+            fields[name] = bounded(str(value), MAX_FIELD_CHARS)
     return fields
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut at ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[truncated, {len(text)} chars]"
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character that could end, forge or rewrite a line written as an
+    escape (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _text_field(value: str) -> str:
+    """A field's value in the text format: escaped, and quoted (as a JSON string) when it
+    has a space, a quote, ``=`` or a bracket."""
+    if value and not _NEEDS_QUOTES.search(value):
+        return escaped(value)
+    return _UNSAFE_IN_JSON.sub(_json_escape, json.dumps(value, ensure_ascii=False))
 
 
 class RequestFields(logging.Filter):
@@ -82,30 +140,55 @@ class JsonFormatter(logging.Formatter):
             "time": _utc(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": bounded(record.getMessage(), MAX_MESSAGE_CHARS),
         }
         line.update(getattr(record, "request", None) or {})
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = bounded(self.formatException(record.exc_info), MAX_EXCEPTION_CHARS)
         elif record.exc_text:
-            line["exception"] = record.exc_text
+            line["exception"] = bounded(record.exc_text, MAX_EXCEPTION_CHARS)
         if record.stack_info:
-            line["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+            line["stack"] = bounded(self.formatStack(record.stack_info), MAX_EXCEPTION_CHARS)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        # json.dumps escapes the C0 controls; the other line breakers are escaped here.
+        return _UNSAFE_IN_JSON.sub(_json_escape, text)
 
 
 class TextFormatter(logging.Formatter):
-    """``2026-12-01 16:24:32,819 WARNING server.app: message [request_id=... method=...]``."""
+    """``2026-12-01 16:24:32,819 WARNING server.app: message [request_id=... method=...]``;
+    a traceback follows on lines of its own, each indented."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = escaped(bounded(record.getMessage(), MAX_MESSAGE_CHARS))
+        record.asctime = self.formatTime(record, self.datefmt)
+        text = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            text += _indented(bounded(record.exc_text, MAX_EXCEPTION_CHARS))
+        if record.stack_info:
+            text += _indented(bounded(self.formatStack(record.stack_info), MAX_EXCEPTION_CHARS))
+        return text
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         text = super().formatMessage(record)
         fields = getattr(record, "request", None)
         if fields:
-            text += " [" + " ".join(f"{key}={value}" for key, value in fields.items()) + "]"
+            text += (
+                " ["
+                + " ".join(f"{key}={_text_field(str(value))}" for key, value in fields.items())
+                + "]"
+            )
         return text
+
+
+def _indented(block: str) -> str:
+    """A traceback's lines below the line they belong to, each indented and escaped: none can
+    pass for a line of its own."""
+    return "".join("\n    " + escaped(line) for line in block.split("\n"))
 
 
 class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -135,3 +135,61 @@ def test_the_config_sends_uvicorns_lines_to_the_one_stderr_handler(
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert json.loads(line)["logger"] == "uvicorn.error"
+
+
+FORGED = "2026-12-01 16:24:32,819 WARNING server.app: FORGED"
+BREAKERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x1b\u202e"
+
+
+def hostile_line(formatter: logging.Formatter, **extra: object) -> str:
+    request = draft()
+    request.method = "tools/call\n" + FORGED
+    request.client_name = "evil" + BREAKERS + FORGED + "x" * (3 * 1024 * 1024)
+    line = record("asked for %s", "a\n" + FORGED + "y" * 100_000, **extra)
+    in_fresh_context(lambda: (logs.bind_request(request), logs.RequestFields().filter(line)))
+    return formatter.format(line)
+
+
+@pytest.mark.parametrize("formatter", [logs.TextFormatter(), logs.JsonFormatter()])
+def test_a_client_chosen_value_neither_breaks_nor_swells_a_line(
+    formatter: logging.Formatter,
+) -> None:
+    text = hostile_line(formatter)
+    assert text.splitlines() == [text]  # splitlines breaks on every Unicode line boundary
+    assert "\x1b" not in text
+    assert "\u202e" not in text
+    assert len(text) < logs.MAX_MESSAGE_CHARS + len(logs.REQUEST_FIELDS) * 300
+
+
+def test_a_json_line_keeps_the_values_bounded_but_decodable() -> None:
+    line = json.loads(hostile_line(logs.JsonFormatter()))
+    assert line["client_name"].startswith("evil" + BREAKERS + FORGED)
+    assert line["client_name"].endswith("…[truncated, 3145794 chars]")
+    assert line["method"] == "tools/call\n" + FORGED
+    assert line["message"].startswith("asked for a\n" + FORGED + "yyy")
+    assert line["message"].endswith("…[truncated, 100062 chars]")
+
+
+def test_the_text_format_escapes_and_quotes_what_could_pass_for_fields() -> None:
+    text = hostile_line(logs.TextFormatter())
+    assert " asked for a\\n2026-12-01 16:24:32,819 WARNING" in text
+    assert " [request_id=" in text
+    assert ' method="tools/call\\n2026-12-01 16:24:32,819 WARNING server.app: FORGED"' in text
+    assert ' client_name="evil\\n\\r\\u000b\\f\\u001c\\u001d\\u001e\\u0085\\u2028' in text
+    named = logs.TextFormatter().format(record(request={"client_name": "a] method=x"}))
+    assert named.endswith('[client_name="a] method=x"]')
+
+
+def test_a_text_traceback_is_indented_and_escaped() -> None:
+    try:
+        raise RuntimeError("first\n" + FORGED + "\u2028" + FORGED)
+    except RuntimeError:
+        failed = record("it broke", exc_info=sys.exc_info())
+    lines = logs.TextFormatter().format(failed).split("\n")
+    assert lines[0].endswith(" WARNING server.test: it broke")
+    assert lines[1] == "    Traceback (most recent call last):"
+    assert all(line.startswith("    ") for line in lines[1:])
+    assert lines[-2:] == [
+        "    RuntimeError: first",
+        f"    {FORGED}\\u2028{FORGED}",
+    ]

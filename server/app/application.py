@@ -140,9 +140,7 @@ class Application(Lifecycle, Routing):
             tasks=self.tasks,
         )
         privacy = Privacy(
-            redact=tuple(
-                word.lower().replace("-", "").replace("_", "") for word in settings.records_redact
-            ),
+            redact=tuple(settings.records_redact),
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )

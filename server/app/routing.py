@@ -25,12 +25,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from server.asgi import Receive, Scope, Send
+from server.asgi import Receive, Scope, Send, header_text, read_headers
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
-from server.security.networks import parse_networks
+from server.security.networks import Network, forwarded_scheme, parse_networks
 from server.settings import Settings
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import McpEndpoint
@@ -59,6 +59,7 @@ class Routing:
     metrics: Metrics
     live: LiveReport | None
     started: bool
+    _proxies: tuple[Network, ...]
 
     def _routing(self, settings: Settings, probes: Probes, lifespan: Lifespan) -> None:
         self._not_started_warned = False
@@ -79,6 +80,7 @@ class Routing:
             )
         metrics_networks = parse_networks(settings.metrics_networks)
         proxies = self.endpoint.options.trusted_proxies
+        self._proxies = proxies
         metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
@@ -117,6 +119,8 @@ class Routing:
             # A bare test transport (httpx's ASGITransport) runs none and puts neither; tests
             # enter the lifespan themselves where they need it.
             return self._not_started(scope, receive, send)
+        if self._proxies and scope["type"] == "http":
+            self._forwarded_scheme(scope)
         path = scope.get("path", "")
         # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
         root = scope.get("root_path") or ""
@@ -125,6 +129,18 @@ class Routing:
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
         return self.starlette(scope, receive, send)
+
+    def _forwarded_scheme(self, scope: Scope) -> None:
+        """A trusted proxy's X-Forwarded-Proto as the request's scheme (the URLs the server
+        builds, the 401's resource_metadata, are the client's), as the ASGI server would have
+        set it had it been left to read forwarded headers (see security.networks)."""
+        peer = scope.get("client")
+        headers = read_headers(scope)
+        scheme = forwarded_scheme(
+            peer[0] if peer else None, header_text(headers, b"x-forwarded-proto"), self._proxies
+        )
+        if scheme is not None:
+            scope["scheme"] = scheme
 
     async def _not_started(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._not_started_warned:

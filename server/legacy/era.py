@@ -391,6 +391,9 @@ class LegacyEra:
         if task is None or task.done():
             return False
         reason = params.get("reason")
-        log.info("client cancelled request %r%s", request_id, f": {reason}" if reason else "")
+        # The reason is the client's: the log line gets a short piece of it (server.logs
+        # escapes what it keeps).
+        said = f": {str(reason)[:200]}" if reason else ""
+        log.info("client cancelled request %r%s", request_id, said)
         task.cancel()
         return True

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from server.asgi import Receive, Scope, Send
 from server.observe.gauges import StateReaders
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
-from server.security.networks import Network, client_address, in_networks
+from server.security.networks import Network, forwarded_client, in_networks
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -312,8 +312,9 @@ class Metrics:
 
 class MetricsEndpoint:
     """``GET /metrics``, answered only to clients in ``networks`` (loopback by default; the
-    forwarded address behind a trusted proxy, so a proxy on the same host opens nothing);
-    others get 404, as if there were nothing there."""
+    forwarded address behind a trusted proxy, so a proxy on the same host opens nothing, and
+    nobody through a proxy that is not trusted, whose clients all look like it); others get
+    404, as if there were nothing there."""
 
     def __init__(
         self, metrics: Metrics, networks: tuple[Network, ...], proxies: tuple[Network, ...]
@@ -325,10 +326,15 @@ class MetricsEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         peer = scope.get("client")
         forwarded = None
+        proxied = False
         for name, value in scope.get("headers", ()):
             if name == b"x-forwarded-for":
                 forwarded = value.decode("latin-1")
-        address = client_address(peer[0] if peer else None, forwarded, self.proxies)
+                proxied = True
+            elif name == b"forwarded":
+                proxied = True
+        # Through a proxy this server does not trust, the caller is unknown: not allowed.
+        address = forwarded_client(peer[0] if peer else None, forwarded, proxied, self.proxies)
         if address is None or not in_networks(address, self.networks):
             status, body, kind = 404, b"Not Found", b"text/plain; charset=utf-8"
         elif scope.get("method") not in ("GET", "HEAD"):

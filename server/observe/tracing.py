@@ -5,9 +5,12 @@ turned on.
 A span is made per request on the MCP endpoint and, under it, one per tool call, named after
 MCP's semantic conventions (``{mcp.method.name} {target}``; ``execute_tool {gen_ai.tool.name}``)
 with the method, tool, session, protocol version and client as attributes, parented by the
-request's W3C ``traceparent`` (header or ``_meta``). They are made from the finished request's
-record draft, with its start and end times, by the same hand-over the records and the metrics
-take, so the request path pays nothing more. The price: a span is made when its request ends, so
+request's W3C ``traceparent`` (header or ``_meta``). They are made by the same hand-over the
+records and the metrics take, so the request path pays nothing more: from the finished
+request's record draft, with its start and end times, for an answer in JSON; for an answer
+streamed as SSE (a call that sent progress or logs first, either era), the span starts from the
+request record handed over when the stream opens and ends with the stream record, at the
+stream's end, with the call's outcome. The price: a span is made when its request ends, so
 code inside a tool sees no current span to parent its own, and a tool call's span has its
 request's times.
 
@@ -19,6 +22,7 @@ with the OTLP/HTTP exporter; a tracer provider the host set up already
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +53,13 @@ def default_provider() -> Any:
 
 
 class Tracing:
-    """Turns each finished request's draft into its spans."""
+    """Turns each finished request into its spans: a draft (a request answered with JSON, or
+    refused), or a streamed answer's two records (its request record when the stream opens,
+    its stream record when it ends)."""
+
+    # Streams whose span is open (started when the stream opened, ended when it ends): at most
+    # this many; past it, the oldest is ended as it stands (``mcp.stream.unfinished``).
+    MAX_OPEN_STREAMS = 4096
 
     def __init__(self, provider: Any) -> None:
         from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
@@ -60,41 +70,67 @@ class Tracing:
         self.server_kind, self.internal_kind = SpanKind.SERVER, SpanKind.INTERNAL
         self.error_status = Status(StatusCode.ERROR)
         self._set_span_in_context = set_span_in_context
+        # request id -> (the stream's request span, its method, its target, its start in ns),
+        # oldest first.
+        self._streams: dict[str, tuple[Any, str, Any, int]] = {}
+        self._lock = threading.Lock()
 
     def observe(self, item: Any) -> None:
         if type(item) is dict:
-            return  # a stream's records: its draft is the one traced, when the stream opens
+            if item.get("kind") == "stream":
+                self._stream_ended(item)
+            elif item.get("streaming"):
+                self._stream_opened(item)
+            return
         method = item.method or "(unknown)"
-        target = item.target
-        parent = None
-        if item.traceparent is not None:
-            parent = self.propagator.extract({"traceparent": item.traceparent})
         start = int(item.started * 1e9)
         ended = item.ended_clock if item.ended_clock is not None else time.perf_counter()
         end = start + int((ended - item.clock) * 1e9)
-        attributes: dict[str, Any] = {"mcp.method.name": method}
-        for name, value in (
-            ("mcp.session.id", item.session_id),
-            ("mcp.protocol.version", item.body_version or item.header_version),
-            ("mcp.client.name", item.client_name),
-            ("mcp.client.version", item.client_version),
-            ("client.address", item.client_address),
-            ("http.response.status_code", item.status),
-            ("jsonrpc.request.id", None if item.jsonrpc_id is None else str(item.jsonrpc_id)),
-        ):
-            if value is not None:
-                attributes[name] = value
-        if item.error_code is not None:
-            attributes["rpc.jsonrpc.error_code"] = item.error_code
-            attributes["error.type"] = str(item.error_code)
+        attributes = _attributes(
+            (
+                ("mcp.session.id", item.session_id),
+                ("mcp.protocol.version", item.body_version or item.header_version),
+                ("mcp.client.name", item.client_name),
+                ("mcp.client.version", item.client_version),
+                ("client.address", item.client_address),
+                ("http.response.status_code", item.status),
+                ("jsonrpc.request.id", None if item.jsonrpc_id is None else str(item.jsonrpc_id)),
+            )
+        )
+        span = self._start(
+            method, item.target, item.traceparent, item.error_code, attributes, start
+        )
+        self._end(span, method, item.target, item.call_outcome(), start, end)
+
+    def _start(
+        self,
+        method: str,
+        target: Any,
+        traceparent: str | None,
+        error_code: Any,
+        attributes: dict[str, Any],
+        start: int,
+    ) -> Any:
+        """The request's span, started at ``start`` (ns since the epoch)."""
+        parent = None
+        if traceparent is not None:
+            parent = self.propagator.extract({"traceparent": traceparent})
+        attributes["mcp.method.name"] = method
+        if error_code is not None:
+            attributes["rpc.jsonrpc.error_code"] = error_code
+            attributes["error.type"] = str(error_code)
         if method == "tools/call" and isinstance(target, str):
             attributes["gen_ai.tool.name"] = target
         name = f"{method} {target}" if isinstance(target, str) else method
         span = self.tracer.start_span(
             name, context=parent, kind=self.server_kind, attributes=attributes, start_time=start
         )
-        if item.error_code is not None:
+        if error_code is not None:
             span.set_status(self.error_status)
+        return span
+
+    def _end(self, span: Any, method: str, target: Any, outcome: Any, start: int, end: int) -> None:
+        """The tool call's span under the request's (a tool call's), then the request's end."""
         if method == "tools/call" and isinstance(target, str):
             tool = self.tracer.start_span(
                 f"execute_tool {target}",
@@ -103,10 +139,65 @@ class Tracing:
                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": target},
                 start_time=start,
             )
-            if item.call_outcome() in ("crash", "is_error", "error"):
+            if outcome in ("crash", "is_error", "error"):
                 tool.set_status(self.error_status)
             tool.end(end_time=end)
         span.end(end_time=end)
+
+    def _stream_opened(self, record: dict[str, Any]) -> None:
+        """A streamed answer's request record, handed over as its stream opens: its span
+        starts (when the request came in) and stays open until the stream record comes."""
+        method = record.get("method") or "(unknown)"
+        target = record.get("target")
+        client = record.get("client") or {}
+        versions = record.get("protocol_version") or {}
+        error = record.get("error")
+        jsonrpc_id = record.get("jsonrpc_id")
+        attributes = _attributes(
+            (
+                ("mcp.session.id", record.get("session_id")),
+                ("mcp.protocol.version", versions.get("body") or versions.get("header")),
+                ("mcp.client.name", client.get("name")),
+                ("mcp.client.version", client.get("version")),
+                ("client.address", record.get("client_address")),
+                ("http.response.status_code", record.get("status")),
+                ("jsonrpc.request.id", None if jsonrpc_id is None else str(jsonrpc_id)),
+            )
+        )
+        start = time.time_ns() - int(record.get("duration_ms", 0) * 1e6)
+        code = error.get("code") if isinstance(error, dict) else None
+        span = self._start(method, target, record.get("traceparent"), code, attributes, start)
+        with self._lock:
+            self._streams.pop(record["request_id"], None)
+            self._streams[record["request_id"]] = (span, method, target, start)
+            if len(self._streams) <= self.MAX_OPEN_STREAMS:
+                return
+            oldest = next(iter(self._streams))
+            left = self._streams.pop(oldest)[0]
+        left.set_attribute("mcp.stream.unfinished", True)
+        left.end()
+
+    def _stream_ended(self, record: dict[str, Any]) -> None:
+        """A stream's record, handed over as it ends: its span's end, with what the stream
+        came to (a call's outcome, an error its last event carried)."""
+        with self._lock:
+            opened = self._streams.pop(record.get("request_id"), None)  # type: ignore[arg-type]
+        if opened is None:
+            return  # ended already (too many streams open at once)
+        span, method, target, start = opened
+        target = record.get("target") or target
+        error = record.get("error")
+        if isinstance(error, dict) and error.get("code") is not None:
+            span.set_attribute("rpc.jsonrpc.error_code", error["code"])
+            span.set_attribute("error.type", str(error["code"]))
+            span.set_status(self.error_status)
+        span.set_attribute("mcp.stream.end", str(record.get("end")))
+        end = start + int(record.get("open_ms", 0) * 1e6)
+        self._end(span, method, target, record.get("outcome"), start, end)
+
+
+def _attributes(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {name: value for name, value in pairs if value is not None}
 
 
 def tracing_observer() -> Callable[[Any], None]:

@@ -10,6 +10,7 @@ with :meth:`Privacy.apply`, or while encoding a finished draft's line
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,12 @@ class Privacy:
     _verdicts: BoundedMemo[Any, bool] = field(
         default_factory=lambda: BoundedMemo(4096), init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        # The words are matched in the keys' normal form, so they are put in it too
+        # ("api_key" in the setting matches what "apikey" does).
+        words = tuple(word for word in map(normal_key, self.redact) if word)
+        object.__setattr__(self, "redact", words)
 
     def apply(self, record: dict[str, Any]) -> None:
         """Make a record's params fit to keep (the record writer calls this, off the request
@@ -140,6 +147,16 @@ class Privacy:
         return verdict
 
 
+def normal_key(key: str) -> str:
+    """A key as the redaction list is matched against it: compatibility-normalised (a
+    full-width ``API_KEY`` is ``API_KEY``), case-folded, and letters and digits only, so
+    ``api.key``, ``API Key``, ``api-key``, ``api_key``, ``apiKey`` and ``api\u200bkey`` are
+    all ``apikey``: a client chooses its keys' spelling, and a secret under any of them is
+    still a secret."""
+    folded = unicodedata.normalize("NFKC", key).casefold()
+    return "".join(char for char in folded if char.isalnum())
+
+
 def _sensitive(key: str, redact: tuple[str, ...]) -> bool:
-    normal = key.lower().replace("-", "").replace("_", "")
+    normal = normal_key(key)
     return any(word in normal for word in redact)

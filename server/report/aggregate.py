@@ -10,8 +10,9 @@ A :class:`~server.report.filters.RecordFilter` leaves records out before they ar
 :class:`Aggregator` is the hot loop (a million records in a few seconds on one core): it keeps
 plain counters per client, per tool, prompt and resource and per minute, latencies as
 histograms (:mod:`server.report.measures`), and touches only the fields it needs. Its memory
-is bounded whatever it reads (clients, targets, minutes and sessions are capped), so the live
-report can feed one for as long as the server runs. :func:`server.report.build.build_report`
+is bounded whatever it reads (every collection keyed by what a client named is capped, and all
+of them share one budget: :class:`~server.report.counters.Limits`), so the live report can
+feed one for as long as the server runs. :func:`server.report.build.build_report`
 turns the counters into the immutable :class:`~server.report.model.Report` the renderers draw.
 """
 
@@ -26,10 +27,9 @@ import orjson
 from server.records.schema import SCHEMA_VERSION
 from server.report.build import build_report
 from server.report.counters import (
-    MAX_CLIENTS,
-    OVERFLOW_NAME,
     ClientKey,
     ClientStats,
+    Limits,
     Tally,
     follow_task,
 )
@@ -41,8 +41,6 @@ from server.report.read import READ_ERRORS, line_batches
 
 PSEUDO_METHODS = frozenset({"(response)", "(batch)"})
 RECORD_KINDS = frozenset({"request", "stream"})
-# Distinct session ids counted per client; past it, sessions are no longer told apart.
-MAX_SESSIONS = 100_000
 # Minutes kept for the timeline (30 days); the oldest go first.
 MAX_MINUTES = 43_200
 # Streams whose lifetime is not a latency: listening, and the legacy GET stream (no method).
@@ -77,6 +75,7 @@ class Aggregator(Tally):
         count_request = self._request
         count_stream = self._stream
         record_filter = self.filter if self.filter.active else None
+        small = self.limits.capabilities_bytes
         self.lines += len(lines)
         for line in lines:
             try:
@@ -119,6 +118,8 @@ class Aggregator(Tally):
             if stats is None:
                 stats = self._client(key)
             if record["kind"] == "request":
+                if len(line) > small and type(capabilities) is dict:
+                    capabilities = self.small_capabilities(capabilities)
                 count_request(stats, record, when, capabilities)
             else:
                 count_stream(stats, record, when)
@@ -147,26 +148,38 @@ class Aggregator(Tally):
                 stats.first = when
             if when > stats.last:  # noqa: PLR1730
                 stats.last = when
+        # Every key below that a client names is counted as it is only while there is room
+        # (Tally.count_new, Tally.admit): the usual key is there already.
         method = get("method")
         if type(method) is str:
+            method = self.methods.get(method) or self.method_of(method)
             if method in PSEUDO_METHODS:
                 counts = stats.pseudo
             elif get("notification") is True:
                 counts = stats.notes
             else:
                 counts = stats.calls
-            counts[method] = counts.get(method, 0) + 1
+            if method in counts:
+                counts[method] += 1
+            else:
+                self.count_new(counts, method)
         else:
             method = None
             stats.no_method += 1
         verb = get("verb")
         if type(verb) is str:
             counts = stats.verbs
-            counts[verb] = counts.get(verb, 0) + 1
+            if verb in counts:
+                counts[verb] += 1
+            else:
+                self.count_new(counts, verb)
         era = get("era")
         if type(era) is str:
             counts = stats.eras
-            counts[era] = counts.get(era, 0) + 1
+            if era in counts:
+                counts[era] += 1
+            else:
+                self.count_new(counts, era)
         else:
             era = None
         versions = get("protocol_version")
@@ -174,14 +187,23 @@ class Aggregator(Tally):
             header = versions.get("header")
             if type(header) is str:
                 counts = stats.header_versions
-                counts[header] = counts.get(header, 0) + 1
+                if header in counts:
+                    counts[header] += 1
+                else:
+                    self.count_new(counts, header)
             body = versions.get("body")
             if type(body) is str:
                 counts = stats.body_versions
-                counts[body] = counts.get(body, 0) + 1
+                if body in counts:
+                    counts[body] += 1
+                else:
+                    self.count_new(counts, body)
         if type(capabilities) is dict:
             if capabilities:
-                stats.capability_names.update(capabilities)
+                names = stats.capability_names
+                for name in capabilities:
+                    if name not in names:
+                        names.add(self.admit(names, self.limits.values, str(name)))
             if when >= stats.capabilities_time:
                 stats.capabilities = capabilities
                 stats.capabilities_time = when
@@ -196,18 +218,18 @@ class Aggregator(Tally):
             if status >= 400:
                 failed = True
         session = get("session_id")
-        if type(session) is str and len(stats.sessions) < MAX_SESSIONS:
-            stats.sessions.add(session)
+        if type(session) is str and session not in stats.sessions:
+            self.add_session(stats.sessions, session)
         task = get("task")
         if task is not None:
-            follow_task(stats.tasks, task)
+            follow_task(self, stats.tasks, task)
         streaming = get("streaming") is True
         duration: Any = get("duration_ms")
         if not streaming and method is not None and type(duration) in _NUMBERS:
             histograms = stats.latency
             histogram = histograms.get(method)
             if histogram is None:
-                histogram = histograms[method] = {}
+                histogram = self.histogram_for(histograms, method)
             # measures.bucket, written out.
             index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
             histogram[index] = histogram.get(index, 0) + 1
@@ -236,8 +258,7 @@ class Aggregator(Tally):
         code = error.get("code")
         if type(code) is not int:
             return None, True
-        errors = stats.errors
-        errors[method, code] = errors.get((method, code), 0) + 1
+        self.count_error(stats.errors, method, code)
         return code, True
 
     def _advertised(self, stats: ClientStats, era: str | None, offered: Any) -> None:
@@ -246,9 +267,10 @@ class Aggregator(Tally):
         own = stats.advertised.setdefault(era, set())
         everyone = self.advertised.setdefault(era, set())
         for item in offered:
-            if type(item) is str:
-                own.add(item)
-                everyone.add(item)
+            if type(item) is str and item not in own:
+                key = self.admit(own, self.limits.values, item)
+                own.add(key)
+                everyone.add(key)
 
     @staticmethod
     def _listen(stats: ClientStats, record: dict[str, Any]) -> None:
@@ -266,22 +288,39 @@ class Aggregator(Tally):
         return counts
 
     def _client(self, key: ClientKey) -> ClientStats:
-        if len(self.clients) < MAX_CLIENTS:
+        """A client not found under its key as the record gave it: found under its key cut to
+        ``value_chars``, or new, or folded into the overflow client past ``Limits.clients``."""
+        limits = self.limits
+        chars = limits.value_chars
+        key = (
+            None if key[0] is None else key[0][:chars],
+            None if key[1] is None else key[1][:chars],
+            None if key[2] is None else key[2][:chars],
+        )
+        stats = self.clients.get(key)
+        if stats is not None:
+            return stats
+        if len(self.clients) < limits.clients:
             stats = self.clients[key] = ClientStats(key)
             return stats
-        self.folded.add(key)
-        if self.overflow is None:
-            self.overflow = ClientStats((OVERFLOW_NAME, None, None))
-        return self.overflow
+        if len(self.folded) < limits.folded:
+            self.folded.add(hash(key))
+        return self.overflow_stats()
 
-    def _stream(self, stats: ClientStats, record: dict[str, Any], ended: str) -> None:
+    def _stream(  # noqa: PLR0915 - the hot loop, written out: calls cost more
+        self, stats: ClientStats, record: dict[str, Any], ended: str
+    ) -> None:
         stats.streams += 1
         events = record.get("events")
         if type(events) is int:
             stats.stream_events += events
         end = record.get("end")
         if type(end) is str:
-            stats.stream_ends[end] = stats.stream_ends.get(end, 0) + 1
+            counts = stats.stream_ends
+            if end in counts:
+                counts[end] += 1
+            else:
+                self.count_new(counts, end)
         opened = record.get("opened")
         if type(opened) is not str:
             opened = ""
@@ -291,12 +330,13 @@ class Aggregator(Tally):
         method = record.get("method")
         if type(method) is not str or method in NOT_LATENCY:
             return
+        method = self.methods.get(method) or self.method_of(method)
         # A streamed answer: its stream record has the whole exchange and how it ended.
         lasted = record.get("open_ms")
         if type(lasted) is float or type(lasted) is int:
             histogram = stats.latency.get(method)
             if histogram is None:
-                histogram = stats.latency[method] = {}
+                histogram = self.histogram_for(stats.latency, method)
             index = _bucket(lasted)
             histogram[index] = histogram.get(index, 0) + 1
         else:
@@ -305,7 +345,7 @@ class Aggregator(Tally):
         if type(first) is float or type(first) is int:
             histogram = stats.ttfb.get(method)
             if histogram is None:
-                histogram = stats.ttfb[method] = {}
+                histogram = self.histogram_for(stats.ttfb, method)
             index = _bucket(first)
             histogram[index] = histogram.get(index, 0) + 1
         failed = False
@@ -315,7 +355,7 @@ class Aggregator(Tally):
             failed = True
             code = error.get("code")
             if type(code) is int:
-                stats.errors[method, code] = stats.errors.get((method, code), 0) + 1
+                self.count_error(stats.errors, method, code)
             else:
                 code = None
         outcome = record.get("outcome")
@@ -333,9 +373,9 @@ class Aggregator(Tally):
         return build_report(self)
 
 
-def aggregate(sources: Iterable[tuple[str, BinaryIO]]) -> Report:
+def aggregate(sources: Iterable[tuple[str, BinaryIO]], limits: Limits | None = None) -> Report:
     """The report over named binary streams, in order."""
-    aggregator = Aggregator()
+    aggregator = Aggregator(limits=limits)
     for name, stream in sources:
         aggregator.read(stream, name)
     return aggregator.report()

@@ -1,11 +1,25 @@
 """The report's running counters: per client (:class:`ClientStats`) and for the whole input
 (:class:`Tally`), which :class:`~server.report.aggregate.Aggregator` fills and
-:func:`~server.report.build.build_report` reads. Plain mutable state, bounded (see the caps).
+:func:`~server.report.build.build_report` reads. Plain mutable state, bounded by its
+:class:`Limits`.
+
+Most of what is counted is named by clients (their names, the methods they call, the versions
+and capabilities they declare, their session and task ids), so every collection keyed by such a
+value has a cap: distinct clients (past it, new ones count under ``(other clients)``), distinct
+values per counter of a client and distinct methods overall (past them, ``(other)``), session
+and task ids told apart per client, clients per target, and one budget of distinct values over
+all of it, which bounds the bytes as well as the count (each value is cut at
+``value_chars``). Totals stay true: what no longer gets a key of its own is still counted, under
+the overflow key. The defaults suit ``python -m server report`` over files; the live report,
+which runs as long as the server does and is fed by whoever calls it, uses :data:`LIVE_LIMITS`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from server.report.filters import RecordFilter
 from server.report.measures import Histogram
@@ -17,6 +31,8 @@ MAX_CLIENTS = 10_000
 OVERFLOW_NAME = "(other clients)"
 # ISO 8601 times of one format compare as strings; "~" sorts after every digit.
 NO_FIRST = "~"
+# What a client-named value counts under once its counter (or the budget) is full.
+OTHER_VALUE = "(other)"
 
 ClientKey = tuple[str | None, str | None, str | None]
 
@@ -88,17 +104,65 @@ class ClientStats:
         self.tasks: dict[str, str] = {}
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much a report keeps of what clients name (see the module's docstring)."""
+
+    clients: int = MAX_CLIENTS
+    # Distinct values per counter of one client: its methods, verbs, versions, error kinds,
+    # capability names, methods with a latency.
+    values: int = 1_000
+    # Distinct methods over all clients (the report has a row per method, a column per client).
+    methods: int = 1_000
+    # A value (a method, a version, a part of a client's key) is kept to this many characters.
+    value_chars: int = 256
+    sessions: int = 100_000
+    tasks: int = 100_000
+    # Clients counted apart per target; the rest of a target's calls count under the overflow.
+    clients_per_target: int = MAX_CLIENTS
+    # A client's declared capabilities are kept when they encode to at most this many bytes.
+    capabilities_bytes: int = 64 * 1024
+    # Folded clients told apart (for their number in the report; a lower bound past it).
+    folded: int = 100_000
+    # Distinct values kept over everything (each a counter key, a session or a task id).
+    budget: int = 10_000_000
+
+
+# The live report: a few hundred clients, a few MB whatever the server is sent (the abuse
+# bench's live-report class measures it).
+LIVE_LIMITS = Limits(
+    clients=500,
+    values=32,
+    methods=128,
+    value_chars=128,
+    sessions=1_000,
+    tasks=1_000,
+    clients_per_target=100,
+    capabilities_bytes=1024,
+    folded=10_000,
+    budget=50_000,
+)
+
+
 class Tally:
     """Everything counted so far, over all clients."""
 
-    def __init__(self, record_filter: RecordFilter | None = None) -> None:
+    def __init__(
+        self, record_filter: RecordFilter | None = None, limits: Limits | None = None
+    ) -> None:
         self.filter = record_filter if record_filter is not None else RecordFilter()
+        self.limits = limits if limits is not None else Limits()
+        # What is left of the budget of distinct values (Limits.budget).
+        self.budget = self.limits.budget
+        # Each method seen, as counted (itself, cut, or OTHER_VALUE past Limits.methods).
+        self.methods: dict[str, str] = {}
         self.clients: dict[ClientKey, ClientStats] = {}
         self.overflow: ClientStats | None = None
-        self.folded: set[ClientKey] = set()
+        # The hashes of the folded clients' keys (their number is all the report tells).
+        self.folded: set[int] = set()
         # era -> every method an initialize/discover record of that era advertised.
         self.advertised: dict[str, set[str]] = {}
-        self.targets = Targets()
+        self.targets = Targets(self.limits.clients_per_target, self.overflow_stats)
         # "YYYY-MM-DDTHH:MM" -> [requests, failed]
         self.minutes: dict[str, list[int]] = {}
         self.files: list[str] = []
@@ -109,24 +173,99 @@ class Tally:
         self.unknown_kind = 0
         self.filtered_out = 0
 
+    def overflow_stats(self) -> ClientStats:
+        """The one client everything past the caps on clients counts into."""
+        if self.overflow is None:
+            self.overflow = ClientStats((OVERFLOW_NAME, None, None))
+        return self.overflow
 
-# Tasks followed per client (their last status seen); past it, new ones are not followed.
-MAX_TASKS_PER_CLIENT = 100_000
+    def admit(self, held: Any, cap: int, value: str) -> str:
+        """The key a new ``value`` counts under in ``held`` (a collection that may hold
+        ``cap`` keys): the value cut at ``value_chars``, if ``held`` has it already or there is
+        room in it and in the budget, else :data:`OTHER_VALUE`."""
+        chars = self.limits.value_chars
+        key = value if len(value) <= chars else value[:chars] + "…"
+        if key in held:
+            return key
+        if len(held) >= cap or self.budget <= 0:
+            return OTHER_VALUE
+        self.budget -= 1
+        return key
+
+    def count_new(self, counts: dict[Any, int], value: str) -> None:
+        """One more of ``value``, not yet a key of ``counts`` (a client's counter)."""
+        key = self.admit(counts, self.limits.values, value)
+        counts[key] = counts.get(key, 0) + 1
+
+    def method_of(self, method: str) -> str:
+        """A method seen for the first time, as it is counted from now on."""
+        if len(self.methods) >= self.limits.methods or self.budget <= 0:
+            return OTHER_VALUE  # past the cap nothing more is remembered
+        self.budget -= 1
+        chars = self.limits.value_chars
+        key = self.methods[method] = method if len(method) <= chars else method[:chars] + "…"
+        return key
+
+    def count_error(
+        self, errors: dict[tuple[str | None, int], int], method: str | None, code: int
+    ) -> None:
+        key = (method, code)
+        if key not in errors:
+            if len(errors) >= self.limits.values or self.budget <= 0:
+                key = (OTHER_VALUE, code)
+            else:
+                self.budget -= 1
+        errors[key] = errors.get(key, 0) + 1
+
+    def add_session(self, sessions: set[str], session: str) -> None:
+        """A session id not seen yet for this client, told apart while there is room."""
+        key = self.admit(sessions, self.limits.sessions, session)
+        if key != OTHER_VALUE:
+            sessions.add(key)
+
+    def histogram_for(self, histograms: dict[str, Any], method: str) -> dict[int, int]:
+        """A method's new latency histogram (or ``(other)``'s past the cap)."""
+        key = self.admit(histograms, self.limits.values, method)
+        histogram: dict[int, int] | None = histograms.get(key)
+        if histogram is None:
+            histogram = histograms[key] = {}
+        return histogram
+
+    def small_capabilities(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        """Declared capabilities as a client's counters keep them: as they are when they
+        encode within ``Limits.capabilities_bytes``, else their names only."""
+        try:
+            size = len(orjson.dumps(capabilities))
+        except orjson.JSONEncodeError:
+            size = self.limits.capabilities_bytes + 1
+        if size <= self.limits.capabilities_bytes:
+            return capabilities
+        return {
+            str(name)[: self.limits.value_chars]: {"_truncated": True}
+            for name in list(capabilities)[: self.limits.values]
+        }
+
+
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-def follow_task(tasks: dict[str, str], task: Any) -> None:
-    """A record's word on a task: its status now, unless the task was seen ending already."""
+def follow_task(tally: Tally, tasks: dict[str, str], task: Any) -> None:
+    """A record's word on a task: its status now, unless the task was seen ending already.
+    Past the cap on tasks (or the budget), new tasks are not followed."""
     if type(task) is not dict:
         return
     task_id, status = task.get("id"), task.get("status")
     if type(task_id) is not str or type(status) is not str:
         return
     known = tasks.get(task_id)
-    if known is None and len(tasks) >= MAX_TASKS_PER_CLIENT:
-        return
+    if known is None:
+        key = tally.admit(tasks, tally.limits.tasks, task_id)
+        if key == OTHER_VALUE:
+            return
+        task_id = key
+        known = tasks.get(task_id)
     if known not in _TERMINAL:
-        tasks[task_id] = status
+        tasks[task_id] = status[:32]
 
 
 def tally(statuses: dict[str, str]) -> dict[str, int]:

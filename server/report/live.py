@@ -5,7 +5,9 @@ lines as they are written: as one more record sink (the Recorder's writer thread
 batch), or, when records go to a Redis stream, by :class:`~server.report.redis.StreamTail`,
 which follows that stream and so sees every replica's records. It covers the records written
 since the server started (or, with Redis, since this replica started following). The
-aggregator's memory is bounded (see its module), so it can run as long as the server does.
+aggregator's memory is bounded, with the live report's own, tighter limits
+(:data:`~server.report.counters.LIVE_LIMITS`: a few hundred clients, a budget of distinct
+values), so it can run as long as the server does and a report stays quick to draw.
 Feeding and reading happen on different threads, so both take a lock; a report is built under
 it and drawn outside it.
 
@@ -23,6 +25,7 @@ from typing import Any
 
 from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
+from server.report.counters import LIVE_LIMITS
 from server.report.html import render_html
 from server.report.model import Report
 from server.report.render import render_json
@@ -38,7 +41,7 @@ class LiveReport:
     def __init__(self, *, refresh_s: float, source: str = "this process") -> None:
         self.refresh_s = refresh_s
         self._lock = threading.Lock()
-        self._aggregator = Aggregator()
+        self._aggregator = Aggregator(limits=LIVE_LIMITS)
         self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
         self._failures = 0
 

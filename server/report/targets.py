@@ -9,11 +9,13 @@ target counts, per client, its calls and what each came to (the outcomes of
 answer's request record counts the call as ``unknown`` until its stream record says how it
 ended. Names come from clients (an unknown tool is a target too), so they are cut to
 :data:`MAX_TARGET_CHARS` and past :data:`MAX_TARGETS` targets new ones are counted as
-``(other)``.
+``(other)``; past ``max_clients`` clients of one target, its calls by further clients count
+under the overflow client (``(other clients)``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from server.report.measures import CALL_METHODS, OUTCOMES, Histogram, bucket
@@ -50,8 +52,20 @@ class TargetStats:
 class Targets:
     """Every target seen, bounded."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_clients: int, overflow: Callable[[], Any]) -> None:
         self.stats: dict[TargetKey, TargetStats] = {}
+        self.max_clients = max_clients
+        self.overflow = overflow
+
+    def _counters(self, target: TargetStats, client: Any) -> list[int]:
+        """A new client's counters on ``target``, or the overflow client's past the cap."""
+        if len(target.by_client) >= self.max_clients:
+            client = self.overflow()
+            found = target.by_client.get(client)
+            if found is not None:
+                return found
+        counters = target.by_client[client] = [0] * (len(OUTCOMES) + 1)
+        return counters
 
     def call(
         self,
@@ -67,7 +81,7 @@ class Targets:
         target = self.target(record, method)
         counters = target.by_client.get(client)
         if counters is None:
-            counters = target.by_client[client] = [0] * (len(OUTCOMES) + 1)
+            counters = self._counters(target, client)
         counters[0] += 1
         outcome = record.get("outcome")
         index = OUTCOME_INDEX.get(outcome) if type(outcome) is str else None
@@ -103,6 +117,8 @@ class Targets:
             return failed
         target = self.target(record, method)
         counters = target.by_client.get(client)
+        if counters is None and len(target.by_client) >= self.max_clients:
+            counters = target.by_client.get(self.overflow())
         if counters is None or not counters[_UNKNOWN]:
             return failed  # its request record was not counted (filtered out, or missing)
         counters[_UNKNOWN] -= 1

@@ -1,9 +1,14 @@
 """Addresses and networks: who the client is behind trusted proxies, which networks a setting
 names, and whether a host is this machine.
 
-The endpoint reads the client's address with :func:`client_address` (``MCP_TRUSTED_PROXIES``),
-the gate exempts networks from the rate limit (``MCP_RATE_LIMIT_EXEMPT``), and the start-up
-checks refuse to serve without authentication beyond loopback (:func:`is_loopback`).
+The app itself, not the ASGI server, believes forwarded headers, and only from the peer that
+sent them when it is a trusted proxy (``MCP_TRUSTED_PROXIES``): the endpoint reads the client's
+address with :func:`client_address`, the routes that answer only some callers (``/metrics``,
+the live report) with :func:`forwarded_client`, and the scheme of the URLs the server builds
+comes from :func:`forwarded_scheme`. (A server that rewrote the scope's client itself would
+leave the app unable to tell its proxy's headers, ``X-Request-Id`` above all, from a
+client's.) The gate exempts networks from the rate limit (``MCP_RATE_LIMIT_EXEMPT``), and the
+start-up checks refuse to serve without authentication beyond loopback (:func:`is_loopback`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,29 @@ def client_address(
         if not in_networks(hop, trusted):
             return hop
     return peer
+
+
+def forwarded_client(
+    peer: str | None, forwarded_for: str | None, proxied: bool, trusted: tuple[Network, ...]
+) -> str | None:
+    """The caller's address as far as it is known: :func:`client_address`, or None when the
+    request came through a proxy this server does not trust (``proxied``: it carries
+    X-Forwarded-For or Forwarded, and the peer is not in ``trusted``). Such a proxy's clients
+    all look like the proxy, loopback above all, so none of them may pass for it."""
+    if peer is None or (proxied and not in_networks(peer, trusted)):
+        return None
+    return client_address(peer, forwarded_for, trusted)
+
+
+def forwarded_scheme(
+    peer: str | None, proto: str | None, trusted: tuple[Network, ...]
+) -> str | None:
+    """The scheme a trusted proxy says the client used (its X-Forwarded-Proto, ``http`` or
+    ``https``), else None."""
+    if proto is None or peer is None or not in_networks(peer, trusted):
+        return None
+    proto = proto.strip().lower()
+    return proto if proto in ("http", "https") else None
 
 
 def in_networks(address: str, networks: tuple[Network, ...]) -> bool:

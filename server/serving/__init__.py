@@ -163,10 +163,10 @@ def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict
         # No "server: uvicorn" on every response: it names the software to anyone asking, and
         # uvicorn checks each response header it adds against two patterns.
         "server_header": False,
-        # Forwarded headers are believed only from the configured proxies; uvicorn applies
-        # them to the scope (client address, scheme), which is all the app then reads.
-        "proxy_headers": bool(settings.trusted_proxies),
-        "forwarded_allow_ips": ",".join(settings.trusted_proxies) or None,
+        # Forwarded headers are the app's to believe, from MCP_TRUSTED_PROXIES only
+        # (security.networks): uvicorn rewriting the scope's client would hide the proxy,
+        # and with it which X-Request-Id is the proxy's and which a client's.
+        "proxy_headers": False,
         # After the app's drain deadline (see shutdown_deadlines). uvicorn declares an int but
         # only ever waits for it, so a fraction of a second is kept.
         "timeout_graceful_shutdown": graceful_s,
@@ -180,8 +180,9 @@ def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict
 # What a server on uvicorn's own protocol does without, said when it falls back to it.
 FALLBACK_COST = (
     "coalesced writes (one system call per response instead of two: about a fifth fewer "
-    "requests/s under load, docs/decisions.md#write-coalescing), header lines checked once, no timer per "
-    "keep-alive response, and the immediate reset of a stream whose client stopped reading "
+    "requests/s under load, docs/decisions.md#write-coalescing), header lines checked once, "
+    "no timer per keep-alive response, and the immediate reset of a stream whose client "
+    "stopped reading "
     "(the kernel still drops it after MCP_SEND_TIMEOUT_S: server/serving/stalled_clients.py)"
 )
 

@@ -21,7 +21,7 @@ from server.asgi import Headers, Scope, header_text, read_headers
 from server.errors import InvalidRequest, McpError, http_status
 from server.security.auth import single_authorization
 from server.security.gate import Gate
-from server.security.networks import Network, client_address, in_networks
+from server.security.networks import Network, forwarded_client, in_networks
 from server.transport.endpoint import McpEndpoint
 
 
@@ -37,11 +37,7 @@ def is_local_caller(
     is a trusted proxy, in which case the forwarded address (``forwarded_for``, read as
     :func:`~server.security.networks.client_address` reads it) is the caller's. A local reverse
     proxy that forwards the world must not make the world local."""
-    if peer is None:
-        return False
-    if proxied and not in_networks(peer, trusted_proxies):
-        return False
-    address = client_address(peer, forwarded_for, trusted_proxies)
+    address = forwarded_client(peer, forwarded_for, proxied, trusted_proxies)
     return address is not None and in_networks(address, _LOOPBACK)
 
 

@@ -5,16 +5,25 @@ trusted to be bounded (uvicorn's httptools accepts megabytes).
 Host and Origin allow-lists (DNS-rebinding protection), the Accept negotiation (lenient: only
 refuse when neither JSON nor SSE is acceptable), and the Content-Type check. Each failure is an
 :class:`~server.errors.McpError` with its HTTP status, so the endpoint answers every refusal with
-a JSON-RPC error body.
+a JSON-RPC error body. A refused Host is also logged (one line, the value cut short and, like
+every client value on a log line, escaped by :mod:`server.logs`): it is either an attack
+(DNS rebinding) or a deployment whose ``MCP_ALLOWED_HOSTS`` misses its public name, and
+either way the operator should see it without reading the records.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 
 from server.errors import InvalidRequest
+from server.logs import bounded
 from server.memo import BoundedMemo, memoized
+
+log = logging.getLogger(__name__)
+# What a log line or an error message repeats of a refused Host value.
+MAX_HOST_SHOWN = 200
 
 _HOST = re.compile(r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9._\-]+)(?::(?P<port>[0-9]{1,5}))?")
 
@@ -81,7 +90,8 @@ def _host_allowed(value: str, allowed: tuple[str, ...]) -> bool:
 
 def check_host(host: str | None, allowed: Sequence[str]) -> None:
     if host is None or not host_allowed(host, allowed):
-        raise InvalidRequest(f"Host {host!r} is not allowed", http_status=403)
+        shown = None if host is None else bounded(host, MAX_HOST_SHOWN)
+        raise InvalidRequest(f"Host {shown!r} is not allowed", http_status=403)
 
 
 class HostGuard:
@@ -98,7 +108,13 @@ class HostGuard:
     def check(self, raw: bytes | None) -> None:
         if raw is not None and raw in self._allowed_raw:
             return
-        check_host(None if raw is None else raw.decode("latin-1"), self.allowed)
+        host = None if raw is None else raw.decode("latin-1")
+        try:
+            check_host(host, self.allowed)
+        except InvalidRequest:
+            shown = "no Host" if host is None else f"Host {bounded(host, MAX_HOST_SHOWN)!r}"
+            log.warning("Refused a request with %s: not in MCP_ALLOWED_HOSTS", shown)
+            raise
         if raw is not None:
             self._allowed_raw.remember(raw, True)
 

@@ -78,6 +78,18 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     they hold unsent (``/proc/net/tcp``, the server's port; other states counted apart), and
     its RSS. ``MCP_MAX_STREAMS_PER_CLIENT=0`` and ``MCP_MAX_SESSIONS_PER_CLIENT=0`` for this
     class (every socket comes from 127.0.0.1).
+``log-injection``
+    served with the ``--template-catalog`` (its ``abuse_log`` tool logs its argument),
+    ``MCP_LOG_LEVEL=info``: 20 [5] modern ``tools/call`` of ``abuse_log`` whose client name
+    is 3 MB and whose argument is 64 KB, both with line breaks (``\n``, ``\u2028``) that
+    start a forged log line; then 200 [50] requests refused for an 8 KB ``Host``. The server's
+    log (its stderr) is measured: bytes written per request, its longest line, how many lines
+    pass for one of the server's own (forged), how many lines the refused Hosts left.
+``live-report``
+    ``MCP_REPORT_LIVE=true``: 10,000 [2,000] modern ``tools/call`` of ``echo``, each from a
+    client of its own (a distinct 200-character name, version and ``User-Agent``); the RSS
+    once the live report has counted them (the table's RSS is measured after), then how long
+    the report takes to draw (``GET /admin/report?format=json``) and its size.
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -1330,6 +1342,124 @@ def attack_skills_alias(attack: Attack, sizes: Sizes, args: argparse.Namespace) 
 
 CLASSES = (*CLASSES, "skills-alias")
 KINDS["skills-alias"] = Kind(attack_skills_alias, lambda s, a: {"MCP_CATALOG": SKILLS_CATALOG})
+
+
+# -- log-injection and live-report (their own block: the classes, their entries in CLASSES and
+# KINDS) ----------------------------------------------------------------------------------------
+
+# log-injection: (calls, client name bytes, argument bytes, refused Hosts) full and --quick.
+LOG_SIZES = {False: (20, 3_000_000, 64 * KIB, 200), True: (5, 3_000_000, 64 * KIB, 50)}
+FORGED = "2026-01-01 00:00:00,000 WARNING server.app: FORGED by the abuse bench"
+# live-report: distinct clients, full and --quick.
+LIVE_CLIENTS = {False: 10_000, True: 2_000}
+
+
+def server_log(attack: Attack) -> Path:
+    """The server's log: whatever its stderr is (the bench points it at ``server.log``)."""
+    return Path(os.readlink(f"/proc/{attack.pid}/fd/2"))
+
+
+def log_lines_since(path: Path, offset: int) -> list[bytes]:
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().split(b"\n")
+
+
+def attack_log_injection(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    calls, name_bytes, text_bytes, hosts = LOG_SIZES[args.quick]
+    path = server_log(attack)
+    start = path.stat().st_size
+    breaks = "\n" + FORGED + "\u2028" + FORGED + "\n"
+    answered: Counter[str] = Counter()
+    for index in range(calls):
+        info = {"name": f"log-{index}" + breaks + "n" * name_bytes, "version": "1" + breaks}
+        message = {
+            "jsonrpc": "2.0",
+            "id": index,
+            "method": "tools/call",
+            "params": {
+                "name": "abuse_log",
+                "arguments": {"text": f"t{index}" + breaks + "t" * text_bytes},
+                "_meta": {**meta(), "io.modelcontextprotocol/clientInfo": info},
+            },
+        }
+        headers, _ = modern("tools/call", name="abuse_log")
+        answered[attack.post(headers, json.dumps(message).encode(), timeout=30).code] += 1
+    time.sleep(0.5)  # the log handler writes as it goes; let the last lines land
+    lines = log_lines_since(path, start)
+    written = path.stat().st_size - start
+    forged = sum(line.startswith(FORGED[:10].encode()) and b"FORGED" in line for line in lines)
+    attack.notes.append(
+        f"{calls} calls with a {name_bytes / 1e6:g} MB client name [{summary(answered)}]: "
+        f"log {written / max(calls, 1):,.0f} bytes/request, {len(lines) - 1} lines, longest "
+        f"{max(map(len, lines)):,} bytes, forged lines {forged}"
+    )
+    start = path.stat().st_size
+    refused: Counter[str] = Counter()
+    host = "evil.example" + "h" * (8 * KIB - 100)
+    headers, body = modern("tools/list")
+    for _ in range(hosts):
+        refused[attack.post([("Host", host), *headers], body, timeout=10).code] += 1
+    time.sleep(0.5)
+    lines = [line for line in log_lines_since(path, start) if line]
+    written = path.stat().st_size - start
+    attack.notes.append(
+        f"{hosts} refused 8 KB Hosts [{summary(refused)}]: {len(lines)} log lines "
+        f"({sum(b'MCP_ALLOWED_HOSTS' in line for line in lines)} about the Host), "
+        f"{written / max(hosts, 1):,.0f} bytes/request, longest "
+        f"{max(map(len, lines), default=0):,} bytes"
+    )
+
+
+def fetch_report(port: int) -> tuple[int, int, float]:
+    """``GET /admin/report?format=json`` from loopback: status, bytes, seconds."""
+    start = time.monotonic()
+    connection = http.client.HTTPConnection(HOST, port, timeout=120)
+    try:
+        connection.request("GET", "/admin/report?format=json")
+        answer = connection.getresponse()
+        return answer.status, len(answer.read()), time.monotonic() - start
+    finally:
+        connection.close()
+
+
+def attack_live_report(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    clients = LIVE_CLIENTS[args.quick]
+    answered: Counter[str] = Counter()
+    sent = 0
+    try:
+        for index in range(clients):
+            distinct = f"{index:06d}-" + "x" * 193
+            info = {"name": "client-" + distinct, "version": "v-" + distinct}
+            message = {
+                "jsonrpc": "2.0",
+                "id": index,
+                "method": "tools/call",
+                "params": {
+                    "name": "echo",
+                    "arguments": {"text": "hi"},
+                    "_meta": {**meta(), "io.modelcontextprotocol/clientInfo": info},
+                },
+            }
+            headers, _ = modern("tools/call", name="echo", user_agent="agent-" + distinct)
+            answered[attack.post(headers, json.dumps(message).encode(), timeout=10).code] += 1
+            sent += 1
+    finally:
+        time.sleep(1.0)  # the records writer hands batches to the live report every 200 ms
+        rss = proc_status(attack.pid).get("VmRSS", 0)
+        attack.notes.append(
+            f"{sent:,} distinct clients [{summary(answered)}]: RSS {mib(rss)} MiB once counted"
+        )
+    status, size, seconds = fetch_report(attack.port)
+    attack.notes.append(f"live report {status} in {seconds:.2f} s, {mb(size)}")
+
+
+CLASSES = (*CLASSES, "log-injection", "live-report")
+KINDS["log-injection"] = Kind(
+    attack_log_injection,
+    lambda s, a: {"MCP_CATALOG": a.template_catalog, "MCP_LOG_LEVEL": "info"},
+)
+KINDS["live-report"] = Kind(attack_live_report, lambda s, a: {"MCP_REPORT_LIVE": "true"})
 
 
 # -- records -------------------------------------------------------------------------------

@@ -440,6 +440,7 @@ def test_nginx_forwards_the_client_and_the_replicas_trust_only_nginx(
     )
     assert headers["X-Forwarded-For"] == "$remote_addr", "replace what the client sent"
     assert headers["X-Forwarded-Proto"] == "$scheme"
+    assert headers["X-Request-Id"] == "$request_id", "nginx's own id, never the client's"
     assert headers["Host"] == "$http_host"
     nginx_address = compose["services"]["nginx"]["networks"]["mcp"]["ipv4_address"]
     for name in REPLICAS:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.deploy_helpers import (
     INITIALIZE,
@@ -180,3 +181,68 @@ def test_text_log_gives_uvicorns_lines_our_format(tmp_path: Path) -> None:
     # Without stdout records, uvicorn's access log stays at info, on stderr like the rest.
     assert any('"POST /mcp HTTP/1.1" 200' in line for line in stderr)
     assert (tmp_path / "out").read_text() == "noisy catalog imported\n"
+
+
+FORGED = "2026-12-01 16:24:32,819 WARNING server.app: FORGED"
+HUGE_NAME = "evil\n" + FORGED + "\u2028" + FORGED + "\x1b[2K" + "x" * (3 * 1024 * 1024)
+
+
+# A legacy session keeps at most 16 KiB of clientInfo (jsonrpc.MAX_DECLARED_BYTES).
+SESSION_NAME = "evil\n" + FORGED + "\u2028" + FORGED + "\x1b[2K" + "y" * 12_000
+
+
+def hostile_calls(url: str) -> None:
+    """A 3 MB client name with line breaks (12 KB in a legacy session, which keeps no more),
+    and a message quoting a newline, in each era."""
+    client_info = {"name": HUGE_NAME, "version": "1\n" + FORGED}
+    with httpx.Client(timeout=30) as client:
+        message = modern_call(
+            "warn",
+            {"text": "a\n" + FORGED},
+            "huge-1",
+            **{"io.modelcontextprotocol/clientInfo": client_info},
+        )
+        answer = client.post(f"{url}/mcp", json=message, headers=modern_headers(message))
+        assert answer.status_code == 200, answer.text[:200]
+        session_info = {"name": SESSION_NAME, "version": "1"}
+        initialize = {**INITIALIZE, "params": {**INITIALIZE["params"], "clientInfo": session_info}}
+        opened = client.post(f"{url}/mcp", json=initialize, headers=legacy_headers())
+        assert opened.status_code == 200, opened.text[:200]
+        warned = client.post(
+            f"{url}/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": "huge-2",
+                "method": "tools/call",
+                "params": {"name": "warn", "arguments": {"text": "legacy\n" + FORGED}},
+            },
+            headers=legacy_headers(opened.headers["mcp-session-id"]),
+        )
+        assert warned.status_code == 200, warned.text[:200]
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_hostile_client_name_neither_forges_nor_swells_a_line(
+    tmp_path: Path, log_format: str
+) -> None:
+    with server(
+        tmp_path, MCP_RECORDS="none", MCP_LOG_LEVEL="info", MCP_LOG_FORMAT=log_format
+    ) as url:
+        hostile_calls(url)
+    stderr = (tmp_path / "err").read_text()
+    lines = stderr.split("\n")
+    assert not [line for line in lines if line.startswith(FORGED[:10]) and "FORGED" in line[:60]]
+    for separator in ("\r", "\x85", "\u2028", "\u2029", "\x1b"):
+        assert separator not in stderr
+    assert max(map(len, lines)) < 8 * 1024
+    warned = [line for line in lines if "warned about" in line]
+    assert len(warned) == 2
+    if log_format == "json":
+        names = [json.loads(line)["client_name"] for line in warned]
+        assert all(name.startswith("evil\n" + FORGED) for name in names), names
+        assert names[0].endswith(f"…[truncated, {len(HUGE_NAME)} chars]")
+        assert names[1].endswith(f"…[truncated, {len(SESSION_NAME)} chars]")
+        assert json.loads(warned[0])["message"] == "warned about a\n" + FORGED
+    else:
+        assert all('client_name="evil\\n2026-12-01' in line for line in warned), warned
+        assert "warned about a\\n" + FORGED in warned[0]

@@ -279,3 +279,22 @@ async def test_the_record_has_the_real_client_address_and_ignores_a_spoofed_one(
         direct: CLIENT_ADDRESS,
     }
     assert json.dumps(records).count(SPOOFED) == 0
+
+
+@pytest.mark.anyio
+async def test_nginx_sets_its_own_request_id_over_the_clients(proxy: Proxy) -> None:
+    chosen, plain = "whose-id-chosen", "whose-id-plain"
+    answers = {}
+    async with client_from(CLIENT_ADDRESS, proxy.url) as client:
+        for id_, extra in ((chosen, {"X-Request-Id": "client-chose-this"}), (plain, {})):
+            message = modern("tools/list", id=id_)
+            headers = {**modern_headers(message), **extra}
+            answers[id_] = await client.post("/api/mcp", json=message, headers=headers)
+    records = await _records_for(proxy.records, {chosen, plain})
+    for id_, answer in answers.items():
+        assert answer.status_code == 200
+        # nginx's $request_id: 32 hex digits, a new one per request, the record's id too.
+        assert re.fullmatch(r"[0-9a-f]{32}", answer.headers["x-request-id"]), answer.headers
+        assert records[id_]["request_id"] == answer.headers["x-request-id"]
+    assert answers[chosen].headers["x-request-id"] != answers[plain].headers["x-request-id"]
+    assert "client-chose-this" not in json.dumps(records)

@@ -238,13 +238,17 @@ async def test_metrics_answer_only_the_configured_networks() -> None:
         assert (await client.get("/metrics")).status_code == 404
     async with serve() as (client, _):
         assert (await client.get("/metrics")).status_code == 200
-        # A client behind a proxy that is not trusted is the proxy: X-Forwarded-For is ignored.
-        forged = await client.get("/metrics", headers={"X-Forwarded-For": "203.0.113.9"})
-        assert forged.status_code == 200
+        # Through a proxy that is not trusted, the caller is unknown (every client of that
+        # proxy looks like it, loopback here): refused, as the live report refuses it.
+        for forwarded in ({"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"}):
+            assert (await client.get("/metrics", headers=forwarded)).status_code == 404
+        assert (await client.get("/metrics")).status_code == 200
     async with serve(trusted_proxies=["127.0.0.1"]) as (client, _):
         # Behind a trusted proxy on this host, the forwarded client is who asks.
         remote = await client.get("/metrics", headers={"X-Forwarded-For": "203.0.113.9"})
         assert remote.status_code == 404
+        local = await client.get("/metrics", headers={"X-Forwarded-For": "127.0.0.1"})
+        assert local.status_code == 200
 
 
 async def test_metrics_off_means_no_path_and_no_counting() -> None:

@@ -156,3 +156,38 @@ async def test_traceparent_from_the_header_or_meta_is_kept_in_the_record(tmp_pat
         None,
         None,
     ]
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_trusted_proxys_request_id_is_kept_under_uvicorn_with_x_forwarded_for(
+    tmp_path: Path, trusted: bool
+) -> None:
+    """As the shipped nginx sends it: X-Forwarded-For and X-Request-Id together, to a real
+    uvicorn (which must not hide the proxy by rewriting the client first)."""
+    from tests.support.live_server import ServerThread
+
+    path = tmp_path / "records.jsonl"
+    settings = Settings(
+        _env_file=None,
+        records=["file"],
+        records_file=str(path),
+        trusted_proxies=["127.0.0.1"] if trusted else [],
+    )
+    server = ServerThread(create_app(settings, catalog())).start()
+    try:
+        sent = headers(
+            "tools/list", **{"X-Request-Id": "nginx-0123abcd", "X-Forwarded-For": "203.0.113.9"}
+        )
+        answer = httpx.post(f"{server.url}/mcp", content=message("tools/list", {}), headers=sent)
+    finally:
+        server.stop()
+    assert answer.status_code == 200
+    (record,) = read_records(path)
+    if trusted:
+        assert answer.headers["x-request-id"] == "nginx-0123abcd"
+        assert record["request_id"] == "nginx-0123abcd"
+        assert record["client_address"] == "203.0.113.9"
+    else:
+        assert answer.headers["x-request-id"] != "nginx-0123abcd"
+        assert record["request_id"] == answer.headers["x-request-id"]
+        assert record["client_address"] == "127.0.0.1"

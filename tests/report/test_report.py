@@ -17,11 +17,9 @@ import orjson
 import pytest
 
 import server.__main__ as entry
-from server.report import aggregate as report_module
-from server.report import counters as report_counters
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
-from server.report.counters import OVERFLOW_NAME
+from server.report.counters import OVERFLOW_NAME, Limits
 from server.report.html import render_html
 from server.report.html_assets import SCRIPT, script_hash
 from server.report.model import ClientReport, Report
@@ -116,8 +114,8 @@ def jsonl(*records: dict[str, Any]) -> bytes:
     return b"".join(orjson.dumps(record) + b"\n" for record in records)
 
 
-def aggregate(data: bytes, name: str = "records.jsonl") -> Report:
-    aggregator = Aggregator()
+def aggregate(data: bytes, name: str = "records.jsonl", limits: Limits | None = None) -> Report:
+    aggregator = Aggregator(limits=limits)
     aggregator.read(io.BytesIO(data), name)
     return aggregator.report()
 
@@ -344,9 +342,11 @@ def test_the_same_name_with_another_version_or_agent_is_another_client() -> None
     assert len(report.clients) == 3
 
 
-def test_too_many_clients_are_folded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report_module, "MAX_CLIENTS", 2)
-    report = aggregate(jsonl(*(request_record("ping", agent=f"bot/{n}") for n in range(5))))
+def test_too_many_clients_are_folded() -> None:
+    report = aggregate(
+        jsonl(*(request_record("ping", agent=f"bot/{n}") for n in range(5))),
+        limits=Limits(clients=2),
+    )
     assert len(report.clients) == 3
     assert report.input.folded_clients == 3
     assert client(report, OVERFLOW_NAME).requests == 3
@@ -685,11 +685,12 @@ def test_tasks_are_counted_by_the_last_status_their_records_showed() -> None:
     assert "3: last seen" in render_html(report)
 
 
-def test_tasks_followed_per_client_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report_counters, "MAX_TASKS_PER_CLIENT", 2)
+def test_tasks_followed_per_client_are_bounded() -> None:
     records = []
     for task_id in ("a", "b", "c"):
         record = request_record("tools/call")
         record["task"] = {"id": task_id, "status": "working"}
         records.append(record)
-    assert client(aggregate(jsonl(*records)), "claude-code").tasks == {"working": 2}
+    assert client(aggregate(jsonl(*records), limits=Limits(tasks=2)), "claude-code").tasks == {
+        "working": 2
+    }

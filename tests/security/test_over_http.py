@@ -591,6 +591,35 @@ async def test_behind_a_prefix_over_https_the_challenge_points_there(jwks_file: 
     assert metadata.json()["resource"] == AUDIENCE
 
 
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_under_uvicorn_a_trusted_proxys_scheme_reaches_the_challenge(
+    jwks_file: Path, trusted: bool
+) -> None:
+    # The app, not uvicorn, reads the forwarded headers (server.security.networks): a trusted
+    # proxy's X-Forwarded-Proto still makes the resource_metadata URL https; anyone else's not.
+    settings = jwt_settings(jwks_file, allowed_hosts=["mcp.example.com"], records=["none"])
+    settings["trusted_proxies"] = ["127.0.0.1"] if trusted else []
+    server = ServerThread(create_app(Settings(_env_file=None, **settings), make_catalog()))
+    server.start()
+    try:
+        message = call("echo", {"text": "x"})
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            refused = await post_modern(
+                client,
+                message,
+                Host="mcp.example.com",
+                **{"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"},
+            )
+    finally:
+        server.stop()
+    scheme = "https" if trusted else "http"
+    meta_url = f"{scheme}://mcp.example.com/.well-known/oauth-protected-resource/mcp"
+    error_of(refused, 401, AUTH_ERROR)
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{meta_url}", scope="mcp"'
+    )
+
+
 # -- static tokens ------------------------------------------------------------------------------
 
 

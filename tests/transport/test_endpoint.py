@@ -556,6 +556,29 @@ async def test_host_not_allowed_is_403(host: str) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_refused_host_is_logged_once_bounded_and_escaped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from server.logs import JsonFormatter, TextFormatter
+
+    # As long as a header value may be (MCP_MAX_HEADER_VALUE_BYTES), with a terminal escape.
+    host = "evil.example\x1b[2K2026-12-01 WARNING forged" + "x" * 8000
+    caplog.set_level(logging.INFO)
+    async with serve() as (client, _):
+        response = await post(client, modern("tools/list"), Host=host)
+    error_of(response, 403, -32600, None)
+    assert len(response.content) < 1000  # the answer does not echo 8 KB back either
+    (line,) = [record for record in caplog.records if "MCP_ALLOWED_HOSTS" in record.getMessage()]
+    assert line.levelname == "WARNING"
+    assert "evil.example" in line.getMessage()
+    text = TextFormatter().format(line)
+    assert len(text) < 1000
+    assert "\x1b" not in text
+    assert "evil.example\\x1b[2K2026" in text
+    assert "\x1b" not in JsonFormatter().format(line)
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "localhost:3000", "[::1]:8000"])
 async def test_allowed_hosts_are_served(host: str) -> None:
     async with serve() as (client, _):
