@@ -49,6 +49,7 @@ from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.sse import (
     SSE_HEADERS,
+    ResponseWriter,
     pump,
     send_body,
     send_empty,
@@ -195,6 +196,7 @@ class LegacyHttp:
                 answer.writer.cancel()  # the request ends: nothing may write after it
             raise
         finally:
+            answer.close()  # a padding's keep-alive ends with the request
             call.on_stream = None  # the answer and the call refer to each other: no cycle left
             if call.error is not None:
                 draft.error(*call.error)
@@ -242,17 +244,33 @@ class LegacyHttp:
                 calls.append(refused)
             else:
                 calls.append(start_call(self.era, session, runtime, message, target, origin))
-        answers = []
-        for call in calls:
-            stream = call.open()  # open from the start (start_call)
-            await finished(stream)
-            runtime.drop_stream(stream)
-            if call.final is not None:  # a cancelled call has no answer
-                answers.append(call.final)
-        if not answers:
-            await send_empty(send, 202)
-            return
-        await send_json(send, 200, b"[" + b",".join(answers) + b"]")
+        # A batch is answered as one JSON array, whatever the Accept: padded with whitespace
+        # while its calls are silent, so that an idle timeout on the way does not cut it.
+        writer = ResponseWriter(
+            send,
+            json_ok=True,
+            sse_ok=False,
+            keepalive_s=self.options.keepalive_s,
+            send_timeout_s=self.options.send_timeout_s,
+            stall_cancels=False,  # the calls end as they would for a client that left
+        )
+        writer.watch_silence()
+        try:
+            answers = []
+            for call in calls:
+                stream = call.open()  # open from the start (start_call)
+                await finished(stream)
+                runtime.drop_stream(stream)
+                if call.final is not None:  # a cancelled call has no answer
+                    answers.append(call.final)
+            if not answers and not writer.padded:
+                await send_empty(send, 202)
+                return
+            await writer.finish(b"[" + b",".join(answers) + b"]" if answers else b"")
+        except TimeoutError:
+            return  # the client stopped reading: the server's HTTP protocol resets it
+        finally:
+            writer.close()
 
     # -- GET and DELETE --------------------------------------------------------------------
 

@@ -34,13 +34,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from server.aio import create_task
+from server.aio import TimerKey, coarse_timers, create_task
 from server.asgi import Receive, Send
 from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
 from server.transport.sse import (
+    KEEP_ALIVE,
     SSE_HEADERS,
     DisconnectWatch,
+    ResponseWriter,
     pump,
     send_body,
     send_empty,
@@ -58,9 +60,23 @@ class LegacyOptions:
 
 class Answer:
     """The HTTP side of one inline call: nothing while it sends nothing; a writer task from
-    the moment its stream opens (unless the client takes only JSON, or has gone)."""
+    the moment its stream opens (unless the client takes only JSON, or has gone); for a
+    silent call, its stream opened (or its JSON padded) once it is silent for keepalive_s."""
 
-    __slots__ = ("_options", "_receive", "_send", "call", "left", "priming", "sse_ok", "writer")
+    __slots__ = (
+        "_disconnect",
+        "_options",
+        "_receive",
+        "_send",
+        "_silence",
+        "call",
+        "left",
+        "padding",
+        "priming",
+        "silenced",
+        "sse_ok",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -79,24 +95,78 @@ class Answer:
         self.priming = priming
         self.sse_ok = sse_ok
         self.writer: asyncio.Task[str] | None = None
+        # The JSON answer of a client that takes no SSE, padded with whitespace while silent.
+        self.padding: ResponseWriter | None = None
+        self._silence: TimerKey | None = None
+        self._disconnect: DisconnectWatch | None = None
+        self.silenced = False
         self.left = False
         call.on_stream = self.opened
 
     def opened(self, stream: EventStream) -> None:
         """The call opened its stream: stream it to a client that takes SSE and is there."""
+        self._quiet()
         if self.sse_ok and not self.left:
             self.writer = create_task(self.write(stream, stream.generation))
 
-    def watch(self) -> DisconnectWatch:
-        """Tells :meth:`leave` if the client goes away, cancelling nothing."""
-        return DisconnectWatch(self._receive, self.leave)
+    def watch(self) -> Answer:
+        """What watches a call that waits (a context manager): the client, for :meth:`leave`
+        (cancelling nothing), and the call's silence, for :meth:`silent`."""
+        return self
+
+    def __enter__(self) -> Answer:
+        self._disconnect = DisconnectWatch(self._receive, self.leave).__enter__()
+        if self.call.stream is None:
+            if self.sse_ok:
+                self._silence = coarse_timers().call_later(self._options.keepalive_s, self.silent)
+            else:
+                options = self._options
+                # The legacy rule: a client that stops reading does not cancel the call.
+                self.padding = ResponseWriter(
+                    self._send,
+                    json_ok=True,
+                    sse_ok=False,
+                    keepalive_s=options.keepalive_s,
+                    send_timeout_s=options.send_timeout_s,
+                    stall_cancels=False,
+                )
+                self.padding.watch_silence()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._quiet()
+        if self.padding is not None:
+            self.padding.unwatch_silence()  # a padding already begun goes on to the answer
+        disconnect, self._disconnect = self._disconnect, None  # it holds self.leave: no cycle
+        if disconnect is not None:
+            disconnect.__exit__(*exc_info)
+
+    def _quiet(self) -> None:
+        if self._silence is not None:
+            coarse_timers().cancel(self._silence)
+            self._silence = None
+
+    def silent(self) -> None:
+        """The call sent nothing for keepalive_s: it opens its stream, which keep-alive
+        comments then keep open until its result (a proxy's idle timeout would cut it)."""
+        self._silence = None
+        if not self.call.over and self.call.stream is None:
+            self.silenced = True
+            self.call.open()
 
     def leave(self) -> None:
         """The client went away while the call waits: the call goes on, and what it sends
         from now on, and its result, are kept on its stream for a resume."""
         self.left = True
+        self.close()
         if not self.call.over:
             self.call.open()
+
+    def close(self) -> None:
+        """Nothing more is written for the call: its padding stops."""
+        self._quiet()
+        if self.padding is not None:
+            self.padding.close()
 
     async def finish(self, json_ok: bool) -> str | None:
         """Answer the call, which has ended; for a stream, why its connection ended."""
@@ -109,6 +179,15 @@ class Answer:
             # The messages of a client that takes no SSE (they went nowhere), or of a
             # cancelled call: nothing to resume.
             call.runtime.drop_stream(call.stream)
+        padding = self.padding
+        if padding is not None and (call.final is not None or padding.padded):
+            try:
+                # The JSON answer; once padded, the rest of its body (none for a cancelled
+                # call, whose padding alone then ends the response).
+                await padding.finish(call.final or b"", call.status)
+            except TimeoutError:
+                return "send_timeout"  # the client stopped reading; the call has ended
+            return None
         if call.final is None:
             # Cancelled: the spec wants no response, so none is sent.
             if self.sse_ok:
@@ -123,14 +202,17 @@ class Answer:
         return None
 
     async def write(self, stream: EventStream, generation: int) -> str:
-        """The call's stream as this response: the priming event, then every message until
-        the stream finishes, the client leaves, or the server ends the connection."""
+        """The call's stream as this response: the priming event (or, when its silence opened
+        it, a keep-alive comment), then every message until the stream finishes, the client
+        leaves, or the server ends the connection."""
         options = self._options
         try:
             await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             if self.priming:
                 priming = sse_frame(b"", event_id=stream.priming_id, retry_ms=options.retry_ms)
                 await send_body(self._send, priming, options.send_timeout_s)
+            elif self.silenced:
+                await send_body(self._send, KEEP_ALIVE, options.send_timeout_s)
         except TimeoutError:
             return "send_timeout"  # the call goes on; its messages stay resumable
         # If the call already ended this connection (SSE polling), pump sends what there is

@@ -182,13 +182,16 @@ class ModernHttp:
                     if started.done:
                         result = started.result  # answered without waiting: nothing to watch
                     else:
+                        # A call that waits: its answer becomes a stream if it stays silent
+                        # for keepalive_s, so that idle timeouts on the way do not cut it.
+                        opened().watch_silence()
                         with DisconnectWatch(receive) as disconnect:
                             result = await self.modern.finish(call, started)
                     payload = encode_result(request_id, result)
                     status = 200
                 except Exception as error:
-                    streaming = writer is not None and writer.streaming
-                    payload, status = self._failed(call, error, streaming, draft)
+                    committed = writer is not None and writer.committed
+                    payload, status = self._failed(call, error, committed, draft)
             except asyncio.CancelledError:
                 if self._client_cancelled(writer, disconnect, draft):
                     return
@@ -203,8 +206,7 @@ class ModernHttp:
         except TimeoutError:
             draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:
-            if final.streaming:  # only a stream has a keep-alive to stop
-                final.close()
+            final.close()
 
     @staticmethod
     def _client_cancelled(
@@ -227,13 +229,14 @@ class ModernHttp:
 
     @staticmethod
     def _failed(
-        call: ModernCall, error: Exception, streaming: bool, draft: Draft
+        call: ModernCall, error: Exception, committed: bool, draft: Draft
     ) -> tuple[bytes, int]:
         """A call's failure as its answer: the body, and the status unless the response is
-        already a stream (then the error is its last event, on the stream's 200)."""
+        already a stream or padded JSON (then the error is its last event, or its body, on
+        the 200 already sent)."""
         wire = wire_error(error, "modern", call.request.method)
         draft.error(wire.code, wire.message)
-        return encode_error(call.request.id, wire.body), 200 if streaming else wire.status
+        return encode_error(call.request.id, wire.body), 200 if committed else wire.status
 
     def open_listen(
         self, call: ModernCall, draft: Draft, *, sse_ok: bool
