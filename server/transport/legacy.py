@@ -3,8 +3,9 @@
 :meth:`LegacyHttp.post` takes a POST (batch, response, notification, request) the whole way
 once the endpoint has read it; a refusal before anything is sent is raised for the endpoint.
 A call in a session runs inline in its request's task (the calls of a batch each in a task
-of their own). A call that sends nothing before its result is answered with plain JSON, with
-no event stream at all; one that sends something opens its
+of their own). A call that sends nothing before its result (and answers within
+``keepalive_s``) is answered with plain JSON, with no event stream at all; one that sends
+something, or stays silent that long, opens its
 :class:`~server.legacy.eventstream.EventStream` and the response becomes SSE, written by a task
 of its own (:mod:`server.transport.legacy_answer`, which says why), with a priming event (id,
 empty data, ``retry``) for clients of 2025-11-25 and later, and every message carries an id so

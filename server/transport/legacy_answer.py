@@ -5,10 +5,18 @@ with no stream until it needs one. Most calls send nothing before their result: 
 answered with plain JSON, with no second task, no event stream and no follower. The moment a
 call opens its stream (its first message before the result: progress, a log line, a question
 to the client, an SSE-polling close; or at once for a client that accepts only SSE), an
-:class:`Answer` starts a writer task that streams it as today: a priming event (id, empty
-data, ``retry``) for 2025-11-25 and later, every message with an id, resumable with ``GET`` +
-``Last-Event-ID``; the call goes on in the request's task, and the request ends when both
-have.
+:class:`Answer` starts a writer task that streams it: a priming event (id, empty data,
+``retry``) for 2025-11-25 and later, every message with an id, resumable with ``GET`` +
+``Last-Event-ID``, keep-alive comments in its silences; the call goes on in the request's
+task, and the request ends when both have.
+
+A call that sends nothing for ``keepalive_s`` opens its stream too (:meth:`Answer.silent`):
+otherwise it sends no byte until its result, and a proxy's idle timeout (often 60 s) cuts it.
+The stream starts with the priming event, or a keep-alive comment for older versions, and its
+result stays resumable. A client that takes only JSON gets its JSON led by whitespace instead
+(:class:`~server.transport.sse.ResponseWriter` padding, which says why), and a batch, always
+answered as one JSON array, likewise. Watching for silence is one coarse timer, armed with the
+disconnect watch, only for a call that waits.
 
 A disconnect is not a cancellation in this era. While an inline call waits, a
 :class:`~server.transport.sse.DisconnectWatch` given a callback (armed only past 20 ms, as in

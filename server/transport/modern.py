@@ -13,8 +13,12 @@ call runs inline in the request's task, started eagerly
 (:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
 no disconnect watch and no handler timer at all, one that waits gets them armed then (a
 timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON
-unless it sends something before its result. A closed response stream cancels the handler,
-as the spec requires.
+unless it sends something before its result, or sends nothing for ``keepalive_s``: then it
+becomes SSE with keep-alive comments (for a client that takes only JSON, JSON led by
+whitespace), so that an idle timeout on the way does not cut a long silent call
+(:class:`~server.transport.sse.ResponseWriter`; one more coarse timer for a call that waits,
+none for one that answers at once). A closed response stream cancels the handler, as the spec
+requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout on every send
 (the end too) for clients that stop reading, and the graceful result when the server shuts

@@ -23,14 +23,21 @@ stream several times its memory (docs/decisions.md#listen-streams-in-request-tas
 :class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
 that finishes without sending anything gets one ``application/json`` response; the first
 notification it sends (progress, a log message) turns the response into an SSE stream, which
-then carries the rest and the result. Request streams are short and live inline in the
-request's task, so they cost no extra tasks except a keep-alive while one is open. :func:`pump`
-writes a resumable legacy stream from its event log until it ends or the client leaves; its
-sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
+then carries the rest and the result. So does a silence of ``keepalive_s`` (MCP_KEEPALIVE_S):
+a call that sends nothing for minutes would otherwise send no byte at all, and a proxy or load
+balancer with an idle timeout (60 s is common) cuts it. As the official SDKs, FastMCP and the
+Go SDK do, the answer then becomes SSE with keep-alive comments. A client whose Accept has no
+``text/event-stream`` gets what JSON allows instead: whitespace before the value
+(:data:`PADDING`, RFC 8259's ``ws``; Amazon S3 keeps its long CompleteMultipartUpload answers
+alive the same way), rather than nothing, which would leave it to the proxy. Both commit the
+status to 200, so a failure after the silence is the JSON-RPC error in the body, as on every
+stream. Request streams are short and live inline in the request's task, so they cost no extra
+tasks except a keep-alive while one is open. :func:`pump` writes a resumable legacy stream from
+its event log until it ends or the client leaves, with keep-alive comments in its silences;
+its sends, like a listen stream's, are bounded by the send timeout (:func:`send_within`).
 
-Longer than 400 lines because: the framing, the two response shapes, the writer, the pump and
-the disconnect watch are every stream's send path, kept in one module so it has one set of
-rules.
+Longer than 400 lines because: the framing, the response shapes, the writer, the pump and the
+disconnect watch are every stream's send path, kept in one module so it has one set of rules.
 """
 
 from __future__ import annotations
