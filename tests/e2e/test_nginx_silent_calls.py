@@ -151,7 +151,8 @@ async def test_silent_calls_outlive_a_short_proxy_read_timeout(tmp_path: Path) -
 @pytest.mark.skipif(not LONG, reason="over a minute: runs with MCP_TESTS_LONG=1 (.ci/run)")
 @pytest.mark.anyio
 async def test_a_call_silent_for_70_s_outlives_a_60_s_proxy_read_timeout(tmp_path: Path) -> None:
-    # The defaults: a keep-alive every 15 s (MCP_KEEPALIVE_S unset).
+    # The defaults: a keep-alive every 15 s (MCP_KEEPALIVE_S unset). The client waits longer
+    # than the proxy, so that only the proxy's timeout can cut a call (a 504 without the fix).
     with behind_nginx(tmp_path, 60) as url:
-        answers = await silent_calls(url, 70, read_timeout_s=30)
+        answers = await silent_calls(url, 70, read_timeout_s=90)
     assert_every_call_returned(answers, 70)

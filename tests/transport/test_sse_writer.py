@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from server.asgi import ASGIMessage
 from server.transport.sse import (
     KEEP_ALIVE,
     PADDED_HEADERS,
@@ -29,11 +30,11 @@ class Send:
     """An ASGI ``send`` that records every message; ``hold`` makes the next sends wait."""
 
     def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[ASGIMessage] = []
         self.open = asyncio.Event()
         self.open.set()
 
-    async def __call__(self, message: dict[str, Any]) -> None:
+    async def __call__(self, message: ASGIMessage) -> None:
         await self.open.wait()
         self.sent.append(message)
 
