@@ -197,7 +197,8 @@ class LegacyHttp:
                 answer.writer.cancel()  # the request ends: nothing may write after it
             raise
         finally:
-            answer.close()  # a padding's keep-alive ends with the request
+            if answer.padding is not None:
+                answer.padding.close()  # its keep-alive ends with the request
             call.on_stream = None  # the answer and the call refer to each other: no cycle left
             if call.error is not None:
                 draft.error(*call.error)
