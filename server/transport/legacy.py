@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from functools import partial
 
-from server.aio import create_task
+from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
 from server.dispatch import Target
@@ -256,7 +256,9 @@ class LegacyHttp:
             send_timeout_s=self.options.send_timeout_s,
             stall_cancels=False,  # the calls end as they would for a client that left
         )
-        writer.watch_silence()
+        owner = current_task()
+        assert owner is not None
+        writer.watch_silence(owner)
         try:
             answers = []
             for call in calls:

@@ -15,8 +15,8 @@ otherwise it sends no byte until its result, and a proxy's idle timeout (often 6
 The stream starts with the priming event, or a keep-alive comment for older versions, and its
 result stays resumable. A client that takes only JSON gets its JSON led by whitespace instead
 (:class:`~server.transport.sse.ResponseWriter` padding, which says why), and a batch, always
-answered as one JSON array, likewise. Watching for silence is one coarse timer, armed with the
-disconnect watch, only for a call that waits.
+answered as one JSON array, likewise. Watching for silence is one coarse timer, armed when the
+disconnect watch starts: a call that answers within 20 ms never pays for it.
 
 A disconnect is not a cancellation in this era. While an inline call waits, a
 :class:`~server.transport.sse.DisconnectWatch` given a callback (armed only past 20 ms, as in
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from server.aio import TimerKey, coarse_timers, create_task
 from server.asgi import Receive, Send
@@ -123,23 +124,29 @@ class Answer:
         return self
 
     def __enter__(self) -> Answer:
-        self._disconnect = DisconnectWatch(self._receive, self.leave).__enter__()
-        if self.call.stream is None:
-            if self.sse_ok:
-                self._silence = coarse_timers().call_later(self._options.keepalive_s, self.silent)
-            else:
-                options = self._options
-                # The legacy rule: a client that stops reading does not cancel the call.
-                self.padding = ResponseWriter(
-                    self._send,
-                    json_ok=True,
-                    sse_ok=False,
-                    keepalive_s=options.keepalive_s,
-                    send_timeout_s=options.send_timeout_s,
-                    stall_cancels=False,
-                )
-                self.padding.watch_silence()
+        watch = DisconnectWatch(self._receive, self.leave, self._watching)
+        self._disconnect = watch.__enter__()
         return self
+
+    def _watching(self, task: asyncio.Task[Any]) -> None:
+        """The call has lasted (the disconnect watch starts): watch its silence too."""
+        if self.call.stream is not None or self.left:
+            return  # streaming already, with its keep-alives; or nobody to keep
+        options, waited_s = self._options, DisconnectWatch.WATCH_AFTER_S
+        if self.sse_ok:
+            delay = max(options.keepalive_s - waited_s, 0.0)
+            self._silence = coarse_timers().call_later(delay, self.silent)
+            return
+        # The legacy rule: a client that stops reading does not cancel the call.
+        self.padding = ResponseWriter(
+            self._send,
+            json_ok=True,
+            sse_ok=False,
+            keepalive_s=options.keepalive_s,
+            send_timeout_s=options.send_timeout_s,
+            stall_cancels=False,
+        )
+        self.padding.watch_silence(task, waited_s)
 
     def __exit__(self, *exc_info: object) -> None:
         self._quiet()

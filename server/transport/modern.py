@@ -16,9 +16,9 @@ timer, and past 20 ms a watch on ``receive``, no task of its own). Its response 
 unless it sends something before its result, or sends nothing for ``keepalive_s``: then it
 becomes SSE with keep-alive comments (for a client that takes only JSON, JSON led by
 whitespace), so that an idle timeout on the way does not cut a long silent call
-(:class:`~server.transport.sse.ResponseWriter`; one more coarse timer for a call that waits,
-none for one that answers at once). A closed response stream cancels the handler, as the spec
-requires.
+(:class:`~server.transport.sse.ResponseWriter`, made and armed when the disconnect watch
+starts: a call that answers within 20 ms never pays for it). A closed response stream cancels
+the handler, as the spec requires.
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
 here, in the request's own task, with keep-alive comments, a send timeout on every send
 (the end too) for clients that stop reading, and the graceful result when the server shuts
@@ -186,13 +186,14 @@ class ModernHttp:
                     if started.done:
                         result = started.result  # answered without waiting: nothing to watch
                     else:
-                        # A call that waits: its answer becomes a stream if it stays silent
+                        # A call that lasts: its answer becomes a stream if it stays silent
                         # for keepalive_s, so that idle timeouts on the way do not cut it.
-                        opened().watch_silence()
-                        with DisconnectWatch(receive) as disconnect:
+                        def watch_silence(task: asyncio.Task[Any]) -> None:
+                            opened().watch_silence(task, DisconnectWatch.WATCH_AFTER_S)
+
+                        with DisconnectWatch(receive, None, watch_silence) as disconnect:
                             result = await self.modern.finish(call, started)
-                    payload = encode_result(request_id, result)
-                    status = 200
+                    payload, status = encode_result(request_id, result), 200
                 except Exception as error:
                     committed = writer is not None and writer.committed
                     payload, status = self._failed(call, error, committed, draft)

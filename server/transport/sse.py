@@ -158,8 +158,9 @@ class ResponseWriter:
     body (RFC 8259 allows whitespace before a value; no JSON parser the MCP clients use
     rejects it). Either way the status is then 200, and a failure that comes later is the
     JSON-RPC error in the body, as on any stream. Watching for silence is one coarse timer
-    (a dict entry, :mod:`server.aio`), armed only by a request that waits: a call that answers
-    within ``keepalive_s`` costs no task and sends its JSON as before.
+    (a dict entry, :mod:`server.aio`), armed only once a request has lasted long enough to be
+    watched for a disconnect (the writer itself is made then too): a call that answers within
+    ``keepalive_s`` costs no task and sends its JSON as before.
 
     Every send on the stream must finish within ``send_timeout_s``. A client that stops
     reading is treated as one that closed the stream: the writer is ``stalled``, and (with
@@ -216,11 +217,14 @@ class ResponseWriter:
         """Whether the status (200) and the shape are decided: a stream, or padded JSON."""
         return self.streaming or self.padded
 
-    def watch_silence(self) -> None:
-        """Commit the response (SSE, else padded JSON) if nothing is sent for ``keepalive_s``.
-        Called from the request's task, which a stalled keep-alive cancels."""
-        self._owner = current_task()
-        self._silence = coarse_timers().call_later(self._keepalive_s, self._fell_silent)
+    def watch_silence(self, owner: asyncio.Task[Any], waited_s: float = 0.0) -> None:
+        """Commit the response (SSE, else padded JSON) if nothing is sent for ``keepalive_s``
+        since the request began, ``waited_s`` ago; ``owner`` is the request's task, which a
+        stalled keep-alive cancels. Given to :class:`DisconnectWatch` as ``on_watching``, it
+        costs nothing to a call that answers before the watch starts."""
+        self._owner = owner
+        delay = max(self._keepalive_s - waited_s, 0.0)
+        self._silence = coarse_timers().call_later(delay, self._fell_silent)
 
     def _fell_silent(self) -> None:
         self._silence = None
@@ -328,8 +332,10 @@ class DisconnectWatch:
     The request's own task runs the handler, so a closed connection cancels the handler itself,
     as the 2026-07-28 spec requires. Watching starts only once the request has run for
     ``WATCH_AFTER_S``: a call that answers sooner (most do) never pays for it, and one that
-    takes longer is watched for the rest of its life. A plain (not async) context manager:
-    arming and disarming never wait, and this runs on every request.
+    takes longer is watched for the rest of its life; ``on_watching`` (given the request's
+    task) is called then, for whatever else only a request that lasts needs (the silence
+    watch of :class:`ResponseWriter`). A plain (not async) context manager: arming and
+    disarming never wait, and this runs on every request that waits.
 
     The watch is no task of its own. It drives ``receive()`` the way a task would, one step
     each time the future it waits on is done: an idle listen stream (open for hours, thousands
@@ -343,6 +349,7 @@ class DisconnectWatch:
     __slots__ = (
         "_ended",
         "_on_disconnect",
+        "_on_watching",
         "_pending",
         "_reading",
         "_receive",
@@ -352,9 +359,15 @@ class DisconnectWatch:
         "happened",
     )
 
-    def __init__(self, receive: Receive, on_disconnect: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        receive: Receive,
+        on_disconnect: Callable[[], object] | None = None,
+        on_watching: Callable[[asyncio.Task[Any]], object] | None = None,
+    ) -> None:
         self._receive = receive
         self._on_disconnect = on_disconnect
+        self._on_watching = on_watching
         self.happened = False
         self._reading: _Reading | None = None
         self._pending: asyncio.Future[Any] | None = None
@@ -371,6 +384,8 @@ class DisconnectWatch:
 
     def _start(self) -> None:
         self._timer = None
+        if self._on_watching is not None:
+            self._on_watching(self._task)
         self._read()
 
     def _read(self) -> None:

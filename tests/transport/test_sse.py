@@ -126,3 +126,18 @@ async def test_a_receive_that_fails_stops_the_watch_not_the_request(
         assert await asyncio.wait_for(request, 1) is False
     assert "the disconnect watch stopped" in caplog.text
     assert receive.calls == 1
+
+
+@pytest.mark.anyio
+async def test_on_watching_hears_a_request_that_lasts_and_never_a_quick_one() -> None:
+    heard: list[asyncio.Task[Any]] = []
+    quick = Receive()
+    with DisconnectWatch(quick, on_watching=heard.append):
+        await asyncio.sleep(0)
+    await settle()
+    assert heard == []
+    lasting = Receive()
+    with DisconnectWatch(lasting, on_watching=heard.append):
+        await settle()
+    assert heard == [asyncio.current_task()]
+    assert lasting.calls == 1  # and the watch reads as before

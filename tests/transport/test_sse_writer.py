@@ -53,6 +53,12 @@ class Send:
         return [m["body"] for m in self.sent if m["type"] == "http.response.body"]
 
 
+def me() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
+
+
 def writer(send: Send, *, json_ok: bool = True, sse_ok: bool = True, **options: Any) -> Any:
     return ResponseWriter(
         send, json_ok=json_ok, sse_ok=sse_ok, keepalive_s=KEEPALIVE_S, send_timeout_s=1, **options
@@ -62,7 +68,7 @@ def writer(send: Send, *, json_ok: bool = True, sse_ok: bool = True, **options: 
 async def test_a_call_that_answers_before_the_silence_ends_is_plain_json() -> None:
     send = Send()
     answer = writer(send)
-    answer.watch_silence()
+    answer.watch_silence(me())
     await answer.finish(b'{"result":1}')
     answer.close()
     await asyncio.sleep(KEEPALIVE_S * 3)  # the disarmed timer never fires
@@ -74,7 +80,7 @@ async def test_a_call_that_answers_before_the_silence_ends_is_plain_json() -> No
 async def test_a_silent_call_gets_one_sse_head_keep_alives_and_its_result() -> None:
     send = Send()
     answer = writer(send)
-    answer.watch_silence()
+    answer.watch_silence(me())
     await asyncio.sleep(KEEPALIVE_S * 3.5)
     await answer.finish(b'{"result":1}')
     answer.close()
@@ -91,7 +97,7 @@ async def test_a_silent_call_gets_one_sse_head_keep_alives_and_its_result() -> N
 async def test_a_json_only_client_gets_whitespace_then_the_json_and_the_status_is_200() -> None:
     send = Send()
     answer = writer(send, sse_ok=False)
-    answer.watch_silence()
+    answer.watch_silence(me())
     await asyncio.sleep(KEEPALIVE_S * 2.5)
     await answer.emit(b'{"method":"notifications/progress"}')  # no SSE: dropped
     await answer.finish(b'{"error":{}}', 503)  # committed: the status is already 200
@@ -107,7 +113,7 @@ async def test_a_json_only_client_gets_whitespace_then_the_json_and_the_status_i
 async def test_the_head_goes_first_once_when_the_silence_and_a_message_race() -> None:
     send = Send()
     answer = writer(send)
-    answer.watch_silence()
+    answer.watch_silence(me())
     send.hold()  # the keep-alive task's head waits in send
     await asyncio.sleep(KEEPALIVE_S + 0.03)
     assert answer.streaming
@@ -137,7 +143,7 @@ async def test_a_stalled_keep_alive_cancels_the_call_only_where_the_era_says(
     )
 
     async def call() -> str:
-        answer.watch_silence()
+        answer.watch_silence(me())
         try:
             await asyncio.sleep(KEEPALIVE_S * 6)
         except asyncio.CancelledError:
