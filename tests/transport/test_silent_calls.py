@@ -147,21 +147,40 @@ def assert_kept_alive(answer: Answer) -> None:
 
 
 async def records_of(live: Live, ids: set[Any]) -> dict[Any, dict[str, Any]]:
-    """The request records (and stream records, under ``("stream", id)``) of ``ids``."""
+    """The request records of ``ids``, by JSON-RPC id."""
     found: dict[Any, dict[str, Any]] = {}
 
     def read() -> bool:
         found.clear()
-        if live.records.exists():
-            for line in live.records.read_text().splitlines():
-                record = json.loads(line)
-                key = record.get("jsonrpc_id")
-                if record["kind"] == "request" and key in ids:
-                    found[key] = record
+        for record in all_records(live):
+            if record["kind"] == "request" and record.get("jsonrpc_id") in ids:
+                found[record["jsonrpc_id"]] = record
         return set(found) == ids
 
     await wait_until(read)
     return found
+
+
+def all_records(live: Live) -> list[dict[str, Any]]:
+    if not live.records.exists():
+        return []
+    return [json.loads(line) for line in live.records.read_text().splitlines()]
+
+
+async def stream_record_of(live: Live, request: dict[str, Any]) -> dict[str, Any]:
+    """The stream record of a request that streamed (written when its stream ended)."""
+    found: list[dict[str, Any]] = []
+
+    def read() -> bool:
+        found[:] = [
+            record
+            for record in all_records(live)
+            if record["kind"] == "stream" and record["request_id"] == request["request_id"]
+        ]
+        return bool(found)
+
+    await wait_until(read)
+    return found[0]
 
 
 # == the modern era ==============================================================================
@@ -182,6 +201,10 @@ async def test_a_silent_modern_call_becomes_sse_with_comments_then_its_result(
     records = await records_of(live, {"m-silent"})
     assert records["m-silent"]["status"] == 200
     assert records["m-silent"]["streaming"] is True
+    stream = await stream_record_of(live, records["m-silent"])
+    assert stream["bytes_out"] == len(answer.body)
+    assert stream["events"] == 1  # the result; keep-alive comments are not events
+    assert (stream["end"], stream["outcome"]) == ("complete", "ok")
 
 
 async def test_a_quick_modern_call_still_answers_plain_json(http: httpx.AsyncClient) -> None:
@@ -285,6 +308,9 @@ async def test_a_silent_legacy_call_becomes_a_resumable_stream_with_comments(
     records = await records_of(live, {"l-silent"})
     assert records["l-silent"]["status"] == 200
     assert records["l-silent"]["streaming"] is True
+    stream = await stream_record_of(live, records["l-silent"])
+    assert stream["bytes_out"] == len(answer.body)
+    assert (stream["end"], stream["outcome"]) == ("complete", "ok")
     # The result stays resumable from the priming event.
     async with client.get(last_event_id=frames[0].id) as resumed:
         (again,) = await resumed.rest()
@@ -346,7 +372,7 @@ async def test_a_silent_batch_is_a_json_array_led_by_whitespace(http: httpx.Asyn
     assert int(quick.headers["content-length"]) == len(quick.body)  # as before: plain JSON
 
 
-async def test_a_client_that_leaves_a_padded_call_neither_cancels_it_nor_keeps_padding(
+async def test_a_client_that_leaves_a_padded_legacy_call_does_not_cancel_it(
     live: Live, http: httpx.AsyncClient
 ) -> None:
     client = await mcp.legacy_session(http)
