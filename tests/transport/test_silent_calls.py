@@ -142,8 +142,9 @@ def assert_kept_alive(answer: Answer) -> None:
     between arrivals was much longer than one."""
     times = [0.0] + [at for at, _ in answer.pieces]
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    # A coarse timer fires up to a slot late; a loaded machine adds a little more.
-    assert max(gaps) < KEEPALIVE_S + 0.25, gaps
+    # A coarse timer fires up to a slot late, and a loaded machine adds more: the bound is
+    # three periods, still well below the silence the call keeps (SILENCE_S).
+    assert max(gaps) < 3 * KEEPALIVE_S, gaps
 
 
 async def records_of(live: Live, ids: set[Any]) -> dict[Any, dict[str, Any]]:
@@ -196,7 +197,7 @@ async def test_a_silent_modern_call_becomes_sse_with_comments_then_its_result(
     (result,) = answer.messages()
     assert result["id"] == "m-silent"
     assert text_of(result) == f"silent for {SILENCE_S} s"
-    assert answer.pieces[0][0] < KEEPALIVE_S + 0.15  # the first keep-alive: not at the end
+    assert answer.pieces[0][0] < SILENCE_S / 2  # the first keep-alive: not with the result
     assert_kept_alive(answer)
     records = await records_of(live, {"m-silent"})
     assert records["m-silent"]["status"] == 200
