@@ -36,7 +36,7 @@ from server.errors import (
 
 if TYPE_CHECKING:
     from server.app import create_app
-    from server.serving import serve
+    from server.serving.server import serve
 
 __all__ = [
     "Audio",
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 # Where the names imported on first use live (tests/test_layout.py allows these two edges).
-_ON_FIRST_USE = {"create_app": "server.app", "serve": "server.serving"}
+_ON_FIRST_USE = {"create_app": "server.app", "serve": "server.serving.server"}
 
 
 def __getattr__(name: str) -> Any:

@@ -16,20 +16,17 @@ a top-level module or a top-level folder with everything in it (``state`` includ
   ``redis`` in the one Redis flavour it holds, the records' Redis sink.
 - ``builtin/`` uses only what ``server/__init__`` exports; ``report/`` reads only the records'
   schema.
+- A folder's ``__init__`` holds re-exports and nothing else, and no module imports its own
+  folder's ``__init__`` (it imports the module that defines the name).
 
-How a package's ``__init__`` counts. It is the module named like its package
-(``server.state``). An edge is what a module names: ``import a.b.c`` is an edge to ``a.b.c``;
-``from a.b import c`` to ``a.b.c`` when that is a module, else to ``a.b``. Importing
-``server.state.bus`` also runs ``server/state/__init__.py`` first, but that is no edge:
-otherwise every ``__init__`` that re-exports or chooses among its own submodules (the public
-API, ``catalog``, the ``state`` and ``records/sinks`` choosers) would be a cycle with each of
-them, though none of them uses anything the ``__init__`` defines. What a submodule does take
-from its package's ``__init__`` (``from server.state import SharedState``) is an edge, so an
-``__init__`` and a submodule that need each other are a cycle like any other. Nothing escapes
-the other rules that way: a folder's ``__init__`` belongs to the folder's unit and obeys its
-rules, so what runs on the way is no higher than what the importer may import itself (but for
-``server/__init__.py``, which runs before every module and holds the declaration API).
-Imports by a computed name (``importlib``: the catalog named by ``MCP_CATALOG``) are not seen.
+An edge is what a module names: ``import a.b.c`` is an edge to ``a.b.c``; ``from a.b import
+c`` to ``a.b.c`` when that is a module, else to ``a.b`` (a package's ``__init__`` is the module
+named like its package, ``server.state``). Importing ``server.state.bus`` also runs
+``server/state/__init__.py`` first, which is no edge: that ``__init__`` is of the unit the
+importer names, and obeys the unit's rules, so nothing runs on the way that the importer could
+not import itself; and by the last rule no module of the folder takes a name from it, so no
+cycle through it can find a name not yet defined. Imports by a computed name (``importlib``:
+the catalog named by ``MCP_CATALOG``) are not seen.
 """
 
 from __future__ import annotations
@@ -79,7 +76,7 @@ RANK = {unit: rank for rank, units in enumerate(RANKS) for unit in units}
 # The public API names two things of higher ranks (create_app, serve), imported on first use
 # (a module __getattr__; for type checkers under TYPE_CHECKING), so importing server to
 # declare a catalog loads no web stack. Only these, and only lazily.
-PUBLIC_ON_FIRST_USE = ("server.app", "server.serving")
+PUBLIC_ON_FIRST_USE = ("server.app", "server.serving.server")
 CORE_RANK = 3  # ranks 0..3: the core, which never sees HTTP or the settings
 
 WEB_STACK = ("starlette", "sse_starlette", "uvicorn", "httptools")
@@ -91,7 +88,7 @@ SETTINGS = "server.settings"
 SETTINGS_UNITS = ("app", "serving", "__main__", "testing")
 # The modules that pick a flavour from the settings (uvicorn's "auto"), and what they pick.
 SETTINGS_CHOOSERS = {
-    "server.state": "shared_state: sessions, bus and stream mirror in memory or in Redis",
+    "server.state.auto": "shared_state: sessions, bus and stream mirror in memory or in Redis",
     "server.security.gate": "check_auth_mode, build_authenticator, the metadata document",
 }
 # Units that may import from server/ only these (and themselves).
@@ -444,6 +441,50 @@ def outside_confinement(tree: Tree) -> list[str]:
     return sorted(found)
 
 
+# What a folder's __init__ may hold besides imports: its docstring, __all__, and a module
+# __getattr__ that imports on first use (server.serving, so that a leaf loads no uvicorn).
+INIT_STATEMENTS = (ast.Expr, ast.Import, ast.ImportFrom, ast.If, ast.Assign, ast.FunctionDef)
+
+
+def _holds_more_than_re_exports(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.If):
+        return not _is_type_checking(statement.test) or any(
+            not isinstance(inner, ast.Import | ast.ImportFrom)
+            for inner in [*statement.body, *statement.orelse]
+        )
+    if isinstance(statement, ast.Expr):
+        return not isinstance(statement.value, ast.Constant)
+    if isinstance(statement, ast.Assign):
+        return [ast.unparse(target) for target in statement.targets] != ["__all__"]
+    if isinstance(statement, ast.FunctionDef):
+        return statement.name != "__getattr__"
+    return not isinstance(statement, INIT_STATEMENTS)
+
+
+def thick_inits(tree: Tree) -> list[str]:
+    """What a folder's ``__init__`` holds besides re-exports (``server/__init__.py``, the public
+    API, holds only re-exports too, and where two of them come from on first use)."""
+    return [
+        f"{module.path}:{statement.lineno} holds more than re-exports"
+        for module in tree.values()
+        if module.is_package and module.name != "server"
+        for statement in ast.parse(module.source).body
+        if _holds_more_than_re_exports(statement)
+    ]
+
+
+def own_init_imported(tree: Tree) -> list[str]:
+    """A module importing its own folder's ``__init__``, which imports it back in turn."""
+    return [
+        f"{_where(tree, edge.source, edge.line)} imports {edge.target}: import the module that "
+        "defines the name"
+        for edge in all_edges(tree)
+        if edge.target != "server"
+        and tree[edge.target].is_package
+        and _is_within(edge.source, edge.target)
+    ]
+
+
 CHECKS = {
     "missing_ranks": missing_ranks,
     "upward_imports": upward_imports,
@@ -455,6 +496,8 @@ CHECKS = {
     "settings_outside_wiring": settings_outside_wiring,
     "io_in_the_core": io_in_the_core,
     "outside_confinement": outside_confinement,
+    "thick_inits": thick_inits,
+    "own_init_imported": own_init_imported,
 }
 
 
@@ -481,8 +524,8 @@ def test_the_tree_is_read_whole():
         TREE.keys()
     )
     edges = {(edge.source, edge.target): edge for edge in all_edges(TREE)}
-    assert edges[("server.records.sinks", "server.records.sinks.redis")].lazy
-    assert edges[("server.state", "server.state.redis.link")].lazy
+    assert edges[("server.records.sinks.auto", "server.records.sinks.redis")].lazy
+    assert edges[("server.state.auto", "server.state.redis.link")].lazy
     assert not edges[("server.transport.endpoint", "server.records.draft")].lazy
 
 
@@ -494,7 +537,8 @@ def synthetic(files: Mapping[str, str]) -> dict[str, Module]:
     empty top-level modules and a public API exporting ``Catalog``."""
     sources = {f"server/{name}.py": "" for name in ("errors", "hub", "app", "settings")}
     sources["server/__init__.py"] = '__all__ = ["Catalog"]\nfrom server.catalog import Catalog\n'
-    sources["server/catalog/__init__.py"] = "class Catalog: ...\n"
+    sources["server/catalog/__init__.py"] = "from server.catalog.catalog import Catalog\n"
+    sources["server/catalog/catalog.py"] = "class Catalog: ...\n"
     for path, source in files.items():
         for parent in Path(path).parents[:-2]:
             sources.setdefault(f"{parent}/__init__.py", "")
@@ -550,6 +594,7 @@ def test_an_edge_goes_to_the_module_named():
     )
     assert {(edge.source, edge.target) for edge in all_edges(tree)} == {
         ("server", "server.catalog"),
+        ("server.catalog", "server.catalog.catalog"),
         ("server.state", "server.state.bus"),
         ("server.transport.sse", "server.settings"),
         ("server.transport.sse", "server.state.bus"),
@@ -617,27 +662,57 @@ def test_a_longer_cycle_is_one_component_shown_by_its_shortest_loop():
     ]
 
 
-def test_a_package_init_choosing_among_its_submodules_is_not_a_cycle():
+def test_a_thin_init_re_exporting_a_chooser_of_lazy_flavours_breaks_no_rule():
     tree = synthetic(
         {
-            "server/state/__init__.py": "from server.state.bus import Bus\n"
-            "def shared_state():\n    from server.state.redis.bus import RedisBus\n",
+            "server/state/__init__.py": '"""State."""\nfrom server.state.auto import choose\n'
+            '__all__ = ["choose"]\n',
+            "server/state/auto.py": "from server.state.bus import Bus\n"
+            "def choose():\n    from server.state.redis.bus import RedisBus\n",
             "server/state/bus.py": "class Bus: ...\n",
             "server/state/redis/bus.py": "import redis\nfrom server.state.bus import Bus\n",
+            "server/serving/__init__.py": "from typing import TYPE_CHECKING, Any\n"
+            "if TYPE_CHECKING:\n    from server.serving.server import serve\n"
+            "def __getattr__(name: str) -> Any:\n    import server.serving.server as module\n",
+            "server/serving/server.py": "import uvicorn\n",
         }
     )
-    assert import_cycles(tree) == []
-    assert redis_flavours_imported_eagerly(tree) == []
-    assert redis_outside_a_redis_path(tree) == []
+    for name, check in CHECKS.items():
+        if name != "missing_ranks":  # a few units only
+            assert check(tree) == [], name
 
 
-def test_a_submodule_taking_from_its_package_init_that_imports_it_is_a_cycle():
+def test_an_init_holds_re_exports_only():
     tree = synthetic(
         {
-            "server/state/__init__.py": "from server.state.bus import Bus\nclass Shared: ...\n",
-            "server/state/bus.py": "def f():\n    from server.state import Shared\n",
+            "server/state/__init__.py": "from server.state.bus import Bus\nclass Shared: ...\n"
+            "LIMIT = 3\ndef build():\n    pass\nfrom server.hub import Hub\n"
+            "if TYPE_CHECKING:\n    LIMIT = 4\n__all__ = ['Bus', 'Hub']\n",
+            "server/state/bus.py": "",
         }
     )
+    assert thick_inits(tree) == [
+        "server/state/__init__.py:2 holds more than re-exports",
+        "server/state/__init__.py:3 holds more than re-exports",
+        "server/state/__init__.py:4 holds more than re-exports",
+        "server/state/__init__.py:7 holds more than re-exports",
+    ]
+
+
+def test_a_module_taking_from_its_own_folders_init_is_named_and_a_cycle():
+    tree = synthetic(
+        {
+            "server/state/__init__.py": "from server.state.bus import Bus\n",
+            "server/state/bus.py": "def f():\n    from server.state import Shared\n",
+            "server/state/redis/link.py": "from server.state import Shared\n",
+            "server/builtin/probe.py": "from server import Catalog\n",
+        }
+    )
+    assert own_init_imported(tree) == [
+        "server/state/bus.py:2 imports server.state: import the module that defines the name",
+        "server/state/redis/link.py:1 imports server.state: import the module that defines "
+        "the name",
+    ]
     assert import_cycles(tree) == [
         "cycle server.state -> server.state.bus -> server.state "
         "(server/state/__init__.py:1, server/state/bus.py:2)"
@@ -670,7 +745,7 @@ def test_the_web_stack_redis_and_settings_stay_where_they_belong():
             "server/hub.py": "import starlette.responses\nfrom server import settings\n"
             "import httpx\n",
             "server/state/bus.py": "def f():\n    import redis.asyncio\n",
-            "server/records/sinks/__init__.py": "from server.records.sinks.redis import Sink\n",
+            "server/records/sinks/auto.py": "from server.records.sinks.redis import Sink\n",
             "server/records/sinks/redis.py": "import redis\n",
             "server/security/jwt.py": "from server.settings import Settings\n"
             "import sse_starlette\n",
@@ -684,7 +759,7 @@ def test_the_web_stack_redis_and_settings_stay_where_they_belong():
     ]
     assert redis_outside_a_redis_path(tree) == ["server/state/bus.py:2 imports redis.asyncio"]
     assert redis_flavours_imported_eagerly(tree) == [
-        "server/records/sinks/__init__.py:1 imports server.records.sinks.redis at import time"
+        "server/records/sinks/auto.py:1 imports server.records.sinks.redis at import time"
     ]
     assert settings_outside_wiring(tree) == [
         "server/hub.py:2 imports server.settings",

@@ -1,4 +1,4 @@
-"""Checks and wiring behind the Catalog's decorators, kept out of ``catalog/__init__``.
+"""Checks and wiring behind the Catalog's decorators, kept out of ``catalog/catalog.py``.
 
 A declaration mistake raises where it is written, at import time, with the fix in the message:
 ``@catalog.resource`` used bare (no URI) would otherwise register nothing and hand back the

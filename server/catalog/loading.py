@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from server.catalog import Catalog
+from server.catalog.catalog import Catalog
 from server.catalog.frontmatter import SkillError
 from server.errors import ConfigurationError
 

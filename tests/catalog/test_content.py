@@ -1,6 +1,8 @@
 """server.catalog.content: the wire shape of each content helper."""
 
 import base64
+import subprocess
+import sys
 
 import pytest
 
@@ -112,3 +114,18 @@ def test_completion_caps_values_at_100_and_says_so():
         "hasMore": True,
     }
     assert Completion(many, has_more=False).to_wire()["hasMore"] is False
+
+
+def test_importing_the_content_helpers_loads_no_web_stack() -> None:
+    # An author's helpers (and the catalog they come with) are plain Python: no starlette.
+    script = (
+        "import sys\n"
+        "import server.catalog.content\n"
+        "loaded = sorted(name for name in sys.modules"
+        " if name.split('.')[0] in ('starlette', 'uvicorn', 'httpx'))\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

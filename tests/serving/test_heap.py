@@ -68,3 +68,18 @@ def test_it_can_be_called_again() -> None:
     first = keep_freed_heap()
     assert keep_freed_heap() == first
     assert first == (platform.libc_ver()[0] == "glibc")
+
+
+def test_importing_the_heap_loads_neither_uvicorn_nor_the_app() -> None:
+    # The folder's __init__ re-exports the Server on first use only, so a leaf stays a leaf.
+    script = (
+        "import sys\n"
+        "import server.serving.heap\n"
+        "loaded = sorted(name for name in ('uvicorn', 'server.app', 'server.serving.server')"
+        " if name in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

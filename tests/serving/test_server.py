@@ -1,5 +1,5 @@
-"""server.serving: uvicorn that tells the app about shutdown first, tunes the collector, keeps
-the C heap's freed memory, and skips an access log that would print nothing."""
+"""server.serving.server: uvicorn that tells the app about shutdown first, tunes the collector,
+keeps the C heap's freed memory, and skips an access log that would print nothing."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import httpx
 import pytest
 import uvicorn
 
-from server import serving
 from server.app import create_app
+from server.serving import server as serving_server
 from server.serving import server_for
 from server.settings import Settings
 from tests.support.live_server import ServerThread
@@ -43,7 +43,7 @@ def test_the_server_keeps_the_c_heaps_freed_memory(monkeypatch: pytest.MonkeyPat
         calls.append("kept")
         return True
 
-    monkeypatch.setattr(serving, "keep_freed_heap", keep_freed_heap)
+    monkeypatch.setattr(serving_server, "keep_freed_heap", keep_freed_heap)
     thread = ServerThread(create_app(Settings(_env_file=None, records=["none"])))
     try:
         thread.start()
@@ -74,14 +74,14 @@ def test_responses_do_not_name_the_server_software() -> None:
 def test_this_servers_protocol_runs_only_on_a_verified_uvicorn(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="server.serving")
+    caplog.set_level(logging.INFO, logger="server.serving.server")
     settings = Settings(_env_file=None, records=["none"], coalesce_writes=True)
-    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
-    assert isinstance(serving.http_protocol(settings), type)  # the protocol class
+    monkeypatch.setattr(serving_server, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
+    assert isinstance(serving_server.http_protocol(settings), type)  # the protocol class
     assert "this server's, on uvicorn" in caplog.text
     caplog.clear()
-    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
-    assert serving.http_protocol(settings) == "auto"
+    monkeypatch.setattr(serving_server, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
+    assert serving_server.http_protocol(settings) == "auto"
     # Never silent: one warning that names the release and what is lost.
     [fallback] = caplog.records
     assert fallback.levelno == logging.WARNING
@@ -90,15 +90,15 @@ def test_this_servers_protocol_runs_only_on_a_verified_uvicorn(
     assert "MCP_SEND_TIMEOUT_S" in caplog.text
     caplog.clear()
     off = Settings(_env_file=None, records=["none"], coalesce_writes=False)
-    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
-    assert serving.http_protocol(off) == "auto"
+    monkeypatch.setattr(serving_server, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
+    assert serving_server.http_protocol(off) == "auto"
     assert "MCP_COALESCE_WRITES=false" in caplog.text
 
 
 def test_on_an_unverified_uvicorn_the_server_serves_on_uvicorns_protocol(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(serving, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
+    monkeypatch.setattr(serving_server, "VERIFIED_UVICORN", frozenset({"0.0.1"}))
     app = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=True))
     thread = ServerThread(app)
     assert thread.server.config.http == "auto"
