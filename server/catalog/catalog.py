@@ -11,9 +11,9 @@ that serves it is declared. Extensions (:mod:`server.catalog.extensions`) are de
 their settings and methods; skills (:meth:`Catalog.add_skills`) declare the skills extension,
 and a tool that can run as a task (``task_support``) the tasks extension.
 
-Longer than 400 lines because: it is the whole declaration surface in one class, a method per
-kind of thing an author declares, each with its keyword arguments spelled out (with overloads)
-for type checkers and editors.
+Each kind's keywords are declared once, as a ``TypedDict`` beside the kind (``ToolOptions`` in
+:mod:`server.catalog.tools`), and taken with ``Unpack``: type checkers and editors see every
+keyword with its type, and the kind's constructor checks them against its own signature.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 from server.catalog.completion import Completer
 from server.catalog.content import Icon
@@ -36,10 +36,15 @@ from server.catalog.extensions import (
     extension_methods,
 )
 from server.catalog.lifespan import CatalogLifespan, LifespanFunction
-from server.catalog.prompts import Prompt
-from server.catalog.resources import Resource, ResourceTemplate
+from server.catalog.prompts import Prompt, PromptOptions
+from server.catalog.resources import (
+    Resource,
+    ResourceOptions,
+    ResourceTemplate,
+    TemplateOptions,
+)
 from server.catalog.skills import SkillSet, load_skills, skill_resource
-from server.catalog.tools import TaskSupport, Tool
+from server.catalog.tools import Tool, ToolOptions
 from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
 
 log = logging.getLogger(__name__)
@@ -112,67 +117,15 @@ class Catalog:
 
     # -- declaring -------------------------------------------------------------------------
 
-    # The function itself, alone or with keywords (``catalog.tool(fn, name="x")``) ...
+    # The function itself, alone or with keywords (``catalog.tool(fn, name="x")``), or only
+    # keywords, as a decorator (``@catalog.tool(name="x")``).
     @overload
-    def tool(
-        self,
-        func: F,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        input_schema: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-        structured_output: bool | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] = (),
-        task_support: TaskSupport = "forbidden",
-        defer_task: bool = False,
-        blocking: bool = True,
-    ) -> F: ...
-
-    # ... or only keywords, as a decorator (``@catalog.tool(name="x")``).
+    def tool(self, func: F, **options: Unpack[ToolOptions]) -> F: ...
 
     @overload
-    def tool(
-        self,
-        func: None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        input_schema: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-        structured_output: bool | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] = (),
-        task_support: TaskSupport = "forbidden",
-        defer_task: bool = False,
-        blocking: bool = True,
-    ) -> Callable[[F], F]: ...
+    def tool(self, func: None = None, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        func: F | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        input_schema: Mapping[str, Any] | None = None,
-        output_schema: Mapping[str, Any] | None = None,
-        structured_output: bool | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        scopes: Sequence[str] = (),
-        task_support: TaskSupport = "forbidden",
-        defer_task: bool = False,
-        blocking: bool = True,
-    ) -> Any:
+    def tool(self, func: F | None = None, **options: Unpack[ToolOptions]) -> Any:
         """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``.
 
         ``scopes``: OAuth scopes a caller must hold to call it (403 ``insufficient_scope``
@@ -195,24 +148,7 @@ class Catalog:
         """
 
         def register(handler: F) -> F:
-            self.add_tool(
-                Tool.from_function(
-                    handler,
-                    name=name,
-                    title=title,
-                    description=description,
-                    input_schema=input_schema,
-                    output_schema=output_schema,
-                    structured_output=structured_output,
-                    annotations=annotations,
-                    icons=icons,
-                    meta=meta,
-                    scopes=scopes,
-                    task_support=task_support,
-                    defer_task=defer_task,
-                    blocking=blocking,
-                )
-            )
+            self.add_tool(Tool.from_function(handler, **options))
             return handler
 
         return register(func) if func is not None else register
@@ -230,56 +166,17 @@ class Catalog:
         return True
 
     @overload
-    def prompt(
-        self,
-        func: F,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        blocking: bool = True,
-    ) -> F: ...
+    def prompt(self, func: F, **options: Unpack[PromptOptions]) -> F: ...
 
     @overload
-    def prompt(
-        self,
-        func: None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        blocking: bool = True,
-    ) -> Callable[[F], F]: ...
+    def prompt(self, func: None = None, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
 
-    def prompt(
-        self,
-        func: F | None = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        blocking: bool = True,
-    ) -> Any:
+    def prompt(self, func: F | None = None, **options: Unpack[PromptOptions]) -> Any:
         """Declare a prompt; its string parameters are the prompt's arguments. ``blocking``
         as for :meth:`tool`."""
 
         def register(handler: F) -> F:
-            prompt = Prompt(
-                handler,
-                name=name,
-                title=title,
-                description=description,
-                icons=icons,
-                meta=meta,
-                blocking=blocking,
-            )
-            self.add_prompt(prompt)
+            self.add_prompt(Prompt(handler, **options))
             return handler
 
         return register(func) if func is not None else register
@@ -296,42 +193,13 @@ class Catalog:
         self._changed("prompts")
         return True
 
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        size: int | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        blocking: bool = True,
-    ) -> Callable[[F], F]:
+    def resource(self, uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
         """Declare a resource at a fixed URI; the function returns its contents. ``blocking``
         as for :meth:`tool`."""
         require_uri("resource", uri, "file:///notes.txt")
 
         def register(handler: F) -> F:
-            self.add_resource(
-                Resource(
-                    uri,
-                    handler,
-                    name=name,
-                    title=title,
-                    description=description,
-                    mime_type=mime_type,
-                    size=size,
-                    annotations=annotations,
-                    icons=icons,
-                    meta=meta,
-                    ttl_ms=ttl_ms,
-                    blocking=blocking,
-                )
-            )
+            self.add_resource(Resource(uri, handler, **options))
             return handler
 
         return register
@@ -349,37 +217,14 @@ class Catalog:
         return True
 
     def resource_template(
-        self,
-        uri_template: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        icons: Sequence[Icon] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        ttl_ms: int | None = None,
-        blocking: bool = True,
+        self, uri_template: str, **options: Unpack[TemplateOptions]
     ) -> Callable[[F], F]:
         """Declare a resource template (RFC 6570); its variables are the function's
         parameters. ``blocking`` as for :meth:`tool`."""
         require_uri("resource_template", uri_template, "notes://{name}")
 
         def register(handler: F) -> F:
-            template = ResourceTemplate(
-                uri_template,
-                handler,
-                name=name,
-                title=title,
-                description=description,
-                mime_type=mime_type,
-                annotations=annotations,
-                icons=icons,
-                meta=meta,
-                ttl_ms=ttl_ms,
-                blocking=blocking,
-            )
+            template = ResourceTemplate(uri_template, handler, **options)
             if uri_template in self.templates:
                 raise ValueError(f"a template {uri_template!r} is already declared")
             self.templates[uri_template] = template

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from server.catalog.completion import Completer
 from server.catalog.content import CONTENT_TYPES, Icon, PromptMessage, Text
@@ -17,6 +17,17 @@ from server.catalog.offload import invoker
 from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
 from server.context import Context
 from server.errors import InvalidParams
+
+
+class PromptOptions(TypedDict, total=False):
+    """The keywords of ``Catalog.prompt``, each as :class:`Prompt` takes it."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    icons: Sequence[Icon] | None
+    meta: Mapping[str, Any] | None
+    blocking: bool
 
 
 class Prompt:

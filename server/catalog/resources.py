@@ -9,7 +9,7 @@ MIME type is applied to the simple forms.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from server.catalog.completion import Completer
 from server.catalog.content import BlobContents, Icon, TextContents
@@ -49,6 +49,27 @@ def _definition(
     if meta:
         definition["_meta"] = dict(meta)
     return definition
+
+
+class TemplateOptions(TypedDict, total=False):
+    """The keywords of ``Catalog.resource_template``, each as :class:`ResourceTemplate` takes
+    it."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    mime_type: str | None
+    annotations: Mapping[str, Any] | None
+    icons: Sequence[Icon] | None
+    meta: Mapping[str, Any] | None
+    ttl_ms: int | None
+    blocking: bool
+
+
+class ResourceOptions(TemplateOptions, total=False):
+    """The keywords of ``Catalog.resource``: a template's, and the contents' ``size``."""
+
+    size: int | None
 
 
 class _Readable:

@@ -17,7 +17,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 import orjson
 
@@ -39,6 +39,27 @@ from server.errors import McpError, ToolError
 log = logging.getLogger(__name__)
 
 TaskSupport = Literal["forbidden", "optional", "required"]
+
+
+class ToolOptions(TypedDict, total=False):
+    """The keywords of ``Catalog.tool``, each as :meth:`Tool.from_function` takes it (the
+    defaults are there)."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    input_schema: Mapping[str, Any] | None
+    output_schema: Mapping[str, Any] | None
+    structured_output: bool | None
+    annotations: Mapping[str, Any] | None
+    icons: Sequence[Icon] | None
+    meta: Mapping[str, Any] | None
+    scopes: Sequence[str]
+    task_support: TaskSupport
+    defer_task: bool
+    blocking: bool
+
+
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 HEADER_NAME = re.compile(r"^[A-Za-z0-9\-]+$")
 _HEADER_TYPES = {"string", "integer", "boolean"}

@@ -18,6 +18,72 @@ def recorder(catalog):
     return changes
 
 
+# -- the declaration methods' types -----------------------------------------------------------
+
+
+def test_each_keyword_reaches_the_declared_kind() -> None:
+    catalog = Catalog()
+
+    def echo(text: str) -> str:
+        return text
+
+    assert catalog.tool(echo, name="echo", scopes=["read"], task_support="optional") is echo
+    assert catalog.tools["echo"].task_support == "optional"
+
+    @catalog.prompt(title="Greet", blocking=False)
+    def greet(who: str) -> str:
+        return who
+
+    @catalog.resource("file:///a.txt", mime_type="text/plain", size=3)
+    def a() -> str:
+        return "abc"
+
+    @catalog.resource_template("notes://{name}", ttl_ms=5)
+    def note(name: str) -> str:
+        return name
+
+    assert catalog.prompts["greet"].definition["title"] == "Greet"
+    assert catalog.resources["file:///a.txt"].definition["size"] == 3
+    assert catalog.templates["notes://{name}"].handler is note
+    with pytest.raises(TypeError, match="nmae"):
+        catalog.tool(echo, nmae="x")  # type: ignore[call-overload]
+
+
+def declarations_as_type_checkers_see_them(catalog: Catalog) -> None:
+    """Never run: mypy (which checks tests/) reads it. A decorated function keeps its
+    signature in all three forms, and a wrong keyword or type is an error; each ``ignore``
+    that stops being needed fails mypy (``warn_unused_ignores``)."""
+
+    def echo(text: str) -> str:
+        return text
+
+    plain = catalog.tool(echo)
+    named = catalog.tool(echo, name="echo2", structured_output=False)
+
+    @catalog.tool(name="add", blocking=False)
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @catalog.prompt
+    def greet(who: str) -> str:
+        return who
+
+    @catalog.resource("file:///a.txt")
+    def a() -> str:
+        return "abc"
+
+    plain("x")
+    named(1)  # type: ignore[arg-type]
+    add(1, "2")  # type: ignore[arg-type]
+    greet(None)  # type: ignore[arg-type]
+    a(1)  # type: ignore[call-arg]
+    catalog.tool(echo, task_support="sometimes")  # type: ignore[call-overload]
+    catalog.tool(name=3)  # type: ignore[call-overload]
+    catalog.prompt(greet, scopes=["x"])  # type: ignore[call-overload]
+    catalog.resource_template("notes://{x}", size=3)  # type: ignore[call-arg]
+    catalog.resource("file:///b", ttl_ms="5")  # type: ignore[arg-type]
+
+
 # -- capabilities --------------------------------------------------------------------------
 
 
