@@ -22,6 +22,9 @@ import pytest
 import server
 import server.testing
 from server import Catalog, Context
+from server.catalog.prompts import PromptOptions
+from server.catalog.resources import ResourceOptions, TemplateOptions
+from server.catalog.tools import ToolOptions
 from server.settings import Settings
 from server.testing import Client
 
@@ -218,6 +221,22 @@ def test_every_public_name_of_server_testing_is_in_the_reference() -> None:
 def test_every_public_method_of_catalog_is_in_the_reference() -> None:
     documented = code_spans(section(REFERENCE, "## Catalog"))
     assert public_members(Catalog) - documented == set()
+
+
+def test_the_declaring_rows_name_each_kinds_keywords() -> None:
+    # Each kind's keywords are declared once (a TypedDict beside the kind); the rows follow.
+    rows = section(REFERENCE, "## Catalog").splitlines()
+    for method, options in (
+        ("tool", ToolOptions),
+        ("prompt", PromptOptions),
+        ("resource", ResourceOptions),
+    ):
+        row = next(line for line in rows if line.startswith(f"| `{method}` |"))
+        call = re.search(rf"`@catalog\.{method}\(([^`]*)\)`", row)
+        assert call is not None, row
+        assert set(re.findall(r"(\w+)=", call.group(1))) == set(options.__optional_keys__)
+    # resource_template's row says "the same keywords but size".
+    assert ResourceOptions.__optional_keys__ - TemplateOptions.__optional_keys__ == {"size"}
 
 
 def test_every_public_field_and_method_of_context_is_in_the_reference() -> None:
