@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     otel: bool = False  # OpenTelemetry spans (the otel extra; OTEL_* configure the export)
 
     # Keep-alive period of every open response: SSE comments on streams; a call silent this
-    # long becomes a stream (server/transport/sse.py ResponseWriter). Below proxy idle timeouts.
+    # long becomes a stream (server/transport/response_writer.py). Below proxy idle timeouts.
     keepalive_s: float = Field(15.0, gt=0)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)

@@ -1,12 +1,12 @@
 """Dropping a client that stops reading, in the kernel: ``TCP_USER_TIMEOUT`` on the listeners.
 
-A stream's sends are bounded by ``MCP_SEND_TIMEOUT_S`` (:func:`server.transport.sse.send_within`),
-but a send waits only once the HTTP protocol's own buffer is full, and that fills only after
-the kernel's: with default socket buffers the kernel takes megabytes for a client that reads
-nothing (its send buffer grows to ``tcp_wmem``'s maximum, 4 MiB on Linux). A stream that then
-has little more to send (an idle listen stream, a keep-alive comment every 15 s) never waits
-on a send, so no send times out, and the connection stays established with those megabytes
-unsent for as long as the client keeps it open.
+A stream's sends are bounded by ``MCP_SEND_TIMEOUT_S``
+(:func:`server.transport.send.send_within`), but a send waits only once the HTTP protocol's own
+buffer is full, and that fills only after the kernel's: with default socket buffers the kernel
+takes megabytes for a client that reads nothing (its send buffer grows to ``tcp_wmem``'s
+maximum, 4 MiB on Linux). A stream that then has little more to send (an idle listen stream, a
+keep-alive comment every 15 s) never waits on a send, so no send times out, and the connection
+stays established with those megabytes unsent for as long as the client keeps it open.
 
 ``TCP_USER_TIMEOUT`` is the kernel's own bound on exactly that: a connection whose sent bytes
 stay unacknowledged, or whose peer keeps its receive window shut (zero-window probes answered,

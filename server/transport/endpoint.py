@@ -37,7 +37,7 @@ from server.transport.guards import (
     negotiate,
 )
 from server.transport.legacy import LegacyHttp
-from server.transport.sse import send_json
+from server.transport.send import send_json
 
 
 @dataclass(frozen=True, slots=True)

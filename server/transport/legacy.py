@@ -48,15 +48,9 @@ from server.state.bus import Bus, LocalBus
 from server.state.mirror import LocalMirror, StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_sessions import LegacySessions, check_version_header
-from server.transport.sse import (
-    SSE_HEADERS,
-    ResponseWriter,
-    pump,
-    send_body,
-    send_empty,
-    send_json,
-    sse_frame,
-)
+from server.transport.response_writer import ResponseWriter
+from server.transport.send import send_body, send_empty, send_json
+from server.transport.sse import SSE_HEADERS, pump, sse_frame
 
 # LegacyOptions is re-exported for the app, which imports it from here.
 __all__ = ["LegacyHttp", "LegacyOptions"]

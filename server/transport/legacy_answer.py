@@ -14,18 +14,18 @@ A call that sends nothing for ``keepalive_s`` opens its stream too (:meth:`Answe
 otherwise it sends no byte until its result, and a proxy's idle timeout (often 60 s) cuts it.
 The stream starts with the priming event, or a keep-alive comment for older versions, and its
 result stays resumable. A client that takes only JSON gets its JSON led by whitespace instead
-(:class:`~server.transport.sse.ResponseWriter` padding, which says why), and a batch, always
-answered as one JSON array, likewise. Watching for silence is one coarse timer, armed when the
-disconnect watch starts: a call that answers within 20 ms never pays for it.
+(:class:`~server.transport.response_writer.ResponseWriter` padding, which says why), and a
+batch, always answered as one JSON array, likewise. Watching for silence is one coarse timer,
+armed when the disconnect watch starts: a call that answers within 20 ms never pays for it.
 
 A disconnect is not a cancellation in this era. While an inline call waits, a
-:class:`~server.transport.sse.DisconnectWatch` given a callback (armed only past 20 ms, as in
-the modern era) notices a client that goes away without cancelling anything: the call then opens
-its stream, so what it sends from then on and its result are kept for a resume, and its request
-is recorded ``client_closed`` when the call ends. A streaming call's writer notices the same
-through :func:`pump` and stops writing; the call goes on. Only ``notifications/cancelled`` or
-the session ending stops a call (:meth:`server.legacy.calls.Call.cancel`), and a cancelled call
-sends no response.
+:class:`~server.transport.disconnect.DisconnectWatch` given a callback (armed only past 20 ms,
+as in the modern era) notices a client that goes away without cancelling anything: the call then
+opens its stream, so what it sends from then on and its result are kept for a resume, and its
+request is recorded ``client_closed`` when the call ends. A streaming call's writer notices the
+same through :func:`pump` and stops writing; the call goes on. Only ``notifications/cancelled``
+or the session ending stops a call (:meth:`server.legacy.calls.Call.cancel`), and a cancelled
+call sends no response.
 
 Why inline: a task and an event stream per call would be the price of every JSON answer too,
 and a call in a task of its own costs more even with no stream
@@ -47,17 +47,10 @@ from server.aio import TimerKey, coarse_timers, create_task
 from server.asgi import Receive, Send
 from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
-from server.transport.sse import (
-    KEEP_ALIVE,
-    SSE_HEADERS,
-    DisconnectWatch,
-    ResponseWriter,
-    pump,
-    send_body,
-    send_empty,
-    send_json,
-    sse_frame,
-)
+from server.transport.disconnect import DisconnectWatch
+from server.transport.response_writer import ResponseWriter
+from server.transport.send import send_body, send_empty, send_json
+from server.transport.sse import KEEP_ALIVE, SSE_HEADERS, pump, sse_frame
 
 
 @dataclass(frozen=True, slots=True)

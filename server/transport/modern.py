@@ -9,21 +9,21 @@ endpoint writes it; a failure once the call runs is answered here, through
 
 A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
 once: no handler coroutine and no response writer (docs/decisions.md#cached-answers). Any other
-call runs inline in the request's task, started eagerly
-(:class:`~server.aio.Started`, the only one on its way): one that answers without waiting costs
-no disconnect watch and no handler timer at all, one that waits gets them armed then (a
-timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON
-unless it sends something before its result, or sends nothing for ``keepalive_s``: then it
-becomes SSE with keep-alive comments (for a client that takes only JSON, JSON led by
-whitespace), so that an idle timeout on the way does not cut a long silent call
-(:class:`~server.transport.sse.ResponseWriter`, made and armed when the disconnect watch
-starts: a call that answers within 20 ms never pays for it). A closed response stream cancels
-the handler, as the spec requires.
-``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written
-here, in the request's own task, with keep-alive comments, a send timeout on every send
-(the end too) for clients that stop reading, and the graceful result when the server shuts
-down (``Application.begin_shutdown`` closes every stream through the hub). A stream costs
-the request's own task and nothing else that waits: its queue's future, which a frame, the
+call runs inline in the request's task, started eagerly (:class:`~server.aio.Started`, the only
+one on its way): one that answers without waiting costs no disconnect watch and no handler timer
+at all, one that waits gets them armed then (a timer, and past 20 ms a watch on ``receive``, no
+task of its own). Its response is JSON unless it sends something before its result, or sends
+nothing for ``keepalive_s``: then it becomes SSE with keep-alive comments (for a client that
+takes only JSON, JSON led by whitespace), so that an idle timeout on the way does not cut a long
+silent call (:class:`~server.transport.response_writer.ResponseWriter`, made and armed when the
+disconnect watch starts: a call that answers within 20 ms never pays for it). A closed response
+stream cancels the handler, as the spec requires.
+
+``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written here, in
+the request's own task, with keep-alive comments, a send timeout on every send (the end too) for
+clients that stop reading, and the graceful result when the server shuts down
+(``Application.begin_shutdown`` closes every stream through the hub). A stream costs the
+request's own task and nothing else that waits: its queue's future, which a frame, the
 keep-alive timer or the disconnect watch ends; not sse-starlette's ``EventSourceResponse``,
 whose task group per stream costs several times the memory
 (docs/decisions.md#listen-streams-in-request-task).
@@ -49,18 +49,10 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
-from server.transport.sse import (
-    END_OF_BODY,
-    KEEP_ALIVE,
-    SSE_HEADERS,
-    DisconnectWatch,
-    ResponseWriter,
-    send_empty,
-    send_json,
-    send_within,
-    sse_frame,
-    uncancel,
-)
+from server.transport.disconnect import DisconnectWatch, uncancel
+from server.transport.response_writer import ResponseWriter
+from server.transport.send import END_OF_BODY, send_empty, send_json, send_within
+from server.transport.sse import KEEP_ALIVE, SSE_HEADERS, sse_frame
 
 
 @dataclass(frozen=True, slots=True)

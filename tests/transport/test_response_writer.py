@@ -1,5 +1,6 @@
-"""server.transport.sse.ResponseWriter on its own (an ASGI ``send`` the test controls): JSON
-until the request sends something or stays silent; then one head, keep-alives, and the result.
+"""server.transport.response_writer.ResponseWriter on its own (an ASGI ``send`` the test
+controls): JSON until the request sends something or stays silent; then one head, keep-alives,
+and the result.
 
 The end-to-end behaviour over a real socket is tests/transport/test_silent_calls.py's; here
 what a socket hides: the order of the messages when the keep-alive task and the request's
@@ -13,13 +14,8 @@ from typing import Any
 import pytest
 
 from server.asgi import ASGIMessage
-from server.transport.sse import (
-    KEEP_ALIVE,
-    PADDED_HEADERS,
-    PADDING,
-    SSE_HEADERS,
-    ResponseWriter,
-)
+from server.transport.response_writer import PADDED_HEADERS, PADDING, ResponseWriter
+from server.transport.sse import KEEP_ALIVE, SSE_HEADERS
 
 pytestmark = pytest.mark.anyio
 
