@@ -7,15 +7,12 @@ For ``python -m server``, :func:`load_settings` turns pydantic's report into one
 names each bad variable (``MCP_PORT``, not ``port``) and what it takes, :func:`unknown_variables`
 names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would otherwise be
 silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
-and format on their own, so that even a failure to load the rest is reported as asked.
-
-Longer than 400 lines because: every setting of the server is declared here, in one table,
-since this is the only reader of the environment.
+and format on their own, so that even a failure to load the rest is reported as asked. The
+words of those messages are :mod:`server.settings_errors`'; reading stays here.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import secrets
@@ -29,6 +26,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from server.errors import ConfigurationError
+from server.settings_errors import explain, unknown_warnings
 
 CommaList = Annotated[list[str], NoDecode]
 
@@ -317,83 +315,9 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as invalid:
-        raise ConfigurationError(explain(invalid)) from invalid
-
-
-def explain(invalid: ValidationError) -> str:
-    """pydantic's report as one line: ``MCP_PORT='abc' is not valid: use a whole number from 0
-    to 65535 (default 8000)``; a validator's own message (which names its variables and the
-    fix) as it is. Secret values are never repeated."""
-    problems: list[str] = []
-    for error in invalid.errors(include_url=False):
-        message = str(error["msg"]).removeprefix("Value error, ")
-        name = str(error["loc"][0]) if error["loc"] else ""
-        if name not in Settings.model_fields:
-            problems.append(message)  # a check across settings: it names them itself
-            continue
-        variable = f"MCP_{name.upper()}"
-        if error["type"] == "value_error":
-            problems.append(message if variable in message else f"{variable}: {message}")
-            continue
-        shown = "(hidden)" if name in _SECRET_FIELDS else _shown(error["input"])
-        problems.append(f"{variable}={shown} is not valid: use {expected(name)}")
-    return "; ".join(problems)
-
-
-def _shown(value: object) -> str:
-    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-    return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
-def expected(name: str) -> str:
-    """What a setting takes, in words: its kind, its bounds and its default."""
-    field = Settings.model_fields[name]
-    annotation = field.annotation
-    bounds = _bounds(field.metadata)
-    if typing.get_origin(annotation) is Literal:
-        kind = "one of " + ", ".join(map(str, typing.get_args(annotation)))
-    elif annotation is bool:
-        kind = "true or false"
-    elif annotation is int:
-        kind = "a whole number" + bounds
-    elif annotation is float:
-        kind = "a number" + bounds
-    elif typing.get_origin(annotation) is list:
-        kind = "a comma-separated list"
-    else:
-        kind = "text" + bounds
-    default = field.default
-    if isinstance(default, SecretStr) or default in ("", []):
-        return kind
-    shown = ",".join(default) if isinstance(default, list) else str(default).lower()
-    return f"{kind} (default {shown})"
-
-
-def _bounds(metadata: list[Any]) -> str:
-    """ " from 0 to 65535", " above 0", " of 1 to 64 characters matching ...": a field's limits."""
-    limits: dict[str, Any] = {}
-    pattern = ""
-    for item in metadata:
-        for key in ("ge", "gt", "le", "min_length", "max_length"):
-            if getattr(item, key, None) is not None:
-                limits[key] = getattr(item, key)
-        pattern = getattr(item, "pattern", None) or pattern
-    low, high = limits.get("ge"), limits.get("le")
-    if "gt" in limits:
-        words = f"above {limits['gt']}" + (f", at most {high}" if high is not None else "")
-    elif low is not None and high is not None:
-        words = f"from {low} to {high}"
-    elif low is not None:
-        words = f"of at least {low}"
-    elif high is not None:
-        words = f"of at most {high}"
-    elif "max_length" in limits:
-        words = f"of {limits.get('min_length', 0)} to {limits['max_length']} characters"
-    else:
-        words = ""
-    if pattern:
-        words += f" matching {pattern}"
-    return f" {words.strip()}" if words.strip() else ""
+        raise ConfigurationError(
+            explain(invalid, Settings.model_fields, prefix="MCP_", hidden=_SECRET_FIELDS)
+        ) from invalid
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -405,14 +329,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     if environ is None and env_file.is_file():
         names |= {name.upper() for name in dotenv_values(env_file)}
     known = [f"MCP_{field.upper()}" for field in Settings.model_fields]
-    warnings = []
-    for name in sorted(names):
-        if not name.startswith("MCP_") or name in known:
-            continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-        hint = f"did you mean {close[0]}?" if close else "every setting is in .env.example"
-        warnings.append(f"{name} is not a setting of this server and is ignored: {hint}")
-    return warnings
+    return unknown_warnings(names, known)
 
 
 class _LoggingChoice(BaseSettings):

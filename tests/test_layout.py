@@ -46,10 +46,21 @@ PUBLIC_API = "__init__"
 # -- the rules --------------------------------------------------------------------------------
 
 RANKS: tuple[tuple[str, ...], ...] = (
-    # 0: vocabulary, the standard library only; the environment (pydantic-settings); the
-    # server's own log lines (the request they belong to, text or JSON); exit signals; what a
-    # call came to, noted for its record
-    ("errors", "protocol", "asgi", "aio", "memo", "exit_signals", "settings", "logs", "call_note"),
+    # 0: vocabulary, the standard library only; the environment (pydantic-settings) and the
+    # words of what goes wrong with it; the server's own log lines (the request they belong to,
+    # text or JSON); exit signals; what a call came to, noted for its record
+    (
+        "errors",
+        "protocol",
+        "asgi",
+        "aio",
+        "memo",
+        "exit_signals",
+        "settings",
+        "settings_errors",
+        "logs",
+        "call_note",
+    ),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
     # 2: the methods both eras share, cursors, fan-out of changes to open streams, and tasks
