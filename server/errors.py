@@ -5,7 +5,8 @@ HTTP status it implies on the modern wire (the legacy era answers most JSON-RPC 
 200; :func:`http_status` is the single place that decides). Handlers raise these; exactly
 one boundary per era turns them into wire errors, so no code path invents codes elsewhere.
 
-Hierarchy::
+Hierarchy, with every subclass the package defines (the modern wire's status; a test keeps
+the tree complete)::
 
     McpError
     ├── ParseError                  -32700  400  body is not JSON
@@ -13,13 +14,26 @@ Hierarchy::
     ├── MethodNotFound              -32601  404  unknown, removed or not-advertised method
     ├── InvalidParams               -32602  200  bad params, cursor, name, state
     │   ├── MalformedMeta           -32602  400  modern ``_meta`` missing required fields
-    │   └── ResourceNotFound        -32602  200  (legacy wire: -32002), ``data.uri``
+    │   ├── ResourceNotFound        -32602  200  (legacy wire: -32002), ``data.uri``
+    │   └── SubscriptionLimit       -32602  200  a session's subscriptions (legacy.sessions)
     ├── InternalError               -32603  200  anything unexpected; details only in the log
     ├── HeaderMismatch              -32020  400  MCP-* headers missing, invalid or != body
     ├── MissingClientCapability     -32021  400  ``data.requiredCapabilities``
     ├── UnsupportedProtocolVersion  -32022  400  ``data.supported`` / ``data.requested``
-    └── ServiceUnavailable          -32000  503  shared state (Redis) down, or a cap reached;
-                                                 ``Retry-After`` says when to try again
+    ├── ServiceUnavailable          -32000  503  shared state (Redis) down, or a cap reached;
+    │   │                                        ``Retry-After`` says when to try again
+    │   ├── CommandRefused          -32000  503  Redis refused a command (state.redis.link)
+    │   ├── SessionLimit            -32000  503  the session cap (legacy.sessions)
+    │   └── TaskLimit               -32000  503  the task caps (tasks.store)
+    ├── AuthError                   -32001  401  with ``WWW-Authenticate`` (security.auth)
+    │   ├── Unauthenticated         -32001  401  no bearer token, or not a valid one
+    │   ├── InsufficientScope       -32001  403  a good token without the scopes needed
+    │   └── InvalidAuthRequest      -32600  400  a malformed ``Authorization``
+    ├── JwksUnavailable             -32603  503  no signing keys loaded (security.jwt)
+    ├── RateLimited                 -32000  429  ``data.retryAfter`` (security.limits)
+    ├── TooManyStreams              -32000  429  open streams per client (security.limits)
+    ├── TooManySessions             -32000  429  sessions per client (security.limits)
+    └── TaskFailure                 (its)   200  a failed task's own error (legacy.tasks)
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with
 ``isError: true``, which is what the spec wants for failures the model should see.

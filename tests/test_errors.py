@@ -1,9 +1,14 @@
 """server.errors: codes, wire shapes and the single error -> HTTP status table."""
 
+import ast
 import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
+from server import errors
 from server.errors import (
     HeaderMismatch,
     InternalError,
@@ -192,3 +197,67 @@ def test_a_tool_error_is_not_a_protocol_error():
     # reach the boundary, it is a bug like any other: nothing of it goes on the wire.
     wire = wire_error(ToolError("model-visible text"), "modern")
     assert (wire.status, wire.code, wire.message) == (200, -32603, "Internal error")
+
+
+# -- the drawn tree names every McpError subclass of the package -----------------------------
+
+SERVER = Path(__file__).resolve().parents[1] / "server"
+BRANCH = re.compile(r"^(?P<indent>(?:│   |    )*)(?:├── |└── )(?P<name>\w+)")
+
+
+def drawn_tree(docstring: str) -> dict[str, str]:
+    """Each class of the docstring's tree, with the class it is drawn under."""
+    lines = docstring.split("    McpError\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    parents = ["McpError"]
+    drawn: dict[str, str] = {}
+    for line in lines:
+        found = BRANCH.match(line.removeprefix("    "))
+        if found is None:
+            continue  # a description's second line
+        depth = len(found["indent"]) // 4
+        del parents[depth + 1 :]
+        drawn[found["name"]] = parents[depth]
+        parents.append(found["name"])
+    return drawn
+
+
+def subclasses_in(sources: Iterable[str], root: str = "McpError") -> dict[str, str]:
+    """Every class of ``sources`` that derives from ``root``, with its base (read with ``ast``,
+    so modules behind optional extras count too)."""
+    bases: dict[str, str] = {}
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                for named in node.bases:
+                    name = (
+                        named.attr if isinstance(named, ast.Attribute) else getattr(named, "id", "")
+                    )
+                    bases.setdefault(node.name, name)
+    found: dict[str, str] = {}
+    grew = True
+    while grew:
+        grew = False
+        for name, parent in bases.items():
+            if name not in found and (parent == root or parent in found):
+                found[name] = parent
+                grew = True
+    return found
+
+
+def test_the_drawn_tree_is_read_with_its_nesting() -> None:
+    tree = "x\n\n    McpError\n    ├── A  1\n    │   └── B  2\n    │       words\n    └── C\n\nz"
+    assert drawn_tree(tree) == {"A": "McpError", "B": "A", "C": "McpError"}
+    assert subclasses_in(["class A(McpError): ...\nclass B(errors.A): ...\nclass C(B): ..."]) == {
+        "A": "McpError",
+        "B": "A",
+        "C": "B",
+    }
+
+
+def test_the_errors_docstring_draws_every_mcp_error_subclass_under_its_base() -> None:
+    sources = [path.read_text(encoding="utf-8") for path in sorted(SERVER.rglob("*.py"))]
+    defined = subclasses_in(sources)
+    drawn = drawn_tree(errors.__doc__ or "")
+    assert sorted(defined.keys() - drawn.keys()) == [], "add them to the tree in server/errors.py"
+    assert sorted(drawn.keys() - defined.keys()) == [], "the tree names classes that are gone"
+    assert drawn == defined
