@@ -259,6 +259,7 @@ def _context(
     )
 
 
-async def finished(stream: EventStream) -> None:
+async def wait_finished(stream: EventStream) -> None:
+    """Wait until ``stream`` has its last event (a batch's answers are sent together)."""
     while not stream.finished:
         await stream.wait_beyond(stream.last_seq, stream.generation)

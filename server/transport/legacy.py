@@ -35,7 +35,7 @@ from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
-from server.legacy.calls import Call, Origin, finished, run_call, start_call
+from server.legacy.calls import Call, Origin, run_call, start_call, wait_finished
 from server.legacy.era import LegacyEra
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
@@ -257,7 +257,7 @@ class LegacyHttp:
             answers = []
             for call in calls:
                 stream = call.open()  # open from the start (start_call)
-                await finished(stream)
+                await wait_finished(stream)
                 runtime.drop_stream(stream)
                 if call.final is not None:  # a cancelled call has no answer
                     answers.append(call.final)
