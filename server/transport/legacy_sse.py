@@ -309,6 +309,7 @@ class SseTransport:
             return
         draft.advertised = self.era.advertised(session.protocol_version)
         draft.body_version = session.protocol_version
+        draft.set_client(session.client_info, session.client_capabilities)
         self._deliver(session.id, encode_result(request.id, result))
 
     def _start(

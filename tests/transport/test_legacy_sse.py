@@ -9,6 +9,7 @@ wire, refusals, records, the fallback on the MCP path, the mount prefix, the off
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -160,3 +161,235 @@ async def test_closing_the_stream_ends_the_session(live: ServerThread) -> None:
 def app_held(app: Application) -> dict[str, Any]:
     assert app.sse is not None
     return dict(app.sse.held)
+
+
+# -- the wire, seen raw ----------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def raw_stream(
+    http: httpx.AsyncClient, url: str, **headers: str
+) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[str]]]:
+    """A GET stream and an iterator over its lines."""
+    async with http.stream("GET", url, headers={"accept": "text/event-stream", **headers}) as got:
+        yield got, got.aiter_lines()
+
+
+async def endpoint_of(lines: AsyncIterator[str]) -> str:
+    with anyio.fail_after(5):
+        assert await anext(lines) == "event: endpoint"
+        data = await anext(lines)
+        assert data.startswith("data: ")
+        assert await anext(lines) == ""
+    return data[len("data: ") :]
+
+
+async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
+    with anyio.fail_after(5):
+        async for line in lines:
+            if line.startswith("data: {"):
+                message: dict[str, Any] = json.loads(line[len("data: ") :])
+                return message
+    raise AssertionError("the stream ended")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2024-11-05",
+        "capabilities": {},
+        "clientInfo": {"name": "raw-sse", "version": "1.0"},
+    },
+}
+
+
+@pytest.mark.anyio
+async def test_endpoint_event_then_202_and_the_answer_on_the_stream(
+    live: ServerThread, records_dir: Path
+) -> None:
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        raw_stream(http, "/sse") as (got, lines),
+    ):
+        assert got.status_code == 200
+        assert got.headers["content-type"].startswith("text/event-stream")
+        endpoint = await endpoint_of(lines)
+        assert endpoint.startswith("/messages?session_id=")
+        posted = await http.post(endpoint, json=INITIALIZE)
+        assert posted.status_code == 202
+        answer = await next_message(lines)
+        assert answer["id"] == 1
+        assert answer["result"]["protocolVersion"] == "2024-11-05"
+        assert "tools" in answer["result"]["capabilities"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(endpoint, json=note)).status_code == 202
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        call["params"] = {"name": "echo", "arguments": {"text": "hi"}}
+        assert (await http.post(endpoint, json=call)).status_code == 202
+        answer = await next_message(lines)
+        assert answer["id"] == 2
+        assert answer["result"]["content"][0]["text"] == "hi"
+        unknown = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+        unknown["params"] = {"name": "no_such_tool", "arguments": {}}
+        assert (await http.post(endpoint, json=unknown)).status_code == 202
+        answer = await next_message(lines)
+        assert answer["id"] == 3
+        assert "error" in answer or answer["result"]["isError"] is True
+        session_id = endpoint.rpartition("=")[2]
+    await eventually(lambda: any(r.get("method") == "tools/call" for r in records(records_dir)))
+    mine = [r for r in records(records_dir) if r.get("session_id") == session_id]
+    await eventually(
+        lambda: len([r for r in records(records_dir) if r.get("session_id") == session_id]) >= 6
+    )
+    mine = [r for r in records(records_dir) if r.get("session_id") == session_id]
+    assert all(r["transport"] == "sse" for r in mine), mine
+    [call_record] = [r for r in mine if r.get("method") == "tools/call" and r["jsonrpc_id"] == 2]
+    assert call_record["status"] == 202
+    assert call_record["outcome"] == "ok"
+    assert call_record["target"] == "echo"
+    [opened] = [r for r in mine if r["kind"] == "request" and r["verb"] == "GET"]
+    assert opened["path"] == "/sse"
+    [initialize] = [r for r in mine if r.get("method") == "initialize"]
+    assert initialize["client"]["name"] == "raw-sse"
+    assert initialize["advertised"]
+    [stream] = [r for r in mine if r["kind"] == "stream"]
+    assert stream["end"] == "client_closed"
+    assert stream["events"] >= 3
+
+
+@pytest.mark.anyio
+async def test_keepalive_comments_fill_a_quiet_stream(live: ServerThread) -> None:
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        raw_stream(http, "/sse") as (_, lines),
+    ):
+        await endpoint_of(lines)
+        with anyio.fail_after(3):
+            assert await anext(lines) == ": "  # MCP_KEEPALIVE_S=0.2 here
+
+
+@pytest.mark.anyio
+async def test_a_client_falling_back_on_the_mcp_path_gets_the_stream(live: ServerThread) -> None:
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        raw_stream(http, "/mcp") as (got, lines),
+    ):
+        assert got.status_code == 200
+        endpoint = await endpoint_of(lines)
+        assert endpoint.startswith("/messages?session_id=")
+        assert (await http.post(endpoint, json=INITIALIZE)).status_code == 202
+        assert (await next_message(lines))["id"] == 1
+
+
+@pytest.mark.anyio
+async def test_refusals(live: ServerThread) -> None:
+    async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
+        missing = await http.post("/messages", json=INITIALIZE)
+        assert missing.status_code == 400
+        assert "session_id" in missing.json()["error"]["message"]
+        unknown = await http.post("/messages?session_id=nope", json=INITIALIZE)
+        assert unknown.status_code == 404
+        bad = await http.post("/messages?session_id=a%20b", json=INITIALIZE)
+        assert bad.status_code == 400
+        assert (await http.get("/messages")).status_code == 405
+        assert (await http.post("/sse", json=INITIALIZE)).status_code == 405
+        only_json = await http.get("/sse", headers={"accept": "application/json"})
+        assert only_json.status_code == 406
+        rebinding = await http.get("/sse", headers={"host": "evil.example"})
+        assert rebinding.status_code in (403, 421)
+        async with raw_stream(http, "/sse") as (_, lines):
+            endpoint = await endpoint_of(lines)
+            not_json = await http.post(
+                endpoint, content=b"{", headers={"content-type": "text/plain"}
+            )
+            assert not_json.status_code == 415
+            garbled = await http.post(
+                endpoint, content=b"{", headers={"content-type": "application/json"}
+            )
+            assert garbled.status_code == 400
+
+
+@pytest.mark.anyio
+async def test_at_most_max_pending_requests_run(tmp_path: Path) -> None:
+    running = ServerThread(create_app(settings_for(tmp_path, sse_transport_max_pending=1))).start()
+    try:
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse") as (_, lines),
+        ):
+            endpoint = await endpoint_of(lines)
+            await http.post(endpoint, json=INITIALIZE)
+            await next_message(lines)
+            slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            slow["params"] = {"name": "count_slowly", "arguments": {"steps": 2, "delay_ms": 500}}
+            assert (await http.post(endpoint, json=slow)).status_code == 202
+            second = {**slow, "id": 3}
+            refused = await http.post(endpoint, json=second)
+            assert refused.status_code == 429
+            while (await next_message(lines)).get("id") != 2:
+                pass
+            assert (await http.post(endpoint, json=second)).status_code == 202
+    finally:
+        running.stop()
+
+
+@pytest.mark.anyio
+async def test_paths_are_configurable_and_under_the_mount_prefix(tmp_path: Path) -> None:
+    settings = settings_for(
+        tmp_path, sse_transport_path="/events", sse_transport_messages_path="/post"
+    )
+    running = ServerThread(create_app(settings), root_path="/api").start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=10) as http:
+            assert (await http.get("/sse")).status_code == 404
+            # uvicorn --root-path: the proxy in front strips /api, the app names it.
+            async with raw_stream(http, "/events") as (got, lines):
+                assert got.status_code == 200
+                endpoint = await endpoint_of(lines)
+                assert endpoint.startswith("/api/post?session_id=")
+                stripped = endpoint.removeprefix("/api")
+                assert (await http.post(stripped, json=INITIALIZE)).status_code == 202
+                assert (await next_message(lines))["id"] == 1
+    finally:
+        running.stop()
+
+
+@pytest.mark.anyio
+async def test_the_off_switch(tmp_path: Path) -> None:
+    running = ServerThread(create_app(settings_for(tmp_path, sse_transport=False))).start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=10) as http:
+            assert (
+                await http.get("/sse", headers={"accept": "text/event-stream"})
+            ).status_code == 404
+            assert (await http.post("/messages?session_id=x", json=INITIALIZE)).status_code == 404
+            fallback = await http.get("/mcp", headers={"accept": "text/event-stream"})
+            assert fallback.status_code == 400
+    finally:
+        running.stop()
+
+
+@pytest.mark.anyio
+async def test_auth_is_checked_as_on_the_mcp_path(tmp_path: Path) -> None:
+    digest = "sha256:" + hashlib.sha256(b"sesame").hexdigest()
+    settings = settings_for(tmp_path, auth="tokens", auth_tokens=[digest])
+    running = ServerThread(create_app(settings)).start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=10) as http:
+            refused = await http.get("/sse", headers={"accept": "text/event-stream"})
+            assert refused.status_code == 401
+            on_mcp = await http.post("/mcp", json=INITIALIZE)
+            assert on_mcp.status_code == 401
+            assert refused.headers["www-authenticate"] == on_mcp.headers["www-authenticate"]
+            bearer = {"authorization": "Bearer sesame"}
+            async with raw_stream(http, "/sse", **bearer) as (got, lines):
+                assert got.status_code == 200
+                endpoint = await endpoint_of(lines)
+                assert (await http.post(endpoint, json=INITIALIZE)).status_code == 401
+                posted = await http.post(endpoint, json=INITIALIZE, headers=bearer)
+                assert posted.status_code == 202
+                assert (await next_message(lines))["id"] == 1
+    finally:
+        running.stop()
