@@ -393,3 +393,33 @@ async def test_auth_is_checked_as_on_the_mcp_path(tmp_path: Path) -> None:
                 assert (await next_message(lines))["id"] == 1
     finally:
         running.stop()
+
+
+@pytest.mark.anyio
+async def test_shutdown_sends_the_running_calls_answers_then_closes(tmp_path: Path) -> None:
+    running = ServerThread(create_app(settings_for(tmp_path)), graceful_timeout=10).start()
+    try:
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse") as (_, lines),
+        ):
+            endpoint = await endpoint_of(lines)
+            await http.post(endpoint, json=INITIALIZE)
+            await next_message(lines)
+            slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            slow["params"] = {"name": "count_slowly", "arguments": {"steps": 3, "delay_ms": 300}}
+            assert (await http.post(endpoint, json=slow)).status_code == 202
+            await anyio.sleep(0.1)
+            running.server.should_exit = True  # what SIGTERM does
+            await eventually(lambda: running.app.sse is not None and running.app.sse.draining)
+            # (New connections are no longer accepted; a POST on an open one would get 503.)
+            seen = []
+            with anyio.fail_after(5):
+                async for line in lines:
+                    if line.startswith("data: {"):
+                        seen.append(json.loads(line[len("data: ") :]))
+            # The stream ended by itself, after the call's answer.
+            assert seen[-1]["id"] == 2
+            assert seen[-1]["result"]["content"][0]["text"] == "Counted to 3."
+    finally:
+        running.thread.join(10)
