@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,8 @@ def mcp_remote() -> list[str]:
             capture_output=True,
             timeout=300,
         )  # fmt: skip
-    assert node is not None and script.exists(), script
+    assert node is not None
+    assert script.exists(), script
     return [node, str(script)]
 
 
