@@ -114,6 +114,9 @@ class Lifecycle:
                 self.begin_shutdown()
                 if self._tasks_drained is not None:
                     await self._tasks_drained
+                if self._sse_drained is not None:
+                    # HTTP+SSE calls outlive their POST: their answers go out before the end.
+                    await asyncio.wait({self._sse_drained}, timeout=self.settings.drain_timeout_s)
                 expiry.cancel()
                 self.runtimes.end_all()
                 unsubscribe()

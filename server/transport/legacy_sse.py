@@ -116,6 +116,8 @@ class SseTransport:
         self.held: dict[str, SessionRuntime] = {}
         self.draining = False
         self._closers: set[asyncio.Task[None]] = set()
+        # The calls this process runs for the transport, whichever replica holds their stream.
+        self.calls: set[asyncio.Task[Any]] = set()
 
     # -- one request ------------------------------------------------------------------------
 
@@ -329,6 +331,10 @@ class SseTransport:
             self._deliver(session.id, encode_error(request.id, wire.body))
             return None
         call = start_call(self.era, session, runtime, request, target, origin)
+        task = runtime.inflight.get(request.id)
+        if isinstance(task, asyncio.Task):
+            self.calls.add(task)
+            task.add_done_callback(self.calls.discard)
         stream = call.open()
         forward(stream, partial(self._deliver, session.id))
         # Nothing resumes this transport's calls: the stream is let go once it has finished.
@@ -351,9 +357,13 @@ class SseTransport:
 
     async def drain(self) -> None:
         """Refuse new streams and messages; close each stream once the calls of its session
-        running here have answered (the drain deadline ends the rest)."""
+        running here have answered, and return once every call this process runs has (the
+        drain deadline ends the rest): their answers go out, here or to another replica."""
         self.draining = True
-        await asyncio.gather(*(self._close_when_idle(runtime) for runtime in self.held.values()))
+        closing = [self._close_when_idle(runtime) for runtime in self.held.values()]
+        await asyncio.gather(*closing)
+        if self.calls:
+            await asyncio.wait(set(self.calls))
 
     @staticmethod
     async def _close_when_idle(runtime: SessionRuntime) -> None:

@@ -343,3 +343,30 @@ async def test_a_call_silent_longer_than_the_proxy_idle_timeout_returns(
             # No progress token: the call sends nothing until its result.
             result = await client.call_tool("work", {"seconds": SILENT_S, "label": "silent"})
             assert text_of(result) == "silent done"
+
+
+@pytest.mark.anyio
+async def test_sigterm_on_the_replica_running_a_call_still_answers_on_the_other(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with Replicas(2, catalog="probe", redis=redis_server, nginx=False, workdir=tmp_path) as running:
+        a, b = running.replica_urls
+        async with (
+            httpx.AsyncClient(timeout=10) as http,
+            http.stream("GET", f"{a}/sse", headers={"accept": "text/event-stream"}) as stream,
+        ):
+            lines = stream.aiter_lines()
+            assert await anext(lines) == "event: endpoint"
+            path = (await anext(lines)).removeprefix("data: ").removeprefix("/api")
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+            call["params"] = {"name": "count_slowly", "arguments": {"steps": 2, "delay_ms": 1000}}
+            assert (await http.post(f"{b}{path}", json=call)).status_code == 202
+            await anyio.sleep(0.3)
+            running.servers[1].terminate()  # SIGTERM: B drains
+            with anyio.fail_after(10):
+                async for line in lines:
+                    if line.startswith("data: {"):
+                        answer = json.loads(line.removeprefix("data: "))
+                        if answer.get("id") == 7:
+                            break
+            assert answer["result"]["content"][0]["text"] == "Counted to 2."
