@@ -221,9 +221,14 @@ class McpEndpoint:
         try:
             if method == "GET":
                 _, sse_ok = negotiate(header_text(headers, b"accept"))
-                if sse_ok and self.sse is not None and b"mcp-session-id" not in headers:
+                if (
+                    self.sse is not None
+                    and b"mcp-session-id" not in headers
+                    and b"text/event-stream" in headers.get(b"accept", b"")
+                ):
                     # A client falling back to the 2024-11-05 transport (spec: after a POST
-                    # refused with 400, 404 or 405, GET the same URL and expect `endpoint`).
+                    # refused with 400, 404 or 405, GET the same URL and expect `endpoint`);
+                    # it names the type (a bare */* is a curl or a probe, and gets the 400).
                     await self.sse.stream(scope, receive, send, draft)
                     return
                 slot = self.gate.stream_slot(draft)

@@ -281,6 +281,9 @@ async def test_a_client_falling_back_on_the_mcp_path_gets_the_stream(live: Serve
         assert endpoint.startswith("/messages?session_id=")
         assert (await http.post(endpoint, json=INITIALIZE)).status_code == 202
         assert (await next_message(lines))["id"] == 1
+        # A GET that does not name the type (curl, a probe) is not a fallback: 400 as before.
+        bare = await http.get("/mcp", headers={"accept": "*/*"})
+        assert bare.status_code == 400
 
 
 @pytest.mark.anyio
