@@ -21,6 +21,8 @@ is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -
 session.
 
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
+A little over 400 lines: ``initialize`` has two ways in (a new session, or one its transport
+opened first), and the era's methods read best beside the exchange they use.
 """
 
 from __future__ import annotations

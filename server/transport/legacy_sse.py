@@ -33,7 +33,10 @@ shutdown a stream stays open until the calls of its session running here have an
 drain deadline ends the rest with -32000), then closes; new POSTs are refused with 503.
 
 Every request leaves a record with ``"transport": "sse"``; a request's record is written when
-its call ends, with its outcome (a call that ran here; the 202 went out long before).
+its call ends, with its outcome (the 202 went out long before).
+
+A little over 400 lines: the stream and the messages share the session's life, its admission
+and its drain; split in two, each half would reach into the other.
 """
 
 from __future__ import annotations
