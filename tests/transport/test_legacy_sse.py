@@ -426,3 +426,24 @@ async def test_shutdown_sends_the_running_calls_answers_then_closes(tmp_path: Pa
             assert seen[-1]["result"]["content"][0]["text"] == "Counted to 3."
     finally:
         running.thread.join(10)
+
+
+@pytest.mark.anyio
+async def test_a_batch_is_answered_message_by_message_on_the_stream(live: ServerThread) -> None:
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        raw_stream(http, "/sse") as (_, lines),
+    ):
+        endpoint = await endpoint_of(lines)
+        await http.post(endpoint, json=INITIALIZE)
+        await next_message(lines)
+        batch = [
+            {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+        ]
+        assert (await http.post(endpoint, json=batch)).status_code == 202
+        answers = {(await next_message(lines))["id"] for _ in range(2)}
+        assert answers == {2, 3}
+        too_many = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(100)]
+        assert (await http.post(endpoint, json=too_many)).status_code == 400  # MCP_MAX_BATCH
