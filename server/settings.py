@@ -9,6 +9,9 @@ names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would oth
 silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
 and format on their own, so that even a failure to load the rest is reported as asked. The
 words of those messages are :mod:`server.settings_errors`'; reading stays here.
+
+Longer than 400 lines because: every setting is declared here with its bounds and its
+validators, the one list the docs and ``.env.example`` are checked against.
 """
 
 from __future__ import annotations
@@ -126,6 +129,11 @@ class Settings(BaseSettings):
     # Keep-alive period of every open response: SSE comments on streams; a call silent this
     # long becomes a stream (server/transport/response_writer.py). Below proxy idle timeouts.
     keepalive_s: float = Field(15.0, gt=0)
+    # The 2024-11-05 HTTP+SSE transport beside Streamable HTTP (server/transport/legacy_sse.py).
+    sse_transport: bool = True
+    sse_transport_path: str = "/sse"
+    sse_transport_messages_path: str = "/messages"
+    sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at
@@ -274,10 +282,26 @@ class Settings(BaseSettings):
             raise ValueError("MCP_REPORT_PATH must name a path below /, such as /admin/report")
         return value
 
+    @field_validator("sse_transport_path", "sse_transport_messages_path")
+    @classmethod
+    def _sse_path_shape(cls, value: str) -> str:
+        value = "/" + value.strip().strip("/")
+        if value == "/" or "?" in value or "#" in value:
+            raise ValueError("must name a path below /, such as /sse or /messages")
+        return value
+
     @model_validator(mode="after")
     def _report_beside_the_endpoint(self) -> Settings:
         if self.report_path in (self.path, self.path + "/"):
             raise ValueError("MCP_REPORT_PATH must differ from MCP_PATH")
+        if self.sse_transport:
+            paths = [self.path, self.report_path, self.sse_transport_path]
+            paths.append(self.sse_transport_messages_path)
+            if len({path.rstrip("/") for path in paths}) != len(paths):
+                raise ValueError(
+                    "MCP_SSE_TRANSPORT_PATH and MCP_SSE_TRANSPORT_MESSAGES_PATH must differ "
+                    "from each other, from MCP_PATH and from MCP_REPORT_PATH"
+                )
         return self
 
     @model_validator(mode="after")

@@ -33,9 +33,6 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 PAGES = [README, ROOT / "SECURITY.md", *sorted(DOCS.glob("*.md"))]
 MAX_README_LINES = 250
-# The HTTP+SSE transport's page comes from another branch (issue 28); until it is merged the
-# README and the index link to it ahead of time. The lead removes this allowance at the merge.
-NOT_YET_MERGED = {DOCS / "sse-transport.md"}
 
 
 def text(page: Path) -> str:
@@ -76,7 +73,6 @@ def test_the_readme_keeps_the_two_quick_start_commands() -> None:
 
 def test_the_index_and_the_readme_link_every_page() -> None:
     pages = {page.name for page in DOCS.glob("*.md") if page.name != "README.md"}
-    pages |= {page.name for page in NOT_YET_MERGED}
     assert len(pages) >= 6
     index = set(re.findall(r"\]\(([\w.-]+\.md)\)", text(DOCS / "README.md")))
     assert pages - index == set(), "docs/README.md does not link these pages"
@@ -126,8 +122,6 @@ def links() -> list[tuple[Path, str]]:
 def test_every_link_resolves(page: Path, target: str) -> None:
     path, _, anchor = target.partition("#")
     goal = (page.parent / path).resolve() if path else page
-    if goal in NOT_YET_MERGED:
-        return
     assert goal.exists(), f"{page.relative_to(ROOT)} links {target}, which does not exist"
     if anchor and goal.suffix == ".md":
         assert anchor in anchors(goal), f"{page.relative_to(ROOT)} links a missing anchor {target}"

@@ -101,6 +101,16 @@ def test_path_is_normalised(clean_env, raw, expected):
     assert Settings(_env_file=None, path=raw).path == expected
 
 
+def test_sse_transport_paths_are_normalised_and_off_frees_them(clean_env):
+    settings = Settings(
+        _env_file=None, sse_transport_path="events/", sse_transport_messages_path="p"
+    )
+    assert (settings.sse_transport_path, settings.sse_transport_messages_path) == ("/events", "/p")
+    assert not Settings(
+        _env_file=None, sse_transport=False, sse_transport_path="/mcp"
+    ).sse_transport
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -115,6 +125,12 @@ def test_path_is_normalised(clean_env, raw, expected):
         {"listen_queue_size": 0},
         {"request_state_ttl_s": 0},
         {"list_ttl_ms": -1},
+        {"sse_transport_path": "/"},
+        {"sse_transport_messages_path": "/post?x=1"},
+        {"sse_transport_path": "/mcp"},
+        {"sse_transport_messages_path": "/sse"},
+        {"sse_transport_path": "/admin/report/"},
+        {"sse_transport_max_pending": 0},
     ],
 )
 def test_invalid_values_are_refused(clean_env, overrides):

@@ -45,6 +45,7 @@ from server.tasks.service import TaskService
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp, LegacyOptions
+from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,20 @@ class Application(Lifecycle, Routing):
                 trusted_proxies=parse_networks(settings.trusted_proxies),
             ),
         )
+        self.sse: SseTransport | None = None
+        if settings.sse_transport:
+            self.sse = SseTransport(
+                self.endpoint,
+                self.legacy,
+                SseOptions(
+                    stream_path=settings.sse_transport_path,
+                    messages_path=settings.sse_transport_messages_path,
+                    max_pending=settings.sse_transport_max_pending,
+                    keepalive_s=settings.keepalive_s,
+                    send_timeout_s=settings.send_timeout_s,
+                ),
+            )
+            self.endpoint.sse = self.sse
         self._lifecycle_state()
         self._routing(settings, Probes(self, self.recorder, self.shared, self.gate), self.lifespan)
         # Last: a configuration refused above is then the only line printed.

@@ -36,6 +36,7 @@ from server.state import SharedState
 from server.state.relay import BusRelay
 from server.tasks.service import TaskService
 from server.transport.legacy import LegacyHttp
+from server.transport.legacy_sse import SseTransport
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Lifecycle:
     tasks: TaskService
     sessions: SessionStore
     legacy: LegacyHttp
+    sse: SseTransport | None
     replica: BusRelay
     recorder: Recorder
     live_tail: Any
@@ -71,6 +73,7 @@ class Lifecycle:
         self._drain_deadline: asyncio.TimerHandle | None = None
         # Started by begin_shutdown: running tasks finish, or are failed, within the drain.
         self._tasks_drained: asyncio.Future[None] | None = None
+        self._sse_drained: asyncio.Future[Any] | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
@@ -111,6 +114,9 @@ class Lifecycle:
                 self.begin_shutdown()
                 if self._tasks_drained is not None:
                     await self._tasks_drained
+                if self._sse_drained is not None:
+                    # HTTP+SSE calls outlive their POST: their answers go out before the end.
+                    await asyncio.wait({self._sse_drained}, timeout=self.settings.drain_timeout_s)
                 expiry.cancel()
                 self.runtimes.end_all()
                 unsubscribe()
@@ -123,6 +129,9 @@ class Lifecycle:
                     self._drain_deadline.cancel()
                     self._drain_deadline = None  # a later start drains afresh
                 self._tasks_drained = None
+                self._sse_drained = None
+                if self.sse is not None:
+                    self.sse.draining = False  # (an app may be started twice)
                 self.started = False
 
     async def expire_sessions(self) -> None:
@@ -155,7 +164,13 @@ class Lifecycle:
         thread, say) calls it itself. Calling it again changes nothing."""
         self.ready = False
         self.hub.close_all("shutdown")
-        self.legacy.end_connections()
+        if self.sse is not None:
+            # HTTP+SSE streams carry their calls' answers: each closes once they are out.
+            if self._sse_drained is None:
+                self._sse_drained = asyncio.ensure_future(self.sse.drain())
+            self.legacy.end_connections(keep=self.sse.held)
+        else:
+            self.legacy.end_connections()
         if self._drain_deadline is None:
             delay = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
             self._drain_deadline = asyncio.get_running_loop().call_later(delay, self.end_calls)

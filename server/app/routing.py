@@ -35,6 +35,7 @@ from server.settings import Settings
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import McpEndpoint
 from server.transport.health import Probes
+from server.transport.legacy_sse import SseTransport
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +59,15 @@ class Routing:
     gate: Gate
     metrics: Metrics
     live: LiveReport | None
+    sse: SseTransport | None
     started: bool
     _proxies: tuple[Network, ...]
 
     def _routing(self, settings: Settings, probes: Probes, lifespan: Lifespan) -> None:
         self._not_started_warned = False
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
+        # The HTTP+SSE transport's two paths (MCP_SSE_TRANSPORT), answered like the MCP path.
+        self.sse_paths = self.sse.paths if self.sse is not None else frozenset()
         # What serves a request: the router, behind CORS when configured. uvicorn calls it
         # directly (serving.server_for), without the coroutine of __call__ per request.
         self.entry: ASGIApp = self._route
@@ -128,6 +132,8 @@ class Routing:
             path = path[len(root) :]
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
+        if path in self.sse_paths and scope["type"] == "http" and self.sse is not None:
+            return self.sse(scope, receive, send)
         return self.starlette(scope, receive, send)
 
     def _forwarded_scheme(self, scope: Scope) -> None:

@@ -21,6 +21,8 @@ is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -
 session.
 
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
+Longer than 400 lines because: ``initialize`` has two ways in (a new session, or one its
+transport opened first), and the era's methods read best beside the exchange they use.
 """
 
 from __future__ import annotations
@@ -195,6 +197,22 @@ class LegacyEra:
     ) -> tuple[Session, dict[str, Any]]:
         """The new session (opened by ``owner``, the authenticated subject, in the same store
         write) and the ``initialize`` result."""
+        version, client_info, capabilities = self._declared(request)
+        session = await self.store.create(version, client_info, capabilities, owner=owner)
+        return session, self._initialize_result(version)
+
+    async def initialize_opened(self, session: Session, request: Request) -> dict[str, Any]:
+        """``initialize`` for a session its transport opened first (the HTTP+SSE transport
+        opens it with its stream): what the client declares is saved into it; the result."""
+        version, client_info, capabilities = self._declared(request)
+        session.protocol_version = version
+        session.client_info = client_info
+        session.client_capabilities = capabilities
+        await self.store.save(session)
+        return self._initialize_result(version)
+
+    def _declared(self, request: Request) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """The negotiated version and what ``initialize`` declares, checked and bounded."""
         params = request.params
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
@@ -211,8 +229,9 @@ class LegacyEra:
             problem = declared_problem(f"initialize params.{name}", declared)
             if problem is not None:
                 raise InvalidParams(problem)
-        version = self.negotiate(requested)
-        session = await self.store.create(version, client_info, capabilities, owner=owner)
+        return self.negotiate(requested), client_info, capabilities
+
+    def _initialize_result(self, version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.capabilities(version),
@@ -220,7 +239,7 @@ class LegacyEra:
         }
         if self.catalog.instructions:
             result["instructions"] = self.catalog.instructions
-        return session, result
+        return result
 
     # -- requests in a session -------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 from server.hub import Event, Hub, TaskNews, covers
@@ -175,12 +175,13 @@ class Runtimes:
         if runtime is not None:
             runtime.close()
 
-    def end_standalone_connections(self, reason: str) -> None:
-        """End every session's GET stream connection (clients reconnect, maybe elsewhere).
+    def end_standalone_connections(self, reason: str, keep: Container[str] = ()) -> None:
+        """End every session's GET stream connection (clients reconnect, maybe elsewhere),
+        but those of the sessions in ``keep`` (closed by their transport once idle).
 
         Calls in flight keep their streams: they finish within the drain deadline."""
-        for runtime in self._runtimes.values():
-            if runtime.standalone is not None:
+        for session_id, runtime in self._runtimes.items():
+            if runtime.standalone is not None and session_id not in keep:
                 runtime.standalone.end_connections(reason)
 
     def ids(self) -> list[str]:

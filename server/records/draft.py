@@ -98,6 +98,8 @@ class Draft:
     # The id a trusted proxy gave the request (X-Request-Id), and the caller's trace context.
     inbound_id: str | None = None
     traceparent: str | None = None
+    # "sse" for the 2024-11-05 HTTP+SSE transport; None for Streamable HTTP (the usual).
+    transport: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -249,11 +251,13 @@ class Draft:
             record["task"] = self.task
         if self.traceparent is not None:
             record["traceparent"] = self.traceparent
+        if self.transport is not None:
+            record["transport"] = self.transport
         return record
 
     def stream_record(self) -> dict[str, Any]:
         first = self.first_event_clock
-        return {
+        record: dict[str, Any] = {
             "v": SCHEMA_VERSION,
             "kind": "stream",
             "time": iso_time(time.time()),
@@ -278,6 +282,9 @@ class Draft:
             if self.error_code is None
             else {"code": self.error_code, "message": self.error_message},
         }
+        if self.transport is not None:
+            record["transport"] = self.transport
+        return record
 
     def observe_receive(self, receive: Receive) -> Receive:
         """Wrap ``receive`` to count bytes in and notice the client leaving mid-response."""

@@ -233,6 +233,8 @@ def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
         record["task"] = draft.task
     if draft.traceparent is not None:
         record["traceparent"] = draft.traceparent
+    if draft.transport is not None:
+        record["transport"] = draft.transport
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).

@@ -40,6 +40,8 @@ from server.report.model import Report
 from server.report.read import READ_ERRORS, line_batches
 
 PSEUDO_METHODS = frozenset({"(response)", "(batch)"})
+# The transport of a record without a ``transport`` field (the field names only HTTP+SSE).
+STREAMABLE_HTTP = "streamable-http"
 RECORD_KINDS = frozenset({"request", "stream"})
 # Minutes kept for the timeline (30 days); the oldest go first.
 MAX_MINUTES = 43_200
@@ -182,6 +184,11 @@ class Aggregator(Tally):
                 self.count_new(counts, era)
         else:
             era = None
+        transport = get("transport")
+        # Records before the field, and every Streamable HTTP one, have no transport.
+        key = f"{transport if type(transport) is str else STREAMABLE_HTTP}/{era or '-'}"
+        counts = stats.transports
+        counts[key] = counts.get(key, 0) + 1
         versions = get("protocol_version")
         if type(versions) is dict:
             header = versions.get("header")

@@ -158,6 +158,7 @@ def client_report(stats: ClientStats, client_id: str, aggregator: Tally) -> Clie
         first_seen=None if stats.first == NO_FIRST else stats.first,
         last_seen=stats.last or None,
         eras=by_count(stats.eras),
+        transports=by_count(stats.transports),
         header_versions=by_count(stats.header_versions),
         body_versions=by_count(stats.body_versions),
         capability_names=sorted(stats.capability_names),

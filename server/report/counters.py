@@ -66,6 +66,7 @@ class ClientStats:
         "stream_events",
         "streams",
         "tasks",
+        "transports",
         "ttfb",
         "verbs",
     )
@@ -82,6 +83,8 @@ class ClientStats:
         self.no_method = 0
         self.verbs: dict[str, int] = {}
         self.eras: dict[str, int] = {}
+        # "<transport>/<era>" -> requests: who still uses the 2024-11-05 HTTP+SSE transport.
+        self.transports: dict[str, int] = {}
         self.header_versions: dict[str, int] = {}
         self.body_versions: dict[str, int] = {}
         self.capability_names: set[str] = set()

@@ -254,6 +254,7 @@ def clients_table(report: Report) -> list[str]:
         f'<td class="text">{h(client.user_agent or "-")}</td>{num(client.requests)}'
         f"{num(client.failed)}{num(client.streams)}{num(client.sessions)}"
         f'<td class="text">{h(counts(client.eras))}</td>'
+        f'<td class="text">{h(counts(client.transports))}</td>'
         f'<td class="text">{h(client.first_seen or "-", 40)}</td>'
         f'<td class="text">{h(client.last_seen or "-", 40)}</td></tr>'
         for client in report.clients
@@ -266,6 +267,7 @@ def clients_table(report: Report) -> list[str]:
         "streams",
         "sessions",
         "eras",
+        "transports",
         "first seen",
         "last seen",
     )
@@ -336,6 +338,7 @@ def details(client: ClientReport) -> list[str]:
         ("sessions", f"{client.sessions:,}"),
         ("seen", period(client.first_seen, client.last_seen)),
         ("eras", counts(client.eras)),
+        ("transports", counts(client.transports)),
         ("protocol, header", counts(client.header_versions)),
         ("protocol, body", counts(client.body_versions)),
         ("capabilities", ", ".join(client.capability_names) or "-"),

@@ -47,6 +47,8 @@ class ClientReport:
     first_seen: str | None
     last_seen: str | None
     eras: dict[str, int]
+    # "<transport>/<era>" -> requests ("sse/legacy": the 2024-11-05 HTTP+SSE transport).
+    transports: dict[str, int]
     header_versions: dict[str, int]
     body_versions: dict[str, int]
     capability_names: list[str]

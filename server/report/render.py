@@ -153,6 +153,7 @@ def client_json(client: ClientReport) -> dict[str, Any]:
         "first_seen": client.first_seen,
         "last_seen": client.last_seen,
         "eras": client.eras,
+        "transports": client.transports,
         "protocol_versions": {"header": client.header_versions, "body": client.body_versions},
         "capabilities": {"names": client.capability_names, "latest": client.capabilities},
         "methods": {

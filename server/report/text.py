@@ -120,6 +120,7 @@ def table_block(client: ClientReport) -> list[str]:
     )
     out += field("seen", period(client.first_seen, client.last_seen))
     out += field("eras", counts(client.eras))
+    out += field("transports", counts(client.transports))
     out += field(
         "protocol",
         f"header {counts(client.header_versions, ' x')}; body {counts(client.body_versions, ' x')}",
@@ -254,7 +255,8 @@ def render_markdown(report: Report) -> str:
         out += [
             f"- **Requests:** {client.requests:,}; **sessions:** {client.sessions:,}; "
             f"**seen:** {md(period(client.first_seen, client.last_seen))}",
-            f"- **Eras:** {md(counts(client.eras))}",
+            f"- **Eras:** {md(counts(client.eras))}; "
+            f"**transports:** {md(counts(client.transports))}",
             f"- **Protocol versions:** header {md(counts(client.header_versions))}; "
             f"body {md(counts(client.body_versions))}",
             f"- **Capabilities:** {md_list(client.capability_names)}; "

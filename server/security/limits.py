@@ -52,6 +52,14 @@ class TooManySessions(McpError):
     status = 429
 
 
+class TooManyPending(McpError):
+    """An HTTP+SSE session has as many requests running as it may
+    (``MCP_SSE_TRANSPORT_MAX_PENDING``): its POST is refused until one ends."""
+
+    code = LIMIT_EXCEEDED
+    status = 429
+
+
 def retry_after_header(seconds: float) -> str:
     """The ``Retry-After`` value: whole seconds, rounded up, at least 1."""
     return str(max(1, math.ceil(seconds)))

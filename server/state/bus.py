@@ -11,6 +11,7 @@ ended    sid                     release what they hold for that session
 answer   sid, id, result / error hand a client's answer to the handler waiting there
 cancel   sid, params             cancel the call if it runs there
 subs     sid, add / remove (uri) add or remove one resource subscription of a session
+sse      sid, m (a message)      send it on the session's HTTP+SSE stream if they hold it
 task     op, id / record         wake (answers came) or cancel a task's handler running
                                  there; ``status``: a task's new state, for their streams
 ======== ======================= ==================================================

@@ -34,6 +34,9 @@ class SessionEvents(Protocol):
 
     def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None: ...
 
+    def remote_message(self, session_id: str, payload: bytes) -> None:
+        """A message for the session's one stream (the HTTP+SSE transport), if held here."""
+
     def subscriptions_missed(self) -> None:
         """Subscription changes may have been missed (the bus was away): read them again."""
 
@@ -83,6 +86,8 @@ class BusRelay:
             ):
                 response = Response(request_id, data.get("result"), error)
                 self.sessions.remote_answer(session_id, response)
+        elif kind == "sse" and isinstance(data.get("m"), str):
+            self.sessions.remote_message(session_id, data["m"].encode())
         elif kind == "cancel" and isinstance(data.get("params"), dict):
             self.sessions.remote_cancel(session_id, data["params"])
         elif kind == "subs":

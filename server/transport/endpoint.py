@@ -77,6 +77,15 @@ class EraHttp(Protocol):
     ) -> Awaitable[None]: ...
 
 
+class SseStreams(Protocol):
+    """The HTTP+SSE transport's stream (:mod:`server.transport.legacy_sse`), for a client
+    that falls back to it on the MCP path."""
+
+    def stream(
+        self, scope: Scope, receive: Receive, send: Send, draft: Draft
+    ) -> Awaitable[None]: ...
+
+
 def choose_era(message: Message | list[Message], headers: Headers) -> Era:
     """Which era a message belongs to (spec-notes 1.8).
 
@@ -145,6 +154,8 @@ class McpEndpoint:
     ) -> None:
         self.eras: dict[Era, EraHttp] = {"modern": modern, "legacy": legacy}
         self.legacy = legacy  # GET and DELETE are the legacy era's alone
+        # The HTTP+SSE transport, when on: a GET with no session that takes SSE opens its stream.
+        self.sse: SseStreams | None = None
         self.gate = gate
         self.recorder = recorder
         self.options = options
@@ -210,6 +221,16 @@ class McpEndpoint:
         try:
             if method == "GET":
                 _, sse_ok = negotiate(header_text(headers, b"accept"))
+                if (
+                    self.sse is not None
+                    and b"mcp-session-id" not in headers
+                    and b"text/event-stream" in headers.get(b"accept", b"")
+                ):
+                    # A client falling back to the 2024-11-05 transport (spec: after a POST
+                    # refused with 400, 404 or 405, GET the same URL and expect `endpoint`);
+                    # it names the type (a bare */* is a curl or a probe, and gets the 400).
+                    await self.sse.stream(scope, receive, send, draft)
+                    return
                 slot = self.gate.stream_slot(draft)
                 try:
                     await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)

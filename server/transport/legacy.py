@@ -25,7 +25,7 @@ replicas tell about it are :mod:`server.transport.legacy_sessions`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Container
 from functools import partial
 
 from server.aio import create_task, current_task
@@ -341,6 +341,7 @@ class LegacyHttp:
         self.bus.publish("ended", {"sid": session.id})
         await send_empty(send, 200)
 
-    def end_connections(self) -> None:
-        """Shutdown: end the GET streams (clients reconnect elsewhere); calls finish."""
-        self.runtimes.end_standalone_connections("shutdown")
+    def end_connections(self, keep: Container[str] = ()) -> None:
+        """Shutdown: end the GET streams (clients reconnect elsewhere) but those of the
+        sessions in ``keep``; calls finish."""
+        self.runtimes.end_standalone_connections("shutdown", keep)

@@ -94,6 +94,21 @@ class LegacySessions:
         if runtime is not None:
             runtime.subscriptions.apply(uri, subscribed)
 
+    def remote_message(self, session_id: str, payload: bytes) -> None:
+        self.to_stream(session_id, payload)
+
+    def to_stream(self, session_id: str, payload: bytes) -> bool:
+        """Put a message on the session's one stream (HTTP+SSE) if this process holds it
+        open; False if not (it is held elsewhere, or gone)."""
+        runtime = self.runtimes.peek(session_id)
+        if runtime is None or not runtime.standalone_followers:
+            return False
+        stream = runtime.standalone
+        if stream is None or stream.finished:
+            return False
+        stream.publish(payload)
+        return True
+
     def subscriptions_missed(self) -> None:
         for session_id in self.runtimes.ids():
             if (runtime := self.runtimes.peek(session_id)) is not None:

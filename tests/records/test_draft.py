@@ -44,7 +44,15 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 # The request fields the table marks "only for batches" / "only on initialize and discover".
-OPTIONAL_REQUEST_FIELDS = {"batch_size", "advertised", "target", "outcome", "task", "traceparent"}
+OPTIONAL_REQUEST_FIELDS = {
+    "batch_size",
+    "advertised",
+    "target",
+    "outcome",
+    "task",
+    "traceparent",
+    "transport",
+}
 # What server/app/application.py passes: the settings' redaction words, normalised the way keys are.
 DEFAULT_REDACT = (
     "password",
@@ -342,8 +350,10 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft.method = "tools/call"
     draft.task = {"id": "t-1", "status": "working"}
     draft.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    draft.transport = "sse"
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
+    assert record["transport"] == "sse"
     assert record["batch_size"] == 3
     assert record["advertised"] == ["initialize", "tools/list"]
     assert record["task"] == {"id": "t-1", "status": "working"}
@@ -357,7 +367,9 @@ def test_stream_record_has_exactly_the_documented_fields() -> None:
     draft.method = "tools/call"
     draft.streaming = True
     record = draft.stream_record()
-    assert set(record) == STREAM_FIELDS
+    assert set(record) == STREAM_FIELDS - {"transport"}  # only on the HTTP+SSE transport
+    draft.transport = "sse"
+    assert draft.stream_record()["transport"] == "sse"
     assert record["v"] == 1
     assert record["kind"] == "stream"
     assert record["request_id"] == draft.request_id

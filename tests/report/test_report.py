@@ -694,3 +694,20 @@ def test_tasks_followed_per_client_are_bounded() -> None:
     assert client(aggregate(jsonl(*records), limits=Limits(tasks=2)), "claude-code").tasks == {
         "working": 2
     }
+
+
+def test_each_client_shows_the_transports_and_eras_it_used() -> None:
+    old = request_record("tools/call", name="gemini-cli", agent="node", header=None)
+    old["transport"] = "sse"
+    modern = request_record("tools/call", era="modern", header=MODERN, body=MODERN)
+    before_the_field = request_record("tools/list")
+    report = aggregate(jsonl(old, old, modern, before_the_field))
+    assert client(report, "gemini-cli").transports == {"sse/legacy": 2}
+    assert client(report, "claude-code").transports == {
+        "streamable-http/legacy": 1,
+        "streamable-http/modern": 1,
+    }
+    assert "sse/legacy 2" in render_table(report)
+    assert "sse/legacy 2" in render_markdown(report)
+    assert "sse/legacy 2" in render_html(report)
+    assert to_json(report)["clients"][0]["transports"]

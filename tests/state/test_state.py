@@ -347,6 +347,26 @@ async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Applicat
     assert following.subscriptions.uris == {"file:///kept"}
 
 
+def test_a_message_for_an_http_sse_stream_reaches_it_only_where_it_is_held(
+    app: Application,
+) -> None:
+    held = app.legacy.runtimes.get("s1")
+    stream = held.standalone_stream(app.hub, lambda: ALL_CAPS)
+    held.standalone_followers = 1  # a GET connection follows it here
+    unfollowed = app.legacy.runtimes.get("s2")
+    unfollowed.standalone_stream(app.hub, lambda: ALL_CAPS)
+    app.replica.deliver("sse", {"sid": "s1", "m": '{"jsonrpc":"2.0","id":1,"result":{}}'})
+    app.replica.deliver("sse", {"sid": "s2", "m": "{}"})
+    app.replica.deliver("sse", {"sid": "s1", "m": 5})  # malformed: ignored
+    app.replica.deliver("sse", {"sid": "unknown", "m": "{}"})
+    assert [event.payload for _, event in stream.events_after(0)] == [
+        b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    ]
+    assert unfollowed.standalone is not None
+    assert unfollowed.standalone.last_seq == 0
+    assert app.legacy.runtimes.peek("unknown") is None
+
+
 async def test_unknown_sessions_and_malformed_events_are_ignored(app: Application) -> None:
     stream = attach(app)
     runtime = app.legacy.runtimes.get("s1")

@@ -864,8 +864,9 @@ async def test_other_http_methods_are_405_with_allow(method: str, path: str) -> 
 @pytest.mark.anyio
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
 async def test_get_and_delete_without_a_session_are_400_with_a_jsonrpc_body(method: str) -> None:
-    """GET and DELETE belong to initialize-era sessions; without one they are refused."""
-    async with serve() as (client, _):
+    """GET and DELETE belong to initialize-era sessions; without one they are refused (with
+    the HTTP+SSE transport on, such a GET opens its stream: tests/transport/test_legacy_sse)."""
+    async with serve(sse_transport=False) as (client, _):
         response = await client.request(method, "/mcp", headers={"Accept": "text/event-stream"})
         error = error_of(response, 400, -32600, None)
         assert "Mcp-Session-Id" in error["message"]

@@ -332,11 +332,14 @@ async def test_request_without_a_session_id_says_what_is_missing(
     assert "Mcp-Session-Id" in body["error"]["message"]
 
 
-async def test_get_and_delete_without_a_session_id_are_400(http: httpx.AsyncClient) -> None:
-    get = await http.get("/mcp", headers={"Accept": "text/event-stream"})
-    assert get.status_code == 400
-    delete = await http.delete("/mcp")
-    assert delete.status_code == 400
+async def test_get_and_delete_without_a_session_id_are_400() -> None:
+    # With the HTTP+SSE transport on, such a GET opens its stream (tests/transport/test_legacy_sse).
+    application = create_app(settings(sse_transport=False), make_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        get = await http.get("/mcp", headers={"Accept": "text/event-stream"})
+        assert get.status_code == 400
+        delete = await http.delete("/mcp")
+        assert delete.status_code == 400
 
 
 async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) -> None:
