@@ -18,11 +18,9 @@ from server.app import Application
 from server.catalog import Catalog, Change
 from server.hub import Closed, Event, Stream
 from server.legacy.runtime import SessionRuntime
-from server.legacy.sessions import MemorySessionStore
 from server.settings import Settings
 from server.state import SharedState, shared_state
-from server.state.bus import LocalBus
-from server.state.mirror import LocalMirror
+from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
@@ -92,8 +90,8 @@ async def test_without_a_url_the_state_is_this_process() -> None:
     calls = Calls()
     shared = calls.build(settings(max_sessions=7, session_idle_timeout_s=12.0))
     assert isinstance(shared.store, MemorySessionStore)
-    assert isinstance(shared.bus, LocalBus)
-    assert isinstance(shared.mirror, LocalMirror)
+    assert isinstance(shared.bus, MemoryBus)
+    assert isinstance(shared.mirror, MemoryMirror)
     assert shared.link is None
     assert shared.status() is None
     assert shared.healthy is True
@@ -198,7 +196,7 @@ async def test_resync_offers_the_three_list_changes(app: Application) -> None:
 def test_announce_change_publishes_on_the_bus(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
-    class RecordingBus(LocalBus):
+    class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
@@ -318,7 +316,7 @@ async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
 def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
-    class RecordingBus(LocalBus):
+    class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
