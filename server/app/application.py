@@ -129,8 +129,8 @@ class Application(Lifecycle, Routing):
         # A task's new state (here or announced by another replica) reaches the streams that
         # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
         self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
-        self.replica = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
-        legacy_era.on_subscriptions = self.replica.announce_subscriptions
+        self.relay = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
+        legacy_era.on_subscriptions = self.relay.announce_subscriptions
         self.modern = ModernEra(
             catalog,
             dispatcher,

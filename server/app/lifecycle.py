@@ -58,7 +58,7 @@ class Lifecycle:
     sessions: SessionStore
     legacy: LegacyHttp
     sse: SseTransport | None
-    replica: BusRelay
+    relay: BusRelay
     recorder: Recorder
     live_tail: Any
 
@@ -100,7 +100,7 @@ class Lifecycle:
             self.recorder.start()
             if self.live_tail is not None:
                 self.live_tail.start()
-            self.shared.start(self.replica.deliver)
+            self.shared.start(self.relay.deliver)
             expiry = asyncio.create_task(self.expire_sessions())
             if not self.server_tells_shutdown:
                 wrapped = self.exit_signals.install()
@@ -149,7 +149,7 @@ class Lifecycle:
     def _changed(self, change: Change) -> None:
         """A change of this process's catalog: its own streams, then the other replicas."""
         self.hub.publish(change)
-        self.replica.announce_change(change)
+        self.relay.announce_change(change)
 
     def begin_shutdown(self, drain_timeout_s: float | None = None) -> None:
         """Stop taking long-lived work: end every listen stream with its graceful result, and

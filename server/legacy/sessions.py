@@ -7,10 +7,11 @@ the store beside it, one URI at a time (:meth:`SessionStore.subscribe` /
 on each request: a process reads them once, when a GET stream needs them, into the
 :class:`LiveSubscriptions` of its runtime, and deltas keep that current.
 
-The :class:`SessionStore` interface is what the legacy era uses; :class:`MemorySessionStore`
-is the in-process default: ids from a secure random source (visible ASCII only), idle expiry,
-and a cap on how many sessions exist at once. Ended and expired sessions are simply gone, so
-the era answers 404 for both.
+The :class:`SessionStore` interface is what the legacy era uses; its flavours are
+:class:`~server.state.memory.MemorySessionStore` (the in-process default) and
+:class:`~server.state.redis.sessions.RedisSessionStore`. Ids come from a secure random source
+(visible ASCII only); sessions expire when idle, and a cap bounds how many exist at once. Ended
+and expired sessions are simply gone, so the era answers 404 for both.
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ import contextlib
 import re
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from server.aio import create_task
 from server.errors import InvalidParams, InvalidRequest, ServiceUnavailable
-from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
 
 # Ids are made by new_session_id (32 characters today); anything longer or of other characters
 # cannot be one, and never reaches a store.
@@ -120,124 +119,6 @@ class SessionStore(Protocol):
         (which counts as use); the ids that ended."""
 
     def count(self) -> int: ...
-
-
-def _never(session_id: str) -> bool:
-    return False
-
-
-def _ignore(session_id: str) -> None:
-    return None
-
-
-class MemorySessionStore:
-    """Sessions in this process, least recently used first.
-
-    ``busy`` says whether a session still has work or a stream open here (then it is not
-    idle, whatever its clock says); ``ended`` hears of every session that ends by expiry, so
-    what the process holds for it is released too.
-    """
-
-    def __init__(
-        self,
-        *,
-        max_sessions: int,
-        idle_timeout_s: float,
-        busy: Callable[[str], bool] = _never,
-        ended: Callable[[str], None] = _ignore,
-        max_subscriptions: int = MAX_RESOURCE_SUBSCRIPTIONS,
-    ) -> None:
-        self.max_sessions = max_sessions
-        self.idle_timeout_s = idle_timeout_s
-        self.max_subscriptions = max_subscriptions
-        self._busy = busy
-        self._ended = ended
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._subscriptions: dict[str, set[str]] = {}
-
-    async def create(
-        self,
-        protocol_version: str,
-        client_info: dict[str, Any],
-        capabilities: dict[str, Any],
-        *,
-        owner: str | None = None,
-    ) -> Session:
-        if len(self._sessions) >= self.max_sessions:
-            await self.expire()  # idle ones make room first; busy ones are kept
-        if len(self._sessions) >= self.max_sessions:
-            raise SessionLimit(
-                f"Too many sessions ({self.max_sessions}); end unused sessions or retry later"
-            )
-        session = Session(new_session_id(), protocol_version, client_info, capabilities)
-        session.owner = owner
-        self._sessions[session.id] = session
-        return session
-
-    async def get(self, session_id: str) -> Session | None:
-        session = self._sessions.get(session_id)
-        if session is None:
-            return None
-        now = time.monotonic()
-        if now - session.last_seen > self.idle_timeout_s and not self._busy(session_id):
-            self._forget(session_id)
-            self._ended(session_id)
-            return None
-        session.last_seen = now
-        self._sessions.move_to_end(session_id)
-        return session
-
-    async def save(self, session: Session) -> None:
-        if session.id in self._sessions:
-            self._sessions[session.id] = session
-
-    async def subscribe(self, session_id: str, uri: str) -> bool:
-        if session_id not in self._sessions:
-            return False
-        uris = self._subscriptions.setdefault(session_id, set())
-        if uri in uris:
-            return False
-        if len(uris) >= self.max_subscriptions:
-            raise SubscriptionLimit(self.max_subscriptions)
-        uris.add(uri)
-        return True
-
-    async def unsubscribe(self, session_id: str, uri: str) -> bool:
-        uris = self._subscriptions.get(session_id)
-        if uris is None or uri not in uris:
-            return False
-        uris.discard(uri)
-        return True
-
-    async def subscriptions(self, session_id: str) -> set[str]:
-        return set(self._subscriptions.get(session_id, ()))
-
-    async def delete(self, session_id: str) -> bool:
-        return self._forget(session_id)
-
-    def _forget(self, session_id: str) -> bool:
-        self._subscriptions.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
-
-    async def expire(self) -> list[str]:
-        now = time.monotonic()
-        cutoff = now - self.idle_timeout_s
-        ended = []
-        # Least recently used first: stop at the first session used within the timeout.
-        for session_id, session in list(self._sessions.items()):
-            if session.last_seen > cutoff:
-                break
-            if self._busy(session_id):
-                session.last_seen = now
-                self._sessions.move_to_end(session_id)
-                continue
-            self._forget(session_id)
-            ended.append(session_id)
-            self._ended(session_id)
-        return ended
-
-    def count(self) -> int:
-        return len(self._sessions)
 
 
 # Reads a session's subscriptions from its store.

@@ -1,11 +1,11 @@
 """The one place that picks the flavour of the state several replicas share.
 
 :func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, task
-store, all in :mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process
-one; the rest of the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
-:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`,
-:class:`~server.tasks.store.TaskStore`). What the other replicas announce is applied by
-:class:`~server.state.relay.BusRelay`.
+store, all in :mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process one
+(all in :mod:`server.state.memory`); the rest of the server sees only the interfaces
+(:class:`~server.legacy.sessions.SessionStore`, :class:`~server.state.bus.Bus`,
+:class:`~server.state.mirror.StreamMirror`, :class:`~server.tasks.store.TaskStore`). What the
+other replicas announce is applied by :class:`~server.state.relay.BusRelay`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from server.errors import ConfigurationError
-from server.legacy.sessions import MemorySessionStore, SessionStore
+from server.legacy.sessions import SessionStore
 from server.settings import Settings
-from server.state.bus import Bus, LocalBus
-from server.state.mirror import LocalMirror, StreamMirror
-from server.state.tasks import MemoryTaskStore
+from server.state.bus import Bus
+from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore, MemoryTaskStore
+from server.state.mirror import StreamMirror
 from server.tasks.store import TaskStore
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def shared_state(
             busy=busy,
             ended=ended,
         )
-        return SharedState(store, LocalBus(), LocalMirror())
+        return SharedState(store, MemoryBus(), MemoryMirror())
     try:
         from server.state.redis.bus import RedisBus
         from server.state.redis.link import RedisLink

@@ -16,13 +16,13 @@ task     op, id / record         wake (answers came) or cancel a task's handler 
                                  there; ``status``: a task's new state, for their streams
 ======== ======================= ==================================================
 
-:class:`LocalBus` is the one-process default: there is nobody to tell. :class:`RedisBus`
-publishes on one Redis channel and delivers what other replicas publish (its own messages
-come back too and are skipped). Publishing never blocks the caller: messages queue (bounded)
-for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber that is
-away, so after an outage the bus delivers ``resync`` locally: list streams are told their
-lists changed, and clients re-read what they may have missed; GET streams re-read their
-session's subscriptions from the store.
+:class:`~server.state.memory.MemoryBus` is the one-process default: there is nobody to tell.
+:class:`~server.state.redis.bus.RedisBus` publishes on one Redis channel and delivers what
+other replicas publish (its own messages come back too and are skipped). Publishing never
+blocks the caller: messages queue (bounded) for one publisher task that keeps their order.
+Pub/sub keeps nothing for a subscriber that is away, so after an outage the bus delivers
+``resync`` locally: list streams are told their lists changed, and clients re-read what they
+may have missed; GET streams re-read their session's subscriptions from the store.
 
 The Redis flavour is :mod:`server.state.redis.bus`, imported only when ``MCP_REDIS_URL`` is set, so
 the ``redis`` package stays an optional extra.
@@ -46,19 +46,3 @@ class Bus(Protocol):
     async def close(self) -> None: ...
 
     def status(self) -> dict[str, Any]: ...
-
-
-class LocalBus:
-    """One process: every event was already handled where it happened."""
-
-    def publish(self, kind: str, data: dict[str, Any]) -> None:
-        return None
-
-    def start(self, deliver: Deliver) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    def status(self) -> dict[str, Any]:
-        return {"kind": "local"}

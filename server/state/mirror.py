@@ -11,7 +11,8 @@ it (``XREAD BLOCK``) to follow a call that is still running elsewhere.
 Copying never makes a call wait: events queue (bounded) for one writer task. If Redis is away
 they are dropped and counted, which only narrows what another replica could replay.
 
-:class:`LocalMirror` is the one-process default: every stream is in this process already.
+:class:`~server.state.memory.MemoryMirror` is the one-process default: every stream is in this
+process already.
 
 The Redis flavour is :mod:`server.state.redis.mirror`, imported only with ``MCP_REDIS_URL``.
 """
@@ -36,23 +37,6 @@ class StreamMirror(Protocol):
     def start(self) -> None: ...
 
     async def close(self) -> None: ...
-
-
-class LocalMirror:
-    def track(self, session_id: str, stream: EventStream) -> None:
-        return None
-
-    async def open(self, session_id: str, stream_id: str, after: int) -> Copy | None:
-        return None
-
-    async def tail(self, session_id: str, stream: EventStream) -> None:
-        return None
-
-    def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 def _seq(entry_id: bytes) -> int:

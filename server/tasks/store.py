@@ -1,6 +1,6 @@
 """Where task records live: the interface both flavours implement.
 
-The in-process flavour is :class:`server.state.tasks.MemoryTaskStore`; with ``MCP_REDIS_URL``
+The in-process flavour is :class:`server.state.memory.MemoryTaskStore`; with ``MCP_REDIS_URL``
 it is :class:`server.state.redis.tasks.RedisTaskStore`, so every replica reads and changes the
 same records. The rules both keep:
 

@@ -44,8 +44,9 @@ from server.protocol import PRIMING_SINCE
 from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.gate import Gate
-from server.state.bus import Bus, LocalBus
-from server.state.mirror import LocalMirror, StreamMirror
+from server.state.bus import Bus
+from server.state.memory import MemoryBus, MemoryMirror
+from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.response_writer import ResponseWriter
@@ -73,8 +74,8 @@ class LegacyHttp:
         self.runtimes = runtimes
         self.hub = hub
         self.options = options
-        self.bus: Bus = bus or LocalBus()
-        self.mirror: StreamMirror = mirror or LocalMirror()
+        self.bus: Bus = bus or MemoryBus()
+        self.mirror: StreamMirror = mirror or MemoryMirror()
         self.sessions = LegacySessions(era, runtimes, gate)
 
     # -- POST ------------------------------------------------------------------------------

@@ -1,22 +1,20 @@
-"""The legacy era's sessions over HTTP: found from their header, ended, told about by others.
+"""The legacy era's sessions over HTTP: found from their header, and ended.
 
 A request of a session names it in ``Mcp-Session-Id``; :meth:`LegacySessions.find` checks the
 header (400 for an id that cannot be one of ours, before any store sees it), loads the session
 for its owner only (another subject's session is, for that caller, one that does not exist:
 404), and returns it with its live part in this process. :meth:`LegacySessions.session_ended`
-releases what a session held here. The rest is :class:`~server.state.relay.SessionEvents`: what
-another replica announces on the bus about a session this process holds a part of.
+releases what a session held here, the gate's slot for it included. What another replica
+announces on the bus about a session (:class:`~server.state.relay.SessionEvents`) is applied by
+the sans-IO :class:`~server.legacy.remote.RemoteSessions` this class extends.
 """
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any
-
 from server.asgi import Headers, header_text
 from server.errors import InvalidRequest
-from server.jsonrpc import Response
 from server.legacy.era import LegacyEra
+from server.legacy.remote import RemoteSessions
 from server.legacy.runtime import Runtimes, SessionRuntime
 from server.legacy.sessions import Session, checked_session_id
 from server.protocol import LEGACY_VERSIONS
@@ -34,10 +32,12 @@ def check_version_header(headers: Headers) -> None:
         )
 
 
-class LegacySessions:
+class LegacySessions(RemoteSessions):
+    """The legacy sessions over HTTP; what other replicas tell is applied by the sans-IO
+    :class:`~server.legacy.remote.RemoteSessions` it extends."""
+
     def __init__(self, era: LegacyEra, runtimes: Runtimes, gate: Gate) -> None:
-        self.era = era
-        self.runtimes = runtimes
+        super().__init__(era, runtimes)
         self.gate = gate
 
     async def find(self, headers: Headers, draft: Draft) -> tuple[Session, SessionRuntime]:
@@ -74,25 +74,10 @@ class LegacySessions:
 
     def session_ended(self, session_id: str) -> None:
         """Release what a session held here: its runtime and its client's session slot."""
-        self.runtimes.end(session_id)
+        super().session_ended(session_id)
         self.gate.session_ended(session_id)
 
-    # -- what other replicas tell (state.relay.SessionEvents) -----------------------------------
-
-    def remote_answer(self, session_id: str, response: Response) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            self.era.accept_response(runtime, response)
-
-    def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            self.era.cancel(runtime, params)
-
-    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
-        runtime = self.runtimes.peek(session_id)
-        if runtime is not None:
-            runtime.subscriptions.apply(uri, subscribed)
+    # -- the HTTP+SSE transport's one stream (state.relay.SessionEvents) ---------------------
 
     def remote_message(self, session_id: str, payload: bytes) -> None:
         self.to_stream(session_id, payload)
@@ -108,10 +93,3 @@ class LegacySessions:
             return False
         stream.publish(payload)
         return True
-
-    def subscriptions_missed(self) -> None:
-        for session_id in self.runtimes.ids():
-            if (runtime := self.runtimes.peek(session_id)) is not None:
-                # Read again now where a GET stream follows them, else when one opens.
-                read = partial(self.era.store.subscriptions, session_id)
-                runtime.subscriptions.stale(read if runtime.standalone is not None else None)

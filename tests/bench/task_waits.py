@@ -20,7 +20,7 @@ import asyncio
 import time
 
 import server
-from server.state.tasks import MemoryTaskStore
+from server.state.memory import MemoryTaskStore
 from server.tasks.model import TaskLimits
 from server.tasks.service import TaskService
 

@@ -28,10 +28,11 @@ from server.jsonrpc import (
 from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
-from server.legacy.sessions import MemorySessionStore, Session
+from server.legacy.sessions import Session
 from server.pagination import Pager
 from server.protocol import LEGACY_VERSIONS
 from server.sealing import Sealer
+from server.state.memory import MemorySessionStore
 from tests.support.mcp_client import initialize_params
 
 pytestmark = pytest.mark.anyio

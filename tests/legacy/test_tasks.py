@@ -18,7 +18,7 @@ from server.errors import InternalError, InvalidParams, McpError, MethodNotFound
 from server.jsonrpc import Response
 from server.legacy.tasks import RELATED_TASK
 from server.settings import Settings
-from server.state.tasks import MemoryTaskStore
+from server.state.memory import MemoryTaskStore
 from server.tasks.service import TaskService
 from tests.legacy.test_era import Harness, harness, make_era, next_message, published
 from tests.support import mcp_client as mcp

@@ -17,7 +17,7 @@ from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.pagination import Pager
 from server.sealing import Sealer
-from server.state.tasks import MemoryTaskStore
+from server.state.memory import MemoryTaskStore
 from server.tasks.service import TaskService
 from tests.modern.test_era import Sent, answer, as_json, make_request, raw_headers
 from tests.support.polling import wait_until

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from server.errors import ServiceUnavailable
-from server.state.bus import LocalBus
+from server.state.memory import MemoryBus
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from tests.support.polling import wait_until
@@ -297,7 +297,7 @@ async def test_close_returns_promptly_while_redis_is_away(
 
 
 async def test_the_local_bus_does_nothing() -> None:
-    bus = LocalBus()
+    bus = MemoryBus()
     got: list[Any] = []
     bus.start(lambda kind, data: got.append(kind))
     bus.publish("change", {"kind": "tools"})

@@ -17,7 +17,7 @@ import pytest
 
 from server.errors import ServiceUnavailable
 from server.legacy.eventstream import MAX_SEQ, Copy, EventStream
-from server.state.mirror import LocalMirror
+from server.state.memory import MemoryMirror
 from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
 from tests.support.polling import wait_until
@@ -311,7 +311,7 @@ async def test_close_is_prompt(pair: Pair) -> None:
 
 
 async def test_the_local_mirror_does_nothing() -> None:
-    mirror = LocalMirror()
+    mirror = MemoryMirror()
     mirror.start()
     stream = EventStream("ab1", 4)
     mirror.track(SESSION, stream)

@@ -18,11 +18,9 @@ from server.app import Application
 from server.catalog import Catalog, Change
 from server.hub import Closed, Event, Stream
 from server.legacy.runtime import SessionRuntime
-from server.legacy.sessions import MemorySessionStore
 from server.settings import Settings
 from server.state import SharedState, shared_state
-from server.state.bus import LocalBus
-from server.state.mirror import LocalMirror
+from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
@@ -92,8 +90,8 @@ async def test_without_a_url_the_state_is_this_process() -> None:
     calls = Calls()
     shared = calls.build(settings(max_sessions=7, session_idle_timeout_s=12.0))
     assert isinstance(shared.store, MemorySessionStore)
-    assert isinstance(shared.bus, LocalBus)
-    assert isinstance(shared.mirror, LocalMirror)
+    assert isinstance(shared.bus, MemoryBus)
+    assert isinstance(shared.mirror, MemoryMirror)
     assert shared.link is None
     assert shared.status() is None
     assert shared.healthy is True
@@ -157,9 +155,9 @@ def test_a_url_without_a_shared_secret_is_refused(redis_server: RedisServer) -> 
 
 async def test_a_change_reaches_the_hub(app: Application) -> None:
     stream = attach(app)
-    app.replica.deliver("change", {"kind": "tools", "uri": None})
-    app.replica.deliver("change", {"kind": "prompts"})
-    app.replica.deliver("change", {"kind": "resource_updated", "uri": "file:///a.txt"})
+    app.relay.deliver("change", {"kind": "tools", "uri": None})
+    app.relay.deliver("change", {"kind": "prompts"})
+    app.relay.deliver("change", {"kind": "resource_updated", "uri": "file:///a.txt"})
     assert frames(stream) == [b"tools None", b"prompts None", b"resource_updated file:///a.txt"]
 
 
@@ -181,30 +179,30 @@ async def test_a_malformed_change_is_ignored(app: Application) -> None:
     runtime.subscriptions.apply("file:///", True)
     standalone = runtime.standalone_stream(app.hub, lambda: ALL_CAPS)
     for data in malformed:
-        app.replica.deliver("change", data)
+        app.relay.deliver("change", data)
     assert frames(stream) == []
     assert standalone.events_after(0) == []
-    app.replica.deliver("change", {"kind": "resource_updated", "uri": "file:///b"})
+    app.relay.deliver("change", {"kind": "resource_updated", "uri": "file:///b"})
     assert frames(stream) == [b"resource_updated file:///b"]
     assert len(standalone.events_after(0)) == 1
 
 
 async def test_resync_offers_the_three_list_changes(app: Application) -> None:
     stream = attach(app)
-    app.replica.deliver("resync", {})
+    app.relay.deliver("resync", {})
     assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
 
 
 def test_announce_change_publishes_on_the_bus(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
-    class RecordingBus(LocalBus):
+    class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
-    app.replica.bus = RecordingBus()
-    app.replica.announce_change(Change("resource_updated", "file:///a"))
-    app.replica.announce_change(Change("tools"))
+    app.relay.bus = RecordingBus()
+    app.relay.announce_change(Change("resource_updated", "file:///a"))
+    app.relay.announce_change(Change("tools"))
     assert published == [
         ("change", {"kind": "resource_updated", "uri": "file:///a"}),
         ("change", {"kind": "tools", "uri": None}),
@@ -230,14 +228,14 @@ async def test_ended_releases_what_the_session_holds_here(
         real(session_id)
 
     monkeypatch.setattr(app.legacy.sessions, "session_ended", session_ended)
-    app.replica.deliver("ended", {"sid": "s1"})
+    app.relay.deliver("ended", {"sid": "s1"})
     assert ended == ["s1"]
     assert app.legacy.runtimes.peek("s1") is None
     assert question.cancelled()
     await asyncio.sleep(0)
     assert call.cancelled()
     assert stream.finished
-    app.replica.deliver("ended", {"sid": "never-here"})  # nothing here: nothing to do
+    app.relay.deliver("ended", {"sid": "never-here"})  # nothing here: nothing to do
     assert ended == ["s1", "never-here"]
 
 
@@ -246,15 +244,15 @@ async def test_an_answer_resolves_the_question_waiting_here(app: Application) ->
     loop = asyncio.get_running_loop()
     ok, failed, numeric = loop.create_future(), loop.create_future(), loop.create_future()
     runtime.pending.update({"srv-a-1": ok, "srv-a-2": failed, "7": numeric})
-    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "accept"}})
+    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "accept"}})
     error = {"code": -32600, "message": "declined"}
-    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-2", "error": error})
-    app.replica.deliver("answer", {"sid": "s1", "id": 7, "result": {}})
+    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-2", "error": error})
+    app.relay.deliver("answer", {"sid": "s1", "id": 7, "result": {}})
     assert ok.result() == {"result": {"action": "accept"}}
     assert failed.result() == {"error": error}
     assert numeric.result() == {"result": {}}
     # A second answer to the same question changes nothing.
-    app.replica.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "no"}})
+    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "no"}})
     assert ok.result() == {"result": {"action": "accept"}}
 
 
@@ -273,7 +271,7 @@ async def test_malformed_answers_are_ignored(app: Application) -> None:
         {"sid": "s1", "id": "unknown", "result": {}},
     ]
     for data in malformed:
-        app.replica.deliver("answer", data)
+        app.relay.deliver("answer", data)
     assert not waiting.done()
 
 
@@ -281,13 +279,13 @@ async def test_cancel_stops_the_call_running_here(app: Application) -> None:
     runtime = app.legacy.runtimes.get("s1")
     target = await sleeper(runtime, "req-1")
     other = await sleeper(runtime, 2)
-    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": "other"}})
-    app.replica.deliver("cancel", {"sid": "s1", "params": "req-1"})
-    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": True}})
-    app.replica.deliver("cancel", {"sid": "s1"})
+    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": "other"}})
+    app.relay.deliver("cancel", {"sid": "s1", "params": "req-1"})
+    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": True}})
+    app.relay.deliver("cancel", {"sid": "s1"})
     await asyncio.sleep(0)
     assert not target.done()
-    app.replica.deliver("cancel", {"sid": "s1", "params": {"requestId": "req-1", "reason": "x"}})
+    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": "req-1", "reason": "x"}})
     await asyncio.sleep(0)
     assert target.cancelled()
     assert not other.done()
@@ -299,10 +297,10 @@ async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
 ) -> None:
     runtime = app.legacy.runtimes.get("s1")
     runtime.subscriptions.apply("file:///old", True)
-    app.replica.deliver("subs", {"sid": "s1", "add": "file:///a"})
-    app.replica.deliver("subs", {"sid": "s1", "add": "db://b"})
+    app.relay.deliver("subs", {"sid": "s1", "add": "file:///a"})
+    app.relay.deliver("subs", {"sid": "s1", "add": "db://b"})
     assert runtime.subscriptions.uris == {"file:///old", "file:///a", "db://b"}
-    app.replica.deliver("subs", {"sid": "s1", "remove": "file:///old"})
+    app.relay.deliver("subs", {"sid": "s1", "remove": "file:///old"})
     assert runtime.subscriptions.uris == {"file:///a", "db://b"}
     # Malformed: no URI string, or the whole-set shape of older replicas: nothing changes.
     for data in (
@@ -311,20 +309,20 @@ async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
         {"sid": "s1", "uris": []},
         {"sid": "s1"},
     ):
-        app.replica.deliver("subs", data)
+        app.relay.deliver("subs", data)
     assert runtime.subscriptions.uris == {"file:///a", "db://b"}
 
 
 def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
-    class RecordingBus(LocalBus):
+    class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
-    app.replica.bus = RecordingBus()
-    app.replica.announce_subscriptions("s1", "file:///a", True)
-    app.replica.announce_subscriptions("s1", "file:///a", False)
+    app.relay.bus = RecordingBus()
+    app.relay.announce_subscriptions("s1", "file:///a", True)
+    app.relay.announce_subscriptions("s1", "file:///a", False)
     assert published == [
         ("subs", {"sid": "s1", "add": "file:///a"}),
         ("subs", {"sid": "s1", "remove": "file:///a"}),
@@ -341,7 +339,7 @@ async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Applicat
     following.subscriptions.apply("file:///removed-elsewhere", True)
     idle = app.legacy.runtimes.get("s2")
     idle.subscriptions.loaded = True
-    app.replica.deliver("resync", {})
+    app.relay.deliver("resync", {})
     assert not idle.subscriptions.loaded  # read again when its GET stream opens
     await wait_until(lambda: following.subscriptions.loaded)
     assert following.subscriptions.uris == {"file:///kept"}
@@ -355,10 +353,10 @@ def test_a_message_for_an_http_sse_stream_reaches_it_only_where_it_is_held(
     held.standalone_followers = 1  # a GET connection follows it here
     unfollowed = app.legacy.runtimes.get("s2")
     unfollowed.standalone_stream(app.hub, lambda: ALL_CAPS)
-    app.replica.deliver("sse", {"sid": "s1", "m": '{"jsonrpc":"2.0","id":1,"result":{}}'})
-    app.replica.deliver("sse", {"sid": "s2", "m": "{}"})
-    app.replica.deliver("sse", {"sid": "s1", "m": 5})  # malformed: ignored
-    app.replica.deliver("sse", {"sid": "unknown", "m": "{}"})
+    app.relay.deliver("sse", {"sid": "s1", "m": '{"jsonrpc":"2.0","id":1,"result":{}}'})
+    app.relay.deliver("sse", {"sid": "s2", "m": "{}"})
+    app.relay.deliver("sse", {"sid": "s1", "m": 5})  # malformed: ignored
+    app.relay.deliver("sse", {"sid": "unknown", "m": "{}"})
     assert [event.payload for _, event in stream.events_after(0)] == [
         b'{"jsonrpc":"2.0","id":1,"result":{}}'
     ]
@@ -386,7 +384,7 @@ async def test_unknown_sessions_and_malformed_events_are_ignored(app: Applicatio
         ("no-such-kind", {}),
     ]
     for kind, data in events:
-        app.replica.deliver(kind, data)
+        app.relay.deliver(kind, data)
     # Nothing was created for the unknown session, and s1 is as it was.
     assert app.legacy.runtimes.peek("unknown") is None
     assert app.legacy.runtimes.ids() == ["s1"]

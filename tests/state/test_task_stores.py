@@ -1,4 +1,4 @@
-"""The two task stores (server.state.tasks, server.state.redis.tasks) keep the same contract;
+"""The two task stores (server.state.memory, server.state.redis.tasks) keep the same contract;
 with Redis, two store instances on their own links stand for two replicas. Then the service on
 Redis: a task created through one replica is answered, cancelled and reported failed through
 another."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from server.state.tasks import MemoryTaskStore
+from server.state.memory import MemoryTaskStore
 from server.tasks.model import TaskLimits, TaskRecord
 from server.tasks.service import TaskService
 from server.tasks.store import TaskLimit, TaskStore

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from server.errors import InvalidParams, ServiceUnavailable
-from server.state.tasks import MemoryTaskStore
+from server.state.memory import MemoryTaskStore
 from server.tasks.model import TaskLimits, TaskRecord, iso
 from server.tasks.service import TaskService
 from server.tasks.store import TaskLimit

@@ -1,0 +1,55 @@
+"""What the other replicas tell this one about the legacy sessions it holds a part of, applied.
+
+Another replica may take a client's answer to a question a call here is waiting on, a
+cancellation of a call running here, a subscription change a GET stream here follows, or the
+end of a session. :class:`RemoteSessions` applies each to the session's live part in this
+process (:class:`~server.legacy.runtime.SessionRuntime`), if it has one, and does nothing
+otherwise. Sans-IO: it is the :class:`~server.state.relay.SessionEvents` the relay delivers
+to, with no HTTP in it; the HTTP shell's
+:class:`~server.transport.legacy_sessions.LegacySessions` extends it with finding a session
+from its header and with what the shell itself holds for a session.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from server.jsonrpc import Response
+from server.legacy.era import LegacyEra
+from server.legacy.runtime import Runtimes
+
+
+class RemoteSessions:
+    """The legacy sessions' live parts here, as the other replicas' events reach them."""
+
+    def __init__(self, era: LegacyEra, runtimes: Runtimes) -> None:
+        self.era = era
+        self.runtimes = runtimes
+
+    def session_ended(self, session_id: str) -> None:
+        """Release what a session held here: its runtime."""
+        self.runtimes.end(session_id)
+
+    def remote_answer(self, session_id: str, response: Response) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            self.era.accept_response(runtime, response)
+
+    def remote_cancel(self, session_id: str, params: dict[str, Any]) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            self.era.cancel(runtime, params)
+
+    def remote_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
+        runtime = self.runtimes.peek(session_id)
+        if runtime is not None:
+            runtime.subscriptions.apply(uri, subscribed)
+
+    def subscriptions_missed(self) -> None:
+        """Subscription changes may have been missed (the bus was away): read them again."""
+        for session_id in self.runtimes.ids():
+            if (runtime := self.runtimes.peek(session_id)) is not None:
+                # Read again now where a GET stream follows them, else when one opens.
+                read = partial(self.era.store.subscriptions, session_id)
+                runtime.subscriptions.stale(read if runtime.standalone is not None else None)
