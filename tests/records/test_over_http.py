@@ -259,9 +259,10 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
             7,
         ),
         (
+            # (an explicit text/event-stream would open the HTTP+SSE transport's stream)
             "get-no-session",
             "GET",
-            {"Accept": "text/event-stream"},
+            {"Accept": "*/*"},
             b"",
             400,
             -32600,
