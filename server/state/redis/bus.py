@@ -139,7 +139,7 @@ class RedisBus:
             finally:
                 self.subscribed = False
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
             await asyncio.sleep(1.0)
 
     def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
