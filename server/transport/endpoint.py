@@ -188,18 +188,7 @@ class McpEndpoint:
         observed_send = draft.observe(send, self.recorder.record)
         try:
             try:
-                try:
-                    self.admit(scope, headers)
-                except McpError:
-                    # A refusal before authentication costs a record: charged to the address
-                    # (RateLimited, answered 429, once over its rate).
-                    self.gate.charge_refusal(scope, headers, draft)
-                    raise
-                principal = (
-                    await self.gate.enter(scope, headers, draft)
-                    if self.gate.authenticates
-                    else self.gate.enter_anonymous(scope, headers, draft)
-                )
+                principal = await self.admitted(scope, headers, draft)
             except Exception as error:
                 await self.refuse(observed_send, error, "modern", None, draft, scope)
                 return
@@ -245,6 +234,20 @@ class McpEndpoint:
             if draft.status is not None:
                 raise  # the answer has begun: too late to refuse
             await self.refuse(send, error, "legacy", None, draft, scope)
+
+    async def admitted(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
+        """The checks every request on an MCP path passes (this endpoint's and the HTTP+SSE
+        transport's): headers and Host/Origin, then the gate; the caller it lets in."""
+        try:
+            self.admit(scope, headers)
+        except McpError:
+            # A refusal before authentication costs a record: charged to the address
+            # (RateLimited, answered 429, once over its rate).
+            self.gate.charge_refusal(scope, headers, draft)
+            raise
+        if self.gate.authenticates:
+            return await self.gate.enter(scope, headers, draft)
+        return self.gate.enter_anonymous(scope, headers, draft)
 
     def admit(self, scope: Scope, headers: Headers) -> None:
         """Header sizes (431), and DNS-rebinding protection, for every method."""

@@ -133,16 +133,7 @@ class SseTransport:
         later = False  # the request's record is left to its call, which ends later
         try:
             try:
-                try:
-                    self.endpoint.admit(scope, headers)
-                except McpError:
-                    self.gate.charge_refusal(scope, headers, draft)
-                    raise
-                principal = (
-                    await self.gate.enter(scope, headers, draft)
-                    if self.gate.authenticates
-                    else self.gate.enter_anonymous(scope, headers, draft)
-                )
+                principal = await self.endpoint.admitted(scope, headers, draft)
                 path = _path(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":
