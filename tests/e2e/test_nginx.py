@@ -122,24 +122,31 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     ).start()
     try:
         port = free_port()
-        (workdir / "mcp.conf").write_text(
-            config_for_test(SHIPPED.read_text(), f"127.0.0.1:{server.port}", f"127.0.0.1:{port}")
-        )
-        (workdir / "nginx.conf").write_text(main_config(workdir))
-        command = [str(NGINX), "-p", str(workdir), "-c", str(workdir / "nginx.conf")]
-        check = subprocess.run([*command, "-t"], capture_output=True, text=True, check=False)
-        assert check.returncode == 0, check.stderr
-        log = workdir / "nginx.out"
-        with log.open("wb") as out:
-            nginx = subprocess.Popen(command, stdout=out, stderr=out)
-        try:
-            _wait_for_port(port, nginx, log)
+        site = config_for_test(SHIPPED.read_text(), f"127.0.0.1:{server.port}", f"127.0.0.1:{port}")
+        with running_nginx(workdir, site, port):
             yield Proxy(server, f"http://127.0.0.1:{port}", records, workdir)
-        finally:
-            # The master (this PID) stops its workers on SIGQUIT: a graceful stop.
-            stop_process(nginx, signal.SIGQUIT)
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def running_nginx(workdir: Path, site: str, port: int) -> Iterator[None]:
+    """nginx serving ``site`` (an ``mcp.conf`` listening on ``port``) from ``workdir``,
+    checked with ``-t`` first, stopped gracefully (SIGQUIT) afterwards."""
+    (workdir / "mcp.conf").write_text(site)
+    (workdir / "nginx.conf").write_text(main_config(workdir))
+    command = [str(NGINX), "-p", str(workdir), "-c", str(workdir / "nginx.conf")]
+    check = subprocess.run([*command, "-t"], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+    log = workdir / "nginx.out"
+    with log.open("wb") as out:
+        nginx = subprocess.Popen(command, stdout=out, stderr=out)
+    try:
+        _wait_for_port(port, nginx, log)
+        yield
+    finally:
+        # The master (this PID) stops its workers on SIGQUIT: a graceful stop.
+        stop_process(nginx, signal.SIGQUIT)
 
 
 def client_from(address: str, base_url: str) -> httpx.AsyncClient:

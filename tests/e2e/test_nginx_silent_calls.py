@@ -19,8 +19,6 @@ import asyncio
 import json
 import os
 import re
-import signal
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_nginx import NGINX, SHIPPED, _wait_for_port, config_for_test, main_config
+from tests.e2e.test_nginx import NGINX, SHIPPED, config_for_test, running_nginx
 from tests.support import mcp_client as mcp
 from tests.support.deploy_helpers import (
     BOTH,
@@ -38,7 +36,6 @@ from tests.support.deploy_helpers import (
     legacy_headers,
     modern_headers,
     open_session,
-    stop_process,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -72,19 +69,8 @@ def behind_nginx(workdir: Path, read_timeout_s: int, **settings: str) -> Iterato
         config = config_for_test(
             SHIPPED.read_text(), f"127.0.0.1:{server.port}", f"127.0.0.1:{port}"
         )
-        (workdir / "mcp.conf").write_text(with_read_timeout(config, read_timeout_s))
-        (workdir / "nginx.conf").write_text(main_config(workdir))
-        command = [str(NGINX), "-p", str(workdir), "-c", str(workdir / "nginx.conf")]
-        check = subprocess.run([*command, "-t"], capture_output=True, text=True, check=False)
-        assert check.returncode == 0, check.stderr
-        log = workdir / "nginx.out"
-        with log.open("wb") as out:
-            nginx = subprocess.Popen(command, stdout=out, stderr=out)
-        try:
-            _wait_for_port(port, nginx, log)
+        with running_nginx(workdir, with_read_timeout(config, read_timeout_s), port):
             yield f"http://127.0.0.1:{port}"
-        finally:
-            stop_process(nginx, signal.SIGQUIT)
     finally:
         server.stop()
 
