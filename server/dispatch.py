@@ -9,8 +9,9 @@ names (its tool, prompt or resource) is looked up once, by :meth:`Dispatcher.res
 carried to ``call``. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
 boundary turns every exception into a wire error (:func:`server.errors.wire_error`).
 
-The HTTP side starts each call eagerly (:class:`~server.aio.Started`); only a call that waits
-reaches :meth:`Dispatcher.finish`, which stops it past ``MCP_HANDLER_TIMEOUT_S``.
+Both eras run a call the same way: the era starts its handler eagerly as a :class:`Handling`,
+which only a call that waits pays a handler timer for (``MCP_HANDLER_TIMEOUT_S``); and both
+skip the :class:`~server.context.Context` of a plain tool call (:meth:`Dispatcher.plain_tool`).
 
 A handler that waits is known to the dispatcher until it ends, whichever era runs it, so the
 server can stop them all (:meth:`Dispatcher.stop_waiting`, at the drain deadline): each call
@@ -23,12 +24,12 @@ modern era's ``server/discover``) encoded, for both eras.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any, TypeVar
 
 import orjson
 
-from server.aio import coarse_timers, running_loop
+from server.aio import Started, coarse_timers, running_loop
 from server.call_note import ERROR, note_outcome, note_target, noted
 from server.catalog import Catalog
 from server.catalog.completion import run_completer
@@ -129,14 +130,25 @@ class Dispatcher:
     async def _list_page(self, method: str, cursor: Any) -> dict[str, Any]:
         return self.list_page(method, cursor)
 
-    async def finish(
-        self, method: str, started: Awaitable[R], envelope: Envelope | None = None
-    ) -> R | dict[str, Any]:
-        """The rest of a call that did not answer at once (``started`` by the HTTP side), within
-        ``MCP_HANDLER_TIMEOUT_S``. Past it the call is cancelled: a tool fails with a result
-        the model can read (in the era's ``envelope``), any other method with -32603. While it
-        waits the dispatcher knows it, so the drain deadline can stop it (:meth:`stop_waiting`).
-        A call that answers without waiting never gets here, so it never pays for either."""
+    def plain_tool(self, target: Target, params: Mapping[str, Any]) -> bool:
+        """Whether a ``tools/call`` runs with no :class:`~server.context.Context` made for it,
+        in either era: its tool takes none (so it sends nothing and asks nothing), may not run
+        as a task, and the call is no later round of an input-required exchange. Most tools
+        are such (docs/decisions.md#one-way-to-run-a-call)."""
+        return (
+            type(target) is Tool
+            and target.parameters.context_param is None
+            and target.task_support == "forbidden"
+            and "task" not in params
+            and params.get("requestState") is None
+            and "inputResponses" not in params
+        )
+
+    def _finish(
+        self, method: str, rest: Generator[Any, Any, R], envelope: Envelope | None
+    ) -> Generator[Any, Any, R | dict[str, Any]]:
+        """The rest of a :class:`Handling` that waits (``rest``), within the handler timeout,
+        known to :meth:`stop_waiting` meanwhile (see :class:`Handling`)."""
         task = asyncio.current_task(running_loop())
         assert task is not None
         self._waiting[task] = None
@@ -154,7 +166,7 @@ class Dispatcher:
             timers.call_later(self.handler_timeout_s, expire) if self.handler_timeout_s else None
         )
         try:
-            return await started
+            return (yield from rest)
         except asyncio.CancelledError:
             stopped = self._waiting.get(task)
             if stopped is not None:
@@ -293,6 +305,47 @@ class Dispatcher:
             return {"completion": {"values": []}}
         completion = await run_completer(completer, value, supplied)
         return {"completion": completion.to_wire()}
+
+
+class Handling(Started[R]):
+    """How both eras run a call: its handler's coroutine started eagerly, in the caller's task.
+
+    ``done`` tells that it answered without waiting (``result`` holds the answer, and nothing
+    more was paid: no timer, no watch). Otherwise awaiting it runs the rest within
+    ``MCP_HANDLER_TIMEOUT_S``: past it the call is cancelled, and a tool fails with a result
+    the model can read (in the era's ``envelope``), any other method with -32603. While it
+    waits the dispatcher knows it, so the drain deadline can stop it
+    (:meth:`Dispatcher.stop_waiting`). The era makes it (``start``); the HTTP side only looks at
+    ``done`` and, for a call that waits, arms what watches the client around the ``await``.
+    """
+
+    __slots__ = ("_dispatcher", "_envelope", "_method")
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        method: str,
+        coroutine: Coroutine[Any, Any, R],
+        envelope: Envelope | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._method = method
+        self._envelope = envelope
+        # Started.__init__ written out (every request makes one: a call fewer each).
+        self._coroutine = coroutine
+        self.done = False
+        try:
+            self._pending = coroutine.send(None)
+        except StopIteration as finished:
+            self.done = True
+            self.result = finished.value
+
+    def __await__(self) -> Generator[Any, Any, R]:
+        if self.done:
+            return self.result
+        rest = Started.__await__(self)
+        # An R, or a tool's timeout result in the era's envelope (a dict, as a tool's R is).
+        return (yield from self._dispatcher._finish(self._method, rest, self._envelope))  # type: ignore[return-value]
 
 
 class EncodedResults:

@@ -5,9 +5,10 @@ import asyncio
 import orjson
 import pytest
 
+from server.aio import coarse_timers
 from server.catalog import Catalog
 from server.catalog.content import Completion
-from server.dispatch import Dispatcher, EncodedResults
+from server.dispatch import Dispatcher, EncodedResults, Handling
 from server.errors import InternalError, InvalidParams, ResourceNotFound
 from server.pagination import Pager
 from server.sealing import Sealer
@@ -404,14 +405,30 @@ async def test_call_uses_the_resolved_target_without_looking_it_up_again():
 # -- the handler timeout, for calls that wait ----------------------------------------------
 
 
-async def test_finish_returns_what_a_call_that_waited_returns():
+async def test_a_call_that_waits_returns_what_it_returns():
     dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=5)
 
     async def waits() -> dict:
         await asyncio.sleep(0)
         return {"ok": True}
 
-    assert await dispatcher.finish("tools/call", waits()) == {"ok": True}
+    handling = Handling(dispatcher, "tools/call", waits())
+    assert not handling.done
+    assert await handling == {"ok": True}
+
+
+async def test_a_call_that_answers_at_once_is_done_without_a_timer():
+    dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=5)
+
+    async def at_once() -> dict:
+        return {"ok": True}
+
+    timers = len(coarse_timers())
+    handling = Handling(dispatcher, "tools/call", at_once())
+    assert handling.done
+    assert handling.result == {"ok": True}
+    assert await handling == {"ok": True}
+    assert len(coarse_timers()) == timers  # no handler timer was armed for it
 
 
 @pytest.mark.parametrize("envelope", [None, lambda method, result: {**result, "wrapped": method}])
@@ -427,7 +444,7 @@ async def test_a_tool_past_the_timeout_fails_as_a_result(envelope):
             raise
         return {}
 
-    result = await dispatcher.finish("tools/call", slow(), envelope)
+    result = await Handling(dispatcher, "tools/call", slow(), envelope)
     assert result["isError"] is True
     assert "took longer than 0.05 s" in result["content"][0]["text"]
     assert result.get("wrapped") == (None if envelope is None else "tools/call")
@@ -440,12 +457,16 @@ async def test_a_tool_past_the_timeout_fails_as_a_result(envelope):
 async def test_another_method_past_the_timeout_is_internal_error():
     dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=0.05)
     with pytest.raises(InternalError, match=r"prompts/get took longer than 0\.05 s"):
-        await dispatcher.finish("prompts/get", asyncio.sleep(30))
+        await Handling(dispatcher, "prompts/get", asyncio.sleep(30))
 
 
 async def test_a_cancellation_that_is_not_the_timeout_goes_on():
     dispatcher = Dispatcher(Catalog(), Pager(Sealer(b"d" * 32), 10), handler_timeout_s=5)
-    task = asyncio.ensure_future(dispatcher.finish("tools/call", asyncio.sleep(30)))
+
+    async def waits_for_a_cancellation() -> None:
+        await Handling(dispatcher, "tools/call", asyncio.sleep(30))
+
+    task = asyncio.ensure_future(waits_for_a_cancellation())
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -44,7 +44,8 @@ from server.tasks.model import TaskLimits
 from server.tasks.service import TaskService
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.health import Probes
-from server.transport.legacy import LegacyHttp, LegacyOptions
+from server.transport.legacy import LegacyHttp
+from server.transport.legacy_answer import LegacyOptions
 from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
 

@@ -6,10 +6,9 @@ version, and serves the session methods (``ping``, ``logging/setLevel``,
 :class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once. List
 pages are encoded once per catalog version and answered as those bytes, as in the modern era.
 
-Asking the client (sampling, elicitation, roots) is :class:`LegacyExchange`: a real
-server-to-client JSON-RPC request on the call's own stream, answered by a later POST that
-:meth:`LegacyEra.accept_response` matches by id to the waiting handler. A timeout, an error
-answer and the session ending all release the waiter.
+Asking the client (sampling, elicitation, roots) is
+:class:`~server.legacy.exchange.LegacyExchange`, answered by a later POST that
+:meth:`LegacyEra.accept_response` matches by id to the waiting handler.
 
 A call's log messages go out from the level its request names in ``_meta`` (the 2026-07-28
 key, honoured here too), else the session's ``logging/setLevel``, else ``default_log_level``:
@@ -21,128 +20,50 @@ is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -
 session.
 
 This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
-Longer than 400 lines because: ``initialize`` has two ways in (a new session, or one its
-transport opened first), and the era's methods read best beside the exchange they use.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 import orjson
 
-from server.aio import Deadline, running_loop
 from server.call_note import noted
 from server.catalog import Catalog
-from server.catalog.tools import Tool
-from server.context import Caller, Context, InputRequest, Recorded
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
-from server.errors import InvalidParams, MethodNotFound, ToolError
+from server.context import Caller, Context, Recorded
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Handling, Target
+from server.errors import InvalidParams, MethodNotFound
 from server.hub import MAX_URI_LENGTH
 from server.jsonrpc import (
     Request,
     Response,
     declared_problem,
-    encode_notification,
-    encode_request,
     is_valid_id,
 )
+from server.legacy.calls import LegacyCall
+from server.legacy.exchange import LegacyExchange, Outbox
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
 from server.legacy.tasks import (
     LEGACY_TASK_METHODS,
     TASKS_CAPABILITY,
     LegacyTasks,
-    runs_as_task,
 )
-from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, LOG_LEVEL_RANK, META_LOG_LEVEL
+from server.protocol import (
+    LEGACY_METHODS,
+    LEGACY_VERSIONS,
+    LOG_LEVEL_RANK,
+    META_LOG_LEVEL,
+    PRIMING_SINCE,
+)
 from server.tasks.service import TaskService
 
 log = logging.getLogger(__name__)
 
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
-
-
-class ClientRequestFailed(ToolError):
-    """The client answered a question with an error, or not in time; the tool fails with it."""
-
-
-class Outbox(Protocol):
-    """Where one call's messages go: its :class:`~server.legacy.eventstream.EventStream`, or the
-    :class:`~server.legacy.calls.Call` that opens one on first use."""
-
-    @property
-    def finished(self) -> bool: ...
-
-    def publish(self, payload: bytes) -> object: ...
-
-    def end_connections(self, reason: str = "server_closed") -> None: ...
-
-
-class LegacyExchange:
-    """Server-to-client requests and notifications on one call's stream."""
-
-    def __init__(
-        self, runtime: SessionRuntime, stream: Outbox, timeout_s: float, *, resumable: bool
-    ) -> None:
-        self._runtime = runtime
-        self._stream = stream
-        self._timeout_s = timeout_s
-        self._resumable = resumable
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        if not self._stream.finished:
-            self._stream.publish(encode_notification(method, params))
-
-    def close_stream(self) -> None:
-        """End the HTTP connection carrying this call; the client resumes with Last-Event-ID.
-
-        Only where the client got a priming event id to resume from (2025-11-25 and later);
-        for older clients closing the connection would lose the result, so it stays open."""
-        if self._resumable:
-            self._stream.end_connections()
-
-    async def ask(self, requests: dict[str, InputRequest]) -> dict[str, Any]:
-        loop = running_loop()
-        waiting: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
-        try:
-            for key, request in requests.items():
-                request_id = self._runtime.next_request_id()
-                future: asyncio.Future[dict[str, Any]] = loop.create_future()
-                self._runtime.pending[request_id] = future
-                waiting[key] = (request_id, future)
-                self._stream.publish(encode_request(request_id, request.method, request.params()))
-            try:
-                async with Deadline(self._timeout_s):
-                    await asyncio.gather(*(future for _, future in waiting.values()))
-            except TimeoutError:
-                raise ClientRequestFailed(
-                    f"The client did not answer within {self._timeout_s:g} s"
-                ) from None
-            answers: dict[str, Any] = {}
-            for key, (_, future) in waiting.items():
-                response = future.result()
-                if "error" in response:
-                    error = response["error"]
-                    raise ClientRequestFailed(
-                        f"The client refused {requests[key].method}: {error.get('message', error)}"
-                    )
-                try:
-                    answers[key] = requests[key].parse(response.get("result"))
-                except ValueError as malformed:
-                    raise ClientRequestFailed(
-                        f"The client's answer to {requests[key].method} is malformed: {malformed}"
-                    ) from None
-            return answers
-        finally:
-            for request_id, future in waiting.values():
-                self._runtime.pending.pop(request_id, None)
-                if not future.done():
-                    future.cancel()
 
 
 class LegacyEra:
@@ -317,21 +238,47 @@ class LegacyEra:
         checks a tool's scopes with it and :meth:`handle` calls it."""
         return self.dispatcher.resolve(request.method, request.params)
 
-    def needs_context(self, request: Request, target: Target) -> bool:
-        """Whether ``request`` needs a Context made: every request but a ``tools/call`` of a
-        tool that takes none and runs as no task (most tools), which :meth:`call_plain` runs.
-        Such a tool sends nothing and asks nothing; the modern era skips its Context too."""
-        return not (
-            type(target) is Tool
-            and target.parameters.context_param is None
-            and request.method == "tools/call"
-            and not runs_as_task(request.params, target)  # else LegacyTasks may take it
-            and self.dispatcher.serves("tools/call")  # as handle asks (a set lookup)
-        )
+    def start(self, call: LegacyCall, outbox: Outbox) -> Handling[dict[str, Any] | orjson.Fragment]:
+        """``call`` started: answered already, or to be awaited within the handler timeout
+        (:class:`~server.dispatch.Handling`). What it sends before its result goes to
+        ``outbox``; the task it made or showed is left on ``call.task``."""
+        request = call.request
+        handling: Coroutine[Any, Any, dict[str, Any] | orjson.Fragment]
+        if self.dispatcher.plain_tool(call.target, request.params):
+            handling = self._call_plain(call)  # most tools: no Context to make
+        else:
+            handling = self._handle_in_context(call, outbox)
+        return Handling(self.dispatcher, request.method, handling)
 
-    async def call_plain(self, request: Request, target: Target) -> dict[str, Any]:
-        """The result of a ``tools/call`` that needs no Context (see :meth:`needs_context`)."""
-        return noted(await self.dispatcher.call_tool(request.params, None, target))
+    async def _call_plain(self, call: LegacyCall) -> dict[str, Any]:
+        """A ``tools/call`` with no Context (:meth:`~server.dispatch.Dispatcher.plain_tool`):
+        such a tool sends nothing and asks nothing, as in the modern era."""
+        return noted(await self.dispatcher.call_tool(call.request.params, None, call.target))
+
+    async def _handle_in_context(
+        self, call: LegacyCall, outbox: Outbox
+    ) -> dict[str, Any] | orjson.Fragment:
+        session = call.session
+        exchange = LegacyExchange(
+            call.runtime,
+            outbox,
+            self.client_request_timeout_s,
+            resumable=session.protocol_version >= PRIMING_SINCE,
+        )
+        context = self.context(
+            session,
+            call.request,
+            exchange,
+            caller=call.caller,
+            headers=call.headers,
+            record=call.record,
+            client_key=call.client_key,
+        )
+        try:
+            return await self.handle(session, call.runtime, call.request, context, call.target)
+        finally:
+            context.finish()
+            call.task = context.task_outcome
 
     async def handle(
         self,
@@ -375,12 +322,6 @@ class LegacyEra:
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
         return noted(await self.dispatcher.call(method, params, context, target))
-
-    def finish(
-        self, request: Request, started: Awaitable[dict[str, Any] | orjson.Fragment]
-    ) -> Coroutine[Any, Any, dict[str, Any] | orjson.Fragment]:
-        """The rest of a :meth:`handle` that waits, within the handler timeout."""
-        return self.dispatcher.finish(request.method, started)
 
     async def initialized(self, session: Session) -> None:
         session.initialized = True

@@ -37,7 +37,8 @@ StreamHook = Callable[[str, EventStream], None]
 
 class Running(Protocol):
     """A call in flight, as ``notifications/cancelled`` and the session's end see it: its
-    task, or the :class:`~server.legacy.calls.Call` running inline in a request's task."""
+    task, or the :class:`~server.transport.legacy_calls.InlineCall` of a call running inline in a
+    request's task."""
 
     def cancel(self) -> bool: ...
 

@@ -20,7 +20,7 @@ mirror the body are :mod:`server.modern.headers`; the extension methods are
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,7 +30,7 @@ from server.call_note import INPUT_REQUIRED, note_outcome, noted
 from server.catalog import Catalog
 from server.catalog.tools import Tool
 from server.context import Caller, Context, Recorded
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Target
+from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Handling, Target
 from server.errors import (
     MalformedMeta,
     MethodNotFound,
@@ -202,6 +202,23 @@ class ModernEra:
 
     # -- answering -------------------------------------------------------------------------
 
+    def start(
+        self,
+        call: ModernCall,
+        send: Send,
+        *,
+        caller: Caller | None = None,
+        headers: Mapping[bytes, bytes] | None = None,
+        record: Recorded | None = None,
+    ) -> Handling[dict[str, Any]]:
+        """A validated request that :meth:`cached_result` does not answer (nor is it
+        ``subscriptions/listen``), started: answered already, or to be awaited within the
+        handler timeout (a tool that runs past it fails with a result in this era's envelope).
+        ``caller``, ``headers`` and ``record`` are what the handler's Context says of the
+        request; ``send`` takes what the call sends before its result."""
+        handling = self.handle(call, send, caller=caller, headers=headers, record=record)
+        return Handling(self.dispatcher, call.request.method, handling, self._envelope)
+
     async def handle(
         self,
         call: ModernCall,
@@ -211,20 +228,12 @@ class ModernEra:
         headers: Mapping[bytes, bytes] | None = None,
         record: Recorded | None = None,
     ) -> dict[str, Any]:
-        """The result of a validated request that :meth:`cached_result` does not answer (not
-        ``subscriptions/listen`` either); ``caller``, ``headers`` and ``record`` are what the
-        handler's Context says of the request."""
+        """The result of the request :meth:`start` runs."""
         method = call.request.method
         target, params = call.target, call.request.params
-        if (
-            type(target) is Tool
-            and target.parameters.context_param is None
-            and params.get("requestState") is None
-            and "inputResponses" not in params
-            and not self.extensions.handles(call)
-        ):
+        if self.dispatcher.plain_tool(target, params):
             # A tool that takes no Context never sees one, and asks nothing: none is made
-            # (its making was a tenth of such a call).
+            # (its making was a tenth of such a call). No extension takes tools/call.
             try:
                 result = await self.dispatcher.call_tool(params, None, target)
             except InputRequired as suspended:  # raised by the tool itself: a first round
@@ -249,13 +258,6 @@ class ModernEra:
         # A resource may set its own ttl (it was found by validate, and read).
         ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
         return self._envelope(method, result, ttl)
-
-    def finish(
-        self, call: ModernCall, started: Awaitable[dict[str, Any]]
-    ) -> Coroutine[Any, Any, dict[str, Any]]:
-        """The rest of a :meth:`handle` that waits, within the handler timeout (a tool that
-        runs past it fails with a result in this era's envelope)."""
-        return self.dispatcher.finish(call.request.method, started, self._envelope)
 
     def _context(self, call: ModernCall, send: Send) -> Context:
         async def notify(method: str, params: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ replicas tell about it are :mod:`server.transport.legacy_sessions`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Container
 from functools import partial
 
@@ -35,8 +36,9 @@ from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
-from server.legacy.calls import Call, Origin, run_call, start_call, wait_finished
+from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
+from server.legacy.eventstream import EventStream
 from server.legacy.resume import elsewhere, locate
 from server.legacy.runtime import Runtimes, SessionRuntime
 from server.legacy.sessions import Session
@@ -48,13 +50,11 @@ from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror
 from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
+from server.transport.legacy_calls import Outcome, run_inline, start_in_task
 from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.response_writer import ResponseWriter
 from server.transport.send import send_body, send_empty, send_json
 from server.transport.sse import SSE_HEADERS, pump, sse_frame
-
-# LegacyOptions is re-exported for the app, which imports it from here.
-__all__ = ["LegacyHttp", "LegacyOptions"]
 
 
 class LegacyHttp:
@@ -123,9 +123,13 @@ class LegacyHttp:
         check_version_header(headers)
         session, runtime = await self.sessions.find(headers, draft)
         if isinstance(message, list):
-            caller = None if principal.anonymous else principal
-            origin = (caller, headers, draft, self.gate.key(draft))
-            await self.batch(send, session, runtime, message, targets, origin)
+            calls = [
+                self.call(each, target, session, runtime, headers, draft, principal)
+                if isinstance(each, Request)
+                else each
+                for each, target in zip(message, targets, strict=True)
+            ]
+            await self.batch(send, session, runtime, calls)
             return
         await self.take(session, runtime, message)
         await send_empty(send, 202)
@@ -171,21 +175,22 @@ class LegacyHttp:
             await send_json(send, 200, encode_result(request.id, {}))
             return
         session, runtime = await self.sessions.find(headers, draft)
-        caller = None if principal.anonymous else principal
-        origin = (caller, headers, draft, self.gate.key(draft))
-        call = Call(runtime)
+        call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(
             receive,
             send,
-            call,
+            runtime,
             self.options,
             priming=session.protocol_version >= PRIMING_SINCE,
             sse_ok=sse_ok,
         )
         if not json_ok:
-            call.open()  # an SSE answer, whatever comes: streamed from the start
+            answer.open()  # an SSE answer, whatever comes: streamed from the start
         try:
-            await run_call(self.era, session, runtime, request, target, call, origin, answer.watch)
+            payload, status, error = await run_inline(self.era, call, answer)
+            if error is not None:
+                draft.error(*error)
+            answer.end(payload, status)
             draft.stream_end = await answer.finish(json_ok)
         except BaseException:
             if answer.writer is not None:
@@ -194,10 +199,23 @@ class LegacyHttp:
         finally:
             if answer.padding is not None:
                 answer.padding.close()  # its keep-alive ends with the request
-            call.on_stream = None  # the answer and the call refer to each other: no cycle left
-            if call.error is not None:
-                draft.error(*call.error)
             draft.task = call.task
+
+    def call(
+        self,
+        request: Request,
+        target: Target,
+        session: Session,
+        runtime: SessionRuntime,
+        headers: Headers,
+        draft: Draft,
+        principal: Principal,
+    ) -> LegacyCall:
+        """A request of ``session`` for the era, with what its Context says of the HTTP
+        request that carried it."""
+        caller = None if principal.anonymous else principal
+        key = self.gate.key(draft)
+        return LegacyCall(request, target, session, runtime, caller, headers, draft, key)
 
     async def take(
         self, session: Session, runtime: SessionRuntime, message: Notification | Response
@@ -221,26 +239,23 @@ class LegacyHttp:
         send: Send,
         session: Session,
         runtime: SessionRuntime,
-        messages: list[Message],
-        targets: list[Target],
-        origin: Origin | None = None,
+        messages: list[LegacyCall | Notification | Response],
     ) -> None:
-        """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH)."""
+        """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH): its
+        requests come as calls (:meth:`call`), each run in a task of its own."""
         if session.protocol_version != "2025-03-26":
             raise InvalidRequest(
                 "Invalid request: batches exist only in protocol version 2025-03-26"
             )
-        calls: list[Call] = []
-        for message, target in zip(messages, targets, strict=True):
-            if not isinstance(message, Request):
+        running: list[bytes | tuple[asyncio.Task[Outcome], EventStream]] = []
+        for message in messages:
+            if not isinstance(message, LegacyCall):
                 await self.take(session, runtime, message)
-            elif message.method == "initialize":
-                refused = Call(runtime, runtime.open_stream())
+            elif message.request.method == "initialize":
                 refusal = InvalidRequest("initialize must not be part of a batch")
-                refused.end(encode_error(message.id, wire_error(refusal, "legacy").body))
-                calls.append(refused)
+                running.append(encode_error(message.request.id, wire_error(refusal, "legacy").body))
             else:
-                calls.append(start_call(self.era, session, runtime, message, target, origin))
+                running.append(start_in_task(self.era, message))
         # A batch is answered as one JSON array, whatever the Accept: padded with whitespace
         # while its calls are silent, so that an idle timeout on the way does not cut it.
         writer = ResponseWriter(
@@ -256,12 +271,15 @@ class LegacyHttp:
         writer.watch_silence(owner)
         try:
             answers = []
-            for call in calls:
-                stream = call.open()  # open from the start (start_call)
-                await wait_finished(stream)
+            for each in running:
+                if isinstance(each, bytes):
+                    answers.append(each)
+                    continue
+                task, stream = each
+                await asyncio.wait((task,))  # waiting cancels nothing if the batch is cancelled
                 runtime.drop_stream(stream)
-                if call.final is not None:  # a cancelled call has no answer
-                    answers.append(call.final)
+                if not task.cancelled() and (final := task.result()[0]) is not None:
+                    answers.append(final)  # a cancelled call has no answer
             if not answers and not writer.padded:
                 await send_empty(send, 202)
                 return

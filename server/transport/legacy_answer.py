@@ -1,14 +1,15 @@
 """The HTTP answer to one legacy call: JSON when it sends nothing first, else resumable SSE.
 
-A call on a session runs inline, in the request's own task (:func:`server.legacy.calls.run_call`),
-with no stream until it needs one. Most calls send nothing before their result: they are
-answered with plain JSON, with no second task, no event stream and no follower. The moment a
-call opens its stream (its first message before the result: progress, a log line, a question
-to the client, an SSE-polling close; or at once for a client that accepts only SSE), an
-:class:`Answer` starts a writer task that streams it: a priming event (id, empty data,
-``retry``) for 2025-11-25 and later, every message with an id, resumable with ``GET`` +
-``Last-Event-ID``, keep-alive comments in its silences; the call goes on in the request's
-task, and the request ends when both have.
+A call on a session runs inline, in the request's own task
+(:func:`server.transport.legacy_calls.run_inline`), with no stream until it needs one: the
+:class:`Answer` is the call's outbox, and opens the stream on the first message. Most calls send
+nothing before their result: they are answered with plain JSON, with no second task, no event
+stream and no follower. The moment a call opens its stream (its first message before the result:
+progress, a log line, a question to the client, an SSE-polling close; or at once for a client
+that accepts only SSE), an :class:`Answer` starts a writer task that streams it: a priming event
+(id, empty data, ``retry``) for 2025-11-25 and later, every message with an id, resumable with
+``GET`` + ``Last-Event-ID``, keep-alive comments in its silences; the call goes on in the
+request's task, and the request ends when both have.
 
 A call that sends nothing for ``keepalive_s`` opens its stream too (:meth:`Answer.silent`):
 otherwise it sends no byte until its result, and a proxy's idle timeout (often 60 s) cuts it.
@@ -24,8 +25,8 @@ as in the modern era) notices a client that goes away without cancelling anythin
 opens its stream, so what it sends from then on and its result are kept for a resume, and its
 request is recorded ``client_closed`` when the call ends. A streaming call's writer notices the
 same through :func:`pump` and stops writing; the call goes on. Only ``notifications/cancelled``
-or the session ending stops a call (:meth:`server.legacy.calls.Call.cancel`), and a cancelled
-call sends no response.
+or the session ending stops a call (:class:`server.transport.legacy_calls.InlineCall`), and a
+cancelled call sends no response.
 
 Why inline: a task and an event stream per call would be the price of every JSON answer too,
 and a call in a task of its own costs more even with no stream
@@ -45,8 +46,8 @@ from typing import Any
 
 from server.aio import TimerKey, coarse_timers, create_task
 from server.asgi import Receive, Send
-from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
+from server.legacy.runtime import SessionRuntime
 from server.transport.disconnect import DisconnectWatch
 from server.transport.response_writer import ResponseWriter
 from server.transport.send import send_body, send_empty, send_json
@@ -61,9 +62,10 @@ class LegacyOptions:
 
 
 class Answer:
-    """The HTTP side of one inline call: nothing while it sends nothing; a writer task from
-    the moment its stream opens (unless the client takes only JSON, or has gone); for a
-    silent call, its stream opened (or its JSON padded) once it is silent for keepalive_s."""
+    """The HTTP side of one inline call, and its outbox: nothing while it sends nothing; its
+    stream opened, and a writer task streaming it, from its first message (unless the client
+    takes only JSON, or has gone); for a silent call, its stream opened (or its JSON padded)
+    once it is silent for keepalive_s."""
 
     __slots__ = (
         "_disconnect",
@@ -71,12 +73,16 @@ class Answer:
         "_receive",
         "_send",
         "_silence",
-        "call",
+        "final",
         "left",
+        "over",
         "padding",
         "priming",
+        "runtime",
         "silenced",
         "sse_ok",
+        "status",
+        "stream",
         "writer",
     )
 
@@ -84,7 +90,7 @@ class Answer:
         self,
         receive: Receive,
         send: Send,
-        call: Call,
+        runtime: SessionRuntime,
         options: LegacyOptions,
         *,
         priming: bool,
@@ -93,9 +99,15 @@ class Answer:
         self._receive = receive
         self._send = send
         self._options = options
-        self.call = call
+        self.runtime = runtime
         self.priming = priming
         self.sse_ok = sse_ok
+        # The call's event stream, once it needs one.
+        self.stream: EventStream | None = None
+        self.status = 200
+        # The response itself; None while running, and forever if the call was cancelled.
+        self.final: bytes | None = None
+        self.over = False
         self.writer: asyncio.Task[str] | None = None
         # The JSON answer of a client that takes no SSE, padded with whitespace while silent.
         self.padding: ResponseWriter | None = None
@@ -103,27 +115,55 @@ class Answer:
         self._disconnect: DisconnectWatch | None = None
         self.silenced = False
         self.left = False
-        call.on_stream = self.opened
 
-    def opened(self, stream: EventStream) -> None:
-        """The call opened its stream: stream it to a client that takes SSE and is there."""
-        self._quiet()
-        if self.sse_ok and not self.left:
-            self.writer = create_task(self.write(stream, stream.generation))
+    # -- the call's outbox (what its exchange sends through) --------------------------------
 
-    def watch(self) -> Answer:
-        """What watches a call that waits (a context manager): the client, for :meth:`leave`
-        (cancelling nothing), and the call's silence, for :meth:`silent`."""
-        return self
+    def open(self) -> EventStream:
+        """The call's stream, opened on first need, and streamed from then on to a client that
+        takes SSE and is there."""
+        stream = self.stream
+        if stream is None:
+            stream = self.stream = self.runtime.open_stream()
+            self._quiet()
+            if self.sse_ok and not self.left:
+                self.writer = create_task(self.write(stream, stream.generation))
+        return stream
+
+    @property
+    def finished(self) -> bool:
+        return self.over or (self.stream is not None and self.stream.finished)
+
+    def publish(self, payload: bytes) -> object:
+        if self.over:
+            # As on a finished stream (and no stream opened once the answer is out).
+            raise RuntimeError("the call is over: nothing more goes to its client")
+        return self.open().publish(payload)
+
+    def end_connections(self, reason: str = "server_closed") -> None:
+        if not self.over:
+            self.open().end_connections(reason)
+        elif self.stream is not None:
+            self.stream.end_connections(reason)
+
+    def end(self, payload: bytes | None, status: int = 200) -> None:
+        """The call is over: ``payload`` is its response (None: cancelled, no response)."""
+        self.over = True
+        self.final, self.status = payload, status
+        if self.stream is not None:
+            self.stream.finish(payload)
+
+    # -- while the call waits ----------------------------------------------------------------
 
     def __enter__(self) -> Answer:
+        """Watch a call that waits: the client, for :meth:`leave` (cancelling nothing), and
+        past the watch's delay the call's silence, for :meth:`silent`."""
         watch = DisconnectWatch(self._receive, self.leave, self._watching)
         self._disconnect = watch.__enter__()
         return self
 
     def _watching(self, task: asyncio.Task[Any]) -> None:
         """The call has lasted (the disconnect watch starts): watch its silence too."""
-        if self.call.stream is not None or self.left:
+        if self.stream is not None or self.left:
             return  # streaming already, with its keep-alives; or nobody to keep
         options, waited_s = self._options, DisconnectWatch.WATCH_AFTER_S
         if self.sse_ok:
@@ -158,17 +198,17 @@ class Answer:
         """The call sent nothing for keepalive_s: it opens its stream, which keep-alive
         comments then keep open until its result (a proxy's idle timeout would cut it)."""
         self._silence = None
-        if not self.call.over and self.call.stream is None:
+        if not self.over and self.stream is None:
             self.silenced = True
-            self.call.open()
+            self.open()
 
     def leave(self) -> None:
         """The client went away while the call waits: the call goes on, and what it sends
         from now on, and its result, are kept on its stream for a resume."""
         self.left = True
         self.close()
-        if not self.call.over:
-            self.call.open()
+        if not self.over:
+            self.open()
 
     def close(self) -> None:
         """Nothing more is written for the call: its padding stops."""
@@ -182,21 +222,20 @@ class Answer:
             return await self.writer  # it writes the stream to its end
         if self.left:
             return "client_closed"
-        call = self.call
-        if call.stream is not None:
+        if self.stream is not None:
             # The messages of a client that takes no SSE (they went nowhere), or of a
             # cancelled call: nothing to resume.
-            call.runtime.drop_stream(call.stream)
+            self.runtime.drop_stream(self.stream)
         padding = self.padding
-        if padding is not None and (call.final is not None or padding.padded):
+        if padding is not None and (self.final is not None or padding.padded):
             try:
                 # The JSON answer; once padded, the rest of its body (none for a cancelled
                 # call, whose padding alone then ends the response).
-                await padding.finish(call.final or b"", call.status)
+                await padding.finish(self.final or b"", self.status)
             except TimeoutError:
                 return "send_timeout"  # the client stopped reading; the call has ended
             return None
-        if call.final is None:
+        if self.final is None:
             # Cancelled: the spec wants no response, so none is sent.
             if self.sse_ok:
                 await self._send(
@@ -206,7 +245,7 @@ class Answer:
             else:
                 await send_empty(self._send, 204)
             return None
-        await send_json(self._send, call.status, call.final)
+        await send_json(self._send, self.status, self.final)
         return None
 
     async def write(self, stream: EventStream, generation: int) -> str:

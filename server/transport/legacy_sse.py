@@ -13,10 +13,10 @@ Nothing of the protocol is implemented twice. The GET creates a legacy session i
 store (its owner the caller) and follows that session's GET stream, the
 :class:`~server.legacy.eventstream.EventStream` the hub already feeds with list changes,
 resource updates and task news; ``initialize`` fills the session in
-(:meth:`~server.legacy.era.LegacyEra.initialize_opened`); every other request runs as a
-legacy call (:func:`~server.legacy.calls.start_call`: progress, logs, questions to the client,
-subscriptions, cancellation), and what the call sends is put on the session's stream as it is
-published. Client notifications and answers take the Streamable HTTP path
+(:meth:`~server.legacy.era.LegacyEra.initialize_opened`); every other request runs as a legacy
+call (:func:`~server.transport.legacy_calls.start_in_task`: progress, logs, questions to the
+client, subscriptions, cancellation), and what the call sends is put on the session's stream as
+it is published. Client notifications and answers take the Streamable HTTP path
 (:meth:`~server.transport.legacy.LegacyHttp.take`).
 
 Replicas: a POST may reach a replica that does not hold the stream. The call runs where the
@@ -34,9 +34,6 @@ drain deadline ends the rest with -32000), then closes; new POSTs are refused wi
 
 Every request leaves a record with ``"transport": "sse"``; a request's record is written when
 its call ends, with its outcome (the 202 went out long before).
-
-Longer than 400 lines because: the stream and the messages share the session's life, its
-admission and its drain; split in two, each half would reach into the other.
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
-from server.legacy.calls import Call, Origin, start_call
+from server.legacy.calls import LegacyCall
 from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, is_session_id
@@ -67,6 +64,7 @@ from server.security.networks import client_address, in_networks
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
+from server.transport.legacy_calls import Outcome, start_in_task
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
 
@@ -261,27 +259,23 @@ class SseTransport:
                 f"At most {self.options.max_pending} requests of a session may run at once; "
                 "wait for an answer first"
             )
-        caller = None if principal.anonymous else principal
-        origin = (caller, headers, draft, self.gate.key(draft))
-        started: tuple[Request, Call] | None = None
+        started: tuple[LegacyCall, asyncio.Task[Outcome]] | None = None
         for each, target in zip(messages, targets, strict=True):
             if not isinstance(each, Request):
                 await self.legacy.take(session, runtime, each)
             elif each.method == "initialize":
                 await self._initialize(session, each, draft)
             else:
-                call = self._start(session, runtime, each, target, origin)
-                if call is not None and not isinstance(message, list):
-                    started = (each, call)
+                call = self.legacy.call(each, target, session, runtime, headers, draft, principal)
+                task = self._start(call, target, draft)
+                if task is not None and not isinstance(message, list):
+                    started = (call, task)
         await send_empty(send, 202)
         if started is None:
             return False
-        request, call = started
-        task = runtime.inflight.get(request.id)
-        if not isinstance(task, asyncio.Task) or task.done():
-            self._recorded(draft, call)  # already over (or cancelled before it began)
-        else:
-            task.add_done_callback(lambda _: self._recorded(draft, call))
+        call, task = started
+        # The request's record waits for its call: its outcome, and the task it made.
+        task.add_done_callback(lambda done: self._recorded(draft, call, done))
         return True
 
     def _resolve(self, message: Message, principal: Principal) -> Any:
@@ -310,32 +304,22 @@ class SseTransport:
         draft.set_client(session.client_info, session.client_capabilities)
         self._deliver(session.id, encode_result(request.id, result))
 
-    def _start(
-        self,
-        session: Session,
-        runtime: SessionRuntime,
-        request: Request,
-        target: Any,
-        origin: Origin,
-    ) -> Call | None:
-        """Run one request as a legacy call; what it sends goes to the session's stream."""
+    def _start(self, call: LegacyCall, target: Any, draft: Draft) -> asyncio.Task[Outcome] | None:
+        """Run one request as a legacy call; what it sends goes to the session's stream.
+        ``target`` is what it names, or the error to answer it with at once."""
+        request, session = call.request, call.session
         if isinstance(target, McpError):
             wire = wire_error(target, "legacy", request.method)
-            draft = origin[2]
-            if isinstance(draft, Draft):
-                draft.error(wire.code, wire.message)
+            draft.error(wire.code, wire.message)
             self._deliver(session.id, encode_error(request.id, wire.body))
             return None
-        call = start_call(self.era, session, runtime, request, target, origin)
-        task = runtime.inflight.get(request.id)
-        if isinstance(task, asyncio.Task):
-            self.calls.add(task)
-            task.add_done_callback(self.calls.discard)
-        stream = call.open()
+        task, stream = start_in_task(self.era, call)
+        self.calls.add(task)
+        task.add_done_callback(self.calls.discard)
         forward(stream, partial(self._deliver, session.id))
         # Nothing resumes this transport's calls: the stream is let go once it has finished.
-        stream.on_finish = runtime.drop_stream
-        return call
+        stream.on_finish = call.runtime.drop_stream
+        return task
 
     def _deliver(self, session_id: str, payload: bytes) -> None:
         """A message for the session's stream: here if held here, else to the replica that
@@ -343,9 +327,9 @@ class SseTransport:
         if not self.legacy.sessions.to_stream(session_id, payload):
             self.legacy.bus.publish("sse", {"sid": session_id, "m": payload.decode()})
 
-    def _recorded(self, draft: Draft, call: Call) -> None:
-        if call.error is not None:
-            draft.error(*call.error)
+    def _recorded(self, draft: Draft, call: LegacyCall, task: asyncio.Task[Outcome]) -> None:
+        if not task.cancelled() and (error := task.result()[2]) is not None:
+            draft.error(*error)
         draft.task = call.task
         draft.finish(self.recorder.record)
 

@@ -9,15 +9,16 @@ endpoint writes it; a failure once the call runs is answered here, through
 
 A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
 once: no handler coroutine and no response writer (docs/decisions.md#cached-answers). Any other
-call runs inline in the request's task, started eagerly (:class:`~server.aio.Started`, the only
-one on its way): one that answers without waiting costs no disconnect watch and no handler timer
-at all, one that waits gets them armed then (a timer, and past 20 ms a watch on ``receive``, no
-task of its own). Its response is JSON unless it sends something before its result, or sends
-nothing for ``keepalive_s``: then it becomes SSE with keep-alive comments (for a client that
-takes only JSON, JSON led by whitespace), so that an idle timeout on the way does not cut a long
-silent call (:class:`~server.transport.response_writer.ResponseWriter`, made and armed when the
-disconnect watch starts: a call that answers within 20 ms never pays for it). A closed response
-stream cancels the handler, as the spec requires.
+call runs inline in the request's task, started eagerly by the era
+(:class:`~server.dispatch.Handling`, as in the legacy era): one that answers without waiting
+costs no disconnect watch and no handler timer at all, one that waits gets them armed then (a
+timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON unless
+it sends something before its result, or sends nothing for ``keepalive_s``: then it becomes SSE
+with keep-alive comments (for a client that takes only JSON, JSON led by whitespace), so that
+an idle timeout on the way does not cut a long silent call
+(:class:`~server.transport.response_writer.ResponseWriter`, made and armed when the disconnect
+watch starts: a call that answers within 20 ms never pays for it). A closed response stream
+cancels the handler, as the spec requires.
 
 ``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written here, in
 the request's own task, with keep-alive comments, a send timeout on every send (the end too) for
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from server.aio import Started, coarse_timers, current_task
+from server.aio import coarse_timers, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.context import Caller
@@ -172,11 +173,11 @@ class ModernHttp:
             disconnect: DisconnectWatch | None = None
             try:
                 try:
-                    started = Started(
-                        self.modern.handle(call, emit, caller=caller, headers=headers, record=draft)
+                    handling = self.modern.start(
+                        call, emit, caller=caller, headers=headers, record=draft
                     )
-                    if started.done:
-                        result = started.result  # answered without waiting: nothing to watch
+                    if handling.done:
+                        result = handling.result  # answered without waiting: nothing to watch
                     else:
                         # A call that lasts: its answer becomes a stream if it stays silent
                         # for keepalive_s, so that idle timeouts on the way do not cut it.
@@ -184,7 +185,7 @@ class ModernHttp:
                             opened().watch_silence(task, DisconnectWatch.WATCH_AFTER_S)
 
                         with DisconnectWatch(receive, None, watch_silence) as disconnect:
-                            result = await self.modern.finish(call, started)
+                            result = await handling
                     payload, status = encode_result(request_id, result), 200
                 except Exception as error:
                     committed = writer is not None and writer.committed

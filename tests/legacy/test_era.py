@@ -25,8 +25,9 @@ from server.jsonrpc import (
     declared_problem,
     encode_result,
 )
-from server.legacy.era import ClientRequestFailed, LegacyEra, LegacyExchange
+from server.legacy.era import LegacyEra
 from server.legacy.eventstream import EventStream
+from server.legacy.exchange import ClientRequestFailed, LegacyExchange
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session
 from server.pagination import Pager

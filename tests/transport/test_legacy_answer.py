@@ -22,10 +22,10 @@ import pytest
 
 from server import Catalog, Context
 from server.app import Application, create_app
-from server.legacy.calls import Call
 from server.legacy.eventstream import EventStream
 from server.records.draft import Draft
 from server.settings import Settings
+from server.transport.legacy_answer import Answer
 from tests.support.core_helpers import post_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import (
@@ -313,7 +313,9 @@ async def test_a_json_answer_leaves_no_reference_cycle_behind(
             type(thing).__name__
             for thing in gc.garbage
             if (isinstance(thing, Draft) and thing.jsonrpc_id == PROBE_ID)
-            or (isinstance(thing, Call) and thing.final is not None and PROBE_BYTES in thing.final)
+            or (
+                isinstance(thing, Answer) and thing.final is not None and PROBE_BYTES in thing.final
+            )
         ]
     finally:
         gc.set_debug(0)

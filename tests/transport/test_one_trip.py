@@ -2,7 +2,9 @@
 
 A ``tools/call`` goes endpoint -> the era's HTTP half -> validate -> dispatch -> tool, and its
 answer back the same way, once: its tool is looked up once (and carried, scopes included),
-``serves`` is asked once, the call is started eagerly once (one :class:`~server.aio.Started`),
+``serves`` is asked at most once (the modern era's validate asks it; in the legacy era a tool
+found is proof enough that tools are served), the call is started eagerly once (one
+:class:`~server.dispatch.Handling`, the way both eras run a call),
 and ``initialize`` writes its session once, owner included. The endpoint itself names no MCP
 method. Everything runs in process (``httpx.ASGITransport``); counts come from spies on the
 app's own objects.
@@ -25,6 +27,7 @@ from server import Catalog
 from server.aio import Started
 from server.app import Application, create_app
 from server.catalog.tools import Tool
+from server.dispatch import Handling
 from server.legacy.sessions import Session
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
@@ -136,15 +139,16 @@ def counted(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> Iterator[
 
 @pytest.fixture
 def starts(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every Started made while the test runs."""
+    """Every Started made while the test runs (a Handling is one, made by its own __init__)."""
     made: list[Any] = []
-    init = Started.__init__
+    for kind in (Started, Handling):
+        init = kind.__init__
 
-    def counting(self: Started[Any], coroutine: Any) -> None:
-        made.append(coroutine)
-        init(self, coroutine)
+        def counting(self: Started[Any], *args: Any, _init: Any = init) -> None:
+            made.append(self)
+            _init(self, *args)
 
-    monkeypatch.setattr(Started, "__init__", counting)
+        monkeypatch.setattr(kind, "__init__", counting)
     return made
 
 
@@ -181,6 +185,7 @@ async def test_a_modern_tool_call_is_served_and_started_once(
     assert body["result"]["content"] == [{"type": "text", "text": "x"}]
     assert served == ["tools/call"]
     assert len(starts) == 1
+    assert all(type(started) is Handling for started in starts)
 
 
 async def test_prompts_and_resources_are_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,8 +218,10 @@ async def test_a_legacy_tools_call_looks_its_tool_up_once_and_is_served_and_star
             body = await session.call("tools/call", {"name": "wipe", "arguments": {}})
     assert body["result"]["content"] == [{"type": "text", "text": "wiped"}]
     assert tools.gets == 1
-    assert served == ["tools/call"]
+    # A plain tool's call (Dispatcher.plain_tool) is not asked about: its tool was found.
+    assert served == []
     assert len(starts) == 1
+    assert all(type(started) is Handling for started in starts)
 
 
 async def test_initialize_writes_its_session_once_with_its_owner(

@@ -1,0 +1,148 @@
+"""Where a legacy call runs: inline in its request's task, or in a task of its own.
+
+Both ways go down once, as in the modern era: the era starts the call
+(:meth:`~server.legacy.era.LegacyEra.start`, a :class:`~server.dispatch.Handling`), and this
+side looks at ``done``, watches the client only while a call waits, and turns a failure into
+its wire error (:func:`server.errors.wire_error`). What the call sends goes to its outbox: the
+:class:`~server.transport.legacy_answer.Answer` of its request, or its event stream.
+
+- :func:`run_inline`, what a single request does: the call runs in the request's own task
+  (docs/decisions.md#inline-legacy-calls). ``notifications/cancelled`` or the session ending
+  cancel that task through the :class:`InlineCall` in the session's in-flight table, which
+  marks the cancellation as the call's own so the request can tell it from any other.
+- :func:`start_in_task`, for the calls of a batch (which run side by side) and of the HTTP+SSE
+  transport: a task of its own, its stream open from the start.
+
+A call never moves from one task to another once started: code that captures the current task
+in its first step (a deadline, a task group, the handler timer) would then act on the wrong
+task. Whatever happens (a result, an error, a cancellation even before a task's first step),
+the stream, if any, is finished and the call leaves the session's in-flight table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractContextManager
+
+from server.aio import create_task, current_task
+from server.errors import wire_error
+from server.jsonrpc import encode_error, encode_result
+from server.legacy.calls import LegacyCall
+from server.legacy.era import LegacyEra
+from server.legacy.eventstream import EventStream
+from server.legacy.exchange import Outbox
+from server.transport.legacy_answer import Answer
+
+# A call's answer: the response (None: cancelled, the spec wants no response at all), its HTTP
+# status, and the wire error's (code, message) for the record when it failed.
+Outcome = tuple[bytes | None, int, tuple[int, str] | None]
+CANCELLED: Outcome = (None, 200, None)
+
+
+class InlineCall:
+    """A call running inline in a request's task, as the session's in-flight table sees it
+    (:class:`~server.legacy.runtime.Running`)."""
+
+    __slots__ = ("cancelled", "over", "owner")
+
+    def __init__(self, owner: asyncio.Task[object]) -> None:
+        self.owner = owner
+        # Whether the session or the client cancelled it (the request's task then goes on).
+        self.cancelled = False
+        self.over = False
+
+    def cancel(self) -> bool:
+        """``notifications/cancelled`` or the session ending: stop the call."""
+        if self.over or self.owner.done():
+            return False
+        if self.cancelled:
+            return True  # asked once: the task's cancel count stays one to undo
+        self.cancelled = True
+        return self.owner.cancel()
+
+    def done(self) -> bool:
+        return self.over or self.owner.done()
+
+
+async def outcome_of(
+    era: LegacyEra,
+    call: LegacyCall,
+    outbox: Outbox,
+    watch: AbstractContextManager[object] | None = None,
+) -> Outcome:
+    """Run ``call`` to its answer, in the current task; ``watch`` is entered only if it waits.
+    A cancellation goes on up."""
+    request = call.request
+    try:
+        handling = era.start(call, outbox)
+        if handling.done:
+            result = handling.result
+        elif watch is None:
+            result = await handling
+        else:
+            with watch:
+                result = await handling
+        return encode_result(request.id, result), 200, None
+    except Exception as error:
+        wire = wire_error(error, "legacy", request.method)
+        return encode_error(request.id, wire.body), wire.status, (wire.code, wire.message)
+
+
+async def run_inline(era: LegacyEra, call: LegacyCall, answer: Answer) -> Outcome:
+    """Run ``call`` inline, in the current task, to its end, writing what it sends to
+    ``answer``; a cancellation that is the call's own (:class:`InlineCall`) ends it without a
+    response and is swallowed here, any other is raised."""
+    owner = current_task()
+    assert owner is not None
+    inline = InlineCall(owner)
+    inflight, request_id = call.runtime.inflight, call.request.id
+    inflight[request_id] = inline
+    try:
+        return await outcome_of(era, call, answer, answer)
+    except asyncio.CancelledError:
+        if not inline.cancelled:
+            answer.end(None)  # no response, and its stream (if any) finished
+            raise
+        return CANCELLED
+    finally:
+        inline.over = True
+        if inflight.get(request_id) is inline:
+            del inflight[request_id]
+        if inline.cancelled:
+            # The cancellation asked for is the call's own (delivered, or swallowed by the
+            # handler): the request's task goes on to answer, its cancel count as before.
+            owner.uncancel()
+
+
+def start_in_task(era: LegacyEra, call: LegacyCall) -> tuple[asyncio.Task[Outcome], EventStream]:
+    """Run ``call`` in a task of its own, registered in the session's in-flight table; what it
+    sends, and its response last, go to the stream returned with the task. The task's result is
+    the call's outcome; it is cancelled when the call is."""
+    runtime, request_id = call.runtime, call.request.id
+    stream = runtime.open_stream()
+    task = create_task(_in_task(era, call, stream))
+    runtime.inflight[request_id] = task
+
+    def settle(done: asyncio.Task[Outcome]) -> None:
+        # A task cancelled before its first step never runs _in_task: finish here.
+        if not stream.finished:
+            stream.finish(None)
+        if runtime.inflight.get(request_id) is done:
+            del runtime.inflight[request_id]
+
+    task.add_done_callback(settle)
+    return task, stream
+
+
+async def _in_task(era: LegacyEra, call: LegacyCall, stream: EventStream) -> Outcome:
+    try:
+        outcome = await outcome_of(era, call, stream)
+    except asyncio.CancelledError:
+        stream.finish(None)
+        raise
+    finally:
+        inflight = call.runtime.inflight
+        if inflight.get(call.request.id) is current_task():
+            del inflight[call.request.id]
+    stream.finish(outcome[0])
+    return outcome
