@@ -5,7 +5,7 @@ refusal is checked for its status, its exact ``WWW-Authenticate`` value and its 
 Most tests drive the ASGI app in process (``httpx.ASGITransport``, the lifespan entered by
 hand, as in test_endpoint.py); the ASGI scope's ``client`` stands for the caller's address.
 Open streams need a real connection, so the per-client stream limit runs a uvicorn in a
-thread (as in test_streaming.py).
+thread (as in tests/transport/test_modern.py).
 """
 
 import asyncio

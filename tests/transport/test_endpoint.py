@@ -4,7 +4,7 @@ The app is driven through ``httpx.ASGITransport``, which does not run the ASGI l
 lifespan is what subscribes the hub to the catalog and flips ``/healthz`` to 200, so the
 tests that need it enter ``app.starlette.router.lifespan_context`` themselves (``serve``).
 ASGITransport also buffers whole responses, so open streams are tested in
-test_streaming.py; here a listen stream is only read after the hub closes it.
+test_modern.py; here a listen stream is only read after the hub closes it.
 """
 
 import contextlib

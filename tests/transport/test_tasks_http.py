@@ -16,7 +16,7 @@ from server.catalog.extensions import TASKS_EXTENSION
 from server.settings import Settings
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import SUB_ID, modern, modern_headers
-from tests.transport.test_streaming import open_stream
+from tests.transport.test_modern import open_stream
 
 # Tasks that run for real time: outside the inner loop (pytest -m 'not slow').
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -1,4 +1,5 @@
-"""Streaming over a real socket: SSE responses, listen streams, cancellation, shutdown.
+"""The 2026-07-28 era over HTTP (server.transport.modern), over a real socket: SSE responses,
+listen streams, cancellation by disconnect, shutdown.
 
 A real uvicorn serves a small test catalog on 127.0.0.1 (an ephemeral port) in a background
 thread, once for the module; the shutdown tests start their own instances. The catalog's
