@@ -137,10 +137,9 @@ class Dispatcher:
         are such (docs/decisions.md#one-way-to-run-a-call)."""
         return (
             type(target) is Tool
-            and target.parameters.context_param is None
-            and target.task_support == "forbidden"
+            and target.plain
             and "task" not in params
-            and params.get("requestState") is None
+            and "requestState" not in params
             and "inputResponses" not in params
         )
 

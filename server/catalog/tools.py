@@ -123,6 +123,9 @@ class Tool:
         self.task_support: TaskSupport = task_support
         self.defer_task = defer_task
         self.parameters = parameters
+        # Whether its calls need nothing made around them (no Context, never a task): most
+        # tools; Dispatcher.plain_tool reads it on every call.
+        self.plain = parameters.context_param is None and task_support == "forbidden"
         self.output = output
         self.output_check = output_check
         self._warned_broken_output = False

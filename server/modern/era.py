@@ -216,14 +216,13 @@ class ModernEra:
         handler timeout (a tool that runs past it fails with a result in this era's envelope).
         ``caller``, ``headers`` and ``record`` are what the handler's Context says of the
         request; ``send`` takes what the call sends before its result."""
-        handling = self.handle(call, send, caller=caller, headers=headers, record=record)
+        handling = self.handle(call, send, caller, headers, record)
         return Handling(self.dispatcher, call.request.method, handling, self._envelope)
 
     async def handle(
         self,
         call: ModernCall,
         send: Send,
-        *,
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
         record: Recorded | None = None,
