@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from server.__main__ import main
 from server.app import create_app
-from server.client_cli import response_of
+from server.cli.call import response_of
+from server.cli.main import main
 from server.modern.headers import header_value, modern_request
 from server.settings import Settings
 from tests.support.live_server import ServerThread

@@ -15,7 +15,8 @@ What it prints comes from a server, and a terminal obeys control characters: esc
 are printed escaped (``\u001b`` in JSON, ``\x1b`` in any other text), as are the bidirectional
 overrides that reorder what is shown. ``--timeout`` is a deadline for the whole command: a
 server that trickles bytes (or keep-alives) cannot hold it longer. The default ``--url`` is the
-server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by ``__main__``.
+server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by
+:mod:`server.cli.main`.
 """
 
 from __future__ import annotations
