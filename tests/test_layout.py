@@ -48,14 +48,13 @@ PUBLIC_API = "__init__"
 RANKS: tuple[tuple[str, ...], ...] = (
     # 0: vocabulary, the standard library only; the environment (pydantic-settings) and the
     # words of what goes wrong with it; the server's own log lines (the request they belong to,
-    # text or JSON); exit signals; what a call came to, noted for its record
+    # text or JSON); what a call came to, noted for its record
     (
         "errors",
         "protocol",
         "asgi",
         "aio",
         "memo",
-        "exit_signals",
         "settings",
         "settings_errors",
         "logs",
