@@ -32,6 +32,7 @@ from server.protocol import (
     META_PROTOCOL_VERSION,
     MODERN_VERSION,
     NAME_FIELD_BY_METHOD,
+    JSONObject,
 )
 
 _BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
@@ -130,7 +131,7 @@ def modern_request(
     request_id: int | str | None = None,
     capabilities: Mapping[str, Any] | None = None,
     client_info: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[JSONObject, dict[str, str]]:
     """A modern-era request and its headers; ``_meta`` keys already in ``params`` win."""
     body_params = dict(params or {})
     meta = {
