@@ -1,11 +1,15 @@
 """Protocol constants shared by both eras: versions, ``_meta`` keys, method names, log levels.
 
 Pure data, so every layer can name the protocol the same way without importing each other.
+:data:`JSONObject` names the shape most messages and params have, for new signatures to use.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final, TypeAlias
+
+# A decoded JSON object: a message, its params, a result.
+JSONObject: TypeAlias = dict[str, Any]
 
 MODERN_VERSION: Final = "2026-07-28"
 MODERN_VERSIONS: Final = ("2026-07-28",)

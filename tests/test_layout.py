@@ -48,14 +48,13 @@ PUBLIC_API = "__init__"
 RANKS: tuple[tuple[str, ...], ...] = (
     # 0: vocabulary, the standard library only; the environment (pydantic-settings) and the
     # words of what goes wrong with it; the server's own log lines (the request they belong to,
-    # text or JSON); exit signals; what a call came to, noted for its record
+    # text or JSON); what a call came to, noted for its record
     (
         "errors",
         "protocol",
         "asgi",
         "aio",
         "memo",
-        "exit_signals",
         "settings",
         "settings_errors",
         "logs",
@@ -77,9 +76,9 @@ RANKS: tuple[tuple[str, ...], ...] = (
     # 6: wiring, and running it under uvicorn (serving imports app, never the reverse); what
     # the server tells of itself (metrics, spans), an observer of the records and the state
     ("app", "serving", "observe"),
-    # 7: the command line and the one-request client it runs; the in-memory
-    # client for testing a catalog
-    ("__main__", "client_cli", "testing"),
+    # 7: the command line (``__main__`` only calls ``cli/``, which holds a module per command);
+    # the in-memory client for testing a catalog
+    ("__main__", "cli", "testing"),
     # 8: catalogs loaded by name (MCP_CATALOG), like an author's: nothing imports them
     ("builtin",),
 )
@@ -96,7 +95,7 @@ WEB_UNITS = ("transport", "serving", "app")
 NEVER_IN_CORE = (*WEB_STACK, "redis", "httpx", "server.settings")
 SETTINGS = "server.settings"
 # The in-memory test client builds its app with settings of its own (server.testing).
-SETTINGS_UNITS = ("app", "serving", "__main__", "testing")
+SETTINGS_UNITS = ("app", "serving", "cli", "testing")
 # The modules that pick a flavour from the settings (uvicorn's "auto"), and what they pick.
 SETTINGS_CHOOSERS = {
     "server.state.auto": "shared_state: sessions, bus and stream mirror in memory or in Redis",

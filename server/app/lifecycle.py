@@ -6,7 +6,7 @@ expiry, the catalog's own lifespan), so the app must never serve without it (the
 ``--factory``, gunicorn's uvicorn worker); a host app that mounts this one does not run a
 mounted app's lifespan, so it passes :meth:`Lifecycle.lifespan` as its own
 (``FastAPI(lifespan=mcp.lifespan)``). On SIGTERM the lifespan hears of the exit before the
-server's graceful wait (:mod:`server.exit_signals`), unless the server says it tells the app
+server's graceful wait (:mod:`server.app.exit_signals`), unless the server says it tells the app
 itself (:mod:`server.serving`).
 
 :class:`Lifecycle` is a part of :class:`~server.app.application.Application`, not an object of
@@ -23,10 +23,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from server.app.exit_signals import ExitSignals
 from server.catalog import Catalog, Change
 from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
-from server.exit_signals import ExitSignals
 from server.hub import Hub
 from server.legacy.runtime import Runtimes
 from server.legacy.sessions import SessionStore
@@ -160,7 +160,7 @@ class Lifecycle:
         for the open connections, which a listen stream never closes by itself: the
         lifespan's shutdown comes only after that wait. :mod:`server.serving` calls it; under
         any other server the lifespan hears SIGTERM and SIGINT first and calls it
-        (:mod:`server.exit_signals`); a host that stops its server some other way (from another
+        (:mod:`server.app.exit_signals`); a host that stops its server some other way (from another
         thread, say) calls it itself. Calling it again changes nothing."""
         self.ready = False
         self.hub.close_all("shutdown")

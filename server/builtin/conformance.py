@@ -303,7 +303,7 @@ def template_data(id: str) -> str:
 
 
 @catalog.completion(template="test://template/{id}/data", argument="id")
-def complete_template_id(value: str, context: Mapping[str, str]) -> list[str]:
+def complete_template_id(value: str, arguments: Mapping[str, str]) -> list[str]:
     return [candidate for candidate in ("1", "2", "3", "123") if candidate.startswith(value)]
 
 
@@ -326,7 +326,7 @@ def test_prompt_with_arguments(
 
 
 @catalog.completion(prompt="test_prompt_with_arguments", argument="arg1")
-def complete_arg1(value: str, context: Mapping[str, str]) -> Completion:
+def complete_arg1(value: str, arguments: Mapping[str, str]) -> Completion:
     values = [word for word in ("paris", "park", "parade") if word.startswith(value)]
     return Completion(values, total=len(values), has_more=False)
 

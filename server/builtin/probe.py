@@ -246,7 +246,7 @@ def echo_resource(text: str) -> str:
 
 
 @catalog.completion(template="probe://echo/{text}", argument="text")
-def complete_echo(value: str, context: Mapping[str, str]) -> list[str]:
+def complete_echo(value: str, arguments: Mapping[str, str]) -> list[str]:
     return [word for word in ("hello", "help", "world", "wonder") if word.startswith(value)]
 
 
@@ -273,7 +273,7 @@ def summarize(
 
 
 @catalog.completion(prompt="summarize", argument="style")
-def complete_style(value: str, context: Mapping[str, str]) -> list[str]:
+def complete_style(value: str, arguments: Mapping[str, str]) -> list[str]:
     return [style for style in STYLES if style.startswith(value)]
 
 

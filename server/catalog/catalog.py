@@ -238,7 +238,7 @@ class Catalog:
     ) -> Callable[[Completer], Completer]:
         """Declare the completion callback of one prompt argument or template variable.
 
-        The callback gets ``(value, context_arguments)`` and returns a list of strings or a
+        The callback gets ``(value, arguments)`` and returns a list of strings or a
         :class:`~server.catalog.content.Completion`; it may be async.
         """
         if (prompt is None) == (template is None):

@@ -16,8 +16,14 @@ from server.catalog.content import Completion
 Completer = Callable[[str, Mapping[str, str]], Any]
 
 
-async def run_completer(completer: Completer, value: str, context: Mapping[str, str]) -> Completion:
-    result = completer(value, context)
+async def run_completer(
+    completer: Completer, value: str, arguments: Mapping[str, str]
+) -> Completion:
+    """The completion ``completer`` gives for ``value``, the other ``arguments`` already filled in.
+
+    Both are passed by position, so a completer may name its parameters as it likes
+    (``context`` works as well as ``arguments``)."""
+    result = completer(value, arguments)
     if inspect.isawaitable(result):
         result = await result
     if isinstance(result, Completion):

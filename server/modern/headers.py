@@ -7,12 +7,18 @@ booleans and integers by their JSON text. A (raw header, body value) pair found 
 remembered (bounded in count and bytes), so a client repeating the same version, method and
 name pays for decoding and comparing them once: the era's ``validate`` looks the pair up in
 :attr:`HeaderMirror.matched` before calling :meth:`HeaderMirror.check`.
+
+The client's side sits here too, so encoding and decoding cannot drift apart:
+:func:`header_value` writes a body value as a header carries it, and :func:`modern_request`
+builds a whole modern request with its headers (the ``call`` command and :mod:`server.testing`
+use it).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -20,10 +26,24 @@ from typing import Any
 from server.catalog.tools import Tool
 from server.errors import HeaderMismatch
 from server.memo import BoundedMemo
+from server.protocol import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSION,
+    NAME_FIELD_BY_METHOD,
+    JSONObject,
+)
 
 _BASE64_PREFIX, _BASE64_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+")
 _MATCHES_KEPT = 4096
+_ids = itertools.count(1)
+
+
+def _is_sentinel(value: str) -> bool:
+    """Whether :func:`decode_header_value` reads ``value`` (trimmed) as base64."""
+    return value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX)
 
 
 def decode_header_value(name: str, raw: str) -> str:
@@ -31,7 +51,7 @@ def decode_header_value(name: str, raw: str) -> str:
     value = raw.strip(" \t")
     if not (value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())):
         raise HeaderMismatch(f"Header {name} contains characters outside visible ASCII")
-    if value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX):
+    if _is_sentinel(value):
         encoded = value[len(_BASE64_PREFIX) : -len(_BASE64_SUFFIX)]
         try:
             return base64.b64decode(encoded, validate=True).decode("utf-8")
@@ -82,3 +102,58 @@ class HeaderMirror:
                 f"Mcp-Param-{suffix}",
                 arguments.get(prop),
             )
+
+
+# -- the client's side ----------------------------------------------------------------------
+
+
+def header_value(value: Any) -> str:
+    """A body value as a header carries it: visible ASCII as is, anything else base64-encoded
+    between the sentinels :func:`decode_header_value` reads. A text that itself looks like the
+    sentinel form is encoded too, or the server would decode it into something else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if (
+        text.isascii()
+        and text.isprintable()
+        and text == text.strip(" \t")
+        and not _is_sentinel(text)
+    ):
+        return text
+    return _BASE64_PREFIX + base64.b64encode(text.encode()).decode("ascii") + _BASE64_SUFFIX
+
+
+def modern_request(
+    method: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    request_id: int | str | None = None,
+    capabilities: Mapping[str, Any] | None = None,
+    client_info: Mapping[str, Any] | None = None,
+) -> tuple[JSONObject, dict[str, str]]:
+    """A modern-era request and its headers; ``_meta`` keys already in ``params`` win."""
+    body_params = dict(params or {})
+    meta = {
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_CAPABILITIES: dict(capabilities or {}),
+        META_CLIENT_INFO: dict(client_info or {"name": "mcp-http-server-call", "version": "1"}),
+    }
+    meta.update(body_params.get("_meta") or {})
+    body_params["_meta"] = meta
+    message = {
+        "jsonrpc": "2.0",
+        "id": next(_ids) if request_id is None else request_id,
+        "method": method,
+        "params": body_params,
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": str(meta[META_PROTOCOL_VERSION]),
+        "Mcp-Method": method,
+    }
+    name_field = NAME_FIELD_BY_METHOD.get(method)
+    if name_field is not None and body_params.get(name_field) is not None:
+        headers["Mcp-Name"] = header_value(body_params[name_field])
+    return message, headers

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from server.app import Application, create_app
 from server.catalog import Catalog
-from server.client_cli import header_value, modern_request
+from server.modern.headers import header_value, modern_request
 from server.settings import Settings
 from server.testing.errors import (
     MAX_ROUNDS,

@@ -195,16 +195,18 @@ class McpEndpoint:
             if scope["method"] == "POST":
                 await self.post(scope, receive, observed_send, headers, draft, principal)
             else:
-                await self.other(
+                await self.get_or_delete(
                     scope, draft.observe_receive(receive), observed_send, headers, draft
                 )
         finally:
             CALL_NOTE.reset(bound)
             draft.finish(self.recorder.record)
 
-    async def other(
+    async def get_or_delete(
         self, scope: Scope, receive: Receive, send: Send, headers: Headers, draft: Draft
     ) -> None:
+        """A request that is not a POST: GET opens a legacy session's stream (or the HTTP+SSE
+        fallback's), DELETE ends a session, any other method is 405."""
         method = draft.verb
         draft.era = "legacy"
         try:

@@ -140,7 +140,7 @@ def test_completions_only_with_a_completer():
     assert "completions" not in catalog.snapshot.capabilities
 
     @catalog.completion(prompt="greet", argument="name")
-    def names(value, context):
+    def names(value, arguments):
         return ["ann"]
 
     assert catalog.snapshot.capabilities["completions"] == {}
@@ -153,7 +153,7 @@ def test_template_completer_also_declares_completions():
     def by_value(v: str) -> str:
         return v
 
-    catalog.completion(template="x://{v}", argument="v")(lambda value, context: [])
+    catalog.completion(template="x://{v}", argument="v")(lambda value, arguments: [])
     assert "completions" in catalog.snapshot.capabilities
 
 
@@ -164,7 +164,7 @@ def test_capabilities_shrink_when_the_last_item_goes():
     def greet(name: str) -> str:
         return name
 
-    catalog.completion(prompt="greet", argument="name")(lambda value, context: [])
+    catalog.completion(prompt="greet", argument="name")(lambda value, arguments: [])
     catalog.tool(lambda: "x", name="t")
     catalog.remove_prompt("greet")
     assert catalog.snapshot.capabilities == {"tools": {"listChanged": True}, "logging": {}}

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import uvicorn
 
-from server.__main__ import main
 from server.app import create_app
-from server.client_cli import header_value, modern_request, response_of
+from server.cli.call import response_of
+from server.cli.main import main
+from server.modern.headers import header_value, modern_request
 from server.settings import Settings
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import META_CAPABILITIES, META_VERSION

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-import server.__main__ as entry
+import server.cli.main as entry
 from server import Catalog, ToolError
 from server.app import create_app
 from server.protocol import LEGACY_METHODS, MODERN_METHODS

@@ -6,7 +6,7 @@ Targets, chosen by the first input byte:
   raise an ``McpError`` whose ``request_id`` is echoable; nothing else may escape;
 - ``server.modern.headers.decode_header_value``: any header value (bytes as Latin-1, as the endpoint
   reads them) is returned trimmed or refused with ``HeaderMismatch``, and every string survives
-  the ``=?base64?...?=`` sentinel round trip;
+  the ``=?base64?...?=`` sentinel round trip and the client's ``header_value`` round trip;
 - ``server.security.auth.bearer_token``: an ``Authorization`` value gives a token that is a valid
 RFC 6750 b64token taken from the value, None, or ``InvalidAuthRequest``.
 
@@ -53,7 +53,7 @@ if atheris is not None:
             encode_result,
             is_valid_id,
         )
-        from server.modern.headers import decode_header_value
+        from server.modern.headers import decode_header_value, header_value
         from server.security.auth import InvalidAuthRequest, bearer_token
 else:
     from server.errors import HeaderMismatch, McpError
@@ -66,7 +66,7 @@ else:
         encode_result,
         is_valid_id,
     )
-    from server.modern.headers import decode_header_value
+    from server.modern.headers import decode_header_value, header_value
     from server.security.auth import InvalidAuthRequest, bearer_token
 
 DEFAULT_RUNS = 200_000
@@ -131,6 +131,8 @@ def check_header(data: bytes) -> None:
     text = data.decode("utf-8", "replace")
     encoded = "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
     expect(decode_header_value("Mcp-Name", encoded) == text, text)
+    # And as the client writes it (plain where it can be), sentinel look-alikes included.
+    expect(decode_header_value("Mcp-Name", header_value(text)) == text, text)
 
 
 def check_authorization(data: bytes) -> None:

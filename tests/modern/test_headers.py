@@ -7,7 +7,12 @@ import base64
 import pytest
 
 from server.errors import HeaderMismatch
-from server.modern.headers import HeaderMirror, decode_header_value, header_matches
+from server.modern.headers import (
+    HeaderMirror,
+    decode_header_value,
+    header_matches,
+    header_value,
+)
 
 
 def b64(text: str) -> str:
@@ -44,3 +49,27 @@ def test_a_matching_pair_is_remembered_and_a_mismatch_never_is():
     with pytest.raises(HeaderMismatch, match="is required"):
         mirror.check({}, b"mcp-name", "Mcp-Name", "echo")
     mirror.check({}, b"mcp-name", "Mcp-Name", None)  # nothing to mirror
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain",
+        "Zürich",
+        " padded ",
+        "=?base64?aGVsbG8=?=",  # the sentinel form itself: would decode to "hello"
+        "=?base64??=",
+        "=?base64?not base64?=",  # would be refused as invalid base64
+        "=?base64?",
+        "?=",
+    ],
+)
+def test_header_value_round_trips_through_the_decoder(text: str) -> None:
+    assert decode_header_value("Mcp-Name", header_value(text)) == text
+
+
+def test_header_value_leaves_plain_ascii_as_is_and_encodes_a_sentinel_look_alike() -> None:
+    assert header_value("echo") == "echo"
+    assert header_value(5) == "5"
+    assert header_value(False) == "false"
+    assert header_value("=?base64?aGVsbG8=?=") == b64("=?base64?aGVsbG8=?=")

@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
-import server.__main__ as entry
+import server.cli.main as entry
+from server.cli import serve as serve_command
 from server.report import read as report_read
 from server.report.aggregate import Aggregator
 from server.report.counters import OVERFLOW_NAME, Limits
@@ -651,7 +652,7 @@ def test_no_arguments_still_serves(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append("serve")
         return 0
 
-    monkeypatch.setattr(entry, "serve", serve)
+    monkeypatch.setattr(serve_command, "serve", serve)
     assert entry.main([]) == 0
     assert entry.main(["serve"]) == 0
     assert calls == ["serve", "serve"]

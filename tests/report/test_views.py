@@ -402,7 +402,7 @@ def test_filters_keep_only_what_was_asked() -> None:
 
 
 def test_filters_from_the_command_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    import server.__main__ as entry
+    import server.cli.main as entry
 
     path = tmp_path / "r.jsonl"
     path.write_bytes(

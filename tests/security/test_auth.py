@@ -13,7 +13,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from server.__main__ import main
+from server.cli.main import main
 from server.errors import ConfigurationError, http_status
 from server.security.auth import (
     ANONYMOUS,

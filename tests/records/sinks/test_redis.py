@@ -18,7 +18,7 @@ import orjson
 import pytest
 import redis
 
-import server.__main__ as entry
+import server.cli.main as entry
 import server.records.sinks
 import server.report
 from server.records.recorder import Recorder

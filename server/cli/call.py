@@ -7,40 +7,32 @@ a JSON-RPC error or a tool result with ``isError`` (printed the same way), 2 whe
 (bad arguments, no connection, an answer that is not JSON-RPC).
 
 An input-required result is printed like any other: send its ``requestState`` and your
-``inputResponses`` back in PARAMS_JSON for the next round. :func:`modern_request` is the part
-that builds the request, shared with :mod:`server.testing`.
+``inputResponses`` back in PARAMS_JSON for the next round. The request itself is built by
+:func:`server.modern.headers.modern_request`, which :mod:`server.testing` shares.
 
 What it prints comes from a server, and a terminal obeys control characters: escape sequences
 (ESC, CSI and OSC, C0 and C1) could retitle the window, rewrite the screen or hide lines. They
 are printed escaped (``\u001b`` in JSON, ``\x1b`` in any other text), as are the bidirectional
 overrides that reorder what is shown. ``--timeout`` is a deadline for the whole command: a
 server that trickles bytes (or keep-alives) cannot hold it longer. The default ``--url`` is the
-server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by ``__main__``.
+server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by
+:mod:`server.cli.main`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import itertools
 import json
 import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from server.protocol import (
-    META_CLIENT_CAPABILITIES,
-    META_CLIENT_INFO,
-    META_PROTOCOL_VERSION,
-    MODERN_VERSION,
-    NAME_FIELD_BY_METHOD,
-)
+from server.modern.headers import modern_request
 
 EXIT_RESULT, EXIT_ERROR, EXIT_NO_ANSWER = 0, 1, 2
 DEFAULT_URL = "http://127.0.0.1:8000/mcp"
-_ids = itertools.count(1)
 # What a terminal acts on rather than shows: C0 (but newline and tab), DEL, C1, and the
 # bidirectional embeddings, overrides and isolates.
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -57,52 +49,6 @@ def shown_json(value: Any) -> str:
     """``value`` as indented JSON that a terminal shows as it is (still valid JSON)."""
     text = json.dumps(value, indent=2, ensure_ascii=False)
     return _JSON_CONTROLS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
-
-
-def header_value(value: Any) -> str:
-    """A body value as a header carries it: visible ASCII as is, anything else base64-encoded
-    between the sentinels the server decodes."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value)
-    if text.isascii() and text.isprintable() and text == text.strip(" \t"):
-        return text
-    return "=?base64?" + base64.b64encode(text.encode()).decode("ascii") + "?="
-
-
-def modern_request(
-    method: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    request_id: int | str | None = None,
-    capabilities: Mapping[str, Any] | None = None,
-    client_info: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """A modern-era request and its headers; ``_meta`` keys already in ``params`` win."""
-    body_params = dict(params or {})
-    meta = {
-        META_PROTOCOL_VERSION: MODERN_VERSION,
-        META_CLIENT_CAPABILITIES: dict(capabilities or {}),
-        META_CLIENT_INFO: dict(client_info or {"name": "mcp-http-server-call", "version": "1"}),
-    }
-    meta.update(body_params.get("_meta") or {})
-    body_params["_meta"] = meta
-    message = {
-        "jsonrpc": "2.0",
-        "id": next(_ids) if request_id is None else request_id,
-        "method": method,
-        "params": body_params,
-    }
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": str(meta[META_PROTOCOL_VERSION]),
-        "Mcp-Method": method,
-    }
-    name_field = NAME_FIELD_BY_METHOD.get(method)
-    if name_field is not None and body_params.get(name_field) is not None:
-        headers["Mcp-Name"] = header_value(body_params[name_field])
-    return message, headers
 
 
 def response_of(content_type: str, body: bytes, request_id: Any) -> dict[str, Any] | None:

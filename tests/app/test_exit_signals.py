@@ -1,4 +1,4 @@
-"""server.exit_signals: the app hears SIGTERM and SIGINT before the server's own handler acts.
+"""server.app.exit_signals: the app hears SIGTERM and SIGINT before the server's own handler acts.
 
 Real signals, sent by the test to its own process, with a recording handler standing in for
 the server's (pytest's main thread: signal handlers exist only there). The process's own
@@ -18,8 +18,8 @@ from types import FrameType
 
 import pytest
 
-from server import exit_signals
-from server.exit_signals import EVENT_POLL_S, EXIT_SIGNALS, ExitSignals
+from server.app import exit_signals
+from server.app.exit_signals import EVENT_POLL_S, EXIT_SIGNALS, ExitSignals
 
 
 @pytest.fixture(autouse=True)

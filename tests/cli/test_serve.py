@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.__main__ import shadowing
 from server.catalog.loading import CatalogNotFound, load_catalog
+from server.cli.serve import shadowing
 from server.serving import serve
 from tests.support.deploy_helpers import ROOT, free_port, modern, modern_headers, stop_process
 
