@@ -705,9 +705,9 @@ async def test_cached_pages_are_answered_without_a_handler(monkeypatch: Any) -> 
         asked: list[str] = []
         general, cached = app.modern.handle, app.modern.cached_result
 
-        async def counting(call: Any, send: Any, **origin: Any) -> Any:
+        async def counting(call: Any, send: Any, *origin: Any) -> Any:
             handled.append(call.request.method)
-            return await general(call, send, **origin)
+            return await general(call, send, *origin)
 
         def counting_cached(call: Any) -> Any:
             asked.append(call.request.method)
