@@ -41,6 +41,13 @@ class SessionEvents(Protocol):
         """Subscription changes may have been missed (the bus was away): read them again."""
 
 
+def announce_subscriptions(bus: Bus, session_id: str, uri: str, subscribed: bool) -> None:
+    """A session subscribed to (or unsubscribed from) one resource: a GET stream elsewhere
+    follows it. Only the change travels, never the session's whole set. It needs only the
+    bus, so the legacy era is given it before the relay (which needs the era's sessions)."""
+    bus.publish("subs", {"sid": session_id, "add" if subscribed else "remove": uri})
+
+
 class BusRelay:
     """Announces this replica's events on the bus and applies the other replicas'."""
 
@@ -101,6 +108,5 @@ class BusRelay:
         self.bus.publish("change", {"kind": change.kind, "uri": change.uri})
 
     def announce_subscriptions(self, session_id: str, uri: str, subscribed: bool) -> None:
-        """A session subscribed to (or unsubscribed from) one resource: a GET stream elsewhere
-        follows it. Only the change travels, never the session's whole set."""
-        self.bus.publish("subs", {"sid": session_id, "add" if subscribed else "remove": uri})
+        """:func:`announce_subscriptions` on this relay's bus."""
+        announce_subscriptions(self.bus, session_id, uri, subscribed)

@@ -32,6 +32,13 @@ def check_version_header(headers: Headers) -> None:
         )
 
 
+def release_session(runtimes: Runtimes, gate: Gate, session_id: str) -> None:
+    """Release what a session held here: its runtime and its client's session slot (the
+    session store's ``ended`` hook, and :meth:`LegacySessions.session_ended`)."""
+    runtimes.end(session_id)
+    gate.session_ended(session_id)
+
+
 class LegacySessions(RemoteSessions):
     """The legacy sessions over HTTP; what other replicas tell is applied by the sans-IO
     :class:`~server.legacy.remote.RemoteSessions` it extends."""
@@ -74,8 +81,7 @@ class LegacySessions(RemoteSessions):
 
     def session_ended(self, session_id: str) -> None:
         """Release what a session held here: its runtime and its client's session slot."""
-        super().session_ended(session_id)
-        self.gate.session_ended(session_id)
+        release_session(self.runtimes, self.gate, session_id)
 
     # -- the HTTP+SSE transport's one stream (state.relay.SessionEvents) ---------------------
 
