@@ -3,8 +3,8 @@
 Catalog changes go to the :class:`~server.hub.Hub`; tasks' news to the
 :class:`~server.tasks.service.TaskService`; a session's ending, the client's answers,
 its cancellations and its subscription changes go to whatever holds the session here, seen only
-through :class:`SessionEvents` (the legacy transport implements it), so shared state never
-depends on the HTTP shell.
+through :class:`SessionEvents` (the legacy era implements it,
+:class:`~server.legacy.remote.RemoteSessions`), so shared state never depends on the HTTP shell.
 """
 
 from __future__ import annotations
