@@ -57,6 +57,7 @@ RANKS: tuple[tuple[str, ...], ...] = (
         "memo",
         "exit_signals",
         "settings",
+        "settings_checks",
         "settings_errors",
         "logs",
         "call_note",
