@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import uvicorn
 
 from server.app import NOT_STARTED, Application, create_app
 from server.app.lifecycle import Lifecycle
@@ -17,7 +18,7 @@ from server.asgi import ASGIMessage as Message
 from server.asgi import Scope
 from server.catalog import Catalog
 from server.legacy.eventstream import EventStream
-from server.serving import server_for
+from server.serving.server import Server
 from server.settings import Settings
 from server.state.memory import MemoryMirror
 
@@ -102,7 +103,8 @@ async def test_lifespan_ready_and_started_are_the_lifecycles(app: Application) -
 
 def test_the_server_tells_the_lifecycle_it_calls_begin_shutdown(app: Application) -> None:
     assert app.lifecycle.server_tells_shutdown is False
-    server_for(app)
+    # No logging configured (server_for's would outlast the test).
+    Server(uvicorn.Config(app.entry, log_config=None), app)
     assert app.lifecycle.server_tells_shutdown is True
 
 
