@@ -8,16 +8,13 @@ names each bad variable (``MCP_PORT``, not ``port``) and what it takes, :func:`u
 names the ``MCP_*`` variables no setting reads (a typo, ``MCP_PORTT``, would otherwise be
 silently ignored) with the closest real name, and :func:`logging_choice` reads the log level
 and format on their own, so that even a failure to load the rest is reported as asked. The
-words of those messages are :mod:`server.settings_errors`'; reading stays here.
-
-Longer than 400 lines because: every setting is declared here with its bounds and its
-validators, the one list the docs and ``.env.example`` are checked against.
+words of those messages are :mod:`server.settings_errors`'; reading stays here. What each
+setting must hold is checked by :mod:`server.settings_checks`, which the validators here call.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import typing
 from collections.abc import Mapping
@@ -28,31 +25,13 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from server import settings_checks as checks
 from server.errors import ConfigurationError
 from server.settings_errors import explain, unknown_warnings
 
 CommaList = Annotated[list[str], NoDecode]
 
-# JWT algorithms a JWKS of public keys can verify. "none" and HS* never: an HMAC "verified"
-# with a public key is the classic algorithm-confusion forgery.
-ASYMMETRIC_ALGORITHMS = (
-    "RS256",
-    "RS384",
-    "RS512",
-    "PS256",
-    "PS384",
-    "PS512",
-    "ES256",
-    "ES384",
-    "ES512",
-    "EdDSA",
-)
-_TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-# What deploy/mcp.env.example and deploy/k8s/secret.example.yaml ship in place of the secret:
-# a server started with it would sign with a key anyone can read in this repository.
-PLACEHOLDER_SECRET_PREFIX = "replace-with"
 # Never repeated in an error message: the value is a secret, or may hold one (a password).
-REDIS_SCHEMES = ("redis", "rediss", "unix")
 _SECRET_FIELDS = frozenset({"state_secret", "redis_url", "auth_tokens"})
 _SOURCES = SettingsConfigDict(
     env_prefix="MCP_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
@@ -214,113 +193,52 @@ class Settings(BaseSettings):
     @field_validator("state_secret")
     @classmethod
     def _secret_length(cls, value: SecretStr) -> SecretStr:
-        if value.get_secret_value().startswith(PLACEHOLDER_SECRET_PREFIX):
-            raise ValueError(
-                "MCP_STATE_SECRET is the placeholder from the examples, which anyone can read: "
-                "set your own, the same on every replica (openssl rand -hex 32)"
-            )
-        if value.get_secret_value() and len(value.get_secret_value().encode()) < 16:
-            raise ValueError(
-                "MCP_STATE_SECRET must be at least 16 bytes (or empty): use openssl rand -hex 32"
-            )
+        checks.state_secret(value.get_secret_value())
         return value
 
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: SecretStr) -> SecretStr:
-        # redis-py refuses any other URL only when it first connects, with a traceback; the
-        # message never repeats the URL (it may hold a password).
-        url = value.get_secret_value().strip()
-        if url and url.partition("://")[0].lower() not in REDIS_SCHEMES:
-            raise ValueError(
-                "MCP_REDIS_URL must begin with redis://, rediss:// (TLS) or unix://, such as "
-                "redis://localhost:6379/0"
-            )
-        return SecretStr(url)
+        return SecretStr(checks.redis_url(value.get_secret_value()))
 
     @field_validator("auth_tokens")
     @classmethod
     def _token_digests(cls, value: list[str]) -> list[str]:
-        digests = [item.lower() for item in value]
-        for digest in digests:
-            if not _TOKEN_DIGEST.fullmatch(digest):
-                raise ValueError(
-                    "MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests (python -m server token)"
-                )
-        return digests
+        return checks.token_digests(value)
 
     @field_validator("auth_algorithms")
     @classmethod
     def _asymmetric_algorithms(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in ASYMMETRIC_ALGORITHMS]
-        if unknown or not value:
-            raise ValueError(
-                f"MCP_AUTH_ALGORITHMS: {', '.join(unknown) or '(empty)'} not accepted; use "
-                f"asymmetric algorithms only: {', '.join(ASYMMETRIC_ALGORITHMS)}"
-            )
-        return value
+        return checks.asymmetric_algorithms(value)
 
     @field_validator("root_path")
     @classmethod
     def _root_shape(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        return "/" + value.lstrip("/") if value else ""
+        return checks.root_path(value)
 
     @field_validator("path")
     @classmethod
     def _path_shape(cls, value: str) -> str:
-        value = "/" + value.strip("/")
-        if value == "/":
-            raise ValueError("MCP_PATH must name a path below /, such as /mcp")
-        return value
+        return checks.endpoint_path(value, "MCP_PATH", "/mcp")
 
     @field_validator("report_path")
     @classmethod
     def _report_path_shape(cls, value: str) -> str:
-        value = "/" + value.strip("/")
-        if value == "/":
-            raise ValueError("MCP_REPORT_PATH must name a path below /, such as /admin/report")
-        return value
+        return checks.endpoint_path(value, "MCP_REPORT_PATH", "/admin/report")
 
     @field_validator("sse_transport_path", "sse_transport_messages_path")
     @classmethod
     def _sse_path_shape(cls, value: str) -> str:
-        value = "/" + value.strip().strip("/")
-        if value == "/" or "?" in value or "#" in value:
-            raise ValueError("must name a path below /, such as /sse or /messages")
-        return value
+        return checks.sse_path(value)
 
     @model_validator(mode="after")
-    def _report_beside_the_endpoint(self) -> Settings:
-        if self.report_path in (self.path, self.path + "/"):
-            raise ValueError("MCP_REPORT_PATH must differ from MCP_PATH")
-        if self.sse_transport:
-            paths = [self.path, self.report_path, self.sse_transport_path]
-            paths.append(self.sse_transport_messages_path)
-            if len({path.rstrip("/") for path in paths}) != len(paths):
-                raise ValueError(
-                    "MCP_SSE_TRANSPORT_PATH and MCP_SSE_TRANSPORT_MESSAGES_PATH must differ "
-                    "from each other, from MCP_PATH and from MCP_REPORT_PATH"
-                )
-        return self
-
-    @model_validator(mode="after")
-    def _replicas_share_a_secret(self) -> Settings:
-        # Replicas must verify each other's cursors and requestState; a per-process key would
-        # make every page or retry that lands on another replica fail.
-        if self.redis_url.get_secret_value() and not self.state_secret.get_secret_value():
-            raise ValueError(
-                "MCP_REDIS_URL is set (several replicas): set MCP_STATE_SECRET too, the same on "
-                "every replica (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _task_ttl_range(self) -> Settings:
-        if not self.task_ttl_min_s <= self.task_ttl_s <= self.task_ttl_max_s:
-            raise ValueError(
-                "MCP_TASK_TTL_S must lie between MCP_TASK_TTL_MIN_S and MCP_TASK_TTL_MAX_S"
-            )
+    def _apart_and_in_range(self) -> Settings:
+        sse = (self.sse_transport_path, self.sse_transport_messages_path)
+        checks.paths_apart(self.path, self.report_path, sse if self.sse_transport else ())
+        checks.replicas_share_a_secret(
+            self.redis_url.get_secret_value(), self.state_secret.get_secret_value()
+        )
+        checks.task_ttl_range(self.task_ttl_min_s, self.task_ttl_s, self.task_ttl_max_s)
         return self
 
     def sealing_key(self) -> bytes:

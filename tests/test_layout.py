@@ -56,6 +56,7 @@ RANKS: tuple[tuple[str, ...], ...] = (
         "aio",
         "memo",
         "settings",
+        "settings_checks",
         "settings_errors",
         "logs",
         "call_note",

@@ -1,21 +1,26 @@
 """The composition: every part built from the settings and the catalog, into one ASGI app.
 
 :class:`Application` builds the parts in the order they depend on each other (the gate, the
-dispatcher, shared state, the legacy era and its HTTP half, the relay between replicas, the
-modern era, the records, the endpoint), one sequence that reads best in one place. It starts
-and stops them as a :class:`~server.app.lifecycle.Lifecycle` and routes requests as a
-:class:`~server.app.routing.Routing`. What can stand on its own lives elsewhere (the probes in
+dispatcher, the stream mirror, the sessions' runtimes over it, the session store with its hooks
+and the rest of shared state, the legacy era and its HTTP half, the relay between replicas, the
+modern era, the records, the endpoint), one sequence that reads best in one place: nothing is
+bound late. It owns a :class:`~server.app.lifecycle.Lifecycle` that starts and stops them and
+a :class:`~server.app.routing.Router` that routes requests, and forwards the few methods
+servers, hosts and probes use. What can stand on its own lives elsewhere (the probes in
 :mod:`server.transport.health`, the live report in :mod:`server.report.live`, finding a catalog
 in :mod:`server.catalog.loading`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from server.app.lifecycle import Lifecycle
-from server.app.routing import Routing
+from server.app.routing import Router
+from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.catalog.offload import set_thread_limit
@@ -38,14 +43,15 @@ from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
 from server.settings import Settings
-from server.state import shared_state
-from server.state.relay import BusRelay
+from server.state.auto import shared_state, state_link, stream_mirror
+from server.state.relay import BusRelay, announce_subscriptions
 from server.tasks.model import TaskLimits
 from server.tasks.service import TaskService
 from server.transport.endpoint import EndpointOptions, McpEndpoint
 from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_answer import LegacyOptions
+from server.transport.legacy_sessions import release_session
 from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
 
@@ -60,7 +66,7 @@ PER_PROCESS_KEY = (
 )
 
 
-class Application(Lifecycle, Routing):
+class Application:
     """The ASGI application: the MCP endpoint first, Starlette for everything else."""
 
     def __init__(self, settings: Settings, catalog: Catalog) -> None:
@@ -78,15 +84,19 @@ class Application(Lifecycle, Routing):
         # The worker threads of sync handlers are the process's (one pool): the last app built
         # sets their bound.
         set_thread_limit(settings.tool_threads)
-        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL).
+        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL): the
+        # mirror first, the sessions' runtimes that feed it, then the store told of them.
+        link = state_link(settings)
+        mirror = stream_mirror(settings, link)
+        self.runtimes = Runtimes(settings.events_per_stream, mirror.track)
         self.shared = shared_state(
             settings,
-            # Late-bound: the runtimes and the legacy shell are built below, with the store.
-            local_sessions=lambda: self.runtimes.ids(),  # noqa: PLW0108
-            busy=self._busy,
-            ended=lambda session_id: self.legacy.sessions.session_ended(session_id),  # noqa: PLW0108
+            link,
+            mirror,
+            local_sessions=self.runtimes.ids,
+            busy=self.runtimes.busy,
+            ended=partial(release_session, self.runtimes, self.gate),
         )
-        self.runtimes = Runtimes(settings.events_per_stream, self.shared.mirror.track)
         self.tasks = TaskService(
             self.shared.tasks,
             TaskLimits(
@@ -113,6 +123,9 @@ class Application(Lifecycle, Routing):
                 else settings.legacy_default_log_level
             ),
             tasks=self.tasks,
+            # A session's subscription changes, announced for a GET stream another replica
+            # holds: this needs only the bus, so the era need not wait for the relay.
+            on_subscriptions=partial(announce_subscriptions, self.shared.bus),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -131,7 +144,6 @@ class Application(Lifecycle, Routing):
         # follow it: listen streams with its id (2026-07-28), its session's GET stream (2025).
         self.tasks.listeners.append(lambda record: self.hub.publish(TaskNews(record)))
         self.relay = BusRelay(self.hub, self.legacy.sessions, self.shared.bus, tasks=self.tasks)
-        legacy_era.on_subscriptions = self.relay.announce_subscriptions
         self.modern = ModernEra(
             catalog,
             dispatcher,
@@ -218,15 +230,61 @@ class Application(Lifecycle, Routing):
                 ),
             )
             self.endpoint.sse = self.sse
-        self._lifecycle_state()
-        self._routing(settings, Probes(self, self.recorder, self.shared, self.gate), self.lifespan)
+        self.lifecycle = Lifecycle(
+            settings,
+            catalog=catalog,
+            hub=self.hub,
+            dispatcher=dispatcher,
+            shared=self.shared,
+            runtimes=self.runtimes,
+            tasks=self.tasks,
+            legacy=self.legacy,
+            sse=self.sse,
+            relay=self.relay,
+            recorder=self.recorder,
+            live_tail=self.live_tail,
+        )
+        self.router = Router(
+            settings,
+            self.lifecycle,
+            endpoint=self.endpoint,
+            sse=self.sse,
+            gate=self.gate,
+            metrics=self.metrics,
+            live=self.live,
+            probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate),
+        )
+        # What serves a request (the router, behind CORS when configured), and Starlette's
+        # part, which tests enter for its lifespan.
+        self.entry = self.router.entry
+        self.starlette = self.router.starlette
         # Last: a configuration refused above is then the only line printed.
         if not settings.state_secret.get_secret_value():
             log.warning(PER_PROCESS_KEY)
 
-    def _busy(self, session_id: str) -> bool:
-        runtime = self.runtimes.peek(session_id)
-        return runtime is not None and runtime.busy()
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.entry(scope, receive, send)
+
+    def lifespan(self, app: object = None) -> contextlib.AbstractAsyncContextManager[None]:
+        """Start and stop (:meth:`Lifecycle.lifespan <server.app.lifecycle.Lifecycle.lifespan>`):
+        what a host app that mounts this one passes as its own lifespan
+        (``FastAPI(lifespan=mcp.lifespan)``); ``app`` (the host) is not used."""
+        return self.lifecycle.lifespan(app)
+
+    def begin_shutdown(self, drain_timeout_s: float | None = None) -> None:
+        """Stop taking long-lived work and arm the drain deadline
+        (:meth:`Lifecycle.begin_shutdown <server.app.lifecycle.Lifecycle.begin_shutdown>`)."""
+        self.lifecycle.begin_shutdown(drain_timeout_s)
+
+    @property
+    def ready(self) -> bool:
+        """Started and not draining: what ``/readyz`` reports."""
+        return self.lifecycle.ready
+
+    @property
+    def started(self) -> bool:
+        """The lifespan runs."""
+        return self.lifecycle.started
 
 
 def create_app(settings: Settings | None = None, catalog: Catalog | None = None) -> Application:

@@ -9,10 +9,9 @@ mounted app's lifespan, so it passes :meth:`Lifecycle.lifespan` as its own
 server's graceful wait (:mod:`server.app.exit_signals`), unless the server says it tells the app
 itself (:mod:`server.serving`).
 
-:class:`Lifecycle` is a part of :class:`~server.app.application.Application`, not an object of
-its own: the application's ``lifespan``, ``begin_shutdown``, ``ready`` and ``started`` are what
-servers, hosts and probes use, and they stay the application's own. The annotations below name
-what it needs from the parts the application builds.
+:class:`Lifecycle` is an object the :class:`~server.app.application.Application` owns, built
+from the parts it starts and stops; the application forwards ``lifespan``, ``begin_shutdown``,
+``ready`` and ``started``, which servers, hosts and probes use (none is on the request path).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from server.dispatch import Dispatcher
 from server.errors import ServiceUnavailable
 from server.hub import Hub
 from server.legacy.runtime import Runtimes
-from server.legacy.sessions import SessionStore
 from server.records.recorder import Recorder
 from server.settings import Settings
 from server.state import SharedState
@@ -48,21 +46,34 @@ SHUTTING_DOWN = "Server shutting down"
 class Lifecycle:
     """The lifespan, session expiry and the drain, over the parts the application built."""
 
-    settings: Settings
-    catalog: Catalog
-    hub: Hub
-    dispatcher: Dispatcher
-    shared: SharedState
-    runtimes: Runtimes
-    tasks: TaskService
-    sessions: SessionStore
-    legacy: LegacyHttp
-    sse: SseTransport | None
-    relay: BusRelay
-    recorder: Recorder
-    live_tail: Any
-
-    def _lifecycle_state(self) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        catalog: Catalog,
+        hub: Hub,
+        dispatcher: Dispatcher,
+        shared: SharedState,
+        runtimes: Runtimes,
+        tasks: TaskService,
+        legacy: LegacyHttp,
+        sse: SseTransport | None,
+        relay: BusRelay,
+        recorder: Recorder,
+        live_tail: Any,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.hub = hub
+        self.dispatcher = dispatcher
+        self.shared = shared
+        self.runtimes = runtimes
+        self.tasks = tasks
+        self.legacy = legacy
+        self.sse = sse
+        self.relay = relay
+        self.recorder = recorder
+        self.live_tail = live_tail
         self.ready = False
         self.started = False
         # The server running the app calls begin_shutdown itself before its graceful wait
@@ -140,7 +151,7 @@ class Lifecycle:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.sessions.expire()  # ended ones release their runtime
+                await self.shared.store.expire()  # ended ones release their runtime
             except ServiceUnavailable:
                 pass  # Redis is away: the link logs it once; the next sweep retries
             except Exception:

@@ -7,16 +7,15 @@ resource metadata, the live report) and owns the lifespan (:mod:`server.app.life
 the lifespan runs, under a server or host app that could have run it, every request is answered
 503 with the fix named, and a warning logged (:data:`NOT_STARTED`).
 
-:class:`Routing` is a part of :class:`~server.app.application.Application`, like
-:class:`~server.app.lifecycle.Lifecycle`: an ASGI server calls the application itself (or its
-``entry``), so the router is the application's own ``__call__``.
+:class:`Router` is an object the :class:`~server.app.application.Application` owns, like its
+:class:`~server.app.lifecycle.Lifecycle`; an ASGI server calls the application (or its
+``entry``, which is the router's).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,6 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from server.app.lifecycle import Lifecycle
 from server.asgi import Receive, Scope, Send, header_text, read_headers
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
@@ -49,33 +49,38 @@ NOT_STARTED = (
     "host's own lifespan."
 )
 
-Lifespan = Callable[[Any], contextlib.AbstractAsyncContextManager[None]]
 
-
-class Routing:
+class Router:
     """Which app answers a request: the MCP endpoint first, Starlette for everything else."""
 
-    endpoint: McpEndpoint
-    gate: Gate
-    metrics: Metrics
-    live: LiveReport | None
-    sse: SseTransport | None
-    started: bool
-    _proxies: tuple[Network, ...]
-
-    def _routing(self, settings: Settings, probes: Probes, lifespan: Lifespan) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        lifecycle: Lifecycle,
+        *,
+        endpoint: McpEndpoint,
+        sse: SseTransport | None,
+        gate: Gate,
+        metrics: Metrics,
+        live: LiveReport | None,
+        probes: Probes,
+    ) -> None:
+        # Read on every request: until its lifespan runs the app answers 503.
+        self.lifecycle = lifecycle
+        self.endpoint = endpoint
+        self.sse = sse
         self._not_started_warned = False
         self.mcp_paths = frozenset({settings.path, settings.path + "/"})
         # The HTTP+SSE transport's two paths (MCP_SSE_TRANSPORT), answered like the MCP path.
-        self.sse_paths = self.sse.paths if self.sse is not None else frozenset()
+        self.sse_paths = sse.paths if sse is not None else frozenset()
         # What serves a request: the router, behind CORS when configured. uvicorn calls it
         # directly (serving.server_for), without the coroutine of __call__ per request.
-        self.entry: ASGIApp = self._route
+        self.entry: ASGIApp = self.route
         if settings.cors_origins:
             # Browser clients: preflights answered, the MCP headers allowed, the session id
             # and the auth challenge readable by the page.
             self.entry = CORSMiddleware(
-                self._route,
+                self.route,
                 allow_origins=settings.cors_origins,
                 allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
                 allow_headers=["*"],
@@ -83,9 +88,9 @@ class Routing:
                 max_age=int(settings.cors_max_age_s),
             )
         metrics_networks = parse_networks(settings.metrics_networks)
-        proxies = self.endpoint.options.trusted_proxies
-        self._proxies = proxies
-        metrics_endpoint = MetricsEndpoint(self.metrics, metrics_networks, proxies)
+        proxies = endpoint.options.trusted_proxies
+        self._proxies: tuple[Network, ...] = proxies
+        metrics_endpoint = MetricsEndpoint(metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
                 Route("/healthz", probes.healthz, methods=["GET"]),
@@ -99,25 +104,24 @@ class Routing:
                     [
                         Route(
                             settings.report_path,
-                            ReportRoute(
-                                self.endpoint, self.gate, settings.report_scope, self.live.render
-                            ).answer,
+                            ReportRoute(endpoint, gate, settings.report_scope, live.render).answer,
                             methods=["GET"],
                         )
                     ]
-                    if self.live is not None
+                    if live is not None
                     else []
                 ),
             ],
-            lifespan=lifespan,
+            lifespan=lifecycle.lifespan,
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.entry(scope, receive, send)
-
-    def _route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # It hands back the chosen app's own awaitable.
-        if not self.started and scope["type"] == "http" and ("state" in scope or "app" in scope):
+    def route(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        """The chosen app's own awaitable for the request."""
+        if (
+            not self.lifecycle.started
+            and scope["type"] == "http"
+            and ("state" in scope or "app" in scope)
+        ):
             # A server that runs lifespans puts "state" in every request's scope, and a host
             # framework puts "app": either could have run this app's lifespan and did not.
             # A bare test transport (httpx's ASGITransport) runs none and puts neither; tests

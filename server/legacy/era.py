@@ -77,10 +77,11 @@ class LegacyEra:
         supported_versions: tuple[str, ...] = LEGACY_VERSIONS,
         default_log_level: str | None = "debug",
         tasks: TaskService | None = None,
+        on_subscriptions: Callable[[str, str, bool], None] | None = None,
     ) -> None:
         # Told (session id, uri, subscribed) when a session's resource subscriptions change,
         # so a GET stream held by another replica can follow them.
-        self.on_subscriptions: Callable[[str, str, bool], None] | None = None
+        self.on_subscriptions = on_subscriptions
         self.catalog = catalog
         self.dispatcher = dispatcher
         self.store = store

@@ -1,13 +1,13 @@
 """What the other replicas tell this one about the legacy sessions it holds a part of, applied.
 
 Another replica may take a client's answer to a question a call here is waiting on, a
-cancellation of a call running here, a subscription change a GET stream here follows, or the
-end of a session. :class:`RemoteSessions` applies each to the session's live part in this
-process (:class:`~server.legacy.runtime.SessionRuntime`), if it has one, and does nothing
-otherwise. Sans-IO: it is the :class:`~server.state.relay.SessionEvents` the relay delivers
-to, with no HTTP in it; the HTTP shell's
-:class:`~server.transport.legacy_sessions.LegacySessions` extends it with finding a session
-from its header and with what the shell itself holds for a session.
+cancellation of a call running here, a subscription change a GET stream here follows, a message
+for the one stream of an HTTP+SSE session held here, or the end of a session.
+:class:`RemoteSessions` applies each to the session's live part in this process
+(:class:`~server.legacy.runtime.SessionRuntime`), if it has one, and does nothing otherwise.
+Sans-IO: it is the :class:`~server.state.relay.SessionEvents` the relay delivers to, with no
+HTTP in it; the HTTP shell's :class:`~server.transport.legacy_sessions.LegacySessions` extends
+it with finding a session from its header and with what the shell itself holds for a session.
 """
 
 from __future__ import annotations
@@ -45,6 +45,21 @@ class RemoteSessions:
         runtime = self.runtimes.peek(session_id)
         if runtime is not None:
             runtime.subscriptions.apply(uri, subscribed)
+
+    def remote_message(self, session_id: str, payload: bytes) -> None:
+        self.to_stream(session_id, payload)
+
+    def to_stream(self, session_id: str, payload: bytes) -> bool:
+        """Put a message on the session's one stream (HTTP+SSE) if this process holds it
+        open; False if not (it is held elsewhere, or gone)."""
+        runtime = self.runtimes.peek(session_id)
+        if runtime is None or not runtime.standalone_followers:
+            return False
+        stream = runtime.standalone
+        if stream is None or stream.finished:
+            return False
+        stream.publish(payload)
+        return True
 
     def subscriptions_missed(self) -> None:
         """Subscription changes may have been missed (the bus was away): read them again."""

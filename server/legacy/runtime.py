@@ -188,6 +188,11 @@ class Runtimes:
     def ids(self) -> list[str]:
         return list(self._runtimes)
 
+    def busy(self, session_id: str) -> bool:
+        """Whether the session has something running or streaming here (idle expiry waits)."""
+        runtime = self._runtimes.get(session_id)
+        return runtime is not None and runtime.busy()
+
     def end_all(self) -> None:
         for session_id in list(self._runtimes):
             self.end(session_id)

@@ -39,7 +39,7 @@ Loader = Callable[[], Awaitable[bytes]]
 MAX_JWKS_BYTES = 1024 * 1024
 MAX_TOKEN_CHARS = 16 * 1024
 
-# alg -> (kty, curves allowed; empty: any). Kept in step with settings.ASYMMETRIC_ALGORITHMS.
+# alg -> (kty, curves allowed; empty: any). Kept in step with settings_checks.ASYMMETRIC_ALGORITHMS.
 KEY_TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     "RS256": ("RSA", ()),
     "RS384": ("RSA", ()),

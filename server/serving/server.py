@@ -72,7 +72,7 @@ class Server(uvicorn.Server):
         self.application = app
         # This server calls begin_shutdown itself (shutdown below), in any thread: the app's
         # lifespan need not wrap the exit signals.
-        app.server_tells_shutdown = True
+        app.lifecycle.server_tells_shutdown = True
         # The app's drain deadline (None: its MCP_DRAIN_TIMEOUT_S), before uvicorn's own.
         self.drain_timeout_s = drain_timeout_s
 

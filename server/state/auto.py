@@ -1,11 +1,14 @@
 """The one place that picks the flavour of the state several replicas share.
 
-:func:`shared_state` builds the Redis flavour (link, session store, bus, stream mirror, task
-store, all in :mod:`server.state.redis`) when ``MCP_REDIS_URL`` is set, else the in-process one
-(all in :mod:`server.state.memory`); the rest of the server sees only the interfaces
-(:class:`~server.legacy.sessions.SessionStore`, :class:`~server.state.bus.Bus`,
-:class:`~server.state.mirror.StreamMirror`, :class:`~server.tasks.store.TaskStore`). What the
-other replicas announce is applied by :class:`~server.state.relay.BusRelay`.
+:func:`state_link` says which: a link to Redis when ``MCP_REDIS_URL`` is set (the Redis flavour,
+all in :mod:`server.state.redis`), else None (the in-process one, all in
+:mod:`server.state.memory`). The parts are built in the order they depend on each other:
+:func:`stream_mirror` first, then (once the app has built the sessions' runtimes over it)
+:func:`shared_state`, the session store with its hooks, the bus and the task store. The rest
+of the server sees only the interfaces (:class:`~server.legacy.sessions.SessionStore`,
+:class:`~server.state.bus.Bus`, :class:`~server.state.mirror.StreamMirror`,
+:class:`~server.tasks.store.TaskStore`). What the other replicas announce is applied by
+:class:`~server.state.relay.BusRelay`.
 """
 
 from __future__ import annotations
@@ -61,34 +64,57 @@ class SharedState:
         return self.link is None or self.link.connected
 
 
+def state_link(settings: Settings) -> RedisLink | None:
+    """The link to Redis when ``MCP_REDIS_URL`` is set (not connected yet), else None: the
+    state stays in this process."""
+    url = settings.redis_url.get_secret_value()
+    if not url:
+        return None
+    try:
+        from server.state.redis.link import RedisLink
+    except ImportError as missing:
+        raise ConfigurationError(
+            "MCP_REDIS_URL is set but the redis package is missing: "
+            "pip install 'mcp-http-server[redis]'"
+        ) from missing
+    return RedisLink(url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
+
+
+def stream_mirror(settings: Settings, link: RedisLink | None) -> StreamMirror:
+    """The copy of each legacy stream other replicas resume from: the first part built, since
+    the sessions' runtimes (and through them the session store's hooks) feed it."""
+    if link is None:
+        return MemoryMirror()
+    from server.state.redis.mirror import RedisMirror
+
+    return RedisMirror(
+        link, capacity=settings.events_per_stream, ttl_s=settings.session_idle_timeout_s
+    )
+
+
 def shared_state(
     settings: Settings,
+    link: RedisLink | None,
+    mirror: StreamMirror,
     *,
     local_sessions: Callable[[], list[str]],
     busy: Callable[[str], bool],
     ended: Callable[[str], None],
 ) -> SharedState:
-    url = settings.redis_url.get_secret_value()
-    if not url:
+    """The rest of the flavour ``link`` picked, around ``mirror``: the session store (told of
+    this process's sessions by the three hooks), the bus and the task store."""
+    if link is None:
         store = MemorySessionStore(
             max_sessions=settings.max_sessions,
             idle_timeout_s=settings.session_idle_timeout_s,
             busy=busy,
             ended=ended,
         )
-        return SharedState(store, MemoryBus(), MemoryMirror())
-    try:
-        from server.state.redis.bus import RedisBus
-        from server.state.redis.link import RedisLink
-        from server.state.redis.mirror import RedisMirror
-        from server.state.redis.sessions import RedisSessionStore
-        from server.state.redis.tasks import RedisTaskStore
-    except ImportError as missing:
-        raise ConfigurationError(
-            "MCP_REDIS_URL is set but the redis package is missing: "
-            "pip install 'mcp-http-server[redis]'"
-        ) from missing
-    link = RedisLink(url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
+        return SharedState(store, MemoryBus(), mirror)
+    from server.state.redis.bus import RedisBus
+    from server.state.redis.sessions import RedisSessionStore
+    from server.state.redis.tasks import RedisTaskStore
+
     redis_store = RedisSessionStore(
         link,
         max_sessions=settings.max_sessions,
@@ -96,8 +122,5 @@ def shared_state(
         local=local_sessions,
         busy=busy,
         ended=ended,
-    )
-    mirror = RedisMirror(
-        link, capacity=settings.events_per_stream, ttl_s=settings.session_idle_timeout_s
     )
     return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))

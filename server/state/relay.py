@@ -3,8 +3,8 @@
 Catalog changes go to the :class:`~server.hub.Hub`; tasks' news to the
 :class:`~server.tasks.service.TaskService`; a session's ending, the client's answers,
 its cancellations and its subscription changes go to whatever holds the session here, seen only
-through :class:`SessionEvents` (the legacy transport implements it), so shared state never
-depends on the HTTP shell.
+through :class:`SessionEvents` (the legacy era implements it,
+:class:`~server.legacy.remote.RemoteSessions`), so shared state never depends on the HTTP shell.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ class SessionEvents(Protocol):
 
     def subscriptions_missed(self) -> None:
         """Subscription changes may have been missed (the bus was away): read them again."""
+
+
+def announce_subscriptions(bus: Bus, session_id: str, uri: str, subscribed: bool) -> None:
+    """A session subscribed to (or unsubscribed from) one resource: a GET stream elsewhere
+    follows it. Only the change travels, never the session's whole set. It needs only the
+    bus, so the legacy era is given it before the relay (which needs the era's sessions)."""
+    bus.publish("subs", {"sid": session_id, "add" if subscribed else "remove": uri})
 
 
 class BusRelay:
@@ -101,6 +108,5 @@ class BusRelay:
         self.bus.publish("change", {"kind": change.kind, "uri": change.uri})
 
     def announce_subscriptions(self, session_id: str, uri: str, subscribed: bool) -> None:
-        """A session subscribed to (or unsubscribed from) one resource: a GET stream elsewhere
-        follows it. Only the change travels, never the session's whole set."""
-        self.bus.publish("subs", {"sid": session_id, "add" if subscribed else "remove": uri})
+        """:func:`announce_subscriptions` on this relay's bus."""
+        announce_subscriptions(self.bus, session_id, uri, subscribed)

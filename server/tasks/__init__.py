@@ -5,7 +5,9 @@ handle, the handler runs on in this process, and the client polls (``tasks/get``
 handler's questions (``tasks/update``; ``tasks/result`` in 2025-11-25) or cancels it
 (``tasks/cancel``), on any replica. :mod:`~server.tasks.model` is the record and its wire forms,
 :mod:`~server.tasks.store` the shared-state interface (flavours in :mod:`server.state`),
-:mod:`~server.tasks.service` the runner, and :mod:`~server.tasks.exchange` what a handler's
-context talks through once it runs as a task. Each era's wire is in ``modern/tasks.py`` and
+:mod:`~server.tasks.service` the runner (with :mod:`~server.tasks.running` the handlers it runs
+here, :mod:`~server.tasks.leases` their leases, :mod:`~server.tasks.waits` the requests waiting
+for a task), and :mod:`~server.tasks.exchange` what a handler's context talks through once it
+runs as a task. Each era's wire is in ``modern/tasks.py`` and
 ``legacy/tasks.py``.
 """

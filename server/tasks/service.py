@@ -13,12 +13,10 @@ so the failure can still be read; tasks per client and in all are capped by the 
 larger than ``max_result_bytes`` fails the task instead of being kept. A task whose replica
 stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``; a handler
 whose record ended or vanished (Redis restarted empty) is stopped by the next lease renewal,
-the vanishing logged as an error. On shutdown
-:meth:`drain` lets running handlers finish within the drain time and fails the rest, so no task
-stays ``working`` for ever.
-
-Longer than 400 lines because: every part of it reads and changes the one table of handlers
-running here (``running``), which a split would have to share back and forth.
+the vanishing logged as an error (:mod:`~server.tasks.leases`). On shutdown :meth:`drain` lets
+running handlers finish within the drain time and fails the rest, so no task stays ``working``
+for ever. The table of handlers running here and its bookkeeping writes are
+:mod:`~server.tasks.running`; a request waiting for a task, :mod:`~server.tasks.waits`.
 """
 
 from __future__ import annotations
@@ -29,15 +27,18 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import orjson
 
 from server.aio import running_loop
 from server.errors import INTERNAL_ERROR, ServiceUnavailable
+from server.tasks.leases import Leases
 from server.tasks.model import ACTIVE, TaskEnded, TaskLimits, TaskRecord, not_found, now_ms
+from server.tasks.running import Background, Running
 from server.tasks.store import TaskStore
+from server.tasks.waits import Waits
 
 log = logging.getLogger(__name__)
 
@@ -46,25 +47,8 @@ StatusListener = Callable[[TaskRecord], None]
 # How often a handler waiting for answers looks at the store itself, in case a wake-up from
 # another replica was lost (the bus keeps nothing for a replica that was away).
 ANSWER_BACKSTOP_S = 2.0
-# How often a waiting tasks/result reads the task itself, for the same reason, and to notice a
-# task whose replica died (its lease ran out: no status change will come).
-WAIT_BACKSTOP_S = 5.0
 PROGRESS_EVERY_S = 0.25
 SESSION_PAGE = 100  # tasks of an ended session read (and dropped) at a time
-
-
-@dataclass
-class Running:
-    """A handler running here as a task."""
-
-    task_id: str
-    created_ms: int
-    expires_ms: int
-    task: asyncio.Task[Any] | None = None
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    deadline: asyncio.TimerHandle | None = None
-    progress_at: float = 0.0
-    progress_pending: str | None = None
 
 
 class TaskService:
@@ -74,12 +58,12 @@ class TaskService:
         self.store = store
         self.limits = limits or TaskLimits()
         self.announce: Announce = announce or (lambda kind, data: None)
+        # The handlers running here, by task id: their leases are renewed while there are any.
         self.running: dict[str, Running] = {}
+        self.leases = Leases(store, self.running, self.limits.lease_s)
         self.listeners: list[StatusListener] = []
-        # What each waiting tasks/result waits on, by task: set when the task's status changes.
-        self._waiters: dict[str, set[asyncio.Event]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self._heartbeat: asyncio.Task[None] | None = None
+        self.waits = Waits()
+        self.background = Background()
         self.closing = False
 
     # -- running here ----------------------------------------------------------------------
@@ -126,8 +110,7 @@ class TaskService:
             lease_ms=int(self.limits.lease_s * 1000),
         )
         self.running[record.task_id] = Running(record.task_id, created, record.expires_ms)
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.create_task(self._renew_leases(), name="task-leases")
+        self.leases.keep()
         self._status(record)
         return record
 
@@ -149,11 +132,11 @@ class TaskService:
             return
         if entry.deadline is not None:
             entry.deadline.cancel()
-        self._spawn(self.store.release(task_id))
+        self.background.spawn(self.store.release(task_id))
 
     def _expire(self, task_id: str) -> None:
         message = "The task ran past its time to live and was stopped"
-        self._spawn(self._stop(task_id, message))
+        self.background.spawn(self._stop(task_id, message))
 
     async def _stop(self, task_id: str, message: str) -> None:
         """Fail a task running here, then stop its handler."""
@@ -254,7 +237,7 @@ class TaskService:
             return
         message, entry.progress_pending = entry.progress_pending, None
         entry.progress_at = time.monotonic()
-        self._spawn(self.store.set_message(task_id, message, now_ms=now_ms()))
+        self.background.spawn(self.store.set_message(task_id, message, now_ms=now_ms()))
 
     # -- what clients drive, on any replica -----------------------------------------------
 
@@ -337,36 +320,11 @@ class TaskService:
             self.announce("task", {"op": "cancel", "id": task_id})
 
     async def wait(self, task_id: str, owner: str | None, timeout_s: float) -> TaskRecord:
-        """The task once it is terminal or has questions outstanding, or as it is after
-        ``timeout_s``. Woken by the task's status changes (made here, or announced by the
-        replica running it); the store is read again only then, and every
-        :data:`WAIT_BACKSTOP_S` in case an announcement was lost (or its replica died)."""
-        deadline = time.monotonic() + timeout_s
-        changed = asyncio.Event()
-        waiting = self._waiters.setdefault(task_id, set())
-        waiting.add(changed)
-        try:
-            while True:
-                changed.clear()  # before reading: a change from now on wakes the wait below
-                record = await self.get(task_id, owner)
-                if record.terminal or (record.status == "input_required" and record.inputs):
-                    return record
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return record
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(remaining, WAIT_BACKSTOP_S)):
-                        await changed.wait()
-        finally:
-            waiting.discard(changed)
-            if not waiting and self._waiters.get(task_id) is waiting:
-                del self._waiters[task_id]
+        """The caller's task once it is terminal or has questions outstanding, or as it is
+        after ``timeout_s`` (:meth:`Waits.wait <server.tasks.waits.Waits.wait>`)."""
+        return await self.waits.wait(task_id, partial(self.get, task_id, owner), timeout_s)
 
-    def _wake(self, task_id: str) -> None:
-        for changed in self._waiters.get(task_id, ()):
-            changed.set()
-
-    # -- the bus, leases, status -----------------------------------------------------------
+    # -- the bus, status -----------------------------------------------------------------
 
     def remote(self, data: Mapping[str, Any]) -> None:
         """What another replica announced about a task."""
@@ -378,7 +336,7 @@ class TaskService:
                 return
             for listener in list(self.listeners):
                 listener(record)
-            self._wake(record.task_id)
+            self.waits.wake(record.task_id)
             return
         if not isinstance(task_id, str):
             return
@@ -391,67 +349,13 @@ class TaskService:
             entry.task.cancel()
 
     def _status(self, record: TaskRecord) -> None:
-        self._wake(record.task_id)
+        self.waits.wake(record.task_id)
         for listener in list(self.listeners):
             try:
                 listener(record)
             except Exception:
                 log.exception("a task status listener failed")
         self.announce("task", {"op": "status", "record": record.to_json()})
-
-    async def _renew_leases(self) -> None:
-        interval = max(0.2, self.limits.lease_s / 3)
-        lease_ms = int(self.limits.lease_s * 1000)
-        seen_ended: set[str] = set()
-        while self.running:
-            try:
-                ended = await self.store.heartbeat(list(self.running), lease_ms=lease_ms)
-                # A handler settling its own task may be seen ended for one beat: it is
-                # stopped only if it still runs at the next.
-                seen_ended, previously = set(), seen_ended
-                for task_id, status in ended.items():
-                    if status is None or task_id in previously:
-                        self._orphaned(task_id, status)
-                    else:
-                        seen_ended.add(task_id)
-            except ServiceUnavailable:
-                pass  # Redis away: the link logs it; the next beat retries
-            except Exception:
-                log.exception("renewing task leases failed")
-            await asyncio.sleep(interval)
-
-    def _orphaned(self, task_id: str, status: str | None) -> None:
-        """A handler running here whose task ended (a cancel whose message was lost) or whose
-        record vanished: it is stopped, so nothing runs that no one can see or cancel.
-
-        A vanished record (Redis restarted empty, was flushed, or evicted it) is logged as an
-        error naming the task: clients asking for it now get "task not found". It is not written
-        back as failed: the store is the truth, and a record dropped on purpose (the DELETE of
-        its legacy session, whose cancel did not reach this replica) must not come back and
-        take its client's slot again."""
-        entry = self.running.get(task_id)
-        if entry is None or entry.task is None or entry.task.done() or entry.task.cancelling():
-            return  # not started, or already ending
-        if status is None:
-            log.error(
-                "task %s vanished from the task store while its handler ran here (Redis "
-                "restarted empty, flushed or evicted it?); the handler is stopped and clients "
-                "asking for the task get 'task not found'",
-                task_id,
-            )
-        entry.task.cancel()
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._background.add(task)
-        task.add_done_callback(self._settled)
-
-    def _settled(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            failure = task.exception()
-            if not isinstance(failure, ServiceUnavailable):
-                log.error("task bookkeeping failed: %r", failure)
 
     async def drain(self, timeout_s: float) -> None:
         """Shutdown: no new tasks; running handlers get ``timeout_s`` to finish, the rest are
@@ -465,7 +369,5 @@ class TaskService:
         leftovers = [entry.task for entry in self.running.values() if entry.task is not None]
         if leftovers:
             await asyncio.wait(leftovers, timeout=1.0)
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=1.0)
+        self.leases.stop()
+        await self.background.finish(1.0)

@@ -4,9 +4,11 @@ A request of a session names it in ``Mcp-Session-Id``; :meth:`LegacySessions.fin
 header (400 for an id that cannot be one of ours, before any store sees it), loads the session
 for its owner only (another subject's session is, for that caller, one that does not exist:
 404), and returns it with its live part in this process. :meth:`LegacySessions.session_ended`
-releases what a session held here, the gate's slot for it included. What another replica
-announces on the bus about a session (:class:`~server.state.relay.SessionEvents`) is applied by
-the sans-IO :class:`~server.legacy.remote.RemoteSessions` this class extends.
+releases what a session held here, the gate's slot for it included (:func:`release_session`,
+also the session store's hook for sessions that end elsewhere or expire). What another replica
+announces on the bus about a session (:class:`~server.state.relay.SessionEvents`), and putting
+a message on a session's HTTP+SSE stream, are the sans-IO
+:class:`~server.legacy.remote.RemoteSessions` this class extends.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ def check_version_header(headers: Headers) -> None:
             f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
             + ", ".join(LEGACY_VERSIONS)
         )
+
+
+def release_session(runtimes: Runtimes, gate: Gate, session_id: str) -> None:
+    """Release what a session held here: its runtime and its client's session slot (the
+    session store's ``ended`` hook, and :meth:`LegacySessions.session_ended`)."""
+    runtimes.end(session_id)
+    gate.session_ended(session_id)
 
 
 class LegacySessions(RemoteSessions):
@@ -74,22 +83,4 @@ class LegacySessions(RemoteSessions):
 
     def session_ended(self, session_id: str) -> None:
         """Release what a session held here: its runtime and its client's session slot."""
-        super().session_ended(session_id)
-        self.gate.session_ended(session_id)
-
-    # -- the HTTP+SSE transport's one stream (state.relay.SessionEvents) ---------------------
-
-    def remote_message(self, session_id: str, payload: bytes) -> None:
-        self.to_stream(session_id, payload)
-
-    def to_stream(self, session_id: str, payload: bytes) -> bool:
-        """Put a message on the session's one stream (HTTP+SSE) if this process holds it
-        open; False if not (it is held elsewhere, or gone)."""
-        runtime = self.runtimes.peek(session_id)
-        if runtime is None or not runtime.standalone_followers:
-            return False
-        stream = runtime.standalone
-        if stream is None or stream.finished:
-            return False
-        stream.publish(payload)
-        return True
+        release_session(self.runtimes, self.gate, session_id)

@@ -144,7 +144,7 @@ def test_the_apps_lifespan_wraps_them_unless_the_server_tells_the_app_itself() -
         server_handler = ServerHandler([])
         signal.signal(signal.SIGTERM, server_handler)
         app = create_app(Settings(_env_file=None, records=["none"]))
-        app.server_tells_shutdown = server_tells  # server.serving's Server sets it
+        app.lifecycle.server_tells_shutdown = server_tells  # server.serving's Server sets it
         async with app.lifespan():
             wrapped = signal.getsignal(signal.SIGTERM) is not server_handler
         return wrapped, signal.getsignal(signal.SIGTERM) is server_handler
@@ -159,9 +159,9 @@ def test_server_serving_tells_the_app_itself() -> None:
     from server.settings import Settings
 
     app = create_app(Settings(_env_file=None, records=["none"]))
-    assert app.server_tells_shutdown is False
+    assert app.lifecycle.server_tells_shutdown is False
     server_for(app)
-    assert app.server_tells_shutdown is True
+    assert app.lifecycle.server_tells_shutdown is True
 
 
 def test_a_worker_whose_supervisor_hears_sigterm_polls_its_shutdown_event(

@@ -24,7 +24,8 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from server.app import Application, create_app
-from server.settings import PLACEHOLDER_SECRET_PREFIX, Settings
+from server.settings import Settings
+from server.settings_checks import PLACEHOLDER_SECRET_PREFIX
 from tests.support.deploy_helpers import ROOT
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer

@@ -69,3 +69,17 @@ def test_an_ended_session_leaves_nothing_here() -> None:
     runtimes.get("s1")
     remote.session_ended("s1")
     assert runtimes.peek("s1") is None
+
+
+def test_a_message_goes_on_the_http_sse_stream_held_here() -> None:
+    runtimes = Runtimes(64)
+    remote = RemoteSessions(make_era(), runtimes)
+    held = runtimes.get("s1")
+    held.standalone = held.open_stream(standalone=True)
+    assert remote.to_stream("s1", b"{}") is False  # nobody follows it here yet
+    held.standalone_followers = 1
+    remote.remote_message("s1", b'{"a":1}')
+    assert remote.to_stream("s1", b'{"b":2}') is True
+    sent = [event.payload for _, event in held.standalone.events_after(0)]
+    assert sent == [b'{"a":1}', b'{"b":2}']
+    assert remote.to_stream("elsewhere", b"{}") is False

@@ -32,7 +32,8 @@ from server.security.jwt import (
     scopes_of,
     url_loader,
 )
-from server.settings import ASYMMETRIC_ALGORITHMS, Settings
+from server.settings import Settings
+from server.settings_checks import ASYMMETRIC_ALGORITHMS
 
 pytestmark = pytest.mark.anyio
 

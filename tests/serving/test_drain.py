@@ -113,7 +113,7 @@ async def answered_after_end_calls(
     pending = asyncio.create_task(http.post("/mcp", json=body, headers=headers))
     await asyncio.wait_for(waiting.wait(), 5)
     assert not pending.done()
-    assert app.end_calls() == 1
+    assert app.lifecycle.end_calls() == 1
     return await asyncio.wait_for(pending, 5)
 
 
@@ -170,7 +170,7 @@ async def test_only_calls_still_waiting_are_ended(
     answered = await http.post("/mcp", json=body, headers=headers)
     assert answered.json()["result"]["content"][0]["text"] == "done"
     # Nothing is left waiting once calls have answered (none was ever known, here).
-    assert app.end_calls() == 0
+    assert app.lifecycle.end_calls() == 0
 
 
 async def test_begin_shutdown_arms_the_drain_deadline(waiting: asyncio.Event) -> None:

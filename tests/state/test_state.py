@@ -19,7 +19,8 @@ from server.catalog import Catalog, Change
 from server.hub import Closed, Event, Stream
 from server.legacy.runtime import SessionRuntime
 from server.settings import Settings
-from server.state import SharedState, shared_state
+from server.state import SharedState
+from server.state.auto import shared_state, state_link, stream_mirror
 from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
@@ -40,15 +41,21 @@ def settings(**overrides: Any) -> Settings:
 
 
 class Calls:
-    """The three callables shared_state wires into the session store."""
+    """The three hooks shared_state gives the session store."""
 
     def __init__(self, local: list[str] | None = None) -> None:
         self.local = local or []
         self.ended: list[str] = []
 
     def build(self, config: Settings) -> SharedState:
+        link = state_link(config)
         return shared_state(
-            config, local_sessions=lambda: self.local, busy=lambda _: False, ended=self.ended.append
+            config,
+            link,
+            stream_mirror(config, link),
+            local_sessions=lambda: self.local,
+            busy=lambda _: False,
+            ended=self.ended.append,
         )
 
 
@@ -403,10 +410,10 @@ async def test_events_from_another_replica_arrive_through_the_bus(
     links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
     there, here = RedisBus(links[0]), RedisBus(links[1])
     app = Application(settings(), Catalog("replication-test", "1.0.0"))
-    replica = BusRelay(app.hub, app.legacy.sessions, here)
+    relay = BusRelay(app.hub, app.legacy.sessions, here)
     try:
         there.start(lambda kind, data: None)
-        here.start(replica.deliver)
+        here.start(relay.deliver)
         async with asyncio.timeout(5):
             while not (there.subscribed and here.subscribed):  # noqa: ASYNC110 - no event
                 await asyncio.sleep(0.005)

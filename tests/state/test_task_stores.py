@@ -209,8 +209,7 @@ async def test_two_replicas_share_a_task_through_redis(redis_server: Any) -> Non
         assert "stopped before it finished" in failed.error["message"]  # type: ignore[index]
     finally:
         for replica in bus:
-            if replica._heartbeat is not None:
-                replica._heartbeat.cancel()
+            replica.leases.stop()
         for link in links:
             await link.close()
 
@@ -234,7 +233,7 @@ async def test_handlers_of_tasks_redis_lost_are_stopped_and_logged(
         service.attach(lost.task_id, handler)
         with redis.stopped():
             await asyncio.sleep(0.5)
-        with caplog.at_level("ERROR", logger="server.tasks.service"):
+        with caplog.at_level("ERROR", logger="server.tasks.leases"):
             for _ in range(300):
                 if handler.done():
                     break
@@ -249,7 +248,6 @@ async def test_handlers_of_tasks_redis_lost_are_stopped_and_logged(
         await asyncio.wait_for(asyncio.gather(other, return_exceptions=True), 3)
         assert other.cancelled()
     finally:
-        if service._heartbeat is not None:
-            service._heartbeat.cancel()
+        service.leases.stop()
         await link.close()
         redis.close()

@@ -239,7 +239,7 @@ async def test_waiting_for_a_thousand_tasks_reads_the_store_only_when_they_chang
     for waiter in waiters[2:]:
         waiter.cancel()
     await asyncio.gather(*waiters, return_exceptions=True)
-    assert not tasks._waiters
+    assert not tasks.waits.waiting
 
 
 async def test_a_wait_wakes_on_a_change_another_replica_announces() -> None:

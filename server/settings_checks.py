@@ -1,0 +1,137 @@
+"""What each setting must hold to start with: the checks the settings' validators run.
+
+Each check takes plain values (a secret as its text) and returns the value to keep, possibly
+normalised (a path with one leading slash), or raises :class:`ValueError` with a message that
+names the ``MCP_*`` variable and what it takes (pydantic's report of it is then worded by
+:mod:`server.settings_errors`). Pure functions: reading the environment, and declaring which
+check guards which field, stay in :mod:`server.settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# JWT algorithms a JWKS of public keys can verify. "none" and HS* never: an HMAC "verified"
+# with a public key is the classic algorithm-confusion forgery.
+ASYMMETRIC_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+_TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# What deploy/mcp.env.example and deploy/k8s/secret.example.yaml ship in place of the secret:
+# a server started with it would sign with a key anyone can read in this repository.
+PLACEHOLDER_SECRET_PREFIX = "replace-with"
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def state_secret(secret: str) -> str:
+    """``MCP_STATE_SECRET``: empty (a key of this process alone) or 16 bytes at least, and not
+    the examples' placeholder."""
+    if secret.startswith(PLACEHOLDER_SECRET_PREFIX):
+        raise ValueError(
+            "MCP_STATE_SECRET is the placeholder from the examples, which anyone can read: "
+            "set your own, the same on every replica (openssl rand -hex 32)"
+        )
+    if secret and len(secret.encode()) < 16:
+        raise ValueError(
+            "MCP_STATE_SECRET must be at least 16 bytes (or empty): use openssl rand -hex 32"
+        )
+    return secret
+
+
+def redis_url(url: str) -> str:
+    """``MCP_REDIS_URL``, trimmed: empty, or a URL redis-py accepts."""
+    # redis-py refuses any other URL only when it first connects, with a traceback; the
+    # message never repeats the URL (it may hold a password).
+    url = url.strip()
+    if url and url.partition("://")[0].lower() not in REDIS_SCHEMES:
+        raise ValueError(
+            "MCP_REDIS_URL must begin with redis://, rediss:// (TLS) or unix://, such as "
+            "redis://localhost:6379/0"
+        )
+    return url
+
+
+def token_digests(values: Sequence[str]) -> list[str]:
+    """``MCP_AUTH_TOKENS``: ``sha256:`` digests, lower-cased."""
+    digests = [item.lower() for item in values]
+    for digest in digests:
+        if not _TOKEN_DIGEST.fullmatch(digest):
+            raise ValueError(
+                "MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests (python -m server token)"
+            )
+    return digests
+
+
+def asymmetric_algorithms(values: Sequence[str]) -> list[str]:
+    """``MCP_AUTH_ALGORITHMS``: at least one, each of :data:`ASYMMETRIC_ALGORITHMS`."""
+    unknown = [name for name in values if name not in ASYMMETRIC_ALGORITHMS]
+    if unknown or not values:
+        raise ValueError(
+            f"MCP_AUTH_ALGORITHMS: {', '.join(unknown) or '(empty)'} not accepted; use "
+            f"asymmetric algorithms only: {', '.join(ASYMMETRIC_ALGORITHMS)}"
+        )
+    return list(values)
+
+
+def root_path(value: str) -> str:
+    """``MCP_ROOT_PATH`` as ``/prefix``, or empty."""
+    value = value.strip().rstrip("/")
+    return "/" + value.lstrip("/") if value else ""
+
+
+def endpoint_path(value: str, variable: str, example: str) -> str:
+    """A path the server answers on (``MCP_PATH``, ``MCP_REPORT_PATH``): below ``/``."""
+    value = "/" + value.strip("/")
+    if value == "/":
+        raise ValueError(f"{variable} must name a path below /, such as {example}")
+    return value
+
+
+def sse_path(value: str) -> str:
+    """One of the HTTP+SSE transport's two paths: below ``/``, with no query or fragment."""
+    value = "/" + value.strip().strip("/")
+    if value == "/" or "?" in value or "#" in value:
+        raise ValueError("must name a path below /, such as /sse or /messages")
+    return value
+
+
+def paths_apart(path: str, report_path: str, sse_paths: Sequence[str] = ()) -> None:
+    """The report, and the HTTP+SSE transport's paths when it is on, beside the MCP path."""
+    if report_path in (path, path + "/"):
+        raise ValueError("MCP_REPORT_PATH must differ from MCP_PATH")
+    if sse_paths:
+        paths = [path, report_path, *sse_paths]
+        if len({each.rstrip("/") for each in paths}) != len(paths):
+            raise ValueError(
+                "MCP_SSE_TRANSPORT_PATH and MCP_SSE_TRANSPORT_MESSAGES_PATH must differ "
+                "from each other, from MCP_PATH and from MCP_REPORT_PATH"
+            )
+
+
+def replicas_share_a_secret(redis_url: str, state_secret: str) -> None:
+    """Several replicas (``MCP_REDIS_URL``) sign with one ``MCP_STATE_SECRET``."""
+    # Replicas must verify each other's cursors and requestState; a per-process key would
+    # make every page or retry that lands on another replica fail.
+    if redis_url and not state_secret:
+        raise ValueError(
+            "MCP_REDIS_URL is set (several replicas): set MCP_STATE_SECRET too, the same on "
+            "every replica (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+
+
+def task_ttl_range(minimum_s: float, ttl_s: float, maximum_s: float) -> None:
+    """``MCP_TASK_TTL_S`` within its bounds."""
+    if not minimum_s <= ttl_s <= maximum_s:
+        raise ValueError(
+            "MCP_TASK_TTL_S must lie between MCP_TASK_TTL_MIN_S and MCP_TASK_TTL_MAX_S"
+        )
