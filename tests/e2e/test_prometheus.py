@@ -88,10 +88,12 @@ def prometheus(server: ServerThread, tmp_path: Path) -> Iterator[str]:
 
 def query(prometheus: str, expression: str) -> float | None:
     try:
-        answer = httpx.get(f"{prometheus}/api/v1/query", params={"query": expression}).json()
+        response = httpx.get(f"{prometheus}/api/v1/query", params={"query": expression})
     except httpx.HTTPError:
         return None  # not listening yet
-    results = answer["data"]["result"]
+    if response.status_code == 503:
+        return None  # listening, its storage not ready yet ("Service Unavailable")
+    results = response.json()["data"]["result"]
     return float(results[0]["value"][1]) if results else None
 
 
