@@ -25,7 +25,7 @@ from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from server import settings_checks as checks
+import server.settings_checks as checks
 from server.errors import ConfigurationError
 from server.settings_errors import explain, unknown_warnings
 

@@ -226,11 +226,21 @@ def edges_of(tree: Tree, module: Module) -> Iterator[Edge]:
                 f"{found.target}.{name}" if f"{found.target}.{name}" in tree else found.target
                 for name in found.names
             ]
+            if found.target in tree and _imports_anything(tree[found.target]):
+                # ``from package import submodule`` names the package too: it is where the name
+                # is looked up, so the package's own imports (lazy re-exports included) are on
+                # the way (``from server import logs`` reaches server.app through
+                # server/__init__). A package whose __init__ imports nothing adds no path.
+                targets.append(found.target)
         else:
             targets = [found.target]
         for target in dict.fromkeys(_deepest(tree, target) for target in targets):
             if target is not None and target != module.name:
                 yield Edge(module.name, target, found.line, found.lazy)
+
+
+def _imports_anything(module: Module) -> bool:
+    return any(_is_within(found.target, "server") for found in imports_of(module))
 
 
 def all_edges(tree: Tree) -> list[Edge]:
@@ -608,6 +618,7 @@ def test_an_edge_goes_to_the_module_named():
         ("server.catalog", "server.catalog.catalog"),
         ("server.state", "server.state.bus"),
         ("server.transport.sse", "server.settings"),
+        ("server.transport.sse", "server"),  # where ``settings`` is looked up
         ("server.transport.sse", "server.state.bus"),
         ("server.transport.sse", "server.state"),
         ("server.transport.sse", "server.hub"),

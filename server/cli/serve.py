@@ -54,13 +54,13 @@ def serve(
             "--catalog my_server:catalog",
             file=sys.stderr,
         )
-    from server import logs
+    from server.logs import configure as configure_logs
     from server.serving import serve as run
     from server.settings import logging_choice
 
     # Configured before the settings load, so a refusal to start is told in the chosen format.
     level, log_format = logging_choice()
-    logs.configure(log_format, level)
+    configure_logs(log_format, level)
     overrides: dict[str, object] = {"host": host, "port": port}
     overrides = {name: value for name, value in overrides.items() if value is not None}
     try:

@@ -46,10 +46,11 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr
 
-from server import logs
 from server.app import Application, create_app
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
+from server.logs import configure as configure_logs
+from server.logs import dict_config as logs_config
 from server.serving.heap import keep_freed_heap
 from server.serving.stalled_clients import drop_stalled_clients
 from server.settings import Settings, load_settings, unknown_variables
@@ -157,7 +158,7 @@ def uvicorn_options(settings: Settings, graceful_s: float | None = None) -> dict
         # records go to stdout: then they are the access log there, and nothing else is.
         "access_log": settings.log_level in ("debug", "info") and "stdout" not in settings.records,
         # Our format (MCP_LOG_FORMAT) for uvicorn's lines too, all of them on stderr.
-        "log_config": logs.dict_config(settings.log_format, settings.log_level),
+        "log_config": logs_config(settings.log_format, settings.log_level),
         # No websockets here: an Upgrade request is answered as plain HTTP.
         "ws": "none",
         # No "server: uvicorn" on every response: it names the software to anyone asking, and
@@ -227,7 +228,7 @@ def serve(catalog: Catalog | str | None = None, *, reload: bool = False, **setti
     if isinstance(catalog, str):
         settings["catalog"] = catalog
     chosen = load_settings(**settings)
-    logs.configure(chosen.log_format, chosen.log_level)
+    configure_logs(chosen.log_format, chosen.log_level)
     for warning in unknown_variables():
         log.warning(warning)
     if reload:
