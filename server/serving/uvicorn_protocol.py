@@ -9,21 +9,14 @@ size.
 - **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for
   the end of the loop's turn and go out as one, so a response costs one system call instead of
   two and the responses of one turn wake their clients together.
-- **Header lines are checked once.** uvicorn checks every response header against two
-  patterns and lower-cases it on every response. The lines repeat from response to response,
-  so each distinct (name, value) is checked, encoded and classified once and remembered
-  (bounded, :class:`HeaderLines`). The framing rules (Content-Length, chunked, Connection:
-  close) are uvicorn's.
-- **Keep-alive costs no timer per response.** uvicorn arms a loop timer when a response ends
-  and cancels it when the next request arrives. Here the connection notes when it went idle,
-  and one sweep per loop (:class:`IdleSweep`, every 0.5 s) closes the connections idle past
-  ``timeout_keep_alive``, so one closes between that and half a second later.
-- **An idle connection holds no containers it does not use.** uvicorn gives every connection
-  two ``asyncio.Event`` (its flow control's, and its request cycle's) and a pipeline deque,
-  each allocating a deque up front, on every idle ``subscriptions/listen`` stream too
-  (docs/decisions.md#idle-connections). Here they are a :class:`~server.serving.flow.Signal`
-  (a flag, and its waiter once there is one), :class:`~server.serving.flow.FlowControl` with
-  one, and a list.
+- **Header lines are checked once** per distinct (name, value), not on every response
+  (:mod:`server.serving.header_lines`); the framing rules are uvicorn's.
+- **Keep-alive costs no timer per response**: one sweep per loop closes idle connections
+  (:mod:`server.serving.idle_sweep`).
+- **An idle connection holds no containers it does not use**
+  (docs/decisions.md#idle-connections): a :class:`~server.serving.flow.Signal` and
+  :class:`~server.serving.flow.FlowControl` instead of uvicorn's two ``asyncio.Event`` (each
+  with a deque up front), and a list instead of its pipeline deque.
 
 One thing differs in what it does: a response the app leaves unfinished while the client is
 not reading (a stream that gave up on its send timeout) is **reset**: its unsent bytes are
@@ -40,9 +33,6 @@ they follow uvicorn 0.54 (unchanged in 0.55), and :func:`server.serving.http_pro
 only on the releases in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer
 uvicorn installs and serves, with a warning). tests/serving/test_uvicorn_protocol.py fails when
 the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
-
-Longer than 400 lines because: the copies of uvicorn's methods stay together, in one place to
-compare with the next uvicorn release.
 """
 
 from __future__ import annotations
@@ -59,8 +49,6 @@ import httptools
 from uvicorn.logging import TRACE_LOG_LEVEL
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
-    HEADER_RE,
-    HEADER_VALUE_RE,
     STATUS_LINE,
     HttpToolsProtocol,
     RequestResponseCycle,
@@ -73,15 +61,12 @@ from uvicorn.protocols.utils import (
     is_ssl,
 )
 
-from server.aio import PerLoop
 from server.asgi import HEAD_BYTES
-from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 from server.serving.flow import FlowControl, Signal
+from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
+from server.serving.idle_sweep import idle_sweep
 
-# What a header line means to the response framing (uvicorn's rules).
-_PLAIN, _LENGTH, _CHUNKED, _CLOSE = 0, 1, 2, 3
-_LINES_KEPT = 1024
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
 # A request head (request line and headers) larger than this is refused with 431 before it is
@@ -93,67 +78,13 @@ HEAD_TOO_LARGE = (
 )
 
 
-# Headers whose value is new in every response (this server's request id): checked and
-# encoded every time, never kept.
-_NEW_EACH_RESPONSE = frozenset({b"x-request-id"})
-
-
-class HeaderLines:
-    """Response header lines, each (name, value) checked and encoded once.
-
-    A value per pair: (the line as written, what it means to the framing, the length for a
-    Content-Length). The server's date header is one of them, a new line each second.
-    Bounded: past ``_LINES_KEPT`` pairs (many distinct lengths, say) it starts over, and a
-    pair larger than :data:`~server.memo.SMALL_KEY_BYTES` (a value an app echoes from a
-    request) is checked every time, never kept."""
-
-    def __init__(self) -> None:
-        self._known: BoundedMemo[tuple[bytes, bytes], tuple[bytes, int, int]] = BoundedMemo(
-            _LINES_KEPT
-        )
-
-    def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
-        try:
-            known = self._known.get(pair)
-        except TypeError:  # a two-item list (ASGI allows any iterable pair): as a tuple
-            pair = (pair[0], pair[1])
-            known = self._known.get(pair)
-        if known is None:
-            known = self._learn(pair)
-        return known
-
-    def _learn(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
-        name, value = pair
-        if name == b"x-request-id" and value.isalnum():
-            # New in every response, never kept; ASCII letters and digits need no check.
-            return b"x-request-id: " + value + b"\r\n", _PLAIN, 0
-        if HEADER_RE.search(name):
-            raise RuntimeError("Invalid HTTP header name.")
-        if HEADER_VALUE_RE.search(value):
-            raise RuntimeError("Invalid HTTP header value.")
-        name = name.lower()
-        meaning, length = _PLAIN, 0
-        if name == b"content-length":
-            meaning, length = _LENGTH, int(value.decode())
-        elif name == b"transfer-encoding" and value.lower() == b"chunked":
-            meaning = _CHUNKED
-        elif name == b"connection" and b"close" in [
-            token.lower().strip() for token in value.split(b",")
-        ]:
-            meaning = _CLOSE
-        known = (b"".join((name, b": ", value, b"\r\n")), meaning, length)
-        if name in _NEW_EACH_RESPONSE:
-            # Never seen again: keeping it would only push the lines that repeat out.
-            return known
-        return self._known.remember(pair, known, len(name) + len(value))
-
-
 _LINES = HeaderLines()
 
 
 class Cycle(RequestResponseCycle):
     """One request and its response: uvicorn's ``send``, with the head built from
-    :class:`HeaderLines`, and its ``run_asgi``, aborting a stalled unfinished response."""
+    :class:`~server.serving.header_lines.HeaderLines`, and its ``run_asgi``, aborting a stalled
+    unfinished response."""
 
     def __init__(self, protocol: HttpProtocol, scope: Any, keep_alive: bool) -> None:
         # uvicorn's __init__, its arguments read from the protocol here instead of passed by
@@ -300,14 +231,14 @@ class Cycle(RequestResponseCycle):
         # The server's own headers (the date) first, under the same rules, as uvicorn does.
         for pair in chain(self.default_headers, headers):
             line, meaning, length = _LINES.line(pair)
-            if meaning == _LENGTH:
+            if meaning == LENGTH:
                 if self.chunked_encoding is None:
                     self.expected_content_length = length
                     self.chunked_encoding = False
-            elif meaning == _CHUNKED:
+            elif meaning == CHUNKED:
                 self.expected_content_length = 0
                 self.chunked_encoding = True
-            elif meaning == _CLOSE:
+            elif meaning == CLOSE:
                 self.keep_alive = False
                 has_connection_close = True
             content.append(line)
@@ -466,38 +397,3 @@ class _Pipeline(list[tuple[Cycle, Any]]):
 
     def appendleft(self, item: tuple[Cycle, Any]) -> None:
         self.insert(0, item)
-
-
-class IdleSweep:
-    """Closes one loop's keep-alive connections once idle past their timeout: a loop timer
-    every ``SWEEP_S`` while any connection is idle, so a request costs no timer, and the
-    sweep looks only at idle connections (not at every open one: a server holding 10,000
-    listen streams would pay for them all twice a second)."""
-
-    SWEEP_S = 0.5
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.idle: dict[HttpProtocol, float] = {}  # connection -> when it went idle
-        self._timer: asyncio.TimerHandle | None = None
-
-    def arm(self) -> None:
-        if self._timer is None:
-            self._timer = self._loop.call_later(self.SWEEP_S, self.sweep)
-
-    def sweep(self) -> None:
-        self._timer = None
-        now = self._loop.time()
-        expired = [
-            connection
-            for connection, since in self.idle.items()
-            if now - since >= connection.timeout_keep_alive
-        ]
-        for connection in expired:
-            del self.idle[connection]
-            connection.timeout_keep_alive_handler()
-        if self.idle:
-            self.arm()
-
-
-idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
