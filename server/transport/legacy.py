@@ -175,9 +175,7 @@ class LegacyHttp:
             await send_json(send, 200, encode_result(request.id, {}))
             return
         session, runtime = await self.sessions.find(headers, draft)
-        caller = None if principal.anonymous else principal
-        key = self.gate.key(draft)
-        call = LegacyCall(request, target, session, runtime, caller, headers, draft, key)
+        call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(
             receive,
             send,

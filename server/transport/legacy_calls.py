@@ -124,7 +124,7 @@ def start_in_task(era: LegacyEra, call: LegacyCall) -> tuple[asyncio.Task[Outcom
     runtime.inflight[request_id] = task
 
     def settle(done: asyncio.Task[Outcome]) -> None:
-        # A task cancelled before its first step never runs _in_task: finish here.
+        # A cancelled call (even before its first step) sends no response: its stream ends.
         if not stream.finished:
             stream.finish(None)
         if runtime.inflight.get(request_id) is done:
@@ -137,9 +137,6 @@ def start_in_task(era: LegacyEra, call: LegacyCall) -> tuple[asyncio.Task[Outcom
 async def _in_task(era: LegacyEra, call: LegacyCall, stream: EventStream) -> Outcome:
     try:
         outcome = await outcome_of(era, call, stream)
-    except asyncio.CancelledError:
-        stream.finish(None)
-        raise
     finally:
         inflight = call.runtime.inflight
         if inflight.get(call.request.id) is current_task():
