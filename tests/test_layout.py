@@ -625,6 +625,31 @@ def test_an_edge_goes_to_the_module_named():
     }
 
 
+def test_a_submodule_named_through_its_package_closes_the_packages_loops():
+    # The public API re-exports the app on first use; a module that the app imports and that
+    # takes one of its siblings through ``from server import ...`` closes a loop through it.
+    tree = synthetic(
+        {
+            "server/__init__.py": '__all__ = ["Catalog"]\nfrom server.catalog import Catalog\n'
+            "def __getattr__(name):\n    from server.serving.server import serve\n",
+            "server/serving/server.py": "from server import settings\n",
+            "server/logs.py": "",
+        }
+    )
+    assert import_cycles(tree) == [
+        "cycle server -> server.serving.server -> server "
+        "(server/__init__.py:4, server/serving/server.py:1)"
+    ]
+    fixed = synthetic(
+        {
+            "server/__init__.py": '__all__ = ["Catalog"]\nfrom server.catalog import Catalog\n'
+            "def __getattr__(name):\n    from server.serving.server import serve\n",
+            "server/serving/server.py": "from server.settings import Settings\n",
+        }
+    )
+    assert import_cycles(fixed) == []
+
+
 def test_a_function_level_import_that_closes_a_loop_is_a_cycle_and_points_up():
     tree = synthetic(
         {
