@@ -896,6 +896,31 @@ def test_long_modules_explain_why(module):
         )
 
 
+# A module docstring says what the module is for and why in a dozen lines at most; the history
+# of a choice and its measurements go to docs/decisions.md, under an anchor the docstring links.
+MAX_DOCSTRING_LINES = 12
+LONG_DOCSTRINGS = {
+    "server/errors.py": "draws the whole error tree, which is the module's point",
+    "server/serving/uvicorn_protocol.py": "says how each copied uvicorn method differs, and why",
+}
+
+
+@pytest.mark.parametrize("module", modules())
+def test_module_docstrings_stay_short(module):
+    lines = len((docstring_of(module) or "").strip().splitlines())
+    if module.path in LONG_DOCSTRINGS:
+        assert lines > MAX_DOCSTRING_LINES, f"{module.path} is short now: drop its exception"
+    else:
+        assert lines <= MAX_DOCSTRING_LINES, (
+            f"{module.path}'s docstring has {lines} lines: keep what it holds and why in "
+            f"{MAX_DOCSTRING_LINES}, move the rest to docs/decisions.md under an anchor"
+        )
+
+
+def test_the_long_docstrings_named_exist():
+    assert set(LONG_DOCSTRINGS) <= {module.path for module in TREE.values()}
+
+
 def test_size_explanation_heuristic():
     assert explains_size(
         "Fixtures.\n\nLonger than 400 lines because: one fixture per scenario the suite checks,"

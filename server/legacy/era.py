@@ -1,25 +1,13 @@
 """The legacy era (2025-11-25 and older): ``initialize``, sessions, and what they carry.
 
-``LegacyEra`` negotiates the version, answers ``initialize`` with the capability shape of that
-version, and serves the session methods (``ping``, ``logging/setLevel``,
-``resources/subscribe``/``unsubscribe``) plus every shared method through the same
-:class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once. List
-pages are encoded once per catalog version and answered as those bytes, as in the modern era.
-
-Asking the client (sampling, elicitation, roots) is
-:class:`~server.legacy.exchange.LegacyExchange`, answered by a later POST that
-:meth:`LegacyEra.accept_response` matches by id to the waiting handler.
-
-A call's log messages go out from the level its request names in ``_meta`` (the 2026-07-28
-key, honoured here too), else the session's ``logging/setLevel``, else ``default_log_level``:
-the 2025-11-25 spec lets the server choose before a level is set, and clients rarely send
-``setLevel`` by themselves, so the default is what the official SDKs' servers send (every level).
-
-What ``initialize`` declares (``capabilities``, ``clientInfo``) is kept with the session, so it
-is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -32602 and no
-session.
-
-This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
+``LegacyEra`` negotiates the version, answers ``initialize`` with that version's capability
+shape, and serves the session methods (``ping``, ``logging/setLevel``, ``resources/subscribe``)
+plus every shared method through the :class:`~server.dispatch.Dispatcher` the modern era uses,
+list pages as cached bytes. Asking the client is :class:`~server.legacy.exchange.LegacyExchange`,
+answered by a later POST that :meth:`LegacyEra.accept_response` matches by id. Log messages go
+out from the level in the request's ``_meta``, else ``logging/setLevel``, else
+``default_log_level`` (every level, as the official SDKs' servers send). What ``initialize``
+declares is bounded in size and depth (:func:`server.jsonrpc.declared_problem`). No HTTP here.
 """
 
 from __future__ import annotations

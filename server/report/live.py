@@ -1,18 +1,11 @@
 """The live report: the same report, kept up to date inside the server, for an admin path.
 
-:class:`LiveReport` holds an :class:`~server.report.aggregate.Aggregator` and is fed record
-lines as they are written: as one more record sink (the Recorder's writer thread hands it every
-batch), or, when records go to a Redis stream, by :class:`~server.report.redis.StreamTail`,
-which follows that stream and so sees every replica's records. It covers the records written
-since the server started (or, with Redis, since this replica started following). The
-aggregator's memory is bounded, with the live report's own, tighter limits
-(:data:`~server.report.counters.LIVE_LIMITS`: a few hundred clients, a budget of distinct
-values), so it can run as long as the server does and a report stays quick to draw.
-Feeding and reading happen on different threads, so both take a lock; a report is built under
-it and drawn outside it.
-
-Who may see it is decided by its route, :mod:`server.transport.admin`: a caller on loopback
-that did not come through a proxy, or one authenticated with the admin scope.
+:class:`LiveReport` holds an :class:`~server.report.aggregate.Aggregator` fed with record lines
+as they are written: as one more sink, or, when records go to a Redis stream, by
+:class:`~server.report.redis.StreamTail`, which sees every replica's records. Its memory is
+bounded by :data:`~server.report.counters.LIVE_LIMITS`, so it runs as long as the server does.
+Feeding and reading are on different threads under one lock. Who may see it is decided by its
+route, :mod:`server.transport.admin`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """Authentication for the MCP endpoint: who is calling, and whether they may do this.
 
-The server is an OAuth resource server (spec notes, section 3). An :class:`Authenticator`
-turns a request's ``Authorization`` header into a :class:`Principal` or raises an
-:class:`AuthError`, which carries its HTTP status and builds the exact ``WWW-Authenticate``
-value to send with it:
-
-=====================  ======  =======  ==================================================
-error                  status  code     when
-=====================  ======  =======  ==================================================
-``Unauthenticated``    401     -32001   no Bearer token, or a bad one (``invalid_token``)
-``InsufficientScope``  403     -32001   a good token without every scope needed
-``InvalidAuthRequest`` 400     -32600   malformed ``Authorization``, or ``access_token`` in
-                                        the query string (RFC 6750 ``invalid_request``)
-=====================  ======  =======  ==================================================
-
--32001 is a server-defined JSON-RPC code (the -32000..-32099 range); ``data.error`` holds the
-RFC 6750 error code (absent when no token was sent), ``data.scope`` the scopes needed.
-Tokens come only from ``Authorization: Bearer <token>``; the token itself never appears in
-an error, a log line or the principal.
-
-Modes (``MCP_AUTH``): ``none`` (everyone is :data:`ANONYMOUS`; only on loopback unless
-explicitly allowed), ``tokens`` (static tokens known by their SHA-256 digests,
-:class:`StaticTokens`) and ``jwt`` (``server.security.jwt``). Which one runs, and whether the
-settings allow it, is decided by :mod:`server.security.gate`, the one module in this folder
-that reads the settings. Protected-resource metadata (RFC 9728) is in
-``server.security.metadata``.
+The server is an OAuth resource server. An :class:`Authenticator` turns a request's
+``Authorization: Bearer`` header into a :class:`Principal` or raises an :class:`AuthError`
+with its status and exact ``WWW-Authenticate`` value: ``Unauthenticated`` (401, -32001),
+``InsufficientScope`` (403, -32001, ``data.scope`` the scopes needed), ``InvalidAuthRequest``
+(400, -32600: a malformed header or a token in the query string); docs/errors.md has the
+table. The token never appears in an error, a log line or the principal. Modes
+(``MCP_AUTH``): ``none`` (:data:`ANONYMOUS`), ``tokens`` (SHA-256 digests,
+:class:`StaticTokens`), ``jwt`` (:mod:`server.security.jwt`); :mod:`server.security.gate`
+chooses, the one module here that reads the settings.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Who may use the endpoint, and how much: authentication, per-client limits, and the headers
 their refusals need.
 
-Every request on the MCP endpoint passes :meth:`Gate.enter` (or, without authentication,
-:meth:`Gate.enter_anonymous`) after the Host/Origin checks and before anything else: the bearer
-token is verified (both eras: sessions are never trusted for identity), the caller's subject
-goes into its request record (never the token), and the caller's request rate is charged, keyed
-by subject or, without one, by address. Long-lived streams and legacy sessions take a
-per-client slot that is given back when they end. :meth:`Gate.headers` is the one place that
-adds ``WWW-Authenticate`` and ``Retry-After`` to refusals.
-
-This is also where the security settings are read, and the only module in this folder that
-reads them: the start-up check (:func:`check_auth_mode`), the authenticator ``MCP_AUTH`` names
-(:func:`build_authenticator`, which imports :mod:`server.security.jwt` only in jwt mode) and
-the metadata document (:func:`protected_resource_document`). The other modules take plain
-values, so they depend on nothing above them.
+Every request on the MCP endpoint passes :meth:`Gate.enter` (or :meth:`Gate.enter_anonymous`)
+after the Host/Origin checks: the bearer token is verified in both eras (sessions never stand
+for identity), the subject goes into the record (never the token), and the caller's rate is
+charged, keyed by subject or else address. Streams and legacy sessions take a per-client slot,
+given back when they end. :meth:`Gate.headers` adds ``WWW-Authenticate`` and ``Retry-After``.
+The only module here that reads the security settings: :func:`check_auth_mode`,
+:func:`build_authenticator` and :func:`protected_resource_document`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """``MCP_AUTH=jwt``: OAuth access tokens (JWTs) verified against the issuer's JWKS.
 
-A token is accepted only if its ``alg`` is on the allow-list (asymmetric algorithms only:
-``none`` and HS* never, so a token "signed" with HMAC over a public key cannot pass), its
-signing key is in the JWKS and fits that algorithm (key type, curve, the key's own ``alg``
-and ``use``), its signature verifies, ``iss`` equals ``MCP_AUTH_ISSUER``, ``aud`` contains
-``MCP_AUTH_AUDIENCE`` (the server's canonical resource URI, RFC 8707), ``exp`` is present and
-in the future and ``nbf``/``iat`` are not ahead (with ``MCP_AUTH_LEEWAY_S``), and ``sub`` is a
-non-empty string. Scopes come from ``scope`` (space-separated) and ``scp`` (a list or a
-string). PyJWT does the cryptography.
-
-:class:`JwksCache` keeps the key set: loaded on first use, reloaded every
-``MCP_AUTH_JWKS_REFRESH_S``, and early when a token names an unknown ``kid`` (key rotation),
-but never sooner than ``MCP_AUTH_JWKS_MIN_REFRESH_S`` after the last load attempt, so made-up
-kids cannot hammer the issuer. A failed reload keeps the old keys (and is retried after that
-same interval); with no keys at all requests get 503.
+A token passes only with an allowed asymmetric ``alg`` (never ``none`` or HS*), a signing key in
+the JWKS that fits it, a valid signature, ``iss`` equal to ``MCP_AUTH_ISSUER``, ``aud``
+holding ``MCP_AUTH_AUDIENCE`` (RFC 8707), ``exp`` in the future and ``nbf``/``iat`` not ahead
+(``MCP_AUTH_LEEWAY_S``), and a non-empty ``sub``; scopes from ``scope`` and ``scp``. PyJWT does
+the cryptography. :class:`JwksCache` loads the keys on first use, reloads them every
+``MCP_AUTH_JWKS_REFRESH_S`` and early for an unknown ``kid``, never sooner than
+``MCP_AUTH_JWKS_MIN_REFRESH_S`` after the last try; a failed reload keeps the old keys, and
+with none at all requests get 503.
 """
 
 from __future__ import annotations
