@@ -34,6 +34,7 @@ the tree complete)::
     ├── TooManyStreams              -32000  429  open streams per client (security.limits)
     ├── TooManySessions             -32000  429  sessions per client (security.limits)
     ├── TooManyPending              -32000  429  running per HTTP+SSE session (security.limits)
+    ├── Retired                     -32000  410  a retired item, as problem+json (retirement.wire)
     └── TaskFailure                 (its)   200  a failed task's own error (legacy.tasks)
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with

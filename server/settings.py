@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 import server.settings_checks as checks
 from server.errors import ConfigurationError
+from server.retirement.plan import PlanError, parse_plan
 from server.settings_errors import explain, unknown_warnings
 
 CommaList = Annotated[list[str], NoDecode]
@@ -113,6 +114,9 @@ class Settings(BaseSettings):
     sse_transport_path: str = "/sse"
     sse_transport_messages_path: str = "/messages"
     sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
+    # What to retire, and when (server/retirement/plan.py): a JSON list such as
+    # [{"item": "sse", "sunset": "2027-03-01", "link": "https://...", "brownouts": [...]}].
+    retire: str = ""
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at
@@ -225,6 +229,15 @@ class Settings(BaseSettings):
     @classmethod
     def _report_path_shape(cls, value: str) -> str:
         return checks.endpoint_path(value, "MCP_REPORT_PATH", "/admin/report")
+
+    @field_validator("retire")
+    @classmethod
+    def _retirements(cls, value: str) -> str:
+        try:
+            parse_plan(value)
+        except PlanError as error:
+            raise ValueError(str(error)) from None
+        return value
 
     @field_validator("sse_transport_path", "sse_transport_messages_path")
     @classmethod

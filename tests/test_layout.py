@@ -48,7 +48,8 @@ PUBLIC_API = "__init__"
 RANKS: tuple[tuple[str, ...], ...] = (
     # 0: vocabulary, the standard library only; the environment (pydantic-settings) and the
     # words of what goes wrong with it; the server's own log lines (the request they belong to,
-    # text or JSON); what a call came to, noted for its record
+    # text or JSON); what a call came to, noted for its record; what the operator retires and
+    # when, and what that says on the wire
     (
         "errors",
         "protocol",
@@ -60,6 +61,7 @@ RANKS: tuple[tuple[str, ...], ...] = (
         "settings_errors",
         "logs",
         "call_note",
+        "retirement",
     ),
     # 1: the JSON-RPC codec, signing, what a handler gets, the declaration API; the public API
     ("jsonrpc", "sealing", "context", "catalog", PUBLIC_API),
@@ -105,7 +107,8 @@ SETTINGS_CHOOSERS = {
 # Units that may import from server/ only these (and themselves).
 CONFINED = {
     "builtin": ("server",),  # the public API, like any author's catalog
-    "report": ("server.records.schema",),  # it reads records, and needs only their shape
+    # it reads records, and needs only their shape (and, for --retire, what an item names)
+    "report": ("server.records.schema", "server.retirement.plan"),
 }
 MAX_LINES = 400
 

@@ -39,6 +39,7 @@ from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.report.live import LiveReport, open_live_report
+from server.retirement.plan import parse_plan
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
@@ -54,6 +55,7 @@ from server.transport.legacy_answer import LegacyOptions
 from server.transport.legacy_sessions import release_session
 from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
+from server.transport.retiring import Retiring
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,9 @@ class Application:
             announce=self.shared.bus.publish,
         )
         self.sessions = self.shared.store
+        # What MCP_RETIRE names (nothing by default: then no request pays for a check).
+        plan = parse_plan(settings.retire)
+        retiring = self.retiring = Retiring(plan) if plan else None
         legacy_era = LegacyEra(
             catalog,
             dispatcher,
@@ -126,6 +131,9 @@ class Application:
             # A session's subscription changes, announced for a GET stream another replica
             # holds: this needs only the bus, so the era need not wait for the relay.
             on_subscriptions=partial(announce_subscriptions, self.shared.bus),
+            versions_now=(
+                (lambda: plan.supported_versions(retiring.now())) if retiring is not None else None
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -189,7 +197,15 @@ class Application:
             line=LineWriter(privacy).line,
             observer=record_observer(self.metrics if settings.metrics else None, settings.otel),
         )
-        self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
+        self.metrics.watch(
+            state_readers(
+                self.hub,
+                self.runtimes,
+                self.recorder,
+                self.shared,
+                retiring.gauges if retiring is not None else list,
+            )
+        )
         self.endpoint = McpEndpoint(
             ModernHttp(
                 self.modern,
@@ -230,6 +246,7 @@ class Application:
                 ),
             )
             self.endpoint.sse = self.sse
+        self.endpoint.retiring = self.legacy.sessions.retiring = retiring
         self.lifecycle = Lifecycle(
             settings,
             catalog=catalog,
@@ -244,6 +261,9 @@ class Application:
             recorder=self.recorder,
             live_tail=self.live_tail,
         )
+        probes = Probes(self.lifecycle, self.recorder, self.shared, self.gate)
+        if retiring is not None:
+            probes.retirements = retiring.status
         self.router = Router(
             settings,
             self.lifecycle,
@@ -252,7 +272,7 @@ class Application:
             gate=self.gate,
             metrics=self.metrics,
             live=self.live,
-            probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate),
+            probes=probes,
         )
         # What serves a request (the router, behind CORS when configured), and Starlette's
         # part, which tests enter for its lifespan.

@@ -66,7 +66,10 @@ class LegacyEra:
         default_log_level: str | None = "debug",
         tasks: TaskService | None = None,
         on_subscriptions: Callable[[str, str, bool], None] | None = None,
+        versions_now: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
+        # The versions not retired right now (server.retirement), when any is being retired.
+        self.versions_now = versions_now
         # Told (session id, uri, subscribed) when a session's resource subscriptions change,
         # so a GET stream held by another replica can follow them.
         self.on_subscriptions = on_subscriptions
@@ -88,9 +91,13 @@ class LegacyEra:
 
     def negotiate(self, requested: Any) -> str:
         """The requested version when served, else the newest legacy version (never an error)."""
-        if isinstance(requested, str) and requested in self.supported_versions:
+        supported = self.supported_versions
+        if self.versions_now is not None:  # retired versions are never offered
+            offered = set(self.versions_now())
+            supported = tuple(v for v in supported if v in offered) or supported
+        if isinstance(requested, str) and requested in supported:
             return requested
-        return self.supported_versions[0]
+        return supported[0]
 
     def capabilities(self, version: str) -> dict[str, Any]:
         capabilities = dict(self.catalog.snapshot.capabilities)

@@ -91,6 +91,8 @@ class Draft:
     traceparent: str | None = None
     # "sse" for the 2024-11-05 HTTP+SSE transport; None for Streamable HTTP (the usual).
     transport: str | None = None
+    # The retirement (server.retirement) this request is affected by, by its item's name.
+    retiring: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -244,6 +246,10 @@ class Draft:
             record["traceparent"] = self.traceparent
         if self.transport is not None:
             record["transport"] = self.transport
+        if self.retiring is not None:
+            record["retiring"] = self.retiring
+            if self.outcome == "retired":
+                record["outcome"] = "retired"
         return record
 
     def stream_record(self) -> dict[str, Any]:

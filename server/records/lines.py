@@ -223,6 +223,10 @@ def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
         record["traceparent"] = draft.traceparent
     if draft.transport is not None:
         record["transport"] = draft.transport
+    if draft.retiring is not None:
+        record["retiring"] = draft.retiring
+        if draft.outcome == "retired":
+            record["outcome"] = "retired"
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).

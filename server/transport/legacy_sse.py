@@ -104,8 +104,15 @@ class SseTransport:
         bound = bind_request(draft)
         observed_send = draft.observe(send, self.recorder.record)
         later = False  # the request's record is left to its call, which ends later
+        retiring = self.endpoint.retiring
+        if retiring is not None:
+            observed_send = retiring.headers_on(observed_send, draft)
         try:
             try:
+                if retiring is not None:  # before authentication, like the MCP path's
+                    draft.era, draft.transport = "legacy", TRANSPORT
+                    self.endpoint.admit(scope, headers)
+                    retiring.check(draft, sse=True, era="legacy")
                 principal = await self.endpoint.admitted(scope, headers, draft)
                 path = _path(scope)
                 verb = scope["method"]
