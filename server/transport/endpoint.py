@@ -268,6 +268,7 @@ class McpEndpoint:
             return None
         body = await read_body(receive, headers, self.options.max_body_bytes, draft)
         message = decode(body, max_batch=self.options.max_batch)
+        draft.describe(message)  # the client's name, for the WARNING a retirement logs
         draft.era = era = choose_era(message, headers)
         self.retiring.check_message(draft, message, era, version)
         return message

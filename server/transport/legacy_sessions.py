@@ -86,11 +86,17 @@ class LegacySessions(RemoteSessions):
             draft.body_version = session.protocol_version
         if self.retiring is not None:
             # Clients before 2025-06-18 send no version header: their session says it.
-            self.retiring.check(
+            retirement = self.retiring.check(
                 draft,
                 version=session.protocol_version,
                 capabilities=session.client_capabilities,
             )
+            if retirement is None and draft.retiring is not None:
+                # Affected by what the request said itself (its method, its header version).
+                retirement = self.retiring.plan.by_name.get(draft.retiring)
+            if retirement is not None and retirement.notify:
+                level = self.era.log_level(session, {})
+                self.retiring.tell_session(retirement, runtime, level)
             declared = session.client_capabilities
             kept = self.retiring.without_retired_features(declared)
             if kept is not declared:  # for this request only: the store keeps what was declared

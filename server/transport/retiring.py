@@ -21,12 +21,13 @@ from typing import Any
 
 from server.asgi import ASGIMessage as AsgiMessage
 from server.asgi import Send
-from server.jsonrpc import Message, Response
+from server.jsonrpc import Message, Response, encode_notification
+from server.legacy.runtime import SessionRuntime
 from server.memo import BoundedMemo
-from server.protocol import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
+from server.protocol import LOG_LEVEL_RANK, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.retirement.plan import CLIENT_FEATURES, Item, Plan, Retirement
-from server.retirement.wire import Retired, deprecation_headers
+from server.retirement.wire import Retired, deprecation_headers, describe
 
 log = logging.getLogger("server.retirement")
 
@@ -67,9 +68,9 @@ class Retiring:
         version: str | None = None,
         method: str | None = None,
         capabilities: Any = None,
-    ) -> None:
-        """Mark the request's record with the item that affects it; raise
-        :class:`Retired` when that item is retired now."""
+    ) -> Retirement | None:
+        """Mark the request's record with the item that affects it (and return its
+        retirement); raise :class:`Retired` when that item is retired now."""
         by_name = self.plan.by_name
         found: list[Retirement] = []
         if sse and "sse" in by_name:
@@ -84,7 +85,7 @@ class Retiring:
         if isinstance(capabilities, dict):
             found.extend(r for r, name in self._features if name in capabilities)
         if not found:
-            return
+            return None
         now = self.now()
         for retirement in found:
             if retirement.phase(now) == "retired" and not retirement.item.client_feature:
@@ -94,6 +95,34 @@ class Retiring:
         retirement = found[0]
         draft.retiring = retirement.item.name
         self._warn_once(draft, retirement, now)
+        return retirement
+
+    def tell_session(self, retirement: Retirement, runtime: SessionRuntime, level: Any) -> None:
+        """A retirement with ``notify`` as a log message on the session's GET stream, once per
+        session (and replica), when the session takes warnings and has a GET stream open."""
+        stream = runtime.standalone
+        told = runtime.retirements_told
+        if (
+            not retirement.notify
+            or retirement.item.name in told
+            or stream is None
+            or stream.finished
+            or level not in LOG_LEVEL_RANK
+            or LOG_LEVEL_RANK[level] > LOG_LEVEL_RANK["warning"]
+        ):
+            return
+        told.add(retirement.item.name)
+        what, instead = describe(retirement.item)
+        sunset = retirement.sunset.isoformat().replace("+00:00", "Z")
+        text = f"{what[0].upper()}{what[1:]} is deprecated and retired at {sunset}: use {instead}."
+        if retirement.link is not None:
+            text += f" See {retirement.link}"
+        stream.publish(
+            encode_notification(
+                "notifications/message",
+                {"level": "warning", "logger": "retirement", "data": text},
+            )
+        )
 
     def status(self) -> list[dict[str, Any]]:
         """Each retirement and where it stands now, for ``/readyz``."""

@@ -26,7 +26,13 @@ from server.security.auth import token_digest as digest
 from server.settings import Settings
 from tests.e2e.test_sse_clients import mcp_remote
 from tests.support.live_server import ServerThread
-from tests.support.mcp_client import initialize, legacy, modern, modern_headers
+from tests.support.mcp_client import (
+    initialize,
+    legacy,
+    modern,
+    modern_headers,
+    sse_messages_blocking,
+)
 from tests.support.polling import wait_until_blocking
 
 pytestmark = pytest.mark.slow
@@ -259,3 +265,44 @@ def test_a_retired_client_feature_is_no_longer_asked_for(serve: Any) -> None:
     body = refused.json()
     assert "error" in body
     assert body["error"]["code"] == -32021, body
+
+
+def test_a_session_that_takes_warnings_is_told_once_on_its_get_stream(serve: Any) -> None:
+    running = serve({"item": "version:2025-06-18", "sunset": SUNSET_FUTURE, "notify": True})
+    url = f"{running.url}/mcp"
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    opened = httpx.post(url, json=initialize("2025-06-18"), headers=headers, timeout=10)
+    session = {
+        **headers,
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    told: list[dict[str, Any]] = []
+    with httpx.stream("GET", url, headers={**session, "Accept": "text/event-stream"}) as stream:
+        assert stream.status_code == 200
+        for _ in range(2):
+            listed = httpx.post(url, json=legacy("tools/list"), headers=session, timeout=10)
+            assert listed.status_code == 200
+        for message in sse_messages_blocking(stream):
+            told.append(message)
+            if message.get("method") == "notifications/message":
+                break
+    warning = told[-1]["params"]
+    assert warning["level"] == "warning"
+    assert "Protocol version 2025-06-18 is deprecated" in warning["data"]
+    runtime = running.thread.app.legacy.runtimes.peek(opened.headers["mcp-session-id"])
+    assert runtime is not None
+    assert runtime.retirements_told == {"version:2025-06-18"}  # told once, not per request
+
+
+def test_readyz_and_metrics_show_each_retirement(serve: Any) -> None:
+    running = serve(
+        {"item": "sse", "sunset": SUNSET_PAST},
+        {"item": "method:roots/list", "sunset": SUNSET_FUTURE},
+    )
+    ready = httpx.get(f"{running.url}/readyz", timeout=10).json()
+    phases = {entry["item"]: entry["phase"] for entry in ready["retirements"]}
+    assert phases == {"sse": "retired", "method:roots/list": "deprecated"}
+    metrics = httpx.get(f"{running.url}/metrics", timeout=10).text
+    assert 'mcp_retirement_retired{item="sse"} 1.0' in metrics
+    assert 'mcp_retirement_retired{item="method:roots/list"} 0.0' in metrics
