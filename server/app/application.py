@@ -177,6 +177,7 @@ class Application:
                 settings.redis_url.get_secret_value(),
                 f"{settings.redis_prefix}:{settings.records_redis_stream}",
                 settings.report_refresh_s,
+                retire=[retirement.item.name for retirement in plan.retirements],
             )
         self.recorder = Recorder(
             build_sinks(

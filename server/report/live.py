@@ -16,12 +16,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
 from server.report.counters import LIVE_LIMITS
 from server.report.html import render_html
 from server.report.model import Report
 from server.report.render import render_json
+from server.report.retire import RetireScan, render_retire_html
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,12 @@ class LiveReport:
 
     name = "live"
 
-    def __init__(self, *, refresh_s: float, source: str = "this process") -> None:
+    def __init__(
+        self, *, refresh_s: float, source: str = "this process", retire: Sequence[str] = ()
+    ) -> None:
         self.refresh_s = refresh_s
+        # Who still uses each item of MCP_RETIRE, since this process started (?retire=ITEM).
+        self.retire_scans = {item: RetireScan(item) for item in retire}
         self._lock = threading.Lock()
         self._aggregator = Aggregator(limits=LIVE_LIMITS)
         self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
@@ -44,6 +51,8 @@ class LiveReport:
         try:
             with self._lock:
                 self._aggregator.feed(lines)
+                for scan in self.retire_scans.values():
+                    scan.read_batches((lines,))
         except Exception:
             self._failures += 1
             if self._failures == 1:
@@ -56,16 +65,31 @@ class LiveReport:
         with self._lock:
             return self._aggregator.report()
 
-    def render(self, form: str) -> str:
-        """The report as ``json`` or the live ``html`` page."""
+    def render(self, form: str, retire: str | None = None) -> str:
+        """The report as ``json`` or the live ``html`` page; with ``retire`` (an item of
+        MCP_RETIRE), who still uses it: as JSON, or a section on top of the page."""
         report = self.report()
-        if form == "json":
-            return render_json(report)
-        return render_html(report, refresh_s=self.refresh_s)
+        scan = self.retire_scans.get(retire) if retire is not None else None
+        if scan is not None and form == "json":
+            with self._lock:
+                return orjson.dumps(scan.to_json()).decode()
+        page = (
+            render_json(report) if form == "json" else render_html(report, refresh_s=self.refresh_s)
+        )
+        if scan is None or "</h1>" not in page:
+            return page
+        with self._lock:
+            section = render_retire_html(scan)
+        cut = page.index("</h1>") + len("</h1>")
+        return page[:cut] + section + page[cut:]
 
 
 def open_live_report(
-    records: Sequence[str], redis_url: str, stream_key: str, refresh_s: float
+    records: Sequence[str],
+    redis_url: str,
+    stream_key: str,
+    refresh_s: float,
+    retire: Sequence[str] = (),
 ) -> tuple[LiveReport, Any, list[LiveReport]]:
     """The live report, fed by the records stream in Redis when records go there (every
     replica's: its follower, to start and close with the app, is returned second), else as one
@@ -73,7 +97,7 @@ def open_live_report(
     if "redis" in records:
         from server.report.redis import StreamTail  # imports redis: only with Redis records
 
-        live = LiveReport(refresh_s=refresh_s, source="Redis stream")
+        live = LiveReport(refresh_s=refresh_s, source="Redis stream", retire=retire)
         return live, StreamTail(redis_url, stream_key, live.write), []
-    live = LiveReport(refresh_s=refresh_s)
+    live = LiveReport(refresh_s=refresh_s, retire=retire)
     return live, None, [live]

@@ -10,7 +10,7 @@ them. The command exits 1 while anyone was seen, so a pipeline can gate the swit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -114,7 +114,7 @@ class RetireScan:
         method = item.value
         return method.encode(), lambda r: r.get("method") == method
 
-    def read_batches(self, batches: Iterable[list[bytes]]) -> None:
+    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
         needle = self._needle
         for batch in batches:
             for line in batch:

@@ -64,7 +64,7 @@ class Running:
 def serve(tmp_path: Path) -> Iterator[Any]:
     started: list[ServerThread] = []
 
-    def start(*entries: dict[str, Any], auth: bool = False) -> Running:
+    def start(*entries: dict[str, Any], auth: bool = False, **extra: Any) -> Running:
         records = tmp_path / f"records-{len(started)}.jsonl"
         options: dict[str, Any] = {"auth": "tokens", "auth_tokens": [digest(TOKEN)]} if auth else {}
         settings = Settings(
@@ -74,6 +74,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
             records_file=str(records),
             records_flush_ms=10,
             **options,
+            **extra,
         )
         thread = ServerThread(create_app(settings)).start()
         started.append(thread)
@@ -306,3 +307,22 @@ def test_readyz_and_metrics_show_each_retirement(serve: Any) -> None:
     metrics = httpx.get(f"{running.url}/metrics", timeout=10).text
     assert 'mcp_retirement_retired{item="sse"} 1.0' in metrics
     assert 'mcp_retirement_retired{item="method:roots/list"} 0.0' in metrics
+
+
+def test_the_live_report_shows_who_still_uses_a_retiring_item(serve: Any) -> None:
+    running = serve({"item": "sse", "sunset": SUNSET_FUTURE}, report_live=True)
+    with httpx.stream("GET", f"{running.url}/sse", headers={"User-Agent": "old-agent/1"}) as one:
+        assert one.status_code == 200
+    assert post_modern(running.url, "tools/list").status_code == 200
+    view: dict[str, Any] = {}
+
+    def seen() -> bool:
+        answer = httpx.get(f"{running.url}/admin/report?retire=sse&format=json", timeout=10)
+        view.update(answer.json())
+        return bool(view.get("clients"))
+
+    wait_until_blocking(seen)
+    assert view["item"] == "sse"
+    assert [c["user_agent"] for c in view["clients"]] == ["old-agent/1"]
+    page = httpx.get(f"{running.url}/admin/report?retire=sse", timeout=10).text
+    assert '<section id="retire">' in page
