@@ -28,6 +28,7 @@ the tree complete)::
     ├── AuthError                   -32001  401  with ``WWW-Authenticate`` (security.auth)
     │   ├── Unauthenticated         -32001  401  no bearer token, or not a valid one
     │   ├── InsufficientScope       -32001  403  a good token without the scopes needed
+    │   ├── NoTenant                -32001  403  a good token that names no tenant (jwt)
     │   └── InvalidAuthRequest      -32600  400  a malformed ``Authorization``
     ├── JwksUnavailable             -32603  503  no signing keys loaded (security.jwt)
     ├── RateLimited                 -32000  429  ``data.retryAfter`` (security.limits)

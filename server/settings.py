@@ -128,7 +128,14 @@ class Settings(BaseSettings):
     auth: Literal["none", "tokens", "jwt"] = "none"
     auth_allow_none_non_loopback: bool = False
     auth_tokens: CommaList = []
+    # More entries, one a line (# comments): for many tokens (server/settings_checks.token_entry).
+    auth_tokens_file: str = ""
     auth_token_scopes: CommaList = []
+    # JWT: the claim that names the caller's tenant ("" for none), and a token without it:
+    # refused with 403 (reject), or given MCP_AUTH_DEFAULT_TENANT (default).
+    auth_tenant_claim: str = ""
+    auth_tenant_missing: Literal["reject", "default"] = "reject"
+    auth_default_tenant: str = "default"
     auth_required_scopes: CommaList = []
     auth_issuer: str = ""
     auth_audience: str = ""

@@ -32,6 +32,7 @@ from server.report.retire import (
     render_retire_markdown,
     render_retire_text,
 )
+from server.report.tenants import TenantScan, render_tenants_markdown, render_tenants_text
 from server.report.text import render_markdown, render_table
 from server.retirement.plan import PlanError
 
@@ -83,6 +84,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only records of methods matching PATTERN (tools/call, tools/*; repeatable)",
     )
     parser.add_argument(
+        "--by-tenant",
+        action="store_true",
+        help="the traffic split by tenant (requests, errors, latency, callers, tools)",
+    )
+    parser.add_argument(
+        "--tenant",
+        metavar="TENANT",
+        help="with --by-tenant: only this tenant ((none) for callers without one)",
+    )
+    parser.add_argument(
         "--retire",
         metavar="ITEM",
         help="who still uses ITEM (sse, initialize, version:V, method:M), with advice for each; "
@@ -105,7 +116,7 @@ def record_filter(args: argparse.Namespace) -> RecordFilter:
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     try:
         aggregator = Aggregator(record_filter(args))
-        scan = retire_scan(args)
+        scan = retire_scan(args) or tenant_scan(args)
     except ValueError as bad_argument:
         return complain(str(bad_argument))
     for name in args.files:
@@ -124,6 +135,8 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
         except OSError as failure:
             return complain(f"cannot read {name}: {failure.strerror or failure}")
     report = aggregator.report()
+    if isinstance(scan, TenantScan):
+        return write_tenants(args, scan)
     if scan is not None:
         return write_retire(args, scan, report)
     data = RENDERERS[args.format](report).encode("utf-8", "replace")
@@ -155,7 +168,46 @@ def retire_scan(args: argparse.Namespace) -> RetireScan | None:
     return scan
 
 
-def teed(batches: Iterable[list[bytes]], scan: RetireScan | None) -> Iterator[list[bytes]]:
+def tenant_scan(args: argparse.Namespace) -> TenantScan | None:
+    """The ``--by-tenant`` view asked for, over the period of ``--since``/``--until``."""
+    if not getattr(args, "by_tenant", False):
+        if getattr(args, "tenant", None) is not None:
+            raise ValueError("--tenant goes with --by-tenant")
+        return None
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    scan = TenantScan(
+        args.tenant, parse_time(since) if since else None, parse_time(until) if until else None
+    )
+    scan.with_report = False
+    return scan
+
+
+def write_tenants(args: argparse.Namespace, scan: TenantScan) -> int:
+    if args.format == "json":
+        text = orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    elif args.format == "markdown":
+        text = render_tenants_markdown(scan)
+    else:
+        text = render_tenants_text(scan)
+    return write_text(args, text)
+
+
+def write_text(args: argparse.Namespace, text: str) -> int:
+    data = text.encode("utf-8", "replace")
+    if args.output:
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as failure:
+            return complain(f"cannot write {args.output}: {failure.strerror or failure}")
+    else:
+        write_stdout(data)
+    return 0
+
+
+def teed(
+    batches: Iterable[list[bytes]], scan: RetireScan | TenantScan | None
+) -> Iterator[list[bytes]]:
     """The batches, each shown to the ``--retire`` scan on its way (one read of the input); with
     ``--retire`` and no HTML page to draw, the report proper gets none of them."""
     for batch in batches:
@@ -179,20 +231,17 @@ def write_retire(args: argparse.Namespace, scan: RetireScan, report: Report) -> 
         text = page[:cut] + render_retire_html(scan) + page[cut:]
     else:
         text = render_retire_text(scan)
-    data = text.encode("utf-8", "replace")
-    if args.output:
-        try:
-            with open(args.output, "wb") as out:
-                out.write(data)
-        except OSError as failure:
-            return complain(f"cannot write {args.output}: {failure.strerror or failure}")
-    else:
-        write_stdout(data)
+    written = write_text(args, text)
+    if written:
+        return written
     return 1 if scan.clients or scan.other_clients else 0
 
 
 def read_redis(
-    aggregator: Aggregator, source: str, default_key: str, scan: RetireScan | None = None
+    aggregator: Aggregator,
+    source: str,
+    default_key: str,
+    scan: RetireScan | TenantScan | None = None,
 ) -> str | None:
     """Add a Redis stream to the report; what went wrong if it could not be read at all."""
     try:

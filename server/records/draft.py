@@ -93,6 +93,8 @@ class Draft:
     transport: str | None = None
     # The retirement (server.retirement) this request is affected by, by its item's name.
     retiring: str | None = None
+    # The authenticated caller's tenant (a named token's, a JWT's tenant claim), if any.
+    tenant: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -250,6 +252,8 @@ class Draft:
             record["retiring"] = self.retiring
             if self.outcome == "retired":
                 record["outcome"] = "retired"
+        if self.tenant is not None:
+            record["tenant"] = self.tenant
         return record
 
     def stream_record(self) -> dict[str, Any]:

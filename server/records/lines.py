@@ -227,6 +227,8 @@ def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
         record["retiring"] = draft.retiring
         if draft.outcome == "retired":
             record["outcome"] = "retired"
+    if draft.tenant is not None:
+        record["tenant"] = draft.tenant
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl
 
 from server.errors import INVALID_REQUEST, McpError
+from server.settings_checks import TokenEntry, token_entry
 
 AUTH_ERROR = -32001
 
@@ -42,6 +43,8 @@ class Principal:
     subject: str
     scopes: frozenset[str]
     claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    # Who the caller belongs to (a named token's tenant, a JWT's tenant claim), if anyone.
+    tenant: str | None = None
 
     @property
     def anonymous(self) -> bool:
@@ -123,6 +126,18 @@ class InsufficientScope(AuthError):
             error="insufficient_scope",
             scopes=needed,
         )
+
+
+class NoTenant(AuthError):
+    """403: a good token that names no tenant, where the server serves tenants only
+    (``MCP_AUTH_TENANT_CLAIM`` with ``MCP_AUTH_TENANT_MISSING=reject``)."""
+
+    status = 403
+    order = ("error", "error_description", "resource_metadata")
+
+    def __init__(self, claim: str) -> None:
+        description = f"The token has no {claim} claim: this server serves callers of a tenant"
+        super().__init__(description, error="insufficient_scope", description=description)
 
 
 class InvalidAuthRequest(AuthError):
@@ -258,7 +273,9 @@ def new_token() -> tuple[str, str]:
 
 
 class StaticTokens(BearerAuthenticator):
-    """``MCP_AUTH=tokens``: tokens known only by their SHA-256 digests, all with one scope set.
+    """``MCP_AUTH=tokens``: tokens known only by their SHA-256 digests, each with a name, a
+    tenant and scopes of its own if its entry says so (else ``token:<8 hex>`` and the shared
+    ``scopes``).
 
     The presented token is hashed and compared with every digest in constant time
     (``hmac.compare_digest``, no early exit), so timing tells nothing about which matched.
@@ -268,16 +285,25 @@ class StaticTokens(BearerAuthenticator):
 
     def __init__(
         self,
-        digests: Iterable[str],
+        digests: Iterable[str | TokenEntry],
         scopes: Iterable[str] = (),
         required_scopes: Iterable[str] = (),
     ) -> None:
         super().__init__(required_scopes)
-        self.digests: tuple[bytes, ...] = tuple(_parse_digest(line) for line in digests)
-        if not self.digests:
-            raise ValueError("MCP_AUTH=tokens needs at least one digest in MCP_AUTH_TOKENS")
         self.scopes = frozenset(scopes)
         check_scope_tokens(self.scopes)
+        entries = [e if isinstance(e, TokenEntry) else token_entry(e) for e in digests]
+        if not entries:
+            raise ValueError("MCP_AUTH=tokens needs at least one digest in MCP_AUTH_TOKENS")
+        self.digests: tuple[bytes, ...] = tuple(_parse_digest(e.digest) for e in entries)
+        self.principals: dict[bytes, Principal] = {
+            digest: Principal(
+                entry.name or "token:" + digest.hex()[:8],
+                self.scopes if entry.scopes is None else frozenset(entry.scopes),
+                tenant=entry.tenant,
+            )
+            for digest, entry in zip(self.digests, entries, strict=True)
+        }
 
     async def verify(self, token: str) -> Principal:
         presented = hashlib.sha256(token.encode("utf-8")).digest()
@@ -287,7 +313,7 @@ class StaticTokens(BearerAuthenticator):
                 matched = digest
         if not matched:
             raise self.invalid("The token is not recognised")
-        return Principal("token:" + matched.hex()[:8], self.scopes)
+        return self.principals[matched]
 
 
 def _parse_digest(line: str) -> bytes:

@@ -25,7 +25,7 @@ import httpx
 import jwt
 
 from server.errors import INTERNAL_ERROR, McpError
-from server.security.auth import BearerAuthenticator, Principal
+from server.security.auth import BearerAuthenticator, NoTenant, Principal
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +241,14 @@ class JwtAuthenticator(BearerAuthenticator):
         algorithms: Iterable[str] = ("RS256", "ES256"),
         leeway_s: float = 30.0,
         required_scopes: Iterable[str] = (),
+        tenant_claim: str = "",
+        default_tenant: str | None = None,
     ) -> None:
         super().__init__(required_scopes)
+        # Where a caller's tenant is (a claim), and what a token without it gets: the
+        # default tenant, or (None) a 403.
+        self.tenant_claim = tenant_claim
+        self.default_tenant = default_tenant
         self.algorithms = frozenset(algorithms)
         refused = sorted(self.algorithms - KEY_TYPES.keys())
         if refused or not self.algorithms:
@@ -291,4 +297,11 @@ class JwtAuthenticator(BearerAuthenticator):
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise self.invalid("The token lacks a required claim")
-        return Principal(subject, scopes_of(claims), MappingProxyType(claims))
+        tenant = None
+        if self.tenant_claim:
+            tenant = claims.get(self.tenant_claim)
+            if not isinstance(tenant, str) or not tenant:
+                if self.default_tenant is None:
+                    raise NoTenant(self.tenant_claim)
+                tenant = self.default_tenant
+        return Principal(subject, scopes_of(claims), MappingProxyType(claims), tenant)
