@@ -1,7 +1,8 @@
 """The notification bus: what every replica must hear about, and how it gets there.
 
 One process handles an event itself first (its hub, its sessions), then announces it with
-:meth:`Bus.publish` so the other replicas can do their part:
+:meth:`Bus.publish` so the other replicas can do their part (each kind's publisher and decoder
+are in :mod:`server.state.messages`):
 
 ======== ======================= ==================================================
 kind     data                    the other replicas ...

@@ -61,6 +61,7 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
 from server.security.networks import client_address, in_networks
+from server.state.messages import publish_ended, publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
@@ -215,7 +216,7 @@ class SseTransport:
     def _close_session(self, session_id: str) -> None:
         """The stream ended: so does its session, here and on every replica."""
         self.legacy.sessions.session_ended(session_id)
-        self.legacy.bus.publish("ended", {"sid": session_id})
+        publish_ended(self.legacy.bus, session_id)
         closer = asyncio.ensure_future(self._delete(session_id))
         self._closers.add(closer)
         closer.add_done_callback(self._closers.discard)
@@ -325,7 +326,7 @@ class SseTransport:
         """A message for the session's stream: here if held here, else to the replica that
         holds it."""
         if not self.legacy.sessions.to_stream(session_id, payload):
-            self.legacy.bus.publish("sse", {"sid": session_id, "m": payload.decode()})
+            publish_sse(self.legacy.bus, session_id, payload)
 
     def _recorded(self, draft: Draft, call: LegacyCall, task: asyncio.Task[Outcome]) -> None:
         if not task.cancelled() and (error := task.result()[2]) is not None:
