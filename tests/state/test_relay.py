@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 import httpx
@@ -457,7 +457,10 @@ class SseStream:
             "client": ("127.0.0.1", 40000),
             "server": ("127.0.0.1", 8000),
         }
-        self.task = asyncio.create_task(self.app(scope, receive, self.sent.put))
+        async def send(message: MutableMapping[str, Any]) -> None:
+            await self.sent.put(dict(message))
+
+        self.task = asyncio.create_task(self.app(scope, receive, send))
         start = await asyncio.wait_for(self.sent.get(), 5)
         assert (start["type"], start["status"]) == ("http.response.start", 200)
         event, data = await self.event()
@@ -520,6 +523,8 @@ async def test_an_http_sse_call_on_one_app_reaches_the_stream_held_by_the_other(
         assert answer["result"]["content"][0]["text"] == "across"
         assert asyncio.get_running_loop().time() - started < 1.0
         # It crossed the bus: the app that ran the call does not hold the stream.
-        assert here.shared.bus.published.count("sse") == 2
+        bus = here.shared.bus
+        assert isinstance(bus, PairedBus)
+        assert bus.published.count("sse") == 2
         assert not here.legacy.sessions.to_stream(url.split("=")[1], b"{}")
         await stream.close()
