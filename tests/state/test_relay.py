@@ -457,6 +457,7 @@ class SseStream:
             "client": ("127.0.0.1", 40000),
             "server": ("127.0.0.1", 8000),
         }
+
         async def send(message: MutableMapping[str, Any]) -> None:
             await self.sent.put(dict(message))
 
