@@ -17,6 +17,11 @@ task     op, id / record         wake (answers came) or cancel a task's handler 
                                  there; ``status``: a task's new state, for their streams
 ======== ======================= ==================================================
 
+Three kinds never travel: a bus delivers them to its own replica. ``away``: its subscription
+is lost (what others send meanwhile is lost; HTTP+SSE streams held here close). ``resync``:
+subscribed again. ``unsent`` (k, sid): a stream message for a session held elsewhere did not
+go out (the session ends here).
+
 :class:`~server.state.memory.MemoryBus` is the one-process default: there is nobody to tell.
 :class:`~server.state.redis.bus.RedisBus` publishes on one Redis channel and delivers what
 other replicas publish (its own messages come back too and are skipped). Publishing never

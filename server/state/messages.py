@@ -3,7 +3,9 @@
 A kind's publisher (``publish_<kind>(bus, ...)``) is the only place its data is shaped, and
 its decoder (in :data:`DECODERS`) the only place it is read back, checked field by field: a
 malformed message from another replica (or an older version) is ignored. ``task`` is published
-by the task service through its ``announce`` hook, ``resync`` by a bus itself after an outage.
+by the task service through its ``announce`` hook; ``resync``, ``away`` and ``unsent`` are
+delivered by a bus to its own replica only (back after an outage, subscription lost, a
+session's stream message that did not go out).
 What the decoders apply a message to is :class:`Receivers`; the legacy sessions are seen only
 through :class:`SessionEvents`, so shared state never depends on the HTTP shell.
 """
@@ -42,6 +44,12 @@ class SessionEvents(Protocol):
 
     def subscriptions_missed(self) -> None:
         """Subscription changes may have been missed (the bus was away): read them again."""
+
+    def bus_away(self) -> None:
+        """This replica no longer hears the others: what they send its streams is lost."""
+
+    def stream_unreachable(self, session_id: str) -> None:
+        """A message for the session's stream, held by another replica, did not go out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +96,21 @@ def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
     for list_kind in _LIST_KINDS:
         to.hub.publish(Change(list_kind))
     to.sessions.subscriptions_missed()
+
+
+# -- away, unsent: delivered locally by a bus (nothing travels) --------------------------------
+
+
+def _decode_away(to: Receivers, data: dict[str, Any]) -> None:
+    # The subscription is lost until ``resync``: HTTP+SSE streams held here would wait for
+    # answers that cannot come, so they close (their clients connect again).
+    to.sessions.bus_away()
+
+
+def _decode_unsent(to: Receivers, data: dict[str, Any]) -> None:
+    # A call's message for a stream another replica holds was lost: its session ends.
+    if data.get("k") == "sse" and isinstance(session_id := data.get("sid"), str):
+        to.sessions.stream_unreachable(session_id)
 
 
 # -- a legacy session's events: each names its session (sid) ------------------------------------
@@ -166,6 +189,8 @@ DECODERS: dict[str, Decoder] = {
     "change": _decode_change,
     "task": _decode_task,
     "resync": _decode_resync,
+    "away": _decode_away,
+    "unsent": _decode_unsent,
     "ended": _of_session(_decode_ended),
     "answer": _of_session(_decode_answer),
     "cancel": _of_session(_decode_cancel),

@@ -39,7 +39,6 @@ its call ends, with its outcome (the 202 went out long before).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,13 +60,14 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
 from server.security.networks import client_address, in_networks
-from server.state.messages import publish_ended, publish_sse
+from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import Outcome, start_in_task
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
+from server.transport.sse_sessions import SseSessions
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,10 @@ class SseTransport:
         # The sessions whose stream this process holds open, by id.
         self.held: dict[str, SessionRuntime] = {}
         self.draining = False
-        self._closers: set[asyncio.Task[None]] = set()
         # The calls this process runs for the transport, whichever replica holds their stream.
         self.calls: set[asyncio.Task[Any]] = set()
+        # Ending sessions, also when the bus or Redis fails.
+        self.sessions = SseSessions(legacy, self.held, lambda: self.draining)
 
     # -- one request ------------------------------------------------------------------------
 
@@ -215,15 +216,7 @@ class SseTransport:
 
     def _close_session(self, session_id: str) -> None:
         """The stream ended: so does its session, here and on every replica."""
-        self.legacy.sessions.session_ended(session_id)
-        publish_ended(self.legacy.bus, session_id)
-        closer = asyncio.ensure_future(self._delete(session_id))
-        self._closers.add(closer)
-        closer.add_done_callback(self._closers.discard)
-
-    async def _delete(self, session_id: str) -> None:
-        with contextlib.suppress(ServiceUnavailable):  # Redis away: it expires by itself
-            await self.era.store.delete(session_id)
+        self.sessions.close(session_id)
 
     # -- POST: one message (or batch) -------------------------------------------------------
 

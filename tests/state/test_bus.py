@@ -192,8 +192,68 @@ async def test_after_an_outage_the_listener_resubscribes_and_resyncs_once(
     await wait_until(lambda: ("change", {"kind": "prompts", "uri": None}) in two.got)
     two.bus.publish("ended", {"sid": "s"})
     await wait_until(lambda: ("ended", {"sid": "s"}) in one.got)
-    assert two.got == [("resync", {}), ("change", {"kind": "prompts", "uri": None})]
-    assert one.got == [("resync", {}), ("ended", {"sid": "s"})]
+    # Told at once that the subscription is lost (its streams' messages may be), once.
+    assert two.got == [("away", {}), ("resync", {}), ("change", {"kind": "prompts", "uri": None})]
+    assert one.got == [("away", {}), ("resync", {}), ("ended", {"sid": "s"})]
+
+
+async def test_a_stalled_redis_is_a_lost_subscription_within_the_redis_timeout(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, two = await cluster.started(2)
+    with redis_server.paused():  # its sockets stay open: only the unanswered ping tells
+        stalled = time.monotonic()
+        await wait_until(lambda: "away" in one.kinds() and "away" in two.kinds(), limit=5)
+        noticed = time.monotonic() - stalled
+        assert not one.bus.subscribed
+        assert not one.link.connected  # readiness says so too
+        assert "resync" not in one.kinds()  # resubscribing to a stalled Redis proves nothing
+        await asyncio.sleep(1.5)
+        assert "resync" not in one.kinds()
+    # The ping is answered within TIMEOUT_S, and sent after check_s of silence.
+    assert noticed < TIMEOUT_S + 2 * one.bus.check_s + 1.0
+    await wait_until(lambda: one.bus.subscribed and two.bus.subscribed, limit=10)
+    assert one.kinds() == ["away", "resync"]
+    one.bus.publish("ended", {"sid": "s"})
+    await wait_until(lambda: ("ended", {"sid": "s"}) in two.got)
+
+
+async def test_a_stream_message_that_cannot_go_out_comes_back_as_unsent(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, _ = await cluster.started(2)
+    with redis_server.stopped():
+        await wait_until(lambda: not one.link.connected)
+        one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+        one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+        one.bus.publish("sse", {"sid": "s2", "m": "{}"})
+        one.bus.publish("ended", {"sid": "s3"})
+        await wait_until(lambda: one.bus.dropped == 4)
+    # Once per session and batch; only a stream's messages (the others have no one waiting).
+    unsent = [data for kind, data in one.got if kind == "unsent"]
+    assert {data["sid"] for data in unsent} == {"s1", "s2"}
+    assert all(data["k"] == "sse" for data in unsent)
+
+
+async def test_a_stream_message_nobody_is_subscribed_to_comes_back_as_unsent(
+    redis_server: RedisServer,
+) -> None:
+    link = RedisLink(redis_server.url, prefix=fresh_prefix(), timeout_s=TIMEOUT_S)
+    node = Node(link)
+    bus = node.bus
+    bus.start(node.deliver)
+    # Its own listener stopped: nobody at all hears the channel, and PUBLISH says 0.
+    for task in bus._tasks[1:]:
+        task.cancel()
+    try:
+        await wait_until(lambda: all(task.done() for task in bus._tasks[1:]))
+        bus.publish("sse", {"sid": "s1", "m": "{}"})
+        await wait_until(lambda: node.got)
+        assert node.got == [("unsent", {"k": "sse", "sid": "s1"})]
+        assert bus.published == 1
+    finally:
+        await bus.close()
+        await link.close()
 
 
 async def test_a_command_refused_by_redis_is_no_outage_and_no_resync(

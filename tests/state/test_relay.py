@@ -77,7 +77,9 @@ async def sleeper(runtime: SessionRuntime, request_id: str | int) -> asyncio.Tas
 
 
 def test_every_kind_has_one_decoder() -> None:
-    assert set(DECODERS) == {"change", "task", "resync", "ended", "answer", "cancel", "subs", "sse"}
+    kinds = {"change", "task", "ended", "answer", "cancel", "subs", "sse"}
+    local = {"resync", "away", "unsent"}  # from a bus to its own replica
+    assert set(DECODERS) == kinds | local
 
 
 # -- BusRelay.deliver: catalog changes -----------------------------------------------------------
@@ -481,6 +483,13 @@ class SseStream:
             return await self.event()  # a keep-alive comment
         return fields.get("event", "message"), fields.get("data", "")
 
+    async def ended(self) -> None:
+        """Read on until the server ends the response."""
+        while True:
+            sent = await self.sent.get()
+            if sent["type"] == "http.response.body" and not sent.get("more_body"):
+                return
+
     async def close(self) -> None:
         self.left.set()
         if self.task is not None:
@@ -528,4 +537,70 @@ async def test_an_http_sse_call_on_one_app_reaches_the_stream_held_by_the_other(
         assert isinstance(bus, PairedBus)
         assert bus.published.count("sse") == 2
         assert not here.legacy.sessions.to_stream(url.split("=")[1], b"{}")
+        await stream.close()
+
+
+PING = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2024-11-05",
+        "capabilities": {},
+        "clientInfo": {"name": "twins", "version": "1"},
+    },
+}
+
+
+async def refused(app: Application, url: str) -> bool:
+    """Whether a post on the session is refused as not found (the store's delete is a task of
+    its own: a few turns of the loop)."""
+    for _ in range(50):
+        if await post(app, url, PING) == 404:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_a_lost_bus_closes_the_http_sse_streams_held_here_and_ends_their_sessions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
+        stream = SseStream(there)
+        url = await stream.open()
+        assert await post(here, url, PING) == 202
+        # What the other replica sends this stream from now on may be lost: it closes, and
+        # its client connects again rather than wait for ever.
+        there.relay.deliver("away", {})
+        await stream.ended()
+        assert await refused(here, url)
+        assert there.sse is not None
+        assert there.sse.held == {}
+        await stream.close()
+
+
+async def test_an_unsent_stream_message_ends_the_session_and_its_calls_on_the_runner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
+        stream = SseStream(there)
+        url = await stream.open()
+        session_id = url.split("=")[1]
+        assert await post(here, url, INITIALIZE) == 202
+        assert (await stream.event())[0] == "message"
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        call["params"] = {"name": "count_slowly", "arguments": {"steps": 1, "delay_ms": 2000}}
+        assert await post(here, url, call) == 202
+        assert here.sse is not None
+        running = set(here.sse.calls)
+        assert len(running) == 1
+        # Its bus could not send a message of this call to the stream: nobody hears the
+        # session's answers any more, so its calls stop here and the session ends everywhere.
+        here.relay.deliver("unsent", {"k": "sse", "sid": session_id})
+        await asyncio.wait(running)
+        assert all(task.cancelled() for task in running)
+        assert here.legacy.runtimes.peek(session_id) is None
+        assert await refused(here, url)
+        await stream.ended()  # the holder heard "ended"
         await stream.close()

@@ -3,8 +3,12 @@
 :class:`RedisBus` publishes on one Redis channel and delivers what other replicas publish (its
 own messages come back too and are skipped). Publishing never blocks the caller: messages queue
 (bounded) for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber
-that is away, so after an outage the bus delivers ``resync`` locally: list streams are told
-their lists changed, and clients re-read what they may have missed.
+that is away, so losing the subscription is told locally at once (``away``: what other replicas
+send meanwhile is lost), and ``resync`` once subscribed again. A stalled Redis closes no socket,
+so the listener pings on its own connection when the channel is quiet: silence for
+``MCP_REDIS_TIMEOUT_S`` past a ping is a lost subscription too. A message for a session's
+stream that did not go out (Redis failed, or nobody was subscribed) comes back locally as
+``unsent``, so the replica that ran the call learns its answer was lost.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ class RedisBus:
         self.origin = secrets.token_hex(8)
         self._queue: asyncio.Queue[bytes] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._local: Deliver | None = None
+        self._missed = False  # the subscription was lost: resync once it is back
+        # How often a quiet subscription is checked with a ping, and how long it may stay
+        # silent past one before it counts as lost.
+        self.check_s = min(1.0, link.timeout_s / 2)
         self.published = 0
         self.delivered = 0
         self.dropped = 0  # not published: queue full or Redis away
@@ -55,6 +64,7 @@ class RedisBus:
             self.dropped += 1
 
     def start(self, deliver: Deliver) -> None:
+        self._local = deliver
         self._queue = asyncio.Queue(QUEUE_LIMIT)
         self._tasks = [
             asyncio.create_task(self._publisher(), name="bus-publisher"),
@@ -97,7 +107,7 @@ class RedisBus:
             async with self.link.client.pipeline(transaction=False) as pipe:
                 for message in batch:
                     pipe.publish(self.channel, message)
-                await self.link.run(pipe.execute())
+                receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
         except Exception:
             # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
@@ -105,26 +115,35 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
+            self._unsent(batch)
+            return
+        # Nobody subscribed (not even this replica): nobody heard them.
+        self._unsent(
+            [message for message, count in zip(batch, receivers, strict=True) if count == 0]
+        )
+
+    def _unsent(self, messages: list[bytes]) -> None:
+        """Tell this replica which sessions' stream messages did not go out (once each)."""
+        if self._local is None or not messages:
+            return
+        sessions: dict[str, None] = {}
+        for message in messages:
+            event = orjson.loads(message)
+            if event["k"] == "sse":
+                sessions[event["d"]["sid"]] = None
+        for session_id in sessions:
+            try:
+                self._local("unsent", {"k": "sse", "sid": session_id})
+            except Exception:
+                log.exception("handling an unsent bus message failed")
 
     async def _listener(self, deliver: Deliver) -> None:
-        missed = False
         while True:
-            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            # Subscribe confirmations come through: only one proves the subscription works.
+            pubsub: PubSub = self.link.client.pubsub()
             try:
                 await pubsub.subscribe(self.channel)
-                self.subscribed = True
-                self.link.seen()
-                if missed:
-                    missed = False
-                    deliver("resync", {})
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        if not self.link.connected:
-                            # The monitor saw Redis go; this socket may not know yet.
-                            raise ConnectionError("Redis lost")
-                        continue
-                    self._deliver(message, deliver)
+                await self._listen(pubsub, deliver)
             except asyncio.CancelledError:
                 raise
             except Exception as failure:
@@ -135,12 +154,54 @@ class RedisBus:
                     if not redis_failure(failure):
                         log.exception("the bus listener failed; resubscribing")
                     self.link.lost(failure)
-                missed = True
+                self._away(deliver)
             finally:
                 self.subscribed = False
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
             await asyncio.sleep(1.0)
+
+    async def _listen(self, pubsub: PubSub, deliver: Deliver) -> None:
+        """Deliver what comes on the channel until the subscription is lost (raises)."""
+        loop = asyncio.get_running_loop()
+        heard = pinged = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self.check_s)
+            now = loop.time()
+            if message is not None:
+                heard = now
+                kind = message.get("type")
+                if kind == "subscribe":
+                    if self.subscribed:
+                        # The client reconnected by itself and subscribed again: whatever
+                        # was published in between is lost.
+                        self._away(deliver)
+                    self.subscribed = True
+                    self.link.seen()
+                    if self._missed:
+                        self._missed = False
+                        deliver("resync", {})
+                elif kind == "message":
+                    self._deliver(message, deliver)
+                continue
+            if self.subscribed and not self.link.connected:
+                # The monitor saw Redis go; this socket may not know yet.
+                raise ConnectionError("Redis lost")
+            if now - heard > self.link.timeout_s + self.check_s:
+                raise ConnectionError("Redis does not answer on the bus's connection")
+            if now - pinged >= self.check_s:
+                pinged = now
+                await pubsub.ping()
+
+    def _away(self, deliver: Deliver) -> None:
+        """The subscription is lost: told once per outage, and ``resync`` once it is back."""
+        if self._missed:
+            return
+        self._missed = True
+        try:
+            deliver("away", {})
+        except Exception:
+            log.exception("handling the bus's lost subscription failed")
 
     def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
         if message.get("type") != "message":
