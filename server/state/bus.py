@@ -12,7 +12,8 @@ ended    sid                     release what they hold for that session
 answer   sid, id, result / error hand a client's answer to the handler waiting there
 cancel   sid, params             cancel the call if it runs there
 subs     sid, add / remove (uri) add or remove one resource subscription of a session
-sse      sid, m (a message)      send it on the session's HTTP+SSE stream if they hold it
+sse      sid, m (a message)      send it on the session's HTTP+SSE stream: only the replica
+                                 that holds it hears it (see :meth:`Bus.hold`)
 task     op, id / record         wake (answers came) or cancel a task's handler running
                                  there; ``status``: a task's new state, for their streams
 ======== ======================= ==================================================
@@ -48,6 +49,17 @@ class Bus(Protocol):
 
     def start(self, deliver: Deliver) -> None:
         """Begin delivering other replicas' events to ``deliver`` (called on the loop)."""
+
+    async def hold(self, session_id: str) -> None:
+        """This replica holds the session's HTTP+SSE stream: its ``sse`` messages come here
+        from now on (returns once they would; ServiceUnavailable if the bus does not answer)."""
+
+    def release(self, session_id: str) -> None:
+        """The stream is no longer held here."""
+
+    async def stream_held(self, session_id: str) -> bool:
+        """Whether any replica holds the session's HTTP+SSE stream (ServiceUnavailable if
+        that cannot be known)."""
 
     async def close(self) -> None: ...
 

@@ -198,6 +198,8 @@ class SseTransport:
         url = f"{quote(root + self.options.messages_path)}?session_id={session.id}"
         timeout_s = self.options.send_timeout_s
         try:
+            # What calls on other replicas send this stream comes here from now on.
+            await self.legacy.bus.hold(session.id)
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send_body(send, endpoint_frame(url), timeout_s)
             draft.stream_end = await pump(
@@ -211,6 +213,7 @@ class SseTransport:
         except TimeoutError:
             draft.stream_end = "send_timeout"
         finally:
+            self.legacy.bus.release(session.id)
             runtime.standalone_followers -= 1
             self.held.pop(session.id, None)
 
@@ -245,6 +248,7 @@ class SseTransport:
         self.gate.charge_more(draft, len(messages) - 1)  # a batch: charged per message
         found = {**headers, b"mcp-session-id": session_id.encode()}
         session, runtime = await self.legacy.sessions.find(found, draft)
+        await self.sessions.check_held(session.id)
         # The tool scopes of every request are checked before any starts (403 for the whole).
         targets = [self._resolve(each, principal) for each in messages]
         starting = sum(1 for each in messages if isinstance(each, Request))
@@ -310,6 +314,8 @@ class SseTransport:
         task, stream = start_in_task(self.era, call)
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
+        if session.id not in self.held:
+            self.sessions.watch(session.id, task)  # its stream is held elsewhere
         forward(stream, partial(self._deliver, session.id))
         # Nothing resumes this transport's calls: the stream is let go once it has finished.
         stream.on_finish = call.runtime.drop_stream

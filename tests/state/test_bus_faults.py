@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,9 +25,11 @@ import pytest
 
 from server.app import create_app
 from server.settings import Settings
+from server.transport.sse_sessions import WATCH_S
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until_blocking
 from tests.support.redis_server import RedisServer, fresh_prefix
+from tests.support.replicas import PREFIX, Replicas
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -194,3 +197,44 @@ async def test_a_redis_restarted_empty_closes_the_stream_and_the_session_at_once
             assert outcome in ("answer", "error", "closed"), outcome
             wait_until_blocking(lambda: subscribed(runner), limit=10)
             assert await refused_later(opened, runner.url, TIMEOUT_S + MARGIN_S) == 404
+
+
+async def test_a_post_for_a_session_whose_holder_died_is_refused_and_its_call_stopped(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    with Replicas(2, catalog="probe", redis=redis, nginx=False, workdir=tmp_path) as running:
+        runner, holder = running.replica_urls
+        async with httpx.AsyncClient(timeout=30) as http:
+            stream_context = http.stream(
+                "GET", holder + "/sse", headers={"Accept": "text/event-stream"}
+            )
+            stream = await stream_context.__aenter__()
+            opened = Client(http, stream, "")
+            first = await opened.event()
+            assert first is not None
+            opened.messages = first[1].removeprefix(PREFIX)
+            long_call = {
+                **SILENT_CALL,
+                "params": {"name": "long_job", "arguments": {"seconds": 60}},
+            }
+            assert await opened.post(runner, long_call) == 202
+            process = running.servers[1].process
+            assert process is not None
+            process.kill()  # SIGKILL: no drain, no "ended" on the bus
+            process.wait(10)
+            killed = time.monotonic()
+            with contextlib.suppress(httpx.HTTPError):
+                await stream_context.__aexit__(None, None, None)
+            # Nobody will read what the call sends: it stops within WATCH_S, by itself.
+            await anyio.sleep(WATCH_S + 4.0)
+            # And the session's posts are refused, not accepted into the void.
+            assert await refused_later(opened, runner, TIMEOUT_S) == 404
+            waited_ms = (time.monotonic() - killed) * 1000
+    calls = [
+        record
+        for record in running.records()[0]
+        if record.get("method") == "tools/call" and record.get("transport") == "sse"
+    ]
+    assert len(calls) == 1
+    # Stopped before the post that was refused, not run to its 60 s end.
+    assert calls[0]["duration_ms"] < waited_ms

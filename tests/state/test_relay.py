@@ -366,10 +366,11 @@ class PairedBus:
     """A test bus between two apps: each publish goes, through JSON as on Redis and on a later
     turn of the loop, to the other app's relay (never back to its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, holders: set[str]) -> None:
         self.peer: PairedBus | None = None
         self.deliver: Deliver | None = None
         self.published: list[str] = []
+        self.holders = holders  # the sessions whose stream either app holds
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         self.published.append(kind)
@@ -380,6 +381,15 @@ class PairedBus:
 
     def start(self, deliver: Deliver) -> None:
         self.deliver = deliver
+
+    async def hold(self, session_id: str) -> None:
+        self.holders.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        self.holders.discard(session_id)
+
+    async def stream_held(self, session_id: str) -> bool:
+        return session_id in self.holders
 
     async def close(self) -> None:
         self.deliver = None
@@ -395,9 +405,10 @@ class Twins:
         self.buses: list[PairedBus] = []
         self.sessions: OrderedDict[str, Any] = OrderedDict()
         self.subscriptions: dict[str, set[str]] = {}
+        self.holders: set[str] = set()
 
     def bus(self) -> PairedBus:
-        bus = PairedBus()
+        bus = PairedBus(self.holders)
         if self.buses:
             bus.peer, self.buses[-1].peer = self.buses[-1], bus
         self.buses.append(bus)
@@ -603,4 +614,21 @@ async def test_an_unsent_stream_message_ends_the_session_and_its_calls_on_the_ru
         assert here.legacy.runtimes.peek(session_id) is None
         assert await refused(here, url)
         await stream.ended()  # the holder heard "ended"
+        await stream.close()
+
+
+async def test_a_post_for_a_session_whose_stream_no_replica_holds_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
+        stream = SseStream(there)
+        url = await stream.open()
+        session_id = url.split("=")[1]
+        assert await post(here, url, PING) == 202
+        bus = here.shared.bus
+        assert isinstance(bus, PairedBus)
+        # The replica holding the stream died: nothing of it is left but the session.
+        bus.holders.discard(session_id)
+        assert await post(here, url, PING) == 404
+        assert await refused(here, url)
         await stream.close()

@@ -24,8 +24,9 @@ import orjson
 from redis.asyncio.client import PubSub
 
 from server.aio import next_batch, stop_task
+from server.errors import ServiceUnavailable
 from server.state.bus import Deliver
-from server.state.redis.link import RedisLink, command_refused, redis_failure
+from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,13 @@ class RedisBus:
         self.link = link
         self.channel = link.key("bus")
         self.origin = secrets.token_hex(8)
-        self._queue: asyncio.Queue[bytes] | None = None
+        self._queue: asyncio.Queue[tuple[str, bytes]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._local: Deliver | None = None
+        # The channels of the HTTP+SSE streams held here, each with its SUBSCRIBE confirmed.
+        self._held: dict[str, asyncio.Future[None]] = {}
+        self._pubsub: PubSub | None = None
+        self._releases: set[asyncio.Task[None]] = set()
         self._missed = False  # the subscription was lost: resync once it is back
         # How often a quiet subscription is checked with a ping, and how long it may stay
         # silent past one before it counts as lost.
@@ -58,8 +63,12 @@ class RedisBus:
             self.dropped += 1
             return
         message = orjson.dumps({"o": self.origin, "k": kind, "d": data, "t": time.monotonic()})
+        session_id = data.get("sid")
+        channel = self.channel
+        if kind == "sse" and isinstance(session_id, str):
+            channel = self._stream_channel(session_id)  # only the replica holding it hears it
         try:
-            self._queue.put_nowait(message)
+            self._queue.put_nowait((channel, message))
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -102,11 +111,11 @@ class RedisBus:
                 for _ in batch:
                     queue.task_done()
 
-    async def _publish(self, batch: list[bytes]) -> None:
+    async def _publish(self, batch: list[tuple[str, bytes]]) -> None:
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
-                for message in batch:
-                    pipe.publish(self.channel, message)
+                for channel, message in batch:
+                    pipe.publish(channel, message)
                 receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
         except Exception:
@@ -115,12 +124,11 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
-            self._unsent(batch)
+            self._unsent([message for _, message in batch])
             return
-        # Nobody subscribed (not even this replica): nobody heard them.
-        self._unsent(
-            [message for message, count in zip(batch, receivers, strict=True) if count == 0]
-        )
+        # Nobody subscribed: for a stream's message, no replica holds that stream any more.
+        heard = zip(batch, receivers, strict=True)
+        self._unsent([message for (_, message), count in heard if count == 0])
 
     def _unsent(self, messages: list[bytes]) -> None:
         """Tell this replica which sessions' stream messages did not go out (once each)."""
@@ -142,7 +150,8 @@ class RedisBus:
             # Subscribe confirmations come through: only one proves the subscription works.
             pubsub: PubSub = self.link.client.pubsub()
             try:
-                await pubsub.subscribe(self.channel)
+                await pubsub.subscribe(self.channel, *self._held)
+                self._pubsub = pubsub
                 await self._listen(pubsub, deliver)
             except asyncio.CancelledError:
                 raise
@@ -157,6 +166,7 @@ class RedisBus:
                 self._away(deliver)
             finally:
                 self.subscribed = False
+                self._pubsub = None
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
             await asyncio.sleep(1.0)
@@ -171,7 +181,14 @@ class RedisBus:
             if message is not None:
                 heard = now
                 kind = message.get("type")
-                if kind == "subscribe":
+                channel = message.get("channel")
+                if isinstance(channel, bytes):
+                    channel = channel.decode()
+                if kind == "subscribe" and channel != self.channel:
+                    confirmed = self._held.get(channel)
+                    if confirmed is not None and not confirmed.done():
+                        confirmed.set_result(None)
+                elif kind == "subscribe":
                     if self.subscribed:
                         # The client reconnected by itself and subscribed again: whatever
                         # was published in between is lost.
@@ -192,6 +209,51 @@ class RedisBus:
             if now - pinged >= self.check_s:
                 pinged = now
                 await pubsub.ping()
+
+    # -- the streams held here --------------------------------------------------------------
+
+    def _stream_channel(self, session_id: str) -> str:
+        return f"{self.channel}:sse:{session_id}"
+
+    async def hold(self, session_id: str) -> None:
+        channel = self._stream_channel(session_id)
+        confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held[channel] = confirmed
+        try:
+            pubsub = self._pubsub
+            if pubsub is not None and self.subscribed:
+                await pubsub.subscribe(channel)
+            # Else the listener subscribes to it with the bus's channel, once it can.
+            async with asyncio.timeout(self.link.timeout_s):
+                await confirmed
+        except BaseException as failure:
+            self.release(session_id)
+            if not redis_failure(failure):
+                raise
+            raise ServiceUnavailable(
+                "The bus between replicas does not answer; retry shortly",
+                retry_after=PING_LOST_S,
+            ) from None
+
+    def release(self, session_id: str) -> None:
+        channel = self._stream_channel(session_id)
+        if self._held.pop(channel, None) is None or self._pubsub is None:
+            return
+        task = asyncio.ensure_future(self._unsubscribe(self._pubsub, channel))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    @staticmethod
+    async def _unsubscribe(pubsub: PubSub, channel: str) -> None:
+        with contextlib.suppress(Exception):  # gone with its connection anyway
+            await pubsub.unsubscribe(channel)
+
+    async def stream_held(self, session_id: str) -> bool:
+        channel = self._stream_channel(session_id)
+        if channel in self._held:
+            return True
+        counts = await self.link.run(self.link.client.pubsub_numsub(channel))
+        return bool(counts) and int(counts[0][1]) > 0
 
     def _away(self, deliver: Deliver) -> None:
         """The subscription is lost: told once per outage, and ``resync`` once it is back."""
