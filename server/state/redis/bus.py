@@ -150,8 +150,11 @@ class RedisBus:
             # Subscribe confirmations come through: only one proves the subscription works.
             pubsub: PubSub = self.link.client.pubsub()
             try:
-                await pubsub.subscribe(self.channel, *self._held)
-                self._pubsub = pubsub
+                channels = list(self._held)
+                await pubsub.subscribe(self.channel, *channels)
+                self._pubsub = pubsub  # from now on hold() subscribes on it itself
+                if missing := [channel for channel in self._held if channel not in channels]:
+                    await pubsub.subscribe(*missing)  # held while this one subscribed
                 await self._listen(pubsub, deliver)
             except asyncio.CancelledError:
                 raise
@@ -221,7 +224,7 @@ class RedisBus:
         self._held[channel] = confirmed
         try:
             pubsub = self._pubsub
-            if pubsub is not None and self.subscribed:
+            if pubsub is not None:
                 await pubsub.subscribe(channel)
             # Else the listener subscribes to it with the bus's channel, once it can.
             async with asyncio.timeout(self.link.timeout_s):
