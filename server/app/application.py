@@ -45,7 +45,8 @@ from server.security.gate import Gate
 from server.security.networks import parse_networks
 from server.settings import Settings
 from server.state.auto import shared_state, state_link, stream_mirror
-from server.state.relay import BusRelay, announce_subscriptions
+from server.state.messages import publish_subscription
+from server.state.relay import BusRelay
 from server.tasks.model import TaskLimits
 from server.tasks.service import TaskService
 from server.transport.endpoint import EndpointOptions, McpEndpoint
@@ -130,7 +131,7 @@ class Application:
             tasks=self.tasks,
             # A session's subscription changes, announced for a GET stream another replica
             # holds: this needs only the bus, so the era need not wait for the relay.
-            on_subscriptions=partial(announce_subscriptions, self.shared.bus),
+            on_subscriptions=partial(publish_subscription, self.shared.bus),
             versions_now=(
                 (lambda: plan.supported_versions(retiring.now())) if retiring is not None else None
             ),

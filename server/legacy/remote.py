@@ -12,6 +12,7 @@ it with finding a session from its header and with what the shell itself holds f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,10 @@ class RemoteSessions:
     def __init__(self, era: LegacyEra, runtimes: Runtimes) -> None:
         self.era = era
         self.runtimes = runtimes
+        # What the HTTP+SSE transport does when the bus is lost, or a message for a stream
+        # held elsewhere did not go out (the transport is above this layer: it registers).
+        self.on_bus_away: list[Callable[[], None]] = []
+        self.on_stream_unreachable: list[Callable[[str], None]] = []
 
     def session_ended(self, session_id: str) -> None:
         """Release what a session held here: its runtime."""
@@ -68,3 +73,11 @@ class RemoteSessions:
                 # Read again now where a GET stream follows them, else when one opens.
                 read = partial(self.era.store.subscriptions, session_id)
                 runtime.subscriptions.stale(read if runtime.standalone is not None else None)
+
+    def bus_away(self) -> None:
+        for hook in list(self.on_bus_away):
+            hook()
+
+    def stream_unreachable(self, session_id: str) -> None:
+        for hook in list(self.on_stream_unreachable):
+            hook(session_id)

@@ -1,14 +1,14 @@
 """The notification bus: what every replica must hear about, and how it gets there.
 
 One process handles an event itself first (its hub, its sessions), then announces it with
-:meth:`Bus.publish` so the other replicas do their part: ``change`` (a catalog change for their
-streams), ``ended`` (release a session), ``answer`` and ``cancel`` (for a call waiting or
-running there), ``subs`` (a session's resource subscription), ``sse`` (a message for the
-HTTP+SSE stream they hold), ``task`` (wake or cancel a handler, or a task's new status).
-:class:`~server.state.memory.MemoryBus` is the one-process default;
-:class:`~server.state.redis.bus.RedisBus` publishes on one channel without blocking the
-caller, in order. Pub/sub keeps nothing for a subscriber that is away, so after an outage the
-bus delivers ``resync`` locally and streams re-read what they may have missed.
+:meth:`Bus.publish` so the other replicas do their part; each kind's publisher and decoder
+are in :mod:`server.state.messages` (``change``, ``ended``, ``answer``, ``cancel``, ``subs``,
+``sse``, heard only by the replica holding that stream (:meth:`Bus.hold`), and ``task``).
+Three kinds never travel, delivered by a bus to its own replica: ``away`` (its subscription is
+lost; HTTP+SSE streams held here close), ``resync`` (subscribed again: streams re-read what
+they may have missed) and ``unsent`` (a stream message for a session held elsewhere did not go
+out: the session ends). :class:`~server.state.memory.MemoryBus` is the one-process default;
+:class:`~server.state.redis.bus.RedisBus` publishes without blocking the caller, in order.
 """
 
 from __future__ import annotations
@@ -25,6 +25,17 @@ class Bus(Protocol):
 
     def start(self, deliver: Deliver) -> None:
         """Begin delivering other replicas' events to ``deliver`` (called on the loop)."""
+
+    async def hold(self, session_id: str) -> None:
+        """This replica holds the session's HTTP+SSE stream: its ``sse`` messages come here
+        from now on (returns once they would; ServiceUnavailable if the bus does not answer)."""
+
+    def release(self, session_id: str) -> None:
+        """The stream is no longer held here."""
+
+    async def stream_held(self, session_id: str) -> bool:
+        """Whether any replica holds the session's HTTP+SSE stream (ServiceUnavailable if
+        that cannot be known)."""
 
     async def close(self) -> None: ...
 

@@ -297,6 +297,15 @@ class MemoryBus:
     def start(self, deliver: Deliver) -> None:
         return None
 
+    async def hold(self, session_id: str) -> None:
+        return None
+
+    def release(self, session_id: str) -> None:
+        return None
+
+    async def stream_held(self, session_id: str) -> bool:
+        return True  # if anywhere, here (the transport looked first)
+
     async def close(self) -> None:
         return None
 

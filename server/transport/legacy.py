@@ -36,6 +36,7 @@ from server.security.auth import Principal
 from server.security.gate import Gate
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror
+from server.state.messages import publish_answer, publish_cancel, publish_ended
 from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_calls import Outcome, run_inline, start_in_task
@@ -212,15 +213,14 @@ class LegacyHttp:
         if isinstance(message, Response):
             if not self.era.accept_response(runtime, message):
                 # The question may wait on another replica; a stray answer is dropped there.
-                answer = {"id": message.id, "result": message.result, "error": message.error}
-                self.bus.publish("answer", {"sid": session.id, **answer})
+                publish_answer(self.bus, session.id, message)
         elif message.method == "notifications/initialized":
             await self.era.initialized(session)
         elif message.method == "notifications/cancelled" and not self.era.cancel(
             runtime, message.params
         ):
             # The call may run on another replica.
-            self.bus.publish("cancel", {"sid": session.id, "params": dict(message.params)})
+            publish_cancel(self.bus, session.id, message.params)
 
     async def batch(
         self,
@@ -345,7 +345,7 @@ class LegacyHttp:
         if self.era.tasks is not None:
             await self.era.tasks.session_ended(session)
         self.sessions.session_ended(session.id)
-        self.bus.publish("ended", {"sid": session.id})
+        publish_ended(self.bus, session.id)
         await send_empty(send, 200)
 
     def end_connections(self, keep: Container[str] = ()) -> None:

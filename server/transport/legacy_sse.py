@@ -14,7 +14,6 @@ shutdown a stream closes once its calls here have answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,12 +35,14 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
 from server.security.networks import client_address, in_networks
+from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import Outcome, start_in_task
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
+from server.transport.sse_sessions import SseSessions
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,10 @@ class SseTransport:
         # The sessions whose stream this process holds open, by id.
         self.held: dict[str, SessionRuntime] = {}
         self.draining = False
-        self._closers: set[asyncio.Task[None]] = set()
         # The calls this process runs for the transport, whichever replica holds their stream.
         self.calls: set[asyncio.Task[Any]] = set()
+        # Ending sessions, also when the bus or Redis fails.
+        self.sessions = SseSessions(legacy, self.held, lambda: self.draining)
 
     # -- one request ------------------------------------------------------------------------
 
@@ -178,6 +180,8 @@ class SseTransport:
         url = f"{quote(root + self.options.messages_path)}?session_id={session.id}"
         timeout_s = self.options.send_timeout_s
         try:
+            # What calls on other replicas send this stream comes here from now on.
+            await self.legacy.bus.hold(session.id)
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send_body(send, endpoint_frame(url), timeout_s)
             draft.stream_end = await pump(
@@ -191,20 +195,13 @@ class SseTransport:
         except TimeoutError:
             draft.stream_end = "send_timeout"
         finally:
+            self.legacy.bus.release(session.id)
             runtime.standalone_followers -= 1
             self.held.pop(session.id, None)
 
     def _close_session(self, session_id: str) -> None:
         """The stream ended: so does its session, here and on every replica."""
-        self.legacy.sessions.session_ended(session_id)
-        self.legacy.bus.publish("ended", {"sid": session_id})
-        closer = asyncio.ensure_future(self._delete(session_id))
-        self._closers.add(closer)
-        closer.add_done_callback(self._closers.discard)
-
-    async def _delete(self, session_id: str) -> None:
-        with contextlib.suppress(ServiceUnavailable):  # Redis away: it expires by itself
-            await self.era.store.delete(session_id)
+        self.sessions.close(session_id)
 
     # -- POST: one message (or batch) -------------------------------------------------------
 
@@ -233,6 +230,7 @@ class SseTransport:
         self.gate.charge_more(draft, len(messages) - 1)  # a batch: charged per message
         found = {**headers, b"mcp-session-id": session_id.encode()}
         session, runtime = await self.legacy.sessions.find(found, draft)
+        await self.sessions.check_held(session.id)
         # The tool scopes of every request are checked before any starts (403 for the whole).
         targets = [self._resolve(each, principal) for each in messages]
         starting = sum(1 for each in messages if isinstance(each, Request))
@@ -298,6 +296,8 @@ class SseTransport:
         task, stream = start_in_task(self.era, call)
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
+        if session.id not in self.held:
+            self.sessions.watch(session.id, task)  # its stream is held elsewhere
         forward(stream, partial(self._deliver, session.id))
         # Nothing resumes this transport's calls: the stream is let go once it has finished.
         stream.on_finish = call.runtime.drop_stream
@@ -307,7 +307,7 @@ class SseTransport:
         """A message for the session's stream: here if held here, else to the replica that
         holds it."""
         if not self.legacy.sessions.to_stream(session_id, payload):
-            self.legacy.bus.publish("sse", {"sid": session_id, "m": payload.decode()})
+            publish_sse(self.legacy.bus, session_id, payload)
 
     def _recorded(self, draft: Draft, call: LegacyCall, task: asyncio.Task[Outcome]) -> None:
         if not task.cancelled() and (error := task.result()[2]) is not None:

@@ -192,8 +192,79 @@ async def test_after_an_outage_the_listener_resubscribes_and_resyncs_once(
     await wait_until(lambda: ("change", {"kind": "prompts", "uri": None}) in two.got)
     two.bus.publish("ended", {"sid": "s"})
     await wait_until(lambda: ("ended", {"sid": "s"}) in one.got)
-    assert two.got == [("resync", {}), ("change", {"kind": "prompts", "uri": None})]
-    assert one.got == [("resync", {}), ("ended", {"sid": "s"})]
+    # Told at once that the subscription is lost (its streams' messages may be), once.
+    assert two.got == [("away", {}), ("resync", {}), ("change", {"kind": "prompts", "uri": None})]
+    assert one.got == [("away", {}), ("resync", {}), ("ended", {"sid": "s"})]
+
+
+async def test_a_stalled_redis_is_a_lost_subscription_within_the_redis_timeout(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, two = await cluster.started(2)
+    with redis_server.paused():  # its sockets stay open: only the unanswered ping tells
+        stalled = time.monotonic()
+        await wait_until(lambda: "away" in one.kinds() and "away" in two.kinds(), limit=5)
+        noticed = time.monotonic() - stalled
+        assert not one.bus.subscribed
+        assert not one.link.connected  # readiness says so too
+        assert "resync" not in one.kinds()  # resubscribing to a stalled Redis proves nothing
+        await asyncio.sleep(1.5)
+        assert "resync" not in one.kinds()
+    # The ping is answered within TIMEOUT_S, and sent after check_s of silence.
+    assert noticed < TIMEOUT_S + 2 * one.bus.check_s + 1.0
+    await wait_until(lambda: one.bus.subscribed and two.bus.subscribed, limit=10)
+    assert one.kinds() == ["away", "resync"]
+    one.bus.publish("ended", {"sid": "s"})
+    await wait_until(lambda: ("ended", {"sid": "s"}) in two.got)
+
+
+async def test_a_stream_message_that_cannot_go_out_comes_back_as_unsent(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, _ = await cluster.started(2)
+    with redis_server.stopped():
+        await wait_until(lambda: not one.link.connected)
+        one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+        one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+        one.bus.publish("sse", {"sid": "s2", "m": "{}"})
+        one.bus.publish("ended", {"sid": "s3"})
+        await wait_until(lambda: one.bus.dropped == 4)
+    # Once per session and batch; only a stream's messages (the others have no one waiting).
+    unsent = [data for kind, data in one.got if kind == "unsent"]
+    assert {data["sid"] for data in unsent} == {"s1", "s2"}
+    assert all(data["k"] == "sse" for data in unsent)
+
+
+async def stream_held(node: Node, session_id: str, held: bool) -> None:
+    async with asyncio.timeout(5):
+        while await node.bus.stream_held(session_id) != held:  # noqa: ASYNC110 - Redis's answer
+            await asyncio.sleep(0.01)
+
+
+async def test_a_stream_message_reaches_only_the_replica_holding_the_stream(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    one, two, three = await cluster.started(3)
+    assert not await one.bus.stream_held("s1")
+    await two.bus.hold("s1")  # returns once Redis confirmed the subscription
+    assert await one.bus.stream_held("s1")
+    assert await two.bus.stream_held("s1")
+    one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+    await wait_until(lambda: two.got)
+    assert two.got == [("sse", {"sid": "s1", "m": "{}"})]
+    # Held through an outage: subscribed again with the bus's channel.
+    with redis_server.stopped():
+        await wait_until(lambda: not two.bus.subscribed)
+    await wait_until(lambda: two.bus.subscribed and one.bus.subscribed, limit=10)
+    one.bus.publish("sse", {"sid": "s1", "m": "[]"})
+    await wait_until(lambda: ("sse", {"sid": "s1", "m": "[]"}) in two.got)
+    assert [kind for kind in three.kinds() if kind == "sse"] == []
+    assert "unsent" not in one.kinds()
+    # Let go (or its replica gone): a message for it reached nobody, and its sender is told.
+    two.bus.release("s1")
+    await stream_held(one, "s1", False)
+    one.bus.publish("sse", {"sid": "s1", "m": "{}"})
+    await wait_until(lambda: ("unsent", {"k": "sse", "sid": "s1"}) in one.got)
 
 
 async def test_a_command_refused_by_redis_is_no_outage_and_no_resync(

@@ -1,23 +1,17 @@
-"""server.state: which shared-state flavour is built, and what bus events do here.
+"""server.state: which shared-state flavour is built from the settings.
 
-:class:`~server.state.relay.BusRelay` is exercised on a real :class:`~server.app.Application` (its
-hub, its legacy shell and session runtimes), without HTTP: each test calls ``deliver`` as the bus
-would and checks what this process did. The Redis flavour uses the session's ``redis_server``.
+The Redis flavour uses the session's ``redis_server``; what bus messages do here is in
+``tests/state/test_relay.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
-from server.app import Application
-from server.catalog import Catalog, Change
-from server.hub import Closed, Event, Stream
-from server.legacy.runtime import SessionRuntime
 from server.settings import Settings
 from server.state import SharedState
 from server.state.auto import shared_state, state_link, stream_mirror
@@ -26,13 +20,9 @@ from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.redis.mirror import RedisMirror
 from server.state.redis.sessions import RedisSessionStore
-from server.state.relay import BusRelay
-from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
 
 pytestmark = pytest.mark.anyio
-
-ALL_CAPS = {"tools": {}, "prompts": {}, "resources": {"subscribe": True}}
 
 
 def settings(**overrides: Any) -> Settings:
@@ -57,37 +47,6 @@ class Calls:
             busy=lambda _: False,
             ended=self.ended.append,
         )
-
-
-@pytest.fixture
-def app() -> Application:
-    return Application(settings(), Catalog("replication-test", "1.0.0"))
-
-
-def frames(stream: Stream) -> list[bytes]:
-    got = []
-    while not stream.queue.empty():
-        item = stream.queue.get_nowait()
-        assert not isinstance(item, Closed)
-        got.append(item)
-    return got
-
-
-def attach(app: Application) -> Stream:
-    """A hub stream that turns every change into ``kind uri``."""
-
-    def frame(change: Event) -> bytes:
-        assert isinstance(change, Change)
-        return f"{change.kind} {change.uri}".encode()
-
-    return app.hub.attach(frame)
-
-
-async def sleeper(runtime: SessionRuntime, request_id: str | int) -> asyncio.Task[None]:
-    task = asyncio.create_task(asyncio.sleep(30))
-    runtime.inflight[request_id] = task
-    await asyncio.sleep(0)
-    return task
 
 
 # -- shared_state -------------------------------------------------------------------------------
@@ -155,283 +114,6 @@ async def test_with_a_url_the_state_is_in_redis(redis_server: RedisServer) -> No
 def test_a_url_without_a_shared_secret_is_refused(redis_server: RedisServer) -> None:
     with pytest.raises(ValueError, match="MCP_STATE_SECRET"):
         settings(redis_url=redis_server.url)
-
-
-# -- BusRelay.deliver: catalog changes -----------------------------------------------------------
-
-
-async def test_a_change_reaches_the_hub(app: Application) -> None:
-    stream = attach(app)
-    app.relay.deliver("change", {"kind": "tools", "uri": None})
-    app.relay.deliver("change", {"kind": "prompts"})
-    app.relay.deliver("change", {"kind": "resource_updated", "uri": "file:///a.txt"})
-    assert frames(stream) == [b"tools None", b"prompts None", b"resource_updated file:///a.txt"]
-
-
-async def test_a_malformed_change_is_ignored(app: Application) -> None:
-    stream = attach(app)
-    malformed: list[dict[str, Any]] = [
-        {},
-        {"kind": "bogus"},
-        {"kind": None},
-        {"kind": ["tools"]},
-        {"kind": "tools", "uri": 5},
-        {"kind": "tools", "uri": "file:///a"},
-        {"kind": "resource_updated"},
-        {"kind": "resource_updated", "uri": None},
-        {"kind": "resource_updated", "uri": {"x": 1}},
-    ]
-    # A session's GET stream is fed by the hub too (it needs a resource update's uri).
-    runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions.apply("file:///", True)
-    standalone = runtime.standalone_stream(app.hub, lambda: ALL_CAPS)
-    for data in malformed:
-        app.relay.deliver("change", data)
-    assert frames(stream) == []
-    assert standalone.events_after(0) == []
-    app.relay.deliver("change", {"kind": "resource_updated", "uri": "file:///b"})
-    assert frames(stream) == [b"resource_updated file:///b"]
-    assert len(standalone.events_after(0)) == 1
-
-
-async def test_resync_offers_the_three_list_changes(app: Application) -> None:
-    stream = attach(app)
-    app.relay.deliver("resync", {})
-    assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
-
-
-def test_announce_change_publishes_on_the_bus(app: Application) -> None:
-    published: list[tuple[str, dict[str, Any]]] = []
-
-    class RecordingBus(MemoryBus):
-        def publish(self, kind: str, data: dict[str, Any]) -> None:
-            published.append((kind, data))
-
-    app.relay.bus = RecordingBus()
-    app.relay.announce_change(Change("resource_updated", "file:///a"))
-    app.relay.announce_change(Change("tools"))
-    assert published == [
-        ("change", {"kind": "resource_updated", "uri": "file:///a"}),
-        ("change", {"kind": "tools", "uri": None}),
-    ]
-
-
-# -- BusRelay.deliver: a session's events --------------------------------------------------------
-
-
-async def test_ended_releases_what_the_session_holds_here(
-    app: Application, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runtime = app.legacy.runtimes.get("s1")
-    question = asyncio.get_running_loop().create_future()
-    runtime.pending["srv-1"] = question
-    call = await sleeper(runtime, 1)
-    stream = runtime.open_stream()
-    ended: list[str] = []
-    real = app.legacy.sessions.session_ended
-
-    def session_ended(session_id: str) -> None:
-        ended.append(session_id)
-        real(session_id)
-
-    monkeypatch.setattr(app.legacy.sessions, "session_ended", session_ended)
-    app.relay.deliver("ended", {"sid": "s1"})
-    assert ended == ["s1"]
-    assert app.legacy.runtimes.peek("s1") is None
-    assert question.cancelled()
-    await asyncio.sleep(0)
-    assert call.cancelled()
-    assert stream.finished
-    app.relay.deliver("ended", {"sid": "never-here"})  # nothing here: nothing to do
-    assert ended == ["s1", "never-here"]
-
-
-async def test_an_answer_resolves_the_question_waiting_here(app: Application) -> None:
-    runtime = app.legacy.runtimes.get("s1")
-    loop = asyncio.get_running_loop()
-    ok, failed, numeric = loop.create_future(), loop.create_future(), loop.create_future()
-    runtime.pending.update({"srv-a-1": ok, "srv-a-2": failed, "7": numeric})
-    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "accept"}})
-    error = {"code": -32600, "message": "declined"}
-    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-2", "error": error})
-    app.relay.deliver("answer", {"sid": "s1", "id": 7, "result": {}})
-    assert ok.result() == {"result": {"action": "accept"}}
-    assert failed.result() == {"error": error}
-    assert numeric.result() == {"result": {}}
-    # A second answer to the same question changes nothing.
-    app.relay.deliver("answer", {"sid": "s1", "id": "srv-a-1", "result": {"action": "no"}})
-    assert ok.result() == {"result": {"action": "accept"}}
-
-
-async def test_malformed_answers_are_ignored(app: Application) -> None:
-    runtime = app.legacy.runtimes.get("s1")
-    waiting = asyncio.get_running_loop().create_future()
-    runtime.pending["1"] = waiting
-    malformed: list[dict[str, Any]] = [
-        {"sid": "s1"},
-        {"sid": "s1", "id": None, "result": {}},
-        {"sid": "s1", "id": True, "result": {}},
-        {"sid": "s1", "id": 1.0, "result": {}},
-        {"sid": "s1", "id": ["1"], "result": {}},
-        {"sid": "s1", "id": "1", "error": "not an object"},
-        {"sid": "s1", "id": "1", "error": ["x"]},
-        {"sid": "s1", "id": "unknown", "result": {}},
-    ]
-    for data in malformed:
-        app.relay.deliver("answer", data)
-    assert not waiting.done()
-
-
-async def test_cancel_stops_the_call_running_here(app: Application) -> None:
-    runtime = app.legacy.runtimes.get("s1")
-    target = await sleeper(runtime, "req-1")
-    other = await sleeper(runtime, 2)
-    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": "other"}})
-    app.relay.deliver("cancel", {"sid": "s1", "params": "req-1"})
-    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": True}})
-    app.relay.deliver("cancel", {"sid": "s1"})
-    await asyncio.sleep(0)
-    assert not target.done()
-    app.relay.deliver("cancel", {"sid": "s1", "params": {"requestId": "req-1", "reason": "x"}})
-    await asyncio.sleep(0)
-    assert target.cancelled()
-    assert not other.done()
-    other.cancel()
-
-
-async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
-    app: Application,
-) -> None:
-    runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions.apply("file:///old", True)
-    app.relay.deliver("subs", {"sid": "s1", "add": "file:///a"})
-    app.relay.deliver("subs", {"sid": "s1", "add": "db://b"})
-    assert runtime.subscriptions.uris == {"file:///old", "file:///a", "db://b"}
-    app.relay.deliver("subs", {"sid": "s1", "remove": "file:///old"})
-    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
-    # Malformed: no URI string, or the whole-set shape of older replicas: nothing changes.
-    for data in (
-        {"sid": "s1", "add": 5},
-        {"sid": "s1", "remove": ["file:///a"]},
-        {"sid": "s1", "uris": []},
-        {"sid": "s1"},
-    ):
-        app.relay.deliver("subs", data)
-    assert runtime.subscriptions.uris == {"file:///a", "db://b"}
-
-
-def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
-    published: list[tuple[str, dict[str, Any]]] = []
-
-    class RecordingBus(MemoryBus):
-        def publish(self, kind: str, data: dict[str, Any]) -> None:
-            published.append((kind, data))
-
-    app.relay.bus = RecordingBus()
-    app.relay.announce_subscriptions("s1", "file:///a", True)
-    app.relay.announce_subscriptions("s1", "file:///a", False)
-    assert published == [
-        ("subs", {"sid": "s1", "add": "file:///a"}),
-        ("subs", {"sid": "s1", "remove": "file:///a"}),
-    ]
-
-
-async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Application) -> None:
-    session = await app.sessions.create("2025-11-25", {}, {})
-    await app.sessions.subscribe(session.id, "file:///kept")
-    following = app.legacy.runtimes.get(session.id)
-    await following.subscriptions.load(lambda: app.sessions.subscriptions(session.id))
-    following.standalone_stream(app.hub, lambda: ALL_CAPS)
-    # A removal this replica never heard of (the bus was away when it was announced).
-    following.subscriptions.apply("file:///removed-elsewhere", True)
-    idle = app.legacy.runtimes.get("s2")
-    idle.subscriptions.loaded = True
-    app.relay.deliver("resync", {})
-    assert not idle.subscriptions.loaded  # read again when its GET stream opens
-    await wait_until(lambda: following.subscriptions.loaded)
-    assert following.subscriptions.uris == {"file:///kept"}
-
-
-def test_a_message_for_an_http_sse_stream_reaches_it_only_where_it_is_held(
-    app: Application,
-) -> None:
-    held = app.legacy.runtimes.get("s1")
-    stream = held.standalone_stream(app.hub, lambda: ALL_CAPS)
-    held.standalone_followers = 1  # a GET connection follows it here
-    unfollowed = app.legacy.runtimes.get("s2")
-    unfollowed.standalone_stream(app.hub, lambda: ALL_CAPS)
-    app.relay.deliver("sse", {"sid": "s1", "m": '{"jsonrpc":"2.0","id":1,"result":{}}'})
-    app.relay.deliver("sse", {"sid": "s2", "m": "{}"})
-    app.relay.deliver("sse", {"sid": "s1", "m": 5})  # malformed: ignored
-    app.relay.deliver("sse", {"sid": "unknown", "m": "{}"})
-    assert [event.payload for _, event in stream.events_after(0)] == [
-        b'{"jsonrpc":"2.0","id":1,"result":{}}'
-    ]
-    assert unfollowed.standalone is not None
-    assert unfollowed.standalone.last_seq == 0
-    assert app.legacy.runtimes.peek("unknown") is None
-
-
-async def test_unknown_sessions_and_malformed_events_are_ignored(app: Application) -> None:
-    stream = attach(app)
-    runtime = app.legacy.runtimes.get("s1")
-    runtime.subscriptions.apply("file:///keep", True)
-    waiting = asyncio.get_running_loop().create_future()
-    runtime.pending["1"] = waiting
-    events: list[tuple[str, dict[str, Any]]] = [
-        ("answer", {"sid": "unknown", "id": "1", "result": {}}),
-        ("cancel", {"sid": "unknown", "params": {"requestId": 1}}),
-        ("subs", {"sid": "unknown", "add": "file:///x"}),
-        ("answer", {"id": "1", "result": {}}),
-        ("answer", {"sid": None, "id": "1", "result": {}}),
-        ("subs", {"sid": ["s1"], "remove": "file:///keep"}),
-        ("ended", {"sid": 1}),
-        ("ended", {}),
-        ("no-such-kind", {"sid": "s1"}),
-        ("no-such-kind", {}),
-    ]
-    for kind, data in events:
-        app.relay.deliver(kind, data)
-    # Nothing was created for the unknown session, and s1 is as it was.
-    assert app.legacy.runtimes.peek("unknown") is None
-    assert app.legacy.runtimes.ids() == ["s1"]
-    assert runtime.subscriptions.uris == {"file:///keep"}
-    assert not waiting.done()
-    assert frames(stream) == []
-
-
-# -- over a real bus ----------------------------------------------------------------------------
-
-
-async def test_events_from_another_replica_arrive_through_the_bus(
-    redis_server: RedisServer,
-) -> None:
-    prefix = fresh_prefix()
-    links = [RedisLink(redis_server.url, prefix=prefix, timeout_s=0.5) for _ in range(2)]
-    there, here = RedisBus(links[0]), RedisBus(links[1])
-    app = Application(settings(), Catalog("replication-test", "1.0.0"))
-    relay = BusRelay(app.hub, app.legacy.sessions, here)
-    try:
-        there.start(lambda kind, data: None)
-        here.start(relay.deliver)
-        async with asyncio.timeout(5):
-            while not (there.subscribed and here.subscribed):  # noqa: ASYNC110 - no event
-                await asyncio.sleep(0.005)
-        stream = attach(app)
-        runtime = app.legacy.runtimes.get("s1")
-        question = asyncio.get_running_loop().create_future()
-        runtime.pending["srv-x-1"] = question
-        there.publish("change", {"kind": "tools", "uri": None})
-        there.publish("answer", {"sid": "s1", "id": "srv-x-1", "result": {"ok": True}})
-        async with asyncio.timeout(5):
-            await question
-        assert question.result() == {"result": {"ok": True}}
-        assert frames(stream) == [b"tools None"]
-    finally:
-        for bus in (there, here):
-            await bus.close()
-        for link in links:
-            await link.close()
 
 
 NO_REDIS = r"""

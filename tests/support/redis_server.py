@@ -2,9 +2,10 @@
 
 ``RedisServer().start()`` runs Debian's ``redis-server`` (no persistence, its files in a
 temporary directory) and waits for PONG; ``stop`` ends that process (by its PID, nothing
-else) and ``start`` again brings it back on the same port, which is how the fault tests take
-Redis away mid-run. Without ``redis-server`` on the machine the tests that need it are skipped,
-unless ``MCP_TESTS_REQUIRE_REDIS`` is set (CI sets it, so there they fail instead).
+else) and ``start`` again brings it back on the same port, empty, which is how the fault tests
+take Redis away mid-run; ``paused`` stalls it (SIGSTOP, then SIGCONT). Without
+``redis-server`` on the machine the tests that need it are skipped, unless
+``MCP_TESTS_REQUIRE_REDIS`` is set (CI sets it, so there they fail instead).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -84,6 +86,17 @@ class RedisServer:
         process, self.process = self.process, None
         if process is not None:
             stop_process(process)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Redis stalled for the block (SIGSTOP of this process only: its sockets stay open
+        and nothing answers), and going on afterwards (SIGCONT), whatever happens."""
+        assert self.process is not None, "not running"
+        os.kill(self.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(self.process.pid, signal.SIGCONT)
 
     @contextlib.contextmanager
     def stopped(self) -> Iterator[None]:

@@ -3,8 +3,12 @@
 :class:`RedisBus` publishes on one Redis channel and delivers what other replicas publish (its
 own messages come back too and are skipped). Publishing never blocks the caller: messages queue
 (bounded) for one publisher task that keeps their order. Pub/sub keeps nothing for a subscriber
-that is away, so after an outage the bus delivers ``resync`` locally: list streams are told
-their lists changed, and clients re-read what they may have missed.
+that is away, so losing the subscription is told locally at once (``away``: what other replicas
+send meanwhile is lost), and ``resync`` once subscribed again. A stalled Redis closes no socket,
+so the listener pings on its own connection when the channel is quiet: silence for
+``MCP_REDIS_TIMEOUT_S`` past a ping is a lost subscription too. A message for a session's
+stream that did not go out (Redis failed, or nobody was subscribed) comes back locally as
+``unsent``, so the replica that ran the call learns its answer was lost.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import orjson
 from redis.asyncio.client import PubSub
 
 from server.aio import next_batch, stop_task
+from server.errors import ServiceUnavailable
 from server.state.bus import Deliver
-from server.state.redis.link import RedisLink, command_refused, redis_failure
+from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +39,17 @@ class RedisBus:
         self.link = link
         self.channel = link.key("bus")
         self.origin = secrets.token_hex(8)
-        self._queue: asyncio.Queue[bytes] | None = None
+        self._queue: asyncio.Queue[tuple[str, bytes]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._local: Deliver | None = None
+        # The channels of the HTTP+SSE streams held here, each with its SUBSCRIBE confirmed.
+        self._held: dict[str, asyncio.Future[None]] = {}
+        self._pubsub: PubSub | None = None
+        self._releases: set[asyncio.Task[None]] = set()
+        self._missed = False  # the subscription was lost: resync once it is back
+        # How often a quiet subscription is checked with a ping, and how long it may stay
+        # silent past one before it counts as lost.
+        self.check_s = min(1.0, link.timeout_s / 2)
         self.published = 0
         self.delivered = 0
         self.dropped = 0  # not published: queue full or Redis away
@@ -49,12 +63,17 @@ class RedisBus:
             self.dropped += 1
             return
         message = orjson.dumps({"o": self.origin, "k": kind, "d": data, "t": time.monotonic()})
+        session_id = data.get("sid")
+        channel = self.channel
+        if kind == "sse" and isinstance(session_id, str):
+            channel = self._stream_channel(session_id)  # only the replica holding it hears it
         try:
-            self._queue.put_nowait(message)
+            self._queue.put_nowait((channel, message))
         except asyncio.QueueFull:
             self.dropped += 1
 
     def start(self, deliver: Deliver) -> None:
+        self._local = deliver
         self._queue = asyncio.Queue(QUEUE_LIMIT)
         self._tasks = [
             asyncio.create_task(self._publisher(), name="bus-publisher"),
@@ -92,12 +111,12 @@ class RedisBus:
                 for _ in batch:
                     queue.task_done()
 
-    async def _publish(self, batch: list[bytes]) -> None:
+    async def _publish(self, batch: list[tuple[str, bytes]]) -> None:
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
-                for message in batch:
-                    pipe.publish(self.channel, message)
-                await self.link.run(pipe.execute())
+                for channel, message in batch:
+                    pipe.publish(channel, message)
+                receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
         except Exception:
             # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
@@ -105,26 +124,38 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
+            self._unsent([message for _, message in batch])
+            return
+        # Nobody subscribed: for a stream's message, no replica holds that stream any more.
+        heard = zip(batch, receivers, strict=True)
+        self._unsent([message for (_, message), count in heard if count == 0])
+
+    def _unsent(self, messages: list[bytes]) -> None:
+        """Tell this replica which sessions' stream messages did not go out (once each)."""
+        if self._local is None or not messages:
+            return
+        sessions: dict[str, None] = {}
+        for message in messages:
+            event = orjson.loads(message)
+            if event["k"] == "sse":
+                sessions[event["d"]["sid"]] = None
+        for session_id in sessions:
+            try:
+                self._local("unsent", {"k": "sse", "sid": session_id})
+            except Exception:
+                log.exception("handling an unsent bus message failed")
 
     async def _listener(self, deliver: Deliver) -> None:
-        missed = False
         while True:
-            pubsub: PubSub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            # Subscribe confirmations come through: only one proves the subscription works.
+            pubsub: PubSub = self.link.client.pubsub()
             try:
-                await pubsub.subscribe(self.channel)
-                self.subscribed = True
-                self.link.seen()
-                if missed:
-                    missed = False
-                    deliver("resync", {})
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        if not self.link.connected:
-                            # The monitor saw Redis go; this socket may not know yet.
-                            raise ConnectionError("Redis lost")
-                        continue
-                    self._deliver(message, deliver)
+                channels = list(self._held)
+                await pubsub.subscribe(self.channel, *channels)
+                self._pubsub = pubsub  # from now on hold() subscribes on it itself
+                if missing := [channel for channel in self._held if channel not in channels]:
+                    await pubsub.subscribe(*missing)  # held while this one subscribed
+                await self._listen(pubsub, deliver)
             except asyncio.CancelledError:
                 raise
             except Exception as failure:
@@ -135,12 +166,107 @@ class RedisBus:
                     if not redis_failure(failure):
                         log.exception("the bus listener failed; resubscribing")
                     self.link.lost(failure)
-                missed = True
+                self._away(deliver)
             finally:
                 self.subscribed = False
+                self._pubsub = None
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
             await asyncio.sleep(1.0)
+
+    async def _listen(self, pubsub: PubSub, deliver: Deliver) -> None:
+        """Deliver what comes on the channel until the subscription is lost (raises)."""
+        loop = asyncio.get_running_loop()
+        heard = pinged = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self.check_s)
+            now = loop.time()
+            if message is not None:
+                heard = now
+                kind = message.get("type")
+                channel = message.get("channel")
+                if isinstance(channel, bytes):
+                    channel = channel.decode()
+                if kind == "subscribe" and channel != self.channel:
+                    confirmed = self._held.get(channel)
+                    if confirmed is not None and not confirmed.done():
+                        confirmed.set_result(None)
+                elif kind == "subscribe":
+                    if self.subscribed:
+                        # The client reconnected by itself and subscribed again: whatever
+                        # was published in between is lost.
+                        self._away(deliver)
+                    self.subscribed = True
+                    self.link.seen()
+                    if self._missed:
+                        self._missed = False
+                        deliver("resync", {})
+                elif kind == "message":
+                    self._deliver(message, deliver)
+                continue
+            if self.subscribed and not self.link.connected:
+                # The monitor saw Redis go; this socket may not know yet.
+                raise ConnectionError("Redis lost")
+            if now - heard > self.link.timeout_s + self.check_s:
+                raise ConnectionError("Redis does not answer on the bus's connection")
+            if now - pinged >= self.check_s:
+                pinged = now
+                await pubsub.ping()
+
+    # -- the streams held here --------------------------------------------------------------
+
+    def _stream_channel(self, session_id: str) -> str:
+        return f"{self.channel}:sse:{session_id}"
+
+    async def hold(self, session_id: str) -> None:
+        channel = self._stream_channel(session_id)
+        confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held[channel] = confirmed
+        try:
+            pubsub = self._pubsub
+            if pubsub is not None:
+                await pubsub.subscribe(channel)
+            # Else the listener subscribes to it with the bus's channel, once it can.
+            async with asyncio.timeout(self.link.timeout_s):
+                await confirmed
+        except BaseException as failure:
+            self.release(session_id)
+            if not redis_failure(failure):
+                raise
+            raise ServiceUnavailable(
+                "The bus between replicas does not answer; retry shortly",
+                retry_after=PING_LOST_S,
+            ) from None
+
+    def release(self, session_id: str) -> None:
+        channel = self._stream_channel(session_id)
+        if self._held.pop(channel, None) is None or self._pubsub is None:
+            return
+        task = asyncio.ensure_future(self._unsubscribe(self._pubsub, channel))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    @staticmethod
+    async def _unsubscribe(pubsub: PubSub, channel: str) -> None:
+        with contextlib.suppress(Exception):  # gone with its connection anyway
+            await pubsub.unsubscribe(channel)
+
+    async def stream_held(self, session_id: str) -> bool:
+        channel = self._stream_channel(session_id)
+        if channel in self._held:
+            return True
+        counts = await self.link.run(self.link.client.pubsub_numsub(channel))
+        return bool(counts) and int(counts[0][1]) > 0
+
+    def _away(self, deliver: Deliver) -> None:
+        """The subscription is lost: told once per outage, and ``resync`` once it is back."""
+        if self._missed:
+            return
+        self._missed = True
+        try:
+            deliver("away", {})
+        except Exception:
+            log.exception("handling the bus's lost subscription failed")
 
     def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
         if message.get("type") != "message":
