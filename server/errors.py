@@ -32,6 +32,7 @@ the tree complete)::
     │   └── InvalidAuthRequest      -32600  400  a malformed ``Authorization``
     ├── JwksUnavailable             -32603  503  no signing keys loaded (security.jwt)
     ├── RateLimited                 -32000  429  ``data.retryAfter`` (security.limits)
+    │   └── QuotaExceeded           -32000  429  a tenant's quota for a tool (security.quotas)
     ├── TooManyStreams              -32000  429  open streams per client (security.limits)
     ├── TooManySessions             -32000  429  sessions per client (security.limits)
     ├── TooManyPending              -32000  429  running per HTTP+SSE session (security.limits)

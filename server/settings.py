@@ -136,6 +136,11 @@ class Settings(BaseSettings):
     auth_tenant_claim: str = ""
     auth_tenant_missing: Literal["reject", "default"] = "reject"
     auth_default_tenant: str = "default"
+    # Calls per tenant and tool in a window, counted across replicas in Redis when it is set
+    # (server/security/quotas.py): [{"tenant": "acme", "tool": "search", "limit": 5, "per": "1m"}].
+    quotas: str = ""
+    # When Redis cannot count a quota: let the call through (open) or refuse it with 503 (closed).
+    quota_on_redis_failure: Literal["open", "closed"] = "open"
     auth_required_scopes: CommaList = []
     auth_issuer: str = ""
     auth_audience: str = ""
@@ -236,6 +241,12 @@ class Settings(BaseSettings):
     @classmethod
     def _report_path_shape(cls, value: str) -> str:
         return checks.endpoint_path(value, "MCP_REPORT_PATH", "/admin/report")
+
+    @field_validator("quotas")
+    @classmethod
+    def _quotas(cls, value: str) -> str:
+        checks.quotas(value)
+        return value
 
     @field_validator("retire")
     @classmethod

@@ -9,6 +9,7 @@ check guards which field, stay in :mod:`server.settings`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -207,3 +208,37 @@ def task_ttl_range(minimum_s: float, ttl_s: float, maximum_s: float) -> None:
         raise ValueError(
             "MCP_TASK_TTL_S must lie between MCP_TASK_TTL_MIN_S and MCP_TASK_TTL_MAX_S"
         )
+
+
+_WINDOW = re.compile(r"(\d+)\s*(s|m|h|d)")
+_WINDOW_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_QUOTAS = 256
+
+
+def quotas(text: str) -> list[tuple[str, str, int, int]]:
+    """``MCP_QUOTAS``: a JSON list of ``{"tenant", "tool", "limit", "per"}`` (``*`` for any
+    tenant or tool; ``per`` such as ``1m``), as (tenant, tool, limit, window seconds)."""
+    if not text.strip():
+        return []
+    try:
+        entries = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"MCP_QUOTAS is not JSON ({error.msg} at {error.pos})") from None
+    if not isinstance(entries, list) or len(entries) > MAX_QUOTAS:
+        raise ValueError(f"MCP_QUOTAS is a JSON list of at most {MAX_QUOTAS} quotas")
+    found = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) - {"tenant", "tool", "limit", "per"}:
+            raise ValueError(f'MCP_QUOTAS: {entry!r} is not {{"tenant", "tool", "limit", "per"}}')
+        tenant, tool = entry.get("tenant", "*"), entry.get("tool", "*")
+        limit, per = entry.get("limit"), entry.get("per", "1m")
+        window = _WINDOW.fullmatch(per.strip()) if isinstance(per, str) else None
+        if not isinstance(tenant, str) or not isinstance(tool, str) or not tenant or not tool:
+            raise ValueError(f"MCP_QUOTAS: tenant and tool are names (or *), in {entry!r}")
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"MCP_QUOTAS: limit must be a whole number above 0, in {entry!r}")
+        if window is None or int(window.group(1)) < 1:
+            raise ValueError(f"MCP_QUOTAS: per must be like 30s, 1m, 1h or 1d, in {entry!r}")
+        seconds = int(window.group(1)) * _WINDOW_S[window.group(2)]
+        found.append((tenant, tool, limit, seconds))
+    return found

@@ -43,8 +43,10 @@ from server.retirement.plan import parse_plan
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
+from server.security.quotas import build_quotas
 from server.settings import Settings
-from server.state.auto import shared_state, state_link, stream_mirror
+from server.settings_checks import quotas as quota_entries
+from server.state.auto import quota_counter, shared_state, state_link, stream_mirror
 from server.state.messages import publish_subscription
 from server.state.relay import BusRelay
 from server.tasks.model import TaskLimits
@@ -208,17 +210,18 @@ class Application:
                 retiring.gauges if retiring is not None else list,
             )
         )
-        self.endpoint = McpEndpoint(
-            ModernHttp(
-                self.modern,
-                self.hub,
-                self.gate,
-                StreamOptions(
-                    keepalive_s=settings.keepalive_s,
-                    send_timeout_s=settings.send_timeout_s,
-                    shutdown_grace_s=settings.shutdown_grace_s,
-                ),
+        modern_http = ModernHttp(
+            self.modern,
+            self.hub,
+            self.gate,
+            StreamOptions(
+                keepalive_s=settings.keepalive_s,
+                send_timeout_s=settings.send_timeout_s,
+                shutdown_grace_s=settings.shutdown_grace_s,
             ),
+        )
+        self.endpoint = McpEndpoint(
+            modern_http,
             self.legacy,
             self.gate,
             self.recorder,
@@ -249,6 +252,12 @@ class Application:
             )
             self.endpoint.sse = self.sse
         self.endpoint.retiring = self.legacy.sessions.retiring = retiring
+        quotas = build_quotas(
+            quota_entries(settings.quotas),
+            quota_counter(self.shared.link),
+            fail_open=settings.quota_on_redis_failure == "open",
+        )
+        self.legacy.quotas = modern_http.quotas = quotas
         self.lifecycle = Lifecycle(
             settings,
             catalog=catalog,

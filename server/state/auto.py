@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.errors import ConfigurationError
 from server.legacy.sessions import SessionStore
+from server.security.quotas import MemoryQuotaCounter, QuotaCounter
 from server.settings import Settings
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore, MemoryTaskStore
@@ -124,3 +125,13 @@ def shared_state(
         ended=ended,
     )
     return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))
+
+
+def quota_counter(link: RedisLink | None) -> QuotaCounter:
+    """Where quotas are counted: in Redis when state is shared (every replica counts into one
+    key), else in this process."""
+    if link is None:
+        return MemoryQuotaCounter()
+    from server.state.redis.quotas import RedisQuotaCounter
+
+    return RedisQuotaCounter(link)

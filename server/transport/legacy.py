@@ -34,6 +34,7 @@ from server.protocol import PRIMING_SINCE
 from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.gate import Gate
+from server.security.quotas import Quotas
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror
 from server.state.messages import publish_answer, publish_cancel, publish_ended
@@ -60,6 +61,8 @@ class LegacyHttp:
     ) -> None:
         self.era = era
         self.gate = gate
+        # MCP_QUOTAS, when set (server.security.quotas): no call pays for a check otherwise.
+        self.quotas: Quotas | None = None
         self.runtimes = runtimes
         self.hub = hub
         self.options = options
@@ -164,6 +167,8 @@ class LegacyHttp:
             await send_json(send, 200, encode_result(request.id, {}))
             return
         session, runtime = await self.sessions.find(headers, draft)
+        if self.quotas is not None and isinstance(target, Tool):
+            await self.quotas.charge(principal.tenant, target.name)  # 429 before the call
         call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(
             receive,

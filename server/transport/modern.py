@@ -14,7 +14,7 @@ response stream cancels the handler. Listen streams live in the request's own ta
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,6 +31,7 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
+from server.security.quotas import Quotas
 from server.transport.disconnect import DisconnectWatch, uncancel
 from server.transport.response_writer import ResponseWriter
 from server.transport.send import END_OF_BODY, send_empty, send_json, send_within
@@ -58,6 +59,8 @@ class ModernHttp:
         self.modern = modern
         self.hub = hub
         self.gate = gate
+        # MCP_QUOTAS, when set (server.security.quotas): no call pays for a check otherwise.
+        self.quotas: Quotas | None = None
         self.options = options
 
     def post(
@@ -92,6 +95,11 @@ class ModernHttp:
         if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
         caller = None if principal.anonymous else principal
+        if self.quotas is not None and isinstance(call.target, Tool):
+            # Counted (in Redis with replicas) before the call starts, while a 429 can be sent.
+            charge = self.quotas.charge(principal.tenant, call.target.name)
+            answer = partial(self.answer, receive, send, call, draft)
+            return _after(charge, answer, json_ok, sse_ok, caller, headers)
         return self.answer(
             receive,
             send,
@@ -294,3 +302,16 @@ class ModernHttp:
     def _send_frame(self, send: Send, frame: bytes) -> Awaitable[None]:
         body = {"type": "http.response.body", "body": frame, "more_body": True}
         return send_within(send, body, self.options.send_timeout_s)
+
+
+async def _after(
+    charge: Awaitable[None],
+    answer: Callable[..., Awaitable[None]],
+    json_ok: bool,
+    sse_ok: bool,
+    caller: Principal | None,
+    headers: Headers,
+) -> None:
+    """A tool call's answer once its quotas are charged (a refusal raises before it starts)."""
+    await charge
+    await answer(json_ok=json_ok, sse_ok=sse_ok, caller=caller, headers=headers)

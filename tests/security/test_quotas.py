@@ -1,0 +1,138 @@
+"""Quotas per tenant and tool: counted before the call, refused with 429 and Retry-After past
+the limit, the same whichever replica serves (Redis), open or closed when Redis cannot count."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx
+import pytest
+
+from server import Catalog, create_app
+from server.errors import ConfigurationError, ServiceUnavailable
+from server.security.quotas import MemoryQuotaCounter, Quota, QuotaExceeded, Quotas
+from server.settings import Settings, load_settings
+from tests.support.mcp_client import initialize, legacy, modern, modern_headers
+from tests.support.redis_server import fresh_prefix
+
+pytestmark = pytest.mark.anyio
+
+
+def digest(token: str) -> str:
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+A, B = "tenant-a-token-0123456789", "tenant-b-token-0123456789"
+TOKENS = [f"{digest(A)};name=a;tenant=acme", f"{digest(B)};name=b;tenant=globex"]
+QUOTA = json.dumps([{"tenant": "acme", "tool": "search", "limit": 5, "per": "1m"}])
+
+
+def catalog() -> Catalog:
+    made = Catalog("quotas", "1.0.0")
+
+    @made.tool()
+    async def search(q: str = "") -> str:
+        return f"found {q}"
+
+    @made.tool()
+    async def other() -> str:
+        return "ok"
+
+    return made
+
+
+async def test_only_the_matching_quota_counts_and_the_sixth_call_is_refused() -> None:
+    quotas = Quotas(
+        [Quota("acme", "search", 5, 60), Quota("*", "*", 100, 60)], MemoryQuotaCounter()
+    )
+    for _ in range(5):
+        await quotas.charge("acme", "search")
+    with pytest.raises(QuotaExceeded) as refused:
+        await quotas.charge("acme", "search")
+    assert refused.value.data["tenant"] == "acme"
+    assert 0 < refused.value.retry_after <= 60
+    await quotas.charge("globex", "search")  # another tenant
+    await quotas.charge("acme", "other")  # another tool
+
+
+class Down:
+    async def charge(self, keys: object) -> list[int]:
+        raise ServiceUnavailable("Redis does not answer")
+
+
+async def test_a_counter_that_fails_lets_calls_through_or_refuses_them_as_configured() -> None:
+    await Quotas([Quota("*", "*", 1, 60)], Down(), fail_open=True).charge("acme", "search")
+    with pytest.raises(ServiceUnavailable):
+        await Quotas([Quota("*", "*", 1, 60)], Down(), fail_open=False).charge("acme", "x")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('[{"tenant": "acme", "tool": "search", "limit": 0}]', "limit must be a whole number"),
+        ('[{"tenant": "acme", "limit": 5, "per": "a minute"}]', "per must be like 30s"),
+        ('[{"tenant": "acme", "limit": 5, "every": "1m"}]', "is not"),
+        ("[{", "MCP_QUOTAS is not JSON"),
+    ],
+)
+def test_a_quota_that_cannot_parse_stops_the_start_in_one_line(text: str, says: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        load_settings(quotas=text)
+    assert says in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+async def call(client: httpx.AsyncClient, token: str, tool: str) -> httpx.Response:
+    message = modern("tools/call", {"name": tool, "arguments": {}})
+    headers = {**modern_headers(message), "Authorization": f"Bearer {token}"}
+    return await client.post("/mcp", json=message, headers=headers)
+
+
+async def test_a_tenants_quota_holds_across_replicas_sharing_redis(redis_server) -> None:
+    prefix = fresh_prefix()
+    settings = Settings(
+        auth="tokens",
+        auth_tokens=TOKENS,
+        quotas=QUOTA,
+        redis_url=redis_server.url,
+        redis_prefix=prefix,
+        records=[],
+        state_secret="x" * 32,
+    )
+    replicas = [create_app(settings, catalog=catalog()) for _ in range(3)]
+    clients = [
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+        for app in replicas
+    ]
+    try:
+        async with (
+            replicas[0].lifespan(replicas[0]),
+            replicas[1].lifespan(replicas[1]),
+            replicas[2].lifespan(replicas[2]),
+        ):
+            answers = [await call(clients[n % 3], A, "search") for n in range(5)]
+            assert [a.status_code for a in answers] == [200] * 5
+            sixth = await call(clients[2], A, "search")  # a replica that served one of them
+            assert sixth.status_code == 429
+            assert int(sixth.headers["retry-after"]) >= 1
+            assert sixth.json()["error"]["data"]["limit"] == "quota"
+            assert (await call(clients[1], B, "search")).status_code == 200  # B unaffected
+            assert (await call(clients[0], A, "other")).status_code == 200  # another tool
+            # The legacy era counts into the same quota.
+            headers = {
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "Authorization": f"Bearer {A}",
+            }
+            opened = await clients[1].post("/mcp", json=initialize(), headers=headers)
+            session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            refused = await clients[1].post(
+                "/mcp",
+                json=legacy("tools/call", {"name": "search", "arguments": {}}),
+                headers=session,
+            )
+            assert refused.status_code == 429
+    finally:
+        for client in clients:
+            await client.aclose()
