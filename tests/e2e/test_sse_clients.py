@@ -323,6 +323,7 @@ def proxy_read_timeout(seconds: int, folder: Path) -> Iterator[None]:
 
 
 @needs_nginx
+@pytest.mark.timeout(600)  # waits out a 60 s proxy timeout by design
 @pytest.mark.anyio
 async def test_a_call_silent_longer_than_the_proxy_idle_timeout_returns(
     redis_server: RedisServer, tmp_path: Path
