@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
-def make_catalog() -> Catalog:
+def shared_state_catalog() -> Catalog:
     catalog = Catalog("shared-state-test", "1.0.0")
 
     add_toggle_tool(catalog, "toggle")
@@ -93,7 +93,7 @@ def replicas(redis_server: Any, tmp_path: Any) -> Iterator[list[str]]:
     prefix = fresh_prefix()  # each test its own keys and channel
     threads = []
     for _ in range(2):
-        app = Application(replica_settings(redis_server, prefix), make_catalog())
+        app = Application(replica_settings(redis_server, prefix), shared_state_catalog())
         threads.append(ServerThread(app).start())
     try:
         wait_ready([thread.url for thread in threads])
@@ -308,7 +308,9 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
     thread = None
     try:
         settings = replica_settings(redis_server, fresh_prefix())
-        thread = ServerThread(Application(settings, make_catalog()), check_health=True).start()
+        thread = ServerThread(
+            Application(settings, shared_state_catalog()), check_health=True
+        ).start()
         url = thread.url
         async with httpx.AsyncClient(timeout=5) as client:
             ready = await client.get(f"{url}/readyz")

@@ -66,7 +66,7 @@ def fresh_signals() -> None:
     signals = Signals()
 
 
-def make_catalog() -> Catalog:
+def legacy_catalog() -> Catalog:
     catalog = Catalog("legacy-http-test", "1.0.0", instructions="Test server.")
 
     @catalog.tool
@@ -182,7 +182,7 @@ def asgi_client(app: Application) -> httpx.AsyncClient:
 
 @pytest.fixture
 async def app() -> AsyncIterator[Application]:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     async with application.lifespan(application.starlette):
         yield application
 
@@ -208,7 +208,7 @@ def running(app: Application, **overrides: Any) -> Iterator[Live]:
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
-    with running(create_app(settings(), make_catalog())) as server:
+    with running(create_app(settings(), legacy_catalog())) as server:
         yield server
 
 
@@ -291,7 +291,7 @@ async def test_initialized_notification_is_202_and_marks_the_session(
 
 
 async def test_ping_works_without_a_session() -> None:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     async with asgi_client(application) as http:
         response = await http.post("/mcp", json=legacy("ping", id="p"), headers={"Accept": BOTH})
     assert response.status_code == 200
@@ -334,7 +334,7 @@ async def test_request_without_a_session_id_says_what_is_missing(
 
 async def test_get_and_delete_without_a_session_id_are_400() -> None:
     # With the HTTP+SSE transport on, such a GET opens its stream (tests/transport/test_legacy_sse).
-    application = create_app(settings(sse_transport=False), make_catalog())
+    application = create_app(settings(sse_transport=False), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         get = await http.get("/mcp", headers={"Accept": "text/event-stream"})
         assert get.status_code == 400
@@ -509,7 +509,7 @@ async def test_answer_to_an_unknown_request_id_is_202(http: httpx.AsyncClient) -
 
 
 async def test_the_session_cap_answers_503_with_a_jsonrpc_error() -> None:
-    application = create_app(settings(max_sessions=2), make_catalog())
+    application = create_app(settings(max_sessions=2), legacy_catalog())
     async with asgi_client(application) as http:
         await legacy_session(http)
         await legacy_session(http)
@@ -617,7 +617,7 @@ async def test_a_batch_past_the_cap_is_refused_naming_the_cap(http: httpx.AsyncC
 async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
     # A batch was one request to the rate limiter, whatever its length.
     overrides = {"rate_limit_rps": 0.001, "rate_limit_burst": 40, "rate_limit_exempt": ""}
-    application = create_app(settings(**overrides), make_catalog())
+    application = create_app(settings(**overrides), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http, "2025-03-26")  # initialize + initialized: 2 of 40
         first = await client.post([legacy("ping", id=n) for n in range(30)])
@@ -633,7 +633,7 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
     # is read, a batch at the cap is answered, and /healthz stays quick throughout (the
     # 100 ms target on a quiet machine is tests/bench/abuse.py's; this bound leaves room for a
     # loaded CI machine and is still a hundred times below the old freeze).
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     latencies: list[float] = []
     done = threading.Event()
 
@@ -707,7 +707,7 @@ async def test_a_batch_that_cancels_its_own_request_still_answers(
 
 
 async def test_a_session_found_expired_on_use_releases_its_runtime() -> None:
-    application = create_app(settings(session_idle_timeout_s=0.05), make_catalog())
+    application = create_app(settings(session_idle_timeout_s=0.05), legacy_catalog())
     async with asgi_client(application) as http:
         client = await legacy_session(http)
         assert client.session_id is not None
@@ -719,7 +719,7 @@ async def test_a_session_found_expired_on_use_releases_its_runtime() -> None:
 
 
 async def test_the_cap_never_evicts_a_busy_session() -> None:
-    application = create_app(settings(max_sessions=1, session_idle_timeout_s=0.1), make_catalog())
+    application = create_app(settings(max_sessions=1, session_idle_timeout_s=0.1), legacy_catalog())
     async with asgi_client(application) as http:
         busy = await legacy_session(http)
         assert busy.session_id is not None
@@ -811,7 +811,7 @@ async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.As
 
 
 async def test_no_log_messages_before_set_level_when_the_default_is_off() -> None:
-    application = create_app(settings(legacy_default_log_level="off"), make_catalog())
+    application = create_app(settings(legacy_default_log_level="off"), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http)
         body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
@@ -819,7 +819,7 @@ async def test_no_log_messages_before_set_level_when_the_default_is_off() -> Non
 
 
 async def test_the_default_log_level_is_a_setting() -> None:
-    application = create_app(settings(legacy_default_log_level="warning"), make_catalog())
+    application = create_app(settings(legacy_default_log_level="warning"), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http)
         async with client.stream(tool_call("chatty", id=7)) as events:
@@ -1169,7 +1169,7 @@ async def test_a_last_event_id_this_server_cannot_have_made_is_400(
 
 
 async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keeps_one() -> None:
-    application = create_app(settings(session_idle_timeout_s=0.3), make_catalog())
+    application = create_app(settings(session_idle_timeout_s=0.3), legacy_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
             idle = await legacy_session(http)
@@ -1194,7 +1194,7 @@ async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keep
 
 
 async def test_graceful_shutdown_ends_open_get_streams() -> None:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
             client = await legacy_session(http)

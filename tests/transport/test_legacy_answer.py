@@ -74,7 +74,7 @@ async def wait_for_gate(mine: Seen) -> None:
         raise
 
 
-def make_catalog() -> Catalog:
+def inline_catalog() -> Catalog:
     catalog = Catalog("legacy-inline-test", "1.0.0")
 
     @catalog.tool
@@ -137,7 +137,7 @@ def settings(**overrides: Any) -> Settings:
 
 @pytest.fixture
 async def app() -> AsyncIterator[Application]:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), inline_catalog())
     async with application.lifespan(application.starlette):
         yield application
 
@@ -331,7 +331,7 @@ async def test_a_json_answer_leaves_no_reference_cycle_behind(
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[ServerThread]:
-    server = ServerThread(create_app(settings(), make_catalog()), graceful_timeout=1).start()
+    server = ServerThread(create_app(settings(), inline_catalog()), graceful_timeout=1).start()
     try:
         yield server
     finally:
