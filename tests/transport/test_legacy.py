@@ -8,7 +8,6 @@ them through thread-safe events.
 """
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,8 +20,9 @@ import pytest
 from server import Catalog, Context
 from server.app import Application, create_app
 from server.legacy.eventstream import parse_event_id
-from server.settings import Settings
+from tests.support import legacy_http
 from tests.support.core_helpers import add_toggle_tool
+from tests.support.legacy_http import RETRY_MS, asgi_client, running, settings
 from tests.support.live_server import ServerThread as Live
 from tests.support.mcp_client import (
     BOTH,
@@ -43,7 +43,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 VERSION = "2025-11-25"
 ALL_CAPS: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
-RETRY_MS = 250
 
 
 class Signals:
@@ -160,24 +159,7 @@ def add_change_tools(catalog: Catalog) -> None:
         return f"Hello {name}"
 
 
-def settings(**overrides: Any) -> Settings:
-    options: dict[str, Any] = {
-        "keepalive_s": 0.2,
-        "sse_retry_ms": RETRY_MS,
-        "client_request_timeout_s": 3,
-        "shutdown_grace_s": 0.5,
-    }
-    options.update(overrides)
-    return Settings(_env_file=None, **options)
-
-
 # -- in-process (ASGI) --------------------------------------------------------------------------
-
-
-def asgi_client(app: Application) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=5
-    )
 
 
 @pytest.fixture
@@ -187,35 +169,17 @@ async def app() -> AsyncIterator[Application]:
         yield application
 
 
-@pytest.fixture
-async def http(app: Application) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app) as client:
-        yield client
+http = legacy_http.http  # the in-process client, over app
+net = legacy_http.net  # the client over a real socket, over live
 
 
 # -- a real uvicorn in a thread -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def running(app: Application, **overrides: Any) -> Iterator[Live]:
-    live = Live(app, graceful_timeout=1, **overrides).start()
-    try:
-        yield live
-    finally:
-        if live.thread.is_alive():
-            live.stop()
 
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     with running(create_app(settings(), legacy_catalog())) as server:
         yield server
-
-
-@pytest.fixture
-async def net(live: Live) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=5) as client:
-        yield client
 
 
 def is_visible_ascii(text: str) -> bool:
