@@ -1,13 +1,23 @@
 """Shared pytest configuration: async tests run on asyncio through anyio's plugin, and the
 end-to-end suites are marked ``slow`` so that ``pytest -m "not slow"`` is the inner loop."""
 
+import asyncio
 import os
+import signal
+import sys
+import traceback
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 # Apps built by tests write no request records unless a test asks for a sink itself.
 os.environ.setdefault("MCP_RECORDS", "none")
+
+# The inner loop runs again and again: keep the compiled (assertion-rewritten) test modules
+# even where PYTHONDONTWRITEBYTECODE is set, as on the project's machines (__pycache__ is
+# git-ignored). Collecting takes about 5 s with them, 25 s without.
+sys.dont_write_bytecode = False
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
@@ -19,6 +29,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.slow)
+
+
+def awaiting(coro: object) -> traceback.StackSummary:
+    """The frames a suspended coroutine waits in, down its chain of awaits."""
+    frames = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            frames.append((frame, frame.f_lineno))
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return traceback.StackSummary.extract(frames)
+
+
+@pytest.hookimpl(wrapper=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> object:
+    # pytest-timeout fails a hung test from SIGALRM, whose traceback ends in the event loop's
+    # select: for an async test, show where each pending task waits, i.e. the line that hangs.
+    result = yield
+    fail = signal.getsignal(signal.SIGALRM)
+    if callable(fail):
+
+        def show_tasks_then_fail(signum: int, frame: FrameType | None) -> None:
+            loop = asyncio._get_running_loop()
+            if loop is not None:
+                stacks = [
+                    f"{task.get_name()}:\n{''.join(awaiting(task.get_coro()).format())}"
+                    for task in asyncio.all_tasks(loop)
+                ]
+                item.config.get_terminal_writer().write(
+                    "\n+++ where the pending tasks wait +++\n" + "\n".join(stacks)
+                )
+            fail(signum, frame)
+
+        signal.signal(signal.SIGALRM, show_tasks_then_fail)
+    return result
 
 
 @pytest.fixture

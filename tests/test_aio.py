@@ -325,7 +325,8 @@ async def test_a_cancellation_while_suspended_reaches_the_coroutine() -> None:
         await started
 
     task = asyncio.create_task(runner())
-    await waiting.wait()
+    async with asyncio.timeout(5):
+        await waiting.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

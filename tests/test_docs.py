@@ -313,3 +313,33 @@ def test_the_configuration_page_shows_the_defaults_of_env_example() -> None:
         if example.get(name) != shown
     }
     assert wrong == {}, "docs/configuration.md and .env.example disagree (shown, example)"
+
+
+# -- the inner loop: what `pytest -m "not slow"` leaves out ----------------------------------
+
+
+def slow_modules() -> set[str]:
+    """The test modules outside tests/e2e/ whose ``pytestmark`` holds ``pytest.mark.slow``."""
+    found = set()
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        if ROOT / "tests" / "e2e" in path.parents:
+            continue
+        marks = [
+            ast.unparse(node.value)
+            for node in ast.parse(text(path)).body
+            if isinstance(node, ast.Assign)
+            and any(getattr(target, "id", None) == "pytestmark" for target in node.targets)
+        ]
+        if any("pytest.mark.slow" in mark for mark in marks):
+            found.add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_the_development_page_names_every_module_the_inner_loop_leaves_out() -> None:
+    page = " ".join(text(DOCS / "development.md").split())
+    listed = page[page.index("marked `slow` whole") : page.index("It also leaves out")]
+    named = set(re.findall(r"`(tests/[\w/]+\.py)`", listed))
+    assert named == slow_modules(), (
+        "docs/development.md's list of the modules marked slow is off: "
+        f"add {sorted(slow_modules() - named)}, drop {sorted(named - slow_modules())}"
+    )

@@ -32,6 +32,7 @@ the catalog named by ``MCP_CATALOG``) are not seen.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -177,7 +178,14 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def imports_in(source: str, module: str, is_package: bool = False) -> list[Import]:
+@functools.cache
+def parsed(source: str) -> ast.Module:
+    """Each source is parsed once per run: the checks walk the same modules many times."""
+    return ast.parse(source)
+
+
+@functools.cache
+def imports_in(source: str, module: str, is_package: bool = False) -> tuple[Import, ...]:
     """Every import statement of ``source`` (the module ``module``), wherever it is."""
     package = module if is_package else module.rpartition(".")[0]
     found: list[Import] = []
@@ -205,11 +213,11 @@ def imports_in(source: str, module: str, is_package: bool = False) -> list[Impor
         for inner in ast.iter_child_nodes(node):
             visit(inner, lazy)
 
-    visit(ast.parse(source), False)
-    return found
+    visit(parsed(source), False)
+    return tuple(found)
 
 
-def imports_of(module: Module) -> list[Import]:
+def imports_of(module: Module) -> tuple[Import, ...]:
     return imports_in(module.source, module.name, module.is_package)
 
 
@@ -432,7 +440,7 @@ def io_in_the_core(tree: Tree) -> list[str]:
 
 def public_names(tree: Tree) -> set[str]:
     """``__all__`` of server/__init__.py."""
-    for node in ast.parse(tree["server"].source).body:
+    for node in parsed(tree["server"].source).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
         ):
@@ -492,7 +500,7 @@ def thick_inits(tree: Tree) -> list[str]:
         f"{module.path}:{statement.lineno} holds more than re-exports"
         for module in tree.values()
         if module.is_package and module.name != "server"
-        for statement in ast.parse(module.source).body
+        for statement in parsed(module.source).body
         if _holds_more_than_re_exports(statement)
     ]
 
@@ -848,7 +856,7 @@ def test_builtin_sees_only_the_public_api_and_report_only_the_schema():
 
 
 def docstring_of(module: Module) -> str | None:
-    return ast.get_docstring(ast.parse(module.source))
+    return ast.get_docstring(parsed(module.source))
 
 
 # A module past MAX_LINES says why on a line of its docstring of its own, in these words, with

@@ -51,7 +51,7 @@ async def lifespan(catalog: Catalog) -> AsyncIterator[dict[str, Any]]:
         _note("exit")
 
 
-def make_catalog() -> Catalog:
+def embedding_catalog() -> Catalog:
     catalog = Catalog("embedding-test", "1.0.0", lifespan=lifespan)
 
     @catalog.tool
@@ -92,7 +92,7 @@ async def _hello(request: Request) -> PlainTextResponse:
 
 
 def build_app(settings: Settings | None = None) -> Application:
-    return create_app(settings, make_catalog())
+    return create_app(settings, embedding_catalog())
 
 
 def build_starlette_host(settings: Settings | None = None) -> tuple[Starlette, Application]:

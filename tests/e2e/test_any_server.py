@@ -100,11 +100,11 @@ BY_SIGTERM = (0, -signal.SIGTERM)
 MODES = {
     "python -m server serve": Mode(
         (sys.executable, "-m", "server", "serve", "--host", "127.0.0.1", "--port", "{port}",
-         "--catalog", f"{APPS}:make_catalog"),
+         "--catalog", f"{APPS}:embedding_catalog"),
     ),
     "serve() from Python": Mode(
-        (sys.executable, "-c", f"from server import serve; from {APPS} import make_catalog; "
-         "serve(make_catalog(), host='127.0.0.1', port={port})"),
+        (sys.executable, "-c", f"from server import serve; from {APPS} import embedding_catalog; "
+         "serve(embedding_catalog(), host='127.0.0.1', port={port})"),
     ),
     "uvicorn module:app": Mode((*UVICORN, f"{APPS}:app"), exit_codes=BY_SIGTERM, long_call=True),
     "uvicorn --factory": Mode((*UVICORN, "--factory", f"{APPS}:factory"), exit_codes=BY_SIGTERM),

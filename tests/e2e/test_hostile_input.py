@@ -61,7 +61,7 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
 
 
-def make_catalog() -> Catalog:
+def hostile_catalog() -> Catalog:
     catalog = Catalog("hostile-input", "1.0.0")
 
     @catalog.tool
@@ -324,7 +324,7 @@ def harness(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Harnes
             handler_timeout_s=5,
             max_body_bytes=64 * 1024,
         ),
-        make_catalog(),
+        hostile_catalog(),
     )
     with start_blocking_portal() as portal:
         lifespan = app.starlette.router.lifespan_context(app.starlette)
@@ -642,7 +642,7 @@ def test_a_strange_content_length_is_no_internal_error(
     declared: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    app = create_app(Settings(_env_file=None, records=["none"]), make_catalog())
+    app = create_app(Settings(_env_file=None, records=["none"]), hostile_catalog())
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     headers = [*base_headers(), (b"content-length", declared)]
 

@@ -46,6 +46,7 @@ def send_all(client: httpx.Client, count: int, size: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+@pytest.mark.timeout(300)  # 1 GiB of requests: half a minute on a quiet machine
 def test_1000_requests_with_1_mib_values_leave_rss_within_50_mib(tmp_path: Path) -> None:
     server = ServerProcess(
         tmp_path,

@@ -135,6 +135,7 @@ async def test_silent_calls_outlive_a_short_proxy_read_timeout(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not LONG, reason="over a minute: runs with MCP_TESTS_LONG=1 (.ci/run)")
+@pytest.mark.timeout(600)  # a 70 s silent call by design
 @pytest.mark.anyio
 async def test_a_call_silent_for_70_s_outlives_a_60_s_proxy_read_timeout(tmp_path: Path) -> None:
     # The defaults: a keep-alive every 15 s (MCP_KEEPALIVE_S unset). The client waits longer

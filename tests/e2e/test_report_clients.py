@@ -22,52 +22,16 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 import server.cli.main as entry
-from server import Catalog, ToolError
 from server.app import create_app
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
+from tests.support.app import make_catalog
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import modern, modern_headers
 
 MODERN = "2026-07-28"
 LEGACY_ONLY = set(LEGACY_METHODS) - set(MODERN_METHODS)
 MODERN_ONLY = set(MODERN_METHODS) - set(LEGACY_METHODS)
-
-
-def make_catalog() -> Catalog:
-    catalog = Catalog("report-clients", "1.0.0")
-
-    @catalog.tool
-    async def echo(text: str) -> str:
-        """Echo."""
-        return text
-
-    @catalog.tool
-    async def refuse() -> str:
-        """Fails the way the model should see: isError."""
-        raise ToolError("refused on purpose")
-
-    @catalog.tool
-    async def explode() -> str:
-        """Crashes."""
-        raise RuntimeError("boom")
-
-    @catalog.resource("test://doc")
-    def doc() -> str:
-        """A document."""
-        return "doc"
-
-    @catalog.resource_template("test://page/{number}")
-    def page(number: str) -> str:
-        """A page."""
-        return f"page {number}"
-
-    @catalog.prompt()
-    def greet(name: str) -> str:
-        """A greeting."""
-        return f"Hello {name}"
-
-    return catalog
 
 
 async def legacy_client(url: str) -> None:
@@ -114,7 +78,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("report-clients")
     records = folder / "records.jsonl"
     settings = Settings(_env_file=None, records=["file"], records_file=str(records))
-    server = ServerThread(create_app(settings, make_catalog())).start()
+    server = ServerThread(create_app(settings, make_catalog("report-clients"))).start()
     try:
         anyio.run(legacy_client, server.url)
         anyio.run(modern_client, server.url)

@@ -32,9 +32,8 @@ import base64
 import contextlib
 import json
 import threading
-import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -50,9 +49,10 @@ from mcp.shared.exceptions import MCPError
 
 from server import Catalog, Context
 from server.app import Application, create_app
-from server.serving import Server, server_for
 from server.settings import Settings
+from tests.support.live_server import ServerThread
 from tests.support.mcp_client import legacy_headers
+from tests.support.polling import wait_until
 
 LEGACY = "legacy"
 MODERN = "2026-07-28"
@@ -65,42 +65,15 @@ PROBE_NAME = "mcp-http-server-probe"
 # -- live servers ----------------------------------------------------------------------------
 
 
-@dataclass
-class Live:
-    app: Application
-    server: Server
-    thread: threading.Thread
-    url: str = ""
-
-
-def serve(app: Application) -> Live:
-    """Start ``app`` under uvicorn on 127.0.0.1, an ephemeral port, in a daemon thread."""
-    server = server_for(app, host="127.0.0.1", port=0, log_config=None, log_level="warning")
-    live = Live(app, server, threading.Thread(target=server.run, daemon=True))
-    live.thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert live.thread.is_alive(), "uvicorn exited during startup"
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    live.url = f"http://127.0.0.1:{port}/mcp"
-    return live
-
-
-def stop(live: Live) -> None:
-    live.server.should_exit = True
-    live.thread.join(15)
-    assert not live.thread.is_alive(), "uvicorn did not stop"
-
-
 @contextlib.contextmanager
-def serving(app: Application) -> Iterator[Live]:
-    live = serve(app)
+def serving(app: Application) -> Iterator[ServerThread]:
+    """``app`` under uvicorn on 127.0.0.1, an ephemeral port; its ``url`` is the MCP endpoint."""
+    live = ServerThread(app).start()
+    live.url += "/mcp"
     try:
         yield live
     finally:
-        stop(live)
+        live.stop()
 
 
 # Set by the `hang` tool of the test catalog (it runs on the server's thread).
@@ -127,19 +100,19 @@ def hang_catalog() -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def probe() -> Iterator[Live]:
+def probe() -> Iterator[ServerThread]:
     with serving(create_app(Settings(_env_file=None, catalog="probe"))) as live:
         yield live
 
 
 @pytest.fixture(scope="module")
-def conformance() -> Iterator[Live]:
+def conformance() -> Iterator[ServerThread]:
     with serving(create_app(Settings(_env_file=None, catalog="conformance"))) as live:
         yield live
 
 
 @pytest.fixture(scope="module")
-def hanging() -> Iterator[Live]:
+def hanging() -> Iterator[ServerThread]:
     with serving(create_app(Settings(_env_file=None), hang_catalog())) as live:
         yield live
 
@@ -196,13 +169,6 @@ async def set_legacy_log_level(client: Client, level: types.LoggingLevel) -> Non
         await client.set_logging_level(level)
 
 
-async def eventually(predicate: Callable[[], bool], limit: float = 3.0) -> None:
-    """Poll a condition another task or thread makes true (there is no event to await)."""
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.01)
-
-
 def text_of(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
@@ -236,7 +202,7 @@ async def two_roots(context: Any) -> types.ListRootsResult:
 
 
 @pytest.mark.anyio
-async def test_legacy_client_initializes_a_session(probe: Live) -> None:
+async def test_legacy_client_initializes_a_session(probe: ServerThread) -> None:
     async with connect(probe.url, LEGACY) as (client, wire):
         assert client.protocol_version == LEGACY_VERSION
         assert client.server_info is not None
@@ -254,8 +220,8 @@ async def test_legacy_client_initializes_a_session(probe: Live) -> None:
         assert wire.posted()[0]["method"] == "initialize"
         [session_id] = wire.session_ids()
         # The SDK sends these two from its writer task, after initialize returned.
-        await eventually(lambda: len(wire.posted("notifications/initialized")) == 1)
-        await eventually(lambda: bool(wire.headers_of("GET")))  # the standalone stream
+        await wait_until(lambda: len(wire.posted("notifications/initialized")) == 1)
+        await wait_until(lambda: bool(wire.headers_of("GET")))  # the standalone stream
         assert probe.app.sessions.count() >= 1
     for verb, headers, _ in wire.requests[1:]:
         assert headers["mcp-session-id"] == session_id, verb
@@ -263,7 +229,7 @@ async def test_legacy_client_initializes_a_session(probe: Live) -> None:
 
 
 @pytest.mark.anyio
-async def test_modern_client_discovers_without_a_session(probe: Live) -> None:
+async def test_modern_client_discovers_without_a_session(probe: ServerThread) -> None:
     async with connect(probe.url, MODERN) as (client, wire):
         assert client.protocol_version == MODERN
         discover = await client.session.send_discover(MODERN)
@@ -288,7 +254,7 @@ async def test_modern_client_discovers_without_a_session(probe: Live) -> None:
 
 
 @pytest.mark.anyio
-async def test_auto_mode_picks_the_modern_era(probe: Live) -> None:
+async def test_auto_mode_picks_the_modern_era(probe: ServerThread) -> None:
     async with connect(probe.url, "auto") as (client, wire):
         assert client.protocol_version == MODERN
         assert client.server_info is not None
@@ -305,7 +271,7 @@ async def test_auto_mode_picks_the_modern_era(probe: Live) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_list_and_call_tools(probe: Live, era: str) -> None:
+async def test_list_and_call_tools(probe: ServerThread, era: str) -> None:
     async with connect(probe.url, era) as (client, _):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert {"echo", "add", "count_slowly", "ask_name", "fail"} <= set(tools)
@@ -334,7 +300,7 @@ async def test_list_and_call_tools(probe: Live, era: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_read_resources_and_templates(probe: Live, era: str) -> None:
+async def test_read_resources_and_templates(probe: ServerThread, era: str) -> None:
     async with connect(probe.url, era) as (client, _):
         listed = {str(resource.uri) for resource in (await client.list_resources()).resources}
         assert {"probe://readme", "probe://logo.png", "probe://counter"} <= listed
@@ -363,7 +329,7 @@ async def test_read_resources_and_templates(probe: Live, era: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_list_and_get_prompts(probe: Live, era: str) -> None:
+async def test_list_and_get_prompts(probe: ServerThread, era: str) -> None:
     async with connect(probe.url, era) as (client, _):
         prompts = {prompt.name: prompt for prompt in (await client.list_prompts()).prompts}
         assert set(prompts) == {"greet", "summarize"}
@@ -383,7 +349,7 @@ async def test_list_and_get_prompts(probe: Live, era: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_complete_prompt_and_template_arguments(probe: Live, era: str) -> None:
+async def test_complete_prompt_and_template_arguments(probe: ServerThread, era: str) -> None:
     async with connect(probe.url, era) as (client, _):
         style = await client.complete(
             types.PromptReference(type="ref/prompt", name="summarize"),
@@ -402,7 +368,7 @@ async def test_complete_prompt_and_template_arguments(probe: Live, era: str) -> 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
+async def test_progress_and_logs_from_a_tool(probe: ServerThread, era: str) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
     reported: list[tuple[float, float | None, str | None]] = []
 
@@ -420,7 +386,7 @@ async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
             "count_slowly", {"steps": 4, "delay_ms": 10}, progress_callback=on_progress
         )
         assert text_of(result) == "Counted to 4."
-        await eventually(lambda: len(logs) == 4 and len(reported) == 4)
+        await wait_until(lambda: len(logs) == 4 and len(reported) == 4)
     assert reported == [(float(n), 4.0, f"step {n} of 4") for n in range(1, 5)]
     assert [params.data for params in logs] == [f"counted {n}" for n in range(1, 5)]
     assert {(params.level, params.logger) for params in logs} == {("info", "count_slowly")}
@@ -432,7 +398,7 @@ async def test_progress_and_logs_from_a_tool(probe: Live, era: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_no_logs_below_the_requested_level(probe: Live, era: str) -> None:
+async def test_no_logs_below_the_requested_level(probe: ServerThread, era: str) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
     reported: list[float] = []
 
@@ -449,13 +415,13 @@ async def test_no_logs_below_the_requested_level(probe: Live, era: str) -> None:
         await client.call_tool(
             "count_slowly", {"steps": 2, "delay_ms": 0}, progress_callback=on_progress
         )
-        await eventually(lambda: len(reported) == 2)
+        await wait_until(lambda: len(reported) == 2)
         await anyio.sleep(0.1)
     assert logs == []
 
 
 @pytest.mark.anyio
-async def test_legacy_client_gets_logs_without_set_level(conformance: Live) -> None:
+async def test_legacy_client_gets_logs_without_set_level(conformance: ServerThread) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
@@ -464,7 +430,7 @@ async def test_legacy_client_gets_logs_without_set_level(conformance: Live) -> N
     async with connect(conformance.url, LEGACY, logging_callback=on_log) as (client, wire):
         result = await client.call_tool("test_logging_tool", {})
         assert text_of(result) == "Logged at debug, info and warning."
-        await eventually(lambda: len(logs) == 3)
+        await wait_until(lambda: len(logs) == 3)
     assert [(params.level, params.data) for params in logs] == [
         (level, f"{level} message from test_logging_tool") for level in ("debug", "info", "warning")
     ]
@@ -472,7 +438,7 @@ async def test_legacy_client_gets_logs_without_set_level(conformance: Live) -> N
 
 
 @pytest.mark.anyio
-async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: Live) -> None:
+async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: ServerThread) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
@@ -485,7 +451,7 @@ async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: Live
             meta=cast(types.RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "warning"}),
         )
         await client.call_tool("test_logging_tool", {})
-        await eventually(lambda: len(logs) == 4)
+        await wait_until(lambda: len(logs) == 4)
         await anyio.sleep(0.1)
     assert [params.level for params in logs] == ["warning", "debug", "info", "warning"]
     first, _ = wire.posted("tools/call")
@@ -494,7 +460,7 @@ async def test_legacy_client_meta_log_level_holds_for_its_call(conformance: Live
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_concurrent_calls_keep_their_progress_apart(probe: Live, era: str) -> None:
+async def test_concurrent_calls_keep_their_progress_apart(probe: ServerThread, era: str) -> None:
     seen: dict[int, list[float]] = {steps: [] for steps in range(1, 6)}
 
     def collect(steps: int) -> Any:
@@ -515,13 +481,13 @@ async def test_concurrent_calls_keep_their_progress_apart(probe: Live, era: str)
                 for steps in seen
             )
         )
-        await eventually(lambda: all(len(values) == steps for steps, values in seen.items()))
+        await wait_until(lambda: all(len(values) == steps for steps, values in seen.items()))
     assert [text_of(result) for result in results] == [f"Counted to {n}." for n in seen]
     assert seen == {steps: [float(n) for n in range(1, steps + 1)] for steps in seen}
 
 
 @pytest.mark.anyio
-async def test_modern_client_without_log_level_gets_no_logs(probe: Live) -> None:
+async def test_modern_client_without_log_level_gets_no_logs(probe: ServerThread) -> None:
     logs: list[types.LoggingMessageNotificationParams] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
@@ -538,7 +504,7 @@ async def test_modern_client_without_log_level_gets_no_logs(probe: Live) -> None
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_resource_updates_reach_the_client(probe: Live, era: str) -> None:
+async def test_resource_updates_reach_the_client(probe: ServerThread, era: str) -> None:
     updates: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -552,9 +518,9 @@ async def test_resource_updates_reach_the_client(probe: Live, era: str) -> None:
                 await client.subscribe_resource("probe://readme")
             # Unsolicited notifications travel on the GET stream: wait until it is open.
             [session_id] = wire.session_ids()
-            await eventually(lambda: _standalone_open(probe.app, session_id))
+            await wait_until(lambda: _standalone_open(probe.app, session_id))
             await client.call_tool("touch_resource", {"uri": "probe://readme"})
-            await eventually(lambda: updates == ["probe://readme"])
+            await wait_until(lambda: updates == ["probe://readme"])
         else:
             async with client.listen(resource_subscriptions=["probe://readme"]) as subscription:
                 assert subscription.honored is not None
@@ -571,7 +537,7 @@ def _standalone_open(app: Application, session_id: str) -> bool:
 
 
 @pytest.mark.anyio
-async def test_modern_listen_sees_tool_list_changes(conformance: Live) -> None:
+async def test_modern_listen_sees_tool_list_changes(conformance: ServerThread) -> None:
     async with (
         connect(conformance.url, MODERN) as (client, _),
         client.listen(tools_list_changed=True) as subscription,
@@ -586,7 +552,7 @@ async def test_modern_listen_sees_tool_list_changes(conformance: Live) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_elicitation_answer_reaches_the_tool(probe: Live, era: str) -> None:
+async def test_elicitation_answer_reaches_the_tool(probe: ServerThread, era: str) -> None:
     asked: list[tuple[Any, types.ElicitRequestParams]] = []
 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -623,7 +589,7 @@ async def test_elicitation_answer_reaches_the_tool(probe: Live, era: str) -> Non
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_elicitation_refused(probe: Live, era: str, action: str) -> None:
+async def test_elicitation_refused(probe: ServerThread, era: str, action: str) -> None:
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action=action)
 
@@ -633,7 +599,7 @@ async def test_elicitation_refused(probe: Live, era: str, action: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_modern_tool_needing_an_undeclared_capability(probe: Live) -> None:
+async def test_modern_tool_needing_an_undeclared_capability(probe: ServerThread) -> None:
     async with connect(probe.url, MODERN) as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.call_tool("ask_name", {})
@@ -643,7 +609,7 @@ async def test_modern_tool_needing_an_undeclared_capability(probe: Live) -> None
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_sampling_and_roots_callbacks(probe: Live, era: str) -> None:
+async def test_sampling_and_roots_callbacks(probe: ServerThread, era: str) -> None:
     async with connect(
         probe.url, era, sampling_callback=model_says_paris, list_roots_callback=two_roots
     ) as (client, _):
@@ -655,7 +621,7 @@ async def test_sampling_and_roots_callbacks(probe: Live, era: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_several_questions_and_several_rounds(conformance: Live, era: str) -> None:
+async def test_several_questions_and_several_rounds(conformance: ServerThread, era: str) -> None:
     answers = {
         "What is your name?": {"name": "Ada"},
         "Step 1: What is your name?": {"name": "Grace"},
@@ -695,7 +661,7 @@ async def test_several_questions_and_several_rounds(conformance: Live, era: str)
 
 
 @pytest.mark.anyio
-async def test_modern_request_state_survives_the_round_trip(conformance: Live) -> None:
+async def test_modern_request_state_survives_the_round_trip(conformance: ServerThread) -> None:
     confirm = accept({"ok": True})
     async with connect(conformance.url, MODERN, elicitation_callback=confirm) as (client, _):
         result = await client.call_tool("test_input_required_result_request_state", {})
@@ -707,7 +673,7 @@ async def test_modern_request_state_survives_the_round_trip(conformance: Live) -
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_x_mcp_header_parameter(conformance: Live, era: str) -> None:
+async def test_x_mcp_header_parameter(conformance: ServerThread, era: str) -> None:
     async with connect(conformance.url, era) as (client, wire):
         await client.list_tools()  # the SDK learns which arguments it mirrors into headers
         result = await client.call_tool("test_x_mcp_header", {"region": "eu-west"})
@@ -723,7 +689,7 @@ async def test_x_mcp_header_parameter(conformance: Live, era: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_modern_client_recovers_from_a_header_mismatch(conformance: Live) -> None:
+async def test_modern_client_recovers_from_a_header_mismatch(conformance: ServerThread) -> None:
     # Not listed yet, the SDK cannot know `region` goes into Mcp-Param-Region: the server
     # must refuse the call (400, -32020), and the SDK re-lists and sends it again.
     async with connect(conformance.url, MODERN) as (client, wire):
@@ -735,7 +701,7 @@ async def test_modern_client_recovers_from_a_header_mismatch(conformance: Live) 
 
 
 @pytest.mark.anyio
-async def test_legacy_client_resumes_a_dropped_stream(conformance: Live) -> None:
+async def test_legacy_client_resumes_a_dropped_stream(conformance: ServerThread) -> None:
     async with connect(conformance.url, LEGACY) as (client, wire):
         result = await client.call_tool("test_reconnection", {})
         assert text_of(result) == "Reconnection test completed"
@@ -745,7 +711,7 @@ async def test_legacy_client_resumes_a_dropped_stream(conformance: Live) -> None
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("era", ERAS)
-async def test_timed_out_call_is_cancelled_on_the_server(hanging: Live, era: str) -> None:
+async def test_timed_out_call_is_cancelled_on_the_server(hanging: ServerThread, era: str) -> None:
     hang_started.clear()
     hang_cancelled.clear()
     async with connect(hanging.url, era) as (client, wire):
@@ -761,13 +727,13 @@ async def test_timed_out_call_is_cancelled_on_the_server(hanging: Live, era: str
             [session_id] = wire.session_ids()
             runtime = hanging.app.runtimes.peek(session_id)
             assert runtime is not None
-            await eventually(lambda: not runtime.inflight)
+            await wait_until(lambda: not runtime.inflight)
         else:
             assert cancels == []  # 2026: closing the response stream is the cancellation
 
 
 @pytest.mark.anyio
-async def test_legacy_close_deletes_the_session(probe: Live) -> None:
+async def test_legacy_close_deletes_the_session(probe: ServerThread) -> None:
     async with connect(probe.url, LEGACY) as (client, wire):
         await client.call_tool("echo", {"text": "hi"})
         [session_id] = wire.session_ids()
@@ -799,7 +765,7 @@ async def test_idle_legacy_session_expires_with_everything_it_held() -> None:
         assert not wire.headers_of("DELETE")
         # Watch the server, not the wire: a request in the window between the idle timeout
         # and the next sweep would take the other expiry path (the test below).
-        await eventually(
+        await wait_until(
             lambda: live.app.sessions.count() == 0 and live.app.runtimes.peek(session_id) is None
         )
         async with httpx.AsyncClient(timeout=5) as http:
@@ -812,7 +778,7 @@ async def test_idle_legacy_session_expires_with_everything_it_held() -> None:
 
 
 @pytest.mark.anyio
-async def test_expired_session_found_by_a_request_ends_its_runtime(probe: Live) -> None:
+async def test_expired_session_found_by_a_request_ends_its_runtime(probe: ServerThread) -> None:
     """The store finds the session expired on the request itself (before any sweep): the
     404 must release the session's runtime too, or it stays in ``Runtimes`` for ever."""
     async with connect(probe.url, LEGACY, terminate_on_close=False) as (client, wire):
@@ -821,7 +787,7 @@ async def test_expired_session_found_by_a_request_ends_its_runtime(probe: Live) 
     # A busy session never expires: wait until the server has seen the client's GET stream
     # close (under load that can take a moment after the client is gone).
     runtime = probe.app.runtimes.peek(session_id)
-    await eventually(lambda: runtime is None or not runtime.busy())
+    await wait_until(lambda: runtime is None or not runtime.busy())
     # Make it idle past the timeout before the periodic sweep (every 30 s here) gets to it.
     probe.app.sessions._sessions[session_id].last_seen -= 7200  # type: ignore[attr-defined]
     async with httpx.AsyncClient(timeout=5) as http:

@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from server.app import create_app
 from server.settings import Settings
 from tests.e2e.test_nginx import NGINX, SHIPPED
 from tests.support.live_server import ServerThread
+from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer
 from tests.support.replicas import Replicas
 
@@ -82,12 +83,6 @@ class Seen:
         return types.ElicitResult(action="accept", content=NAME)
 
 
-async def eventually(predicate: Callable[[], bool], limit: float = 10.0) -> None:
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
-
-
 def text_of(result: Any) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
@@ -113,13 +108,13 @@ async def sdk_scenario(transport: Any) -> None:
             "count_slowly", {"steps": 3, "delay_ms": 20}, progress_callback=seen.on_progress
         )
         assert text_of(counted) == "Counted to 3."
-        await eventually(lambda: len(seen.progress) == 3 and len(seen.logs) == 3)
+        await wait_until(lambda: len(seen.progress) == 3 and len(seen.logs) == 3, limit=10.0)
         assert seen.logs == ["counted 1", "counted 2", "counted 3"]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await client.subscribe_resource("probe://readme")
         await client.call_tool("touch_resource", {"uri": "probe://readme"})
-        await eventually(lambda: seen.updates == ["probe://readme"])
+        await wait_until(lambda: seen.updates == ["probe://readme"], limit=10.0)
         assert text_of(await client.call_tool("ask_name", {})) == "Hello, Ada Lovelace!"
         assert seen.asked == ["What is your name?"]
 
@@ -151,12 +146,12 @@ async def fastmcp_scenario(url: str) -> None:
             "count_slowly", {"steps": 3, "delay_ms": 20}, progress_handler=seen.on_progress
         )
         assert text_of(counted) == "Counted to 3."
-        await eventually(lambda: len(seen.progress) == 3 and len(seen.logs) == 3)
+        await wait_until(lambda: len(seen.progress) == 3 and len(seen.logs) == 3, limit=10.0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await client.session.subscribe_resource("probe://readme")
         await client.call_tool("touch_resource", {"uri": "probe://readme"})
-        await eventually(lambda: seen.updates == ["probe://readme"])
+        await wait_until(lambda: seen.updates == ["probe://readme"], limit=10.0)
         assert text_of(await client.call_tool("ask_name", {})) == "Hello, Ada Lovelace!"
         assert seen.asked == ["What is your name?"]
 
@@ -254,8 +249,9 @@ def sse_records(replicas: Replicas) -> list[list[dict[str, Any]]]:
 async def test_sdk_sse_client_through_nginx_over_two_replicas(replicas: Replicas) -> None:
     await sdk_scenario(sse_client(f"{replicas.url}/sse", timeout=10))
     # The stream was held by one replica; the messages landed on both.
-    await eventually(
-        lambda: all(any(r["verb"] == "POST" for r in rs) for rs in sse_records(replicas))
+    await wait_until(
+        lambda: all(any(r["verb"] == "POST" for r in rs) for rs in sse_records(replicas)),
+        limit=10.0,
     )
 
 
@@ -323,6 +319,7 @@ def proxy_read_timeout(seconds: int, folder: Path) -> Iterator[None]:
 
 
 @needs_nginx
+@pytest.mark.timeout(600)  # waits out a 60 s proxy timeout by design
 @pytest.mark.anyio
 async def test_a_call_silent_longer_than_the_proxy_idle_timeout_returns(
     redis_server: RedisServer, tmp_path: Path

@@ -187,15 +187,24 @@ def random_loop(runs: int, seed: int) -> int:
     return 0
 
 
+def with_runs_joined(argv: list[str]) -> list[str]:
+    """``--runs N`` and ``--runs=N`` as libFuzzer's ``-runs=N``; other arguments as given."""
+    args: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg in ("-runs", "--runs"):
+            args.append(f"-runs={next(rest, '')}")
+        else:
+            args.append(arg[1:] if arg.startswith("--runs=") else arg)
+    return args
+
+
 def main(argv: list[str]) -> int:
+    args = with_runs_joined(argv)
     if atheris is None:
-        runs = next(
-            (int(a.split("=", 1)[1]) for a in argv if a.startswith(("-runs=", "--runs="))),
-            DEFAULT_RUNS,
-        )
+        runs = next((int(a.split("=", 1)[1]) for a in args if a.startswith("-runs=")), DEFAULT_RUNS)
         seed = int(os.environ.get("FUZZ_SEED", random.randrange(2**32)))
         return random_loop(runs, seed)
-    args = list(argv)
     if not any(arg.startswith(("-runs=", "-max_total_time=")) for arg in args[1:]):
         args.append(f"-runs={DEFAULT_RUNS}")
     if not any(not arg.startswith("-") for arg in args[1:]):

@@ -86,10 +86,10 @@ def test_opening_a_stream_never_rescans_the_running_ones() -> None:
     # each open scanned every one before it: 36 s of a frozen event loop. Now each open costs
     # the same however many run (the old code takes minutes here).
     runtime = SessionRuntime("session", events_per_stream=4)
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU: a busy machine does not count
     for _ in range(32_000):
         runtime.open_stream()
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert len(runtime.streams) == 32_000
 
 

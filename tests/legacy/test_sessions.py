@@ -44,11 +44,13 @@ async def test_deltas_that_arrive_while_the_store_is_read_are_not_lost() -> None
         return {"x://old", "x://removed-meanwhile"}  # read before the deltas below
 
     loading = asyncio.create_task(live.load(read))
-    await reading.wait()
+    async with asyncio.timeout(5):
+        await reading.wait()
     live.apply("x://added-meanwhile", True)
     live.apply("x://removed-meanwhile", False)
     answered.set()
-    await loading
+    async with asyncio.timeout(5):
+        await loading
     assert live.uris == {"x://old", "x://added-meanwhile"}
     assert live.loaded
 

@@ -202,7 +202,11 @@ async def test_anonymous_tasks_count_per_address_and_a_sessions_delete_frees_the
     # One address opened sessions and held every task slot of the server (one session's cap
     # at a time): the cap is per caller (the rate gate's client: the address when anonymous),
     # and the tasks of a session its client DELETEs are cancelled and free their slots.
-    settings = Settings(_env_file=None, records=["none"], max_tasks_per_client=20)
+    # drain_timeout_s: the tasks left running are cancelled on leaving, without the
+    # default 25 s wait for them to finish.
+    settings = Settings(
+        _env_file=None, records=["none"], max_tasks_per_client=20, drain_timeout_s=0.1
+    )
     app = create_app(settings, quota_catalog())
 
     def client_at(address: str) -> httpx.AsyncClient:

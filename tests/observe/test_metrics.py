@@ -3,12 +3,10 @@ label values kept bounded, the networks it answers, and MCP_METRICS=false."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,42 +15,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server import Catalog
-from server.app import Application, create_app
+from server.app import create_app
 from server.settings import Settings
+from tests.support.app import serving
 from tests.support.mcp_client import legacy_session, modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
 INFO = {"name": "metrics-test", "version": "1"}
 
-
-def make_catalog() -> Catalog:
-    catalog = Catalog("metrics-test", "0.0.1")
-
-    @catalog.tool
-    async def echo(text: str) -> str:
-        """Echo."""
-        return text
-
-    @catalog.tool
-    async def explode() -> str:
-        """Crashes."""
-        raise RuntimeError("boom")
-
-    return catalog
-
-
-@contextlib.asynccontextmanager
-async def serve(**overrides: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    settings = Settings(_env_file=None, records=[], **overrides)
-    app = create_app(settings, make_catalog())
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
-        ) as client,
-    ):
-        yield client, app
+serve = serving(records=[])
 
 
 async def post(

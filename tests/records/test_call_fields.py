@@ -8,20 +8,17 @@ thread writes the file sink; leaving the lifespan writes everything still queued
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from server import Catalog, Context, ToolError
-from server.app import create_app
+from server import Catalog, Context
 from server.call_note import CALL_NOTE, note_outcome, note_target, noted
 from server.records.draft import Draft
-from server.settings import Settings
+from tests.support.app import make_catalog, serving
 from tests.support.mcp_client import (
     LEGACY_VERSION,
     initialize,
@@ -39,23 +36,9 @@ ELICIT: dict[str, Any] = {"elicitation": {"form": {}}}
 CALL_METHODS = ("tools/call", "prompts/get", "resources/read")
 
 
-def make_catalog() -> Catalog:
-    catalog = Catalog("call-fields", "0.0.1")
-
-    @catalog.tool
-    async def echo(text: str) -> str:
-        """Echo."""
-        return text
-
-    @catalog.tool
-    async def refuse() -> str:
-        """A result with isError."""
-        raise ToolError("refused on purpose")
-
-    @catalog.tool
-    async def explode() -> str:
-        """A crash."""
-        raise RuntimeError("boom")
+def call_fields_catalog() -> Catalog:
+    """The shared test catalog, with a tool that streams progress and a prompt that crashes."""
+    catalog = make_catalog("call-fields", "0.0.1")
 
     @catalog.tool
     async def slow(ctx: Context) -> str:
@@ -65,46 +48,15 @@ def make_catalog() -> Catalog:
         await asyncio.sleep(0.02)
         return "done"
 
-    @catalog.tool
-    async def ask(ctx: Context) -> str:
-        """Asks the user first (an input-required round in 2026-07-28)."""
-        answer = await ctx.elicit("Name?", {"type": "object", "properties": {}})
-        return str(answer)
-
-    @catalog.prompt()
-    def greet(name: str) -> str:
-        """A greeting."""
-        return f"Hello {name}"
-
     @catalog.prompt()
     def broken(name: str) -> str:
         """A prompt that crashes."""
         raise RuntimeError("prompt boom")
 
-    @catalog.resource("test://doc")
-    def doc() -> str:
-        """A document."""
-        return "doc"
-
-    @catalog.resource_template("test://page/{number}")
-    def page(number: str) -> str:
-        """A page."""
-        return f"page {number}"
-
     return catalog
 
 
-@contextlib.asynccontextmanager
-async def serve(path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(_env_file=None, records=["file"], records_file=str(path))
-    app = create_app(settings, make_catalog())
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
-        ) as client,
-    ):
-        yield client
+serve = serving(call_fields_catalog)
 
 
 async def modern_call(
@@ -134,7 +86,7 @@ def calls(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 async def test_each_outcome_is_recorded_with_its_target(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as client:
+    async with serve(records=["file"], records_file=str(path)) as (client, _):
         await modern_call(client, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await modern_call(client, "tools/call", {"name": "refuse", "arguments": {}})
         await modern_call(client, "tools/call", {"name": "explode", "arguments": {}})
@@ -164,7 +116,7 @@ async def test_a_streamed_call_has_its_outcome_and_first_message_time_on_its_str
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as client:
+    async with serve(records=["file"], records_file=str(path)) as (client, _):
         response = await modern_call(client, "tools/call", {"name": "slow"}, progress=True)
         assert response.headers["content-type"].startswith("text/event-stream")
     request, ended = records_of(path)
@@ -178,7 +130,7 @@ async def test_a_streamed_call_has_its_outcome_and_first_message_time_on_its_str
 
 async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as client:
+    async with serve(records=["file"], records_file=str(path)) as (client, _):
         opening = initialize(LEGACY, client_info={"name": "legacy-fields", "version": "1"})
         headers = legacy_headers(version=None, accept="application/json")
         opened = await client.post("/mcp", content=json.dumps(opening), headers=headers)
@@ -201,7 +153,7 @@ async def test_legacy_calls_are_recorded_the_same(tmp_path: Path) -> None:
 
 async def test_other_methods_carry_no_call_fields(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as client:
+    async with serve(records=["file"], records_file=str(path)) as (client, _):
         message = modern("tools/list", client_info=INFO)
         headers = modern_headers(message, accept="application/json")
         await client.post("/mcp", content=json.dumps(message), headers=headers)

@@ -24,7 +24,7 @@ from tests.records.test_over_http import (
     post_modern,
     read_records,
     requests_of,
-    serve,
+    serve_recording,
 )
 from tests.support.mcp_client import META_CAPABILITIES, legacy_headers
 
@@ -64,7 +64,7 @@ async def test_a_3_7_mb_initialize_gets_a_clear_error_and_no_session(tmp_path: P
     capabilities = nested_capabilities(3_700_000)
     size = len(orjson.dumps(orjson.loads(capabilities)))
     assert size > 3_600_000
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         response = await client.post(
             "/mcp", content=initialize_body(capabilities), headers=LEGACY_HEADERS
         )
@@ -106,7 +106,7 @@ async def test_a_3_7_mb_initialize_gets_a_clear_error_and_no_session(tmp_path: P
 async def test_an_oversized_client_info_gets_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     info = orjson.dumps({"name": "n" * MAX_DECLARED_BYTES, "version": "1"})
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         response = await client.post(
             "/mcp", content=initialize_body(b"{}", info), headers=LEGACY_HEADERS
         )
@@ -134,7 +134,7 @@ async def test_a_session_does_not_put_its_capabilities_whole_into_every_record(
     capabilities = nested_capabilities(15_000)
     size = len(orjson.dumps(orjson.loads(capabilities)))
     assert 2048 < size <= MAX_DECLARED_BYTES
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         opened = await client.post(
             "/mcp", content=initialize_body(capabilities), headers=LEGACY_HEADERS
         )
@@ -165,7 +165,7 @@ async def test_a_modern_request_may_declare_more_than_a_session_and_its_record_i
         **META,
         META_CAPABILITIES: capabilities,
     }
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         response = await post_modern(client, message, "big-declarer")
         assert response.status_code == 200
         assert "result" in response.json()
@@ -188,7 +188,7 @@ async def test_an_8_mib_user_agent_is_clipped_in_the_record(
     path = tmp_path / "records.jsonl"
     agent = "A" * EIGHT_MIB
     overrides: dict[str, Any] = RAISED_LIMITS if limits == "raised" else {}
-    async with serve(path, **overrides) as (client, _):
+    async with serve_recording(path, **overrides) as (client, _):
         if era == "modern":
             response = await post_modern(client, modern("tools/list"), agent)
         else:
@@ -207,7 +207,7 @@ async def test_client_chosen_body_strings_are_clipped_in_the_record(tmp_path: Pa
     path = tmp_path / "records.jsonl"
     long_id, long_method = "i" * 100_000, "m" * 100_000
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": long_id, "method": long_method}
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         response = await client.post(
             "/mcp",
             content=json.dumps(message),

@@ -20,9 +20,10 @@ import pytest
 from pydantic import ValidationError
 
 from server import Catalog, Context, ToolError
-from server.app import Application, create_app
+from server.app import create_app
 from server.settings import Settings
 from tests.support import mcp_client as mcp
+from tests.support.app import Served, serve
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until
 
@@ -40,7 +41,7 @@ SECRETS = ("BEARER-SECRET", "COOKIE-SECRET", "hunter2", "KEY-SECRET-42")
 JSON_AND_SSE = mcp.BOTH
 
 
-def make_catalog() -> Catalog:
+def records_catalog() -> Catalog:
     catalog = Catalog("records-test", "0.0.1")
 
     @catalog.tool
@@ -96,21 +97,12 @@ def settings_for(path: Path, **overrides: Any) -> Settings:
     return Settings(**options)
 
 
-@contextlib.asynccontextmanager
-async def serve(
-    path: Path, **overrides: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    """The app with its lifespan running; on exit the Recorder has written everything."""
-    app = create_app(settings_for(path, **overrides), make_catalog())
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url=BASE_URL,
-            headers={"Authorization": BEARER, "Cookie": COOKIE},
-        ) as client,
-    ):
-        yield client, app
+def serve_recording(path: Path, **overrides: Any) -> Served:
+    """The app with its lifespan running, writing its records to ``path``, called by a client
+    that carries secrets the records must not keep; on exit the Recorder has written everything."""
+    options = {"records": ["file"], "records_file": str(path), "keepalive_s": 15.0, **overrides}
+    headers = {"Authorization": BEARER, "Cookie": COOKIE}
+    return serve(records_catalog(), headers=headers, **options)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -271,7 +263,7 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
             None,
         ),
     ]
-    async with serve(path, max_body_bytes=1024) as (client, _):
+    async with serve_recording(path, max_body_bytes=1024) as (client, _):
         for agent, verb, headers, body, status, *_ in cases:
             response = await client.request(
                 verb, "/mcp", content=body or None, headers={**headers, "User-Agent": agent}
@@ -300,7 +292,7 @@ async def test_every_rejected_request_leaves_exactly_one_record(tmp_path: Path) 
 
 async def test_a_second_get_stream_is_409_and_recorded_once(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         session = await open_session(client, "2025-11-25", "init")
         get_headers = mcp.legacy_headers(session, accept="text/event-stream", Content_Type=None)
         first = asyncio.create_task(
@@ -350,7 +342,7 @@ async def test_a_modern_call_is_recorded_with_everything_it_said(tmp_path: Path)
     arguments = {"user": "ann", "password": "hunter2", "api_key": "KEY-SECRET-42"}
     message = modern("tools/call", {"name": "login", "arguments": arguments}, id="call-1")
     body = json.dumps(message).encode()
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         response = await client.post(
             "/mcp", content=body, headers=modern_headers(message, "modern-agent/1.0")
         )
@@ -389,7 +381,7 @@ async def test_tool_errors_are_results_and_protocol_errors_are_errors(tmp_path: 
     path = tmp_path / "records.jsonl"
     refused = modern("tools/call", {"name": "refuse", "arguments": {}}, id=1)
     missing = modern("tools/call", {"name": "missing", "arguments": {}}, id=2)
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         first = await post_modern(client, refused, "refuse")
         assert first.json()["result"]["isError"] is True
         second = await post_modern(client, missing, "missing")
@@ -406,7 +398,7 @@ async def test_cached_pages_are_recorded_like_any_answer(tmp_path: Path) -> None
     # Lists and discover are answered from the cache without a handler; their records are the
     # same as any other's, and a forged cursor is refused and recorded as such.
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         listed = await post_modern(client, modern("tools/list", id=1), "list")
         forged = await post_modern(client, modern("tools/list", {"cursor": "x"}, id=2), "forged")
         discovered = await post_modern(client, modern("server/discover", id=3), "discover")
@@ -430,7 +422,7 @@ async def test_cached_pages_are_recorded_like_any_answer(tmp_path: Path) -> None
 
 async def test_discover_records_what_was_advertised(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         response = await post_modern(client, modern("server/discover", id=1), "discover")
         assert response.status_code == 200
         listed = await post_modern(client, modern("tools/list", id=2), "list")
@@ -447,9 +439,9 @@ async def test_discover_records_what_was_advertised(tmp_path: Path) -> None:
 async def test_records_params_can_be_turned_off_and_capped(tmp_path: Path) -> None:
     message = modern("tools/call", {"name": "echo", "arguments": {"text": "y" * 500}})
     dropped, capped = tmp_path / "dropped.jsonl", tmp_path / "capped.jsonl"
-    async with serve(dropped, records_params=False) as (client, _):
+    async with serve_recording(dropped, records_params=False) as (client, _):
         assert (await post_modern(client, message, "a")).status_code == 200
-    async with serve(capped, records_params_max_bytes=100) as (client, _):
+    async with serve_recording(capped, records_params_max_bytes=100) as (client, _):
         assert (await post_modern(client, message, "a")).status_code == 200
     assert read_records(dropped)[0]["params"] is None
     truncated = read_records(capped)[0]["params"]
@@ -461,7 +453,7 @@ async def test_records_params_can_be_turned_off_and_capped(tmp_path: Path) -> No
 async def test_a_modern_notification_is_recorded(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     note = {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {"_meta": META}}
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         headers = modern_headers(note, "note")
         response = await client.post("/mcp", content=json.dumps(note), headers=headers)
         assert response.status_code == 202
@@ -480,7 +472,7 @@ async def test_a_streaming_call_gives_a_request_and_a_stream_record(tmp_path: Pa
         {"name": "count", "arguments": {"steps": 4, "pause": 0.03}, "_meta": {"progressToken": 5}},
         id="s",
     )
-    async with serve(path, keepalive_s=0.01) as (client, _):
+    async with serve_recording(path, keepalive_s=0.01) as (client, _):
         response = await post_modern(client, message, "streamer")
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -512,9 +504,9 @@ async def test_forwarded_address_only_from_a_trusted_proxy(tmp_path: Path) -> No
     trusted, untrusted = tmp_path / "trusted.jsonl", tmp_path / "untrusted.jsonl"
     forwarded = {"X-Forwarded-For": "198.51.100.1, 203.0.113.7"}
     message = modern("tools/list")
-    async with serve(trusted, trusted_proxies=["127.0.0.0/8"]) as (client, _):
+    async with serve_recording(trusted, trusted_proxies=["127.0.0.0/8"]) as (client, _):
         assert (await post_modern(client, message, "a", **forwarded)).status_code == 200
-    async with serve(untrusted) as (client, _):
+    async with serve_recording(untrusted) as (client, _):
         assert (await post_modern(client, message, "a", **forwarded)).status_code == 200
     assert read_records(trusted)[0]["client_address"] == "203.0.113.7"
     assert read_records(untrusted)[0]["client_address"] == "127.0.0.1"
@@ -562,7 +554,7 @@ async def legacy_session_traffic(
 async def test_a_legacy_session_carries_its_client_on_every_record(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     version = "2025-11-25"
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         session, streamed = await legacy_session_traffic(client, version)
         advertised = app.legacy.era.advertised(version)
     records = read_records(path)
@@ -610,7 +602,7 @@ async def test_initialize_with_meta_still_records_the_client(tmp_path: Path) -> 
     path = tmp_path / "records.jsonl"
     message = mcp.initialize("2025-06-18", CAPABILITIES, CLIENT_INFO)
     message["params"]["_meta"] = {"progressToken": "init"}
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         response = await client.post(
             "/mcp", content=json.dumps(message), headers=mcp.legacy_headers(version=None)
         )
@@ -625,7 +617,7 @@ async def test_initialize_with_meta_still_records_the_client(tmp_path: Path) -> 
 async def test_sse_polling_ends_server_closed_and_the_resume_completes(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     version = "2025-11-25"
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         session = await open_session(client, version, "poller")
         headers = mcp.legacy_headers(session, version, Content_Type=None, User_Agent="poller")
         first = await client.post(
@@ -653,7 +645,7 @@ async def test_sse_polling_ends_server_closed_and_the_resume_completes(tmp_path:
 
 async def test_a_legacy_session_keeps_the_negotiated_version(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         # Asks for a version the server does not speak: gets the newest it does.
         session = await open_session(client, "2099-01-01", "old")
         # No MCP-Protocol-Version header: the session's negotiated version is the one recorded.
@@ -671,7 +663,7 @@ async def test_a_legacy_session_keeps_the_negotiated_version(tmp_path: Path) -> 
 
 async def test_a_batch_is_recorded_as_one_request(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         session = await open_session(client, "2025-03-26", "batcher")
         batch = [
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
@@ -701,7 +693,7 @@ async def test_a_batch_is_recorded_as_one_request(tmp_path: Path) -> None:
 
 async def test_authorization_and_cookies_never_reach_the_file(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(path) as (client, _):
+    async with serve_recording(path) as (client, _):
         await post_modern(client, modern("tools/list"), "a")
         await client.put("/mcp", headers={"User-Agent": "b"})
         await client.post("/mcp", content=b"nope", headers={"User-Agent": "c"})
@@ -718,7 +710,7 @@ async def test_readyz_reports_a_failing_sink_and_its_recovery(tmp_path: Path) ->
     blocker = tmp_path / "records"
     blocker.write_text("a file where the directory should be")
     path = blocker / "mcp-requests.jsonl"
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         # The sink is opened at start: an unwritable path shows before any traffic.
         not_ready = await client.get("/readyz")
         assert not_ready.status_code == 503
@@ -766,7 +758,7 @@ async def test_a_records_file_removed_moved_or_blocked_under_a_running_server(
         assert (await post_modern(client, modern("tools/list"), agent)).status_code == 200
         await wait_until(lambda: agents(target) == expected)
 
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         await post_and_wait("a", path, ["a"])
         path.unlink()  # deleted: the next records go to a new file
         await post_and_wait("b", path, ["b"])
@@ -800,8 +792,8 @@ async def test_a_records_file_removed_moved_or_blocked_under_a_running_server(
 
 def test_the_flush_interval_is_a_setting_within_bounds(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
-    assert create_app(settings_for(path), make_catalog()).recorder.flush_s == 0.2
-    app = create_app(settings_for(path, records_flush_ms=50), make_catalog())
+    assert create_app(settings_for(path), records_catalog()).recorder.flush_s == 0.2
+    app = create_app(settings_for(path, records_flush_ms=50), records_catalog())
     assert app.recorder.flush_s == 0.05
     for refused in (0, 9, 10_001):
         with pytest.raises(ValidationError):
@@ -819,7 +811,7 @@ async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) ->
     path = tmp_path / "records.jsonl"
     hostile = modern("tools/list", id="hostile")
     hostile["params"]["_meta"][mcp.META_CAPABILITIES] = nested(300)
-    async with serve(path) as (client, app):
+    async with serve_recording(path) as (client, app):
         assert (await post_modern(client, hostile, "hostile")).status_code == 200
         assert (await post_modern(client, modern("tools/list"), "after")).status_code == 200
         # Both records reach the file while the server runs (the writer wakes every 200 ms);
@@ -845,7 +837,7 @@ async def test_a_hostile_client_cannot_stop_the_record_writer(tmp_path: Path) ->
 def live(tmp_path: Path) -> Iterator[tuple[ServerThread, Path]]:
     path = tmp_path / "records.jsonl"
     running = ServerThread(
-        create_app(settings_for(path, shutdown_grace_s=1), make_catalog()), graceful_timeout=2
+        create_app(settings_for(path, shutdown_grace_s=1), records_catalog()), graceful_timeout=2
     )
     running.start()
     try:

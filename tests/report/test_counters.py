@@ -11,6 +11,7 @@ import tracemalloc
 from typing import Any
 
 import orjson
+import pytest
 
 from server.report.counters import OVERFLOW_NAME
 from server.report.live import LiveReport
@@ -59,6 +60,7 @@ def hostile_record(n: int) -> bytes:
     return orjson.dumps(record)
 
 
+@pytest.mark.slow  # 10,000 records under tracemalloc: seconds, outside the inner loop
 def test_the_live_report_of_10000_distinct_clients_stays_small_and_true() -> None:
     lines = [hostile_record(n) for n in range(RECORDS)]
     gc.collect()

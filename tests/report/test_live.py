@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from server import Catalog
 from server.app import Application, create_app
 from server.report.live import LiveReport
 from server.security.auth import new_token
 from server.security.networks import parse_networks
 from server.settings import Settings
 from server.transport.admin import is_local_caller
+from tests.support.app import make_catalog
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import modern, modern_headers
 from tests.support.polling import wait_until_blocking
@@ -33,17 +33,6 @@ from tests.support.polling import wait_until_blocking
 pytestmark = pytest.mark.slow
 
 TOKEN, DIGEST = new_token()
-
-
-def make_catalog() -> Catalog:
-    catalog = Catalog("live-report-test", "0.0.1")
-
-    @catalog.tool
-    async def echo(text: str) -> str:
-        """Echo."""
-        return text
-
-    return catalog
 
 
 def settings(**overrides: Any) -> Settings:
@@ -163,7 +152,8 @@ async def test_off_loopback_it_takes_a_token_with_the_admin_scope() -> None:
         assert shown.status_code == 200
         assert shown.json()["report"] == 1
     without_scope = create_app(
-        settings(auth="tokens", auth_tokens=[DIGEST], auth_token_scopes=["tools"]), make_catalog()
+        settings(auth="tokens", auth_tokens=[DIGEST], auth_token_scopes=["tools"]),
+        make_catalog(),
     )
     async with in_process(without_scope, "10.1.2.3", Authorization=f"Bearer {TOKEN}") as user:
         refused = await user.get("/admin/report")

@@ -3,11 +3,9 @@ by its /64), and a proxy this server does not trust (no loopback exemption, one 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from server import Catalog
 from server.app import create_app
 from server.security.limits import client_key
 from server.settings import Settings
+from tests.support.app import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -33,16 +32,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-@contextlib.asynccontextmanager
-async def serve(address: str = "127.0.0.1", **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    settings.setdefault("records", ["none"])
-    app = create_app(Settings(_env_file=None, **settings), Catalog("admission"))
-    transport = httpx.ASGITransport(app=app, client=(address, 40000))
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client,
-    ):
-        yield client
+serve = serving(lambda: Catalog("admission"))
 
 
 def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -69,7 +59,7 @@ async def test_headers_past_the_limits_are_431_and_recorded(
     tmp_path: Path, headers: dict[str, str], why: str
 ) -> None:
     path = tmp_path / "records.jsonl"
-    async with serve(records=["file"], records_file=str(path)) as client:
+    async with serve(records=["file"], records_file=str(path)) as (client, _):
         ok = await client.post("/mcp", json=PING, headers=LEGACY | {"X-Fine": "v" * 8192})
         assert ok.status_code == 200, ok.text
         refused = await client.post("/mcp", json=PING, headers=LEGACY | headers)
@@ -82,7 +72,7 @@ async def test_headers_past_the_limits_are_431_and_recorded(
 
 
 async def test_the_header_limits_are_settings() -> None:
-    async with serve(max_header_value_bytes=32 * 1024) as client:
+    async with serve(max_header_value_bytes=32 * 1024) as (client, _):
         response = await client.post("/mcp", json=PING, headers=LEGACY | {"X-Big": "v" * 20000})
         assert response.status_code == 200, response.text
 
@@ -91,7 +81,10 @@ async def test_the_header_limits_are_settings() -> None:
 
 
 async def test_bad_host_refusals_are_charged_to_the_address() -> None:
-    async with serve("203.0.113.9", rate_limit_rps=0.001, rate_limit_burst=3) as client:
+    async with serve(address="203.0.113.9", rate_limit_rps=0.001, rate_limit_burst=3) as (
+        client,
+        _,
+    ):
         statuses = [
             (await client.post("/mcp", json=PING, headers=LEGACY | {"Host": "evil.example"}))
             for _ in range(5)
@@ -105,7 +98,10 @@ async def test_bad_host_refusals_are_charged_to_the_address() -> None:
 
 
 async def test_oversized_headers_and_bad_origins_are_charged_too() -> None:
-    async with serve("203.0.113.9", rate_limit_rps=0.001, rate_limit_burst=2) as client:
+    async with serve(address="203.0.113.9", rate_limit_rps=0.001, rate_limit_burst=2) as (
+        client,
+        _,
+    ):
         big = await client.post("/mcp", json=PING, headers=LEGACY | {"X-Big": "v" * 9000})
         origin = await client.post("/mcp", json=PING, headers=LEGACY | {"Origin": "http://e.x"})
         third = await client.post("/mcp", json=PING, headers=LEGACY | {"Origin": "http://e.x"})
@@ -113,7 +109,7 @@ async def test_oversized_headers_and_bad_origins_are_charged_too() -> None:
 
 
 async def test_loopback_refusals_stay_exempt() -> None:
-    async with serve(rate_limit_rps=0.001, rate_limit_burst=1) as client:
+    async with serve(rate_limit_rps=0.001, rate_limit_burst=1) as (client, _):
         for _ in range(4):
             response = await client.post("/mcp", json=PING, headers=LEGACY | {"Host": "e.x"})
             assert response.status_code == 403
@@ -161,7 +157,7 @@ async def test_forwarded_requests_from_an_untrusted_loopback_proxy_are_limited(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="server.security.gate")
     proxied = LEGACY | {"X-Forwarded-For": "198.51.100.7"}
-    async with serve(rate_limit_rps=0.001, rate_limit_burst=2) as client:
+    async with serve(rate_limit_rps=0.001, rate_limit_burst=2) as (client, _):
         statuses = [(await client.post("/mcp", json=PING, headers=proxied)).status_code]
         statuses += [(await client.post("/mcp", json=PING, headers=proxied)).status_code]
         statuses += [(await client.post("/mcp", json=PING, headers=proxied)).status_code]
@@ -178,9 +174,10 @@ async def test_a_trusted_loopback_proxy_keeps_nothing_from_the_exemption_it_shou
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="server.security.gate")
-    async with serve(
-        rate_limit_rps=0.001, rate_limit_burst=1, trusted_proxies="127.0.0.1/32"
-    ) as client:
+    async with serve(rate_limit_rps=0.001, rate_limit_burst=1, trusted_proxies="127.0.0.1/32") as (
+        client,
+        _,
+    ):
         # The forwarded client is limited by its own address; the proxy itself stays exempt.
         headers = LEGACY | {"X-Forwarded-For": "198.51.100.7"}
         first = await client.post("/mcp", json=PING, headers=headers)

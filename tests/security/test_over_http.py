@@ -10,7 +10,6 @@ thread (as in tests/transport/test_modern.py).
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import hmac
 import json
@@ -19,7 +18,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.settings import Settings
 from tests.support import mcp_client as mcp
+from tests.support.app import serving
 from tests.support.live_server import ServerThread
 from tests.support.polling import wait_until
 
@@ -66,7 +66,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     seen.clear()
 
 
-def make_catalog() -> Catalog:
+def security_catalog() -> Catalog:
     catalog = Catalog("security-test", "1.0.0")
 
     @catalog.tool
@@ -216,15 +216,7 @@ def client_for(
     return httpx.AsyncClient(transport=transport, base_url=base_url, headers=headers)
 
 
-@contextlib.asynccontextmanager
-async def serve(**settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    settings.setdefault("records", ["none"])
-    app = create_app(Settings(_env_file=None, **settings), make_catalog())
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        client_for(app) as client,
-    ):
-        yield client, app
+serve = serving(security_catalog)
 
 
 def modern(method: str, params: dict[str, Any] | None = None, id: Any = 1) -> dict[str, Any]:
@@ -575,7 +567,7 @@ async def test_behind_a_prefix_over_https_the_challenge_points_there(jwks_file: 
     # with its root_path; the ASGI scope here is what it would hand the app.
     settings = jwt_settings(jwks_file, root_path="/api", allowed_hosts=["mcp.example.com"])
     settings["records"] = ["none"]
-    app = create_app(Settings(_env_file=None, **settings), make_catalog())
+    app = create_app(Settings(_env_file=None, **settings), security_catalog())
     async with (
         app.starlette.router.lifespan_context(app.starlette),
         client_for(app, base_url="https://mcp.example.com", root_path="/api") as client,
@@ -599,7 +591,7 @@ async def test_under_uvicorn_a_trusted_proxys_scheme_reaches_the_challenge(
     # proxy's X-Forwarded-Proto still makes the resource_metadata URL https; anyone else's not.
     settings = jwt_settings(jwks_file, allowed_hosts=["mcp.example.com"], records=["none"])
     settings["trusted_proxies"] = ["127.0.0.1"] if trusted else []
-    server = ServerThread(create_app(Settings(_env_file=None, **settings), make_catalog()))
+    server = ServerThread(create_app(Settings(_env_file=None, **settings), security_catalog()))
     server.start()
     try:
         message = call("echo", {"text": "x"})
@@ -1047,7 +1039,7 @@ async def test_cors_preflight_needs_no_token_and_the_challenge_is_readable() -> 
 
 def test_auth_none_on_a_public_address_is_refused_at_startup() -> None:
     with pytest.raises(ValueError, match=r"MCP_AUTH=none with MCP_HOST=0\.0\.0\.0"):
-        create_app(Settings(_env_file=None, host="0.0.0.0", records=["none"]), make_catalog())
+        create_app(Settings(_env_file=None, host="0.0.0.0", records=["none"]), security_catalog())
 
 
 def test_auth_none_on_a_public_address_when_allowed_warns_loudly(
@@ -1057,7 +1049,7 @@ def test_auth_none_on_a_public_address_when_allowed_warns_loudly(
     settings = Settings(
         _env_file=None, host="0.0.0.0", auth_allow_none_non_loopback=True, records=["none"]
     )
-    create_app(settings, make_catalog())
+    create_app(settings, security_catalog())
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("AUTHENTICATION IS OFF on 0.0.0.0" in r.getMessage() for r in warnings)
 
@@ -1065,7 +1057,7 @@ def test_auth_none_on_a_public_address_when_allowed_warns_loudly(
 def test_authenticated_modes_may_bind_a_public_address(jwks_file: Path) -> None:
     create_app(
         Settings(_env_file=None, host="0.0.0.0", records=["none"], **jwt_settings(jwks_file)),
-        make_catalog(),
+        security_catalog(),
     )
 
 
@@ -1081,7 +1073,7 @@ def live() -> Iterator[ServerThread]:
         keepalive_s=0.1,
         shutdown_grace_s=0.2,
     )
-    running = ServerThread(create_app(settings, make_catalog()))
+    running = ServerThread(create_app(settings, security_catalog()))
     running.start()
     yield running
     running.stop()

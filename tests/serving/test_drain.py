@@ -41,7 +41,7 @@ def settings(**overrides: Any) -> Settings:
     return Settings(_env_file=None, records=["none"], **overrides)
 
 
-def make_catalog(waiting: asyncio.Event) -> Catalog:
+def drain_catalog(waiting: asyncio.Event) -> Catalog:
     catalog = Catalog("drain-test", "1.0.0")
 
     @catalog.tool
@@ -67,7 +67,7 @@ async def waiting() -> asyncio.Event:
 
 @pytest.fixture
 async def app(waiting: asyncio.Event) -> AsyncIterator[Application]:
-    application = create_app(settings(drain_timeout_s=30), make_catalog(waiting))
+    application = create_app(settings(drain_timeout_s=30), drain_catalog(waiting))
     async with application.lifespan(application.starlette):
         yield application
 
@@ -174,7 +174,7 @@ async def test_only_calls_still_waiting_are_ended(
 
 
 async def test_begin_shutdown_arms_the_drain_deadline(waiting: asyncio.Event) -> None:
-    application = create_app(settings(drain_timeout_s=0.2), make_catalog(waiting))
+    application = create_app(settings(drain_timeout_s=0.2), drain_catalog(waiting))
     async with application.lifespan(application.starlette):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:

@@ -20,7 +20,7 @@ from tests.support.mcp_client import modern, modern_headers
 pytestmark = pytest.mark.anyio
 
 
-def make_catalog(events: list[str], *, fail: bool = False) -> Catalog:
+def lifespan_catalog(events: list[str], *, fail: bool = False) -> Catalog:
     @contextlib.asynccontextmanager
     async def lifespan(catalog: Catalog) -> AsyncIterator[dict[str, str]]:
         events.append(f"enter {catalog.server_info['name']}")
@@ -56,7 +56,7 @@ async def call_pool(app: Application) -> str:
 
 async def test_the_app_runs_the_catalogs_lifespan_around_serving() -> None:
     events: list[str] = []
-    catalog = make_catalog(events)
+    catalog = lifespan_catalog(events)
     app = app_for(catalog)
     assert catalog.lifespan.state is None
     async with app.lifespan():
@@ -69,7 +69,7 @@ async def test_the_app_runs_the_catalogs_lifespan_around_serving() -> None:
 
 async def test_two_apps_serving_one_catalog_share_one_entry() -> None:
     events: list[str] = []
-    catalog = make_catalog(events)
+    catalog = lifespan_catalog(events)
     first, second = app_for(catalog), app_for(catalog)
     async with first.lifespan():
         async with second.lifespan():
@@ -81,7 +81,7 @@ async def test_two_apps_serving_one_catalog_share_one_entry() -> None:
 
 async def test_a_failing_lifespan_fails_the_start() -> None:
     events: list[str] = []
-    app = app_for(make_catalog(events, fail=True))
+    app = app_for(lifespan_catalog(events, fail=True))
     with pytest.raises(ConnectionError, match="database is down"):
         async with app.lifespan():
             pytest.fail("started without its resources")
@@ -115,7 +115,7 @@ async def test_a_host_passes_it_as_its_own_lifespan() -> None:
     from starlette.routing import Mount
 
     events: list[str] = []
-    app = app_for(make_catalog(events))
+    app = app_for(lifespan_catalog(events))
     host = Starlette(routes=[Mount("/ai", app=app)], lifespan=app.lifespan)
     async with host.router.lifespan_context(host):
         assert app.started

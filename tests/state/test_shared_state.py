@@ -9,6 +9,7 @@ checks against separate processes behind nginx.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -41,7 +42,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
-def make_catalog() -> Catalog:
+def shared_state_catalog() -> Catalog:
     catalog = Catalog("shared-state-test", "1.0.0")
 
     add_toggle_tool(catalog, "toggle")
@@ -93,7 +94,7 @@ def replicas(redis_server: Any, tmp_path: Any) -> Iterator[list[str]]:
     prefix = fresh_prefix()  # each test its own keys and channel
     threads = []
     for _ in range(2):
-        app = Application(replica_settings(redis_server, prefix), make_catalog())
+        app = Application(replica_settings(redis_server, prefix), shared_state_catalog())
         threads.append(ServerThread(app).start())
     try:
         wait_ready([thread.url for thread in threads])
@@ -134,6 +135,20 @@ async def post(client: httpx.AsyncClient, url: str, message: dict[str, Any], sid
 async def next_message(messages: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
     async with asyncio.timeout(5):
         return await anext(messages)
+
+
+@contextlib.asynccontextmanager
+async def legacy_get_stream(
+    client: httpx.AsyncClient, url: str, sid: str | None = None
+) -> AsyncIterator[tuple[str, dict[str, str], AsyncIterator[dict[str, Any]]]]:
+    """The GET stream of a legacy session on replica ``url`` (a new session unless ``sid``):
+    the session id, the GET's headers and the stream's messages."""
+    if sid is None:
+        sid = await open_session(client, f"{url}/mcp")
+    headers = sse_get_headers(sid)
+    async with client.stream("GET", f"{url}/mcp", headers=headers) as stream:
+        assert stream.status_code == 200
+        yield sid, headers, sse_messages(stream)
 
 
 async def test_a_session_opened_on_one_replica_is_served_and_ended_by_the_other(
@@ -192,17 +207,15 @@ async def test_a_legacy_get_stream_hears_changes_made_on_the_other_replica(
     replicas: list[str],
 ) -> None:
     a, b = replicas
-    async with httpx.AsyncClient(timeout=5) as client:
-        sid = await open_session(client, f"{b}/mcp")
-        headers = sse_get_headers(sid)
-        async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
-            assert stream.status_code == 200
-            messages = sse_messages(stream)
-            await asyncio.sleep(0.1)  # the GET stream is attached before the change
-            message = modern_call("toggle", {}, 1)
-            await send_modern(client, a, message)
-            changed = await next_message(messages)
-            assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    async with (
+        httpx.AsyncClient(timeout=5) as client,
+        legacy_get_stream(client, b) as (_, _, messages),
+    ):
+        await asyncio.sleep(0.1)  # the GET stream is attached before the change
+        message = modern_call("toggle", {}, 1)
+        await send_modern(client, a, message)
+        changed = await next_message(messages)
+        assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 
 async def test_an_answer_posted_to_the_other_replica_reaches_the_waiting_tool(
@@ -308,7 +321,9 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
     thread = None
     try:
         settings = replica_settings(redis_server, fresh_prefix())
-        thread = ServerThread(Application(settings, make_catalog()), check_health=True).start()
+        thread = ServerThread(
+            Application(settings, shared_state_catalog()), check_health=True
+        ).start()
         url = thread.url
         async with httpx.AsyncClient(timeout=5) as client:
             ready = await client.get(f"{url}/readyz")
@@ -340,27 +355,26 @@ async def test_a_subscription_made_through_one_replica_feeds_the_get_stream_on_t
     replicas: list[str],
 ) -> None:
     a, b = replicas
-    async with httpx.AsyncClient(timeout=5) as client:
-        sid = await open_session(client, f"{b}/mcp")
-        headers = sse_get_headers(sid)
-        async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
-            messages = sse_messages(stream)
-            subscribe = {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "resources/subscribe",
-                "params": {"uri": "test://doc"},
-            }
-            assert (await post(client, a, subscribe, sid)).status_code == 200
-            await asyncio.sleep(0.1)  # the subscription travels to B on the bus
-            touch = modern_call("touch", {}, 2)
-            await send_modern(client, a, touch)
-            updated = await next_message(messages)
-            assert updated == {
-                "jsonrpc": "2.0",
-                "method": "notifications/resources/updated",
-                "params": {"uri": "test://doc"},
-            }
+    async with (
+        httpx.AsyncClient(timeout=5) as client,
+        legacy_get_stream(client, b) as (sid, _, messages),
+    ):
+        subscribe = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "resources/subscribe",
+            "params": {"uri": "test://doc"},
+        }
+        assert (await post(client, a, subscribe, sid)).status_code == 200
+        await asyncio.sleep(0.1)  # the subscription travels to B on the bus
+        touch = modern_call("touch", {}, 2)
+        await send_modern(client, a, touch)
+        updated = await next_message(messages)
+        assert updated == {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": "test://doc"},
+        }
 
 
 async def test_a_get_stream_resumed_on_the_other_replica_replays_what_was_missed(
@@ -413,8 +427,7 @@ async def test_subscriptions_made_before_the_get_stream_opens_elsewhere_are_read
         for number, uri in enumerate(("test://doc", "test://other")):
             assert (await post(client, a, subscription("subscribe", uri, number), sid)).is_success
         # B has never served this session: its GET stream reads the set from Redis.
-        async with client.stream("GET", f"{b}/mcp", headers=sse_get_headers(sid)) as stream:
-            messages = sse_messages(stream)
+        async with legacy_get_stream(client, b, sid) as (_, _, messages):
             await asyncio.sleep(0.1)  # the GET stream is attached before the change
             await send_modern(client, a, modern_call("touch", {"uri": "test://doc"}, 3))
             assert await next_message(messages) == updated("test://doc")
@@ -431,31 +444,30 @@ async def test_a_last_event_id_redis_cannot_hold_is_400_and_redis_stays_ready(
     replicas: list[str],
 ) -> None:
     _, b = replicas
-    async with httpx.AsyncClient(timeout=5) as client:
-        sid = await open_session(client, f"{b}/mcp")
-        headers = sse_get_headers(sid)
-        async with client.stream("GET", f"{b}/mcp", headers=headers) as stream:
-            messages = sse_messages(stream)
-            for last_event_id in (
-                f"abcdef1_{2**64}",  # one past a Redis stream id's sequence
-                "abcdef1_" + "9" * 30,
-                "ab:cd*_1",  # would be a key pattern
-                "a" * 200 + "_1",
-            ):
-                refused = await client.get(
-                    f"{b}/mcp", headers={**headers, "Last-Event-ID": last_event_id}
-                )
-                assert refused.status_code == 400, (last_event_id, refused.text)
-                assert "Last-Event-ID" in refused.json()["error"]["message"]
-            # The largest sequence a stream id holds reaches Redis, which has nothing for it.
-            largest = {**headers, "Last-Event-ID": f"abcdef1_{2**64 - 1}"}
-            assert (await client.get(f"{b}/mcp", headers=largest)).status_code == 410
-            ready = await client.get(f"{b}/readyz")
-            assert ready.status_code == 200, ready.text
-            assert ready.json()["redis"]["connected"] is True
-            # No resync: past the time the bus listener takes to notice a lost Redis (1 s)
-            # and to resubscribe (1 s), the GET stream was told of no list change.
-            with pytest.raises(TimeoutError):
-                async with asyncio.timeout(2.5):
-                    await anext(messages)
-            assert (await client.get(f"{b}/readyz")).status_code == 200
+    async with (
+        httpx.AsyncClient(timeout=5) as client,
+        legacy_get_stream(client, b) as (_, headers, messages),
+    ):
+        for last_event_id in (
+            f"abcdef1_{2**64}",  # one past a Redis stream id's sequence
+            "abcdef1_" + "9" * 30,
+            "ab:cd*_1",  # would be a key pattern
+            "a" * 200 + "_1",
+        ):
+            refused = await client.get(
+                f"{b}/mcp", headers={**headers, "Last-Event-ID": last_event_id}
+            )
+            assert refused.status_code == 400, (last_event_id, refused.text)
+            assert "Last-Event-ID" in refused.json()["error"]["message"]
+        # The largest sequence a stream id holds reaches Redis, which has nothing for it.
+        largest = {**headers, "Last-Event-ID": f"abcdef1_{2**64 - 1}"}
+        assert (await client.get(f"{b}/mcp", headers=largest)).status_code == 410
+        ready = await client.get(f"{b}/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["redis"]["connected"] is True
+        # No resync: past the time the bus listener takes to notice a lost Redis (1 s)
+        # and to resubscribe (1 s), the GET stream was told of no list change.
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(2.5):
+                await anext(messages)
+        assert (await client.get(f"{b}/readyz")).status_code == 200

@@ -7,7 +7,6 @@ ASGITransport also buffers whole responses, so open streams are tested in
 test_modern.py; here a listen stream is only read after the hub closes it.
 """
 
-import contextlib
 import json
 import logging
 import threading
@@ -18,12 +17,13 @@ import anyio
 import httpx
 import pytest
 
-from server import Catalog, Context, ToolError
-from server.app import Application, create_app
+from server import Catalog
+from server.app import create_app
 from server.errors import McpError, http_status
 from server.records.draft import Draft
 from server.settings import Settings
 from server.transport.endpoint import read_body
+from tests.support.app import make_catalog, serving
 from tests.support.core_helpers import post_scope
 from tests.support.mcp_client import (
     META_CAPABILITIES,
@@ -46,57 +46,7 @@ ECHO_HI = {"name": "echo", "arguments": {"text": "hi"}}
 # -- a small catalog ----------------------------------------------------------------------
 
 
-def make_catalog() -> Catalog:
-    catalog = Catalog("endpoint-test", "1.2.3")
-
-    @catalog.tool
-    async def echo(text: str) -> str:
-        """Echo."""
-        return text
-
-    @catalog.tool
-    async def refuse() -> str:
-        """Fails the way a tool should."""
-        raise ToolError("refused on purpose")
-
-    @catalog.tool
-    async def crash() -> str:
-        """Fails the way a tool should not."""
-        raise RuntimeError("tool-secret-detail")
-
-    @catalog.tool
-    async def ask(ctx: Context) -> str:
-        """Needs elicitation."""
-        answer = await ctx.elicit("Name?", {"type": "object", "properties": {}}, key="name")
-        return answer.action
-
-    @catalog.tool(
-        input_schema={
-            "type": "object",
-            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
-            "required": ["region"],
-        }
-    )
-    async def pick(region: str) -> str:
-        """A tool with a header-mirrored parameter."""
-        return f"picked {region}"
-
-    @catalog.resource("test://doc", mime_type="text/plain")
-    def doc() -> str:
-        """A document."""
-        return "the doc"
-
-    @catalog.resource("test://broken")
-    def broken() -> str:
-        """A resource whose handler crashes."""
-        raise RuntimeError("resource-secret-detail")
-
-    @catalog.prompt()
-    def greet(name: str) -> str:
-        """Greets."""
-        return f"Hello {name}"
-
-    return catalog
+serve = serving(lambda: make_catalog("endpoint-test", "1.2.3"), lifespan=False)
 
 
 def resources_only_catalog() -> Catalog:
@@ -111,21 +61,6 @@ def resources_only_catalog() -> Catalog:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def serve(
-    catalog: Catalog | None = None, *, lifespan: bool = False, **settings: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    app = create_app(Settings(_env_file=None, **settings), catalog or make_catalog())
-    transport = httpx.ASGITransport(app=app)
-    async with contextlib.AsyncExitStack() as stack:
-        if lifespan:
-            await stack.enter_async_context(app.starlette.router.lifespan_context(app.starlette))
-        client = await stack.enter_async_context(
-            httpx.AsyncClient(transport=transport, base_url=BASE_URL)
-        )
-        yield client, app
 
 
 async def post(
@@ -507,7 +442,7 @@ async def test_unknown_resource_is_200_invalid_params_with_uri() -> None:
         ("refuse", {}, "refused on purpose"),
         ("echo", {"text": 5}, "text"),
         ("echo", {}, "text"),
-        ("crash", {}, "crash"),
+        ("explode", {}, "explode"),
     ],
 )
 async def test_failing_tools_are_isError_results(
@@ -1023,7 +958,7 @@ async def test_listen_grants_only_what_is_served_and_needs_the_lifespan() -> Non
                 tg.start_soon(listen)
                 while len(app.hub) == 0:  # noqa: ASYNC110 (the hub has no event to wait on)
                     await anyio.sleep(0.01)
-                catalog.remove_tool("crash")  # tools/list_changed
+                catalog.remove_tool("explode")  # tools/list_changed
                 catalog.notify_resource_updated("test://other")  # not subscribed
                 catalog.notify_resource_updated("test://doc")
                 app.hub.close_all("shutdown")

@@ -8,7 +8,6 @@ them through thread-safe events.
 """
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,8 +20,9 @@ import pytest
 from server import Catalog, Context
 from server.app import Application, create_app
 from server.legacy.eventstream import parse_event_id
-from server.settings import Settings
+from tests.support import legacy_http
 from tests.support.core_helpers import add_toggle_tool
+from tests.support.legacy_http import RETRY_MS, asgi_client, running, settings
 from tests.support.live_server import ServerThread as Live
 from tests.support.mcp_client import (
     BOTH,
@@ -43,7 +43,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 VERSION = "2025-11-25"
 ALL_CAPS: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
-RETRY_MS = 250
 
 
 class Signals:
@@ -66,7 +65,7 @@ def fresh_signals() -> None:
     signals = Signals()
 
 
-def make_catalog() -> Catalog:
+def legacy_catalog() -> Catalog:
     catalog = Catalog("legacy-http-test", "1.0.0", instructions="Test server.")
 
     @catalog.tool
@@ -160,62 +159,27 @@ def add_change_tools(catalog: Catalog) -> None:
         return f"Hello {name}"
 
 
-def settings(**overrides: Any) -> Settings:
-    options: dict[str, Any] = {
-        "keepalive_s": 0.2,
-        "sse_retry_ms": RETRY_MS,
-        "client_request_timeout_s": 3,
-        "shutdown_grace_s": 0.5,
-    }
-    options.update(overrides)
-    return Settings(_env_file=None, **options)
-
-
 # -- in-process (ASGI) --------------------------------------------------------------------------
-
-
-def asgi_client(app: Application) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", timeout=5
-    )
 
 
 @pytest.fixture
 async def app() -> AsyncIterator[Application]:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     async with application.lifespan(application.starlette):
         yield application
 
 
-@pytest.fixture
-async def http(app: Application) -> AsyncIterator[httpx.AsyncClient]:
-    async with asgi_client(app) as client:
-        yield client
+http = legacy_http.http  # the in-process client, over app
+net = legacy_http.net  # the client over a real socket, over live
 
 
 # -- a real uvicorn in a thread -----------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def running(app: Application, **overrides: Any) -> Iterator[Live]:
-    live = Live(app, graceful_timeout=1, **overrides).start()
-    try:
-        yield live
-    finally:
-        if live.thread.is_alive():
-            live.stop()
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
-    with running(create_app(settings(), make_catalog())) as server:
+    with running(create_app(settings(), legacy_catalog())) as server:
         yield server
-
-
-@pytest.fixture
-async def net(live: Live) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=5) as client:
-        yield client
 
 
 def is_visible_ascii(text: str) -> bool:
@@ -291,7 +255,7 @@ async def test_initialized_notification_is_202_and_marks_the_session(
 
 
 async def test_ping_works_without_a_session() -> None:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     async with asgi_client(application) as http:
         response = await http.post("/mcp", json=legacy("ping", id="p"), headers={"Accept": BOTH})
     assert response.status_code == 200
@@ -334,7 +298,7 @@ async def test_request_without_a_session_id_says_what_is_missing(
 
 async def test_get_and_delete_without_a_session_id_are_400() -> None:
     # With the HTTP+SSE transport on, such a GET opens its stream (tests/transport/test_legacy_sse).
-    application = create_app(settings(sse_transport=False), make_catalog())
+    application = create_app(settings(sse_transport=False), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         get = await http.get("/mcp", headers={"Accept": "text/event-stream"})
         assert get.status_code == 400
@@ -509,7 +473,7 @@ async def test_answer_to_an_unknown_request_id_is_202(http: httpx.AsyncClient) -
 
 
 async def test_the_session_cap_answers_503_with_a_jsonrpc_error() -> None:
-    application = create_app(settings(max_sessions=2), make_catalog())
+    application = create_app(settings(max_sessions=2), legacy_catalog())
     async with asgi_client(application) as http:
         await legacy_session(http)
         await legacy_session(http)
@@ -617,7 +581,7 @@ async def test_a_batch_past_the_cap_is_refused_naming_the_cap(http: httpx.AsyncC
 async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:
     # A batch was one request to the rate limiter, whatever its length.
     overrides = {"rate_limit_rps": 0.001, "rate_limit_burst": 40, "rate_limit_exempt": ""}
-    application = create_app(settings(**overrides), make_catalog())
+    application = create_app(settings(**overrides), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http, "2025-03-26")  # initialize + initialized: 2 of 40
         first = await client.post([legacy("ping", id=n) for n in range(30)])
@@ -633,7 +597,7 @@ def test_a_batch_at_the_body_limit_never_freezes_the_server() -> None:
     # is read, a batch at the cap is answered, and /healthz stays quick throughout (the
     # 100 ms target on a quiet machine is tests/bench/abuse.py's; this bound leaves room for a
     # loaded CI machine and is still a hundred times below the old freeze).
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     latencies: list[float] = []
     done = threading.Event()
 
@@ -707,7 +671,7 @@ async def test_a_batch_that_cancels_its_own_request_still_answers(
 
 
 async def test_a_session_found_expired_on_use_releases_its_runtime() -> None:
-    application = create_app(settings(session_idle_timeout_s=0.05), make_catalog())
+    application = create_app(settings(session_idle_timeout_s=0.05), legacy_catalog())
     async with asgi_client(application) as http:
         client = await legacy_session(http)
         assert client.session_id is not None
@@ -719,7 +683,7 @@ async def test_a_session_found_expired_on_use_releases_its_runtime() -> None:
 
 
 async def test_the_cap_never_evicts_a_busy_session() -> None:
-    application = create_app(settings(max_sessions=1, session_idle_timeout_s=0.1), make_catalog())
+    application = create_app(settings(max_sessions=1, session_idle_timeout_s=0.1), legacy_catalog())
     async with asgi_client(application) as http:
         busy = await legacy_session(http)
         assert busy.session_id is not None
@@ -811,7 +775,7 @@ async def test_logs_before_set_level_go_out_from_the_default_level(net: httpx.As
 
 
 async def test_no_log_messages_before_set_level_when_the_default_is_off() -> None:
-    application = create_app(settings(legacy_default_log_level="off"), make_catalog())
+    application = create_app(settings(legacy_default_log_level="off"), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http)
         body = await client.call("tools/call", {"name": "chatty", "arguments": {}})
@@ -819,7 +783,7 @@ async def test_no_log_messages_before_set_level_when_the_default_is_off() -> Non
 
 
 async def test_the_default_log_level_is_a_setting() -> None:
-    application = create_app(settings(legacy_default_log_level="warning"), make_catalog())
+    application = create_app(settings(legacy_default_log_level="warning"), legacy_catalog())
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http)
         async with client.stream(tool_call("chatty", id=7)) as events:
@@ -1169,7 +1133,7 @@ async def test_a_last_event_id_this_server_cannot_have_made_is_400(
 
 
 async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keeps_one() -> None:
-    application = create_app(settings(session_idle_timeout_s=0.3), make_catalog())
+    application = create_app(settings(session_idle_timeout_s=0.3), legacy_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
             idle = await legacy_session(http)
@@ -1194,7 +1158,7 @@ async def test_idle_sessions_expire_and_their_runtime_goes_but_a_get_stream_keep
 
 
 async def test_graceful_shutdown_ends_open_get_streams() -> None:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), legacy_catalog())
     with running(application) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=5) as http:
             client = await legacy_session(http)

@@ -24,9 +24,10 @@ from server import Catalog, Context
 from server.app import Application, create_app
 from server.legacy.eventstream import EventStream
 from server.records.draft import Draft
-from server.settings import Settings
 from server.transport.legacy_answer import Answer
+from tests.support import legacy_http
 from tests.support.core_helpers import post_scope
+from tests.support.legacy_http import RETRY_MS, running, settings
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import (
     LegacySession,
@@ -39,7 +40,6 @@ from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.anyio
 
-RETRY_MS = 250
 PROBE_ID = "cycle-probe"
 PROBE_BYTES = PROBE_ID.encode()
 
@@ -74,7 +74,7 @@ async def wait_for_gate(mine: Seen) -> None:
         raise
 
 
-def make_catalog() -> Catalog:
+def inline_catalog() -> Catalog:
     catalog = Catalog("legacy-inline-test", "1.0.0")
 
     @catalog.tool
@@ -124,31 +124,15 @@ def make_catalog() -> Catalog:
     return catalog
 
 
-def settings(**overrides: Any) -> Settings:
-    options: dict[str, Any] = {
-        "keepalive_s": 0.2,
-        "sse_retry_ms": RETRY_MS,
-        "client_request_timeout_s": 3,
-        "shutdown_grace_s": 0.5,
-    }
-    options.update(overrides)
-    return Settings(_env_file=None, **options)
-
-
 @pytest.fixture
 async def app() -> AsyncIterator[Application]:
-    application = create_app(settings(), make_catalog())
+    application = create_app(settings(), inline_catalog())
     async with application.lifespan(application.starlette):
         yield application
 
 
-@pytest.fixture
-async def http(app: Application) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://127.0.0.1", timeout=5
-    ) as client:
-        yield client
+http = legacy_http.http  # the in-process client, over app
+net = legacy_http.net  # the client over a real socket, over live
 
 
 def runtime_of(app: Application, client: LegacySession) -> Any:
@@ -331,18 +315,8 @@ async def test_a_json_answer_leaves_no_reference_cycle_behind(
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[ServerThread]:
-    server = ServerThread(create_app(settings(), make_catalog()), graceful_timeout=1).start()
-    try:
+    with running(create_app(settings(), inline_catalog())) as server:
         yield server
-    finally:
-        if server.thread.is_alive():
-            server.stop()
-
-
-@pytest.fixture
-async def net(live: ServerThread) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=5) as client:
-        yield client
 
 
 def call_streams(runtime: Any) -> list[EventStream]:

@@ -49,7 +49,7 @@ class Gate:
         self.cancelled = False
 
 
-def make_catalog(gate: Gate) -> Catalog:
+def gated_catalog(gate: Gate) -> Catalog:
     catalog = Catalog("legacy-calls-test", "1.0.0")
 
     @catalog.tool
@@ -100,7 +100,7 @@ class Setup:
 
 
 async def setup(gate: Gate | None = None) -> Setup:
-    era = make_era(make_catalog(gate or Gate()))
+    era = make_era(gated_catalog(gate or Gate()))
     return Setup(era, await new_session(era))
 
 

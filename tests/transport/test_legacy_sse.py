@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from mcp.client.sse import sse_client
 from server.app import Application, create_app
 from server.settings import Settings
 from tests.support.live_server import ServerThread
+from tests.support.polling import wait_until
 
 PROBE_NAME = "mcp-http-server-probe"
 
@@ -59,12 +60,6 @@ async def connect(url: str, **options: Any) -> AsyncIterator[Client]:
     options.setdefault("read_timeout_seconds", 10)
     async with Client(sse_client(url, timeout=10), mode="legacy", **options) as client:
         yield client
-
-
-async def eventually(predicate: Callable[[], bool], limit: float = 5.0) -> None:
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.01)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -117,7 +112,7 @@ async def test_sdk_client_gets_progress_and_logs(live: ServerThread) -> None:
             "count_slowly", {"steps": 3, "delay_ms": 10}, progress_callback=on_progress
         )
         assert text_of(result) == "Counted to 3."
-        await eventually(lambda: len(logs) == 3 and len(reported) == 3)
+        await wait_until(lambda: len(logs) == 3 and len(reported) == 3)
     assert reported == [(float(n), 3.0, f"step {n} of 3") for n in range(1, 4)]
     assert [params.data for params in logs] == [f"counted {n}" for n in range(1, 4)]
 
@@ -135,7 +130,7 @@ async def test_sdk_client_gets_resource_updates(live: ServerThread) -> None:
             warnings.simplefilter("ignore")
             await client.subscribe_resource("probe://readme")
         await client.call_tool("touch_resource", {"uri": "probe://readme"})
-        await eventually(lambda: updates == ["probe://readme"])
+        await wait_until(lambda: updates == ["probe://readme"])
 
 
 @pytest.mark.anyio
@@ -154,8 +149,8 @@ async def test_closing_the_stream_ends_the_session(live: ServerThread) -> None:
     async with connect(f"{live.url}/sse") as client:
         await client.list_tools()
         [session_id] = [sid for sid, runtime in app_held(app).items() if runtime]
-    await eventually(lambda: session_id not in app_held(app))
-    await eventually(lambda: app.runtimes.peek(session_id) is None)
+    await wait_until(lambda: session_id not in app_held(app))
+    await wait_until(lambda: app.runtimes.peek(session_id) is None)
 
 
 def app_held(app: Application) -> dict[str, Any]:
@@ -238,9 +233,9 @@ async def test_endpoint_event_then_202_and_the_answer_on_the_stream(
         assert answer["id"] == 3
         assert "error" in answer or answer["result"]["isError"] is True
         session_id = endpoint.rpartition("=")[2]
-    await eventually(lambda: any(r.get("method") == "tools/call" for r in records(records_dir)))
+    await wait_until(lambda: any(r.get("method") == "tools/call" for r in records(records_dir)))
     mine = [r for r in records(records_dir) if r.get("session_id") == session_id]
-    await eventually(
+    await wait_until(
         lambda: len([r for r in records(records_dir) if r.get("session_id") == session_id]) >= 6
     )
     mine = [r for r in records(records_dir) if r.get("session_id") == session_id]
@@ -414,7 +409,7 @@ async def test_shutdown_sends_the_running_calls_answers_then_closes(tmp_path: Pa
             assert (await http.post(endpoint, json=slow)).status_code == 202
             await anyio.sleep(0.1)
             running.server.should_exit = True  # what SIGTERM does
-            await eventually(lambda: running.app.sse is not None and running.app.sse.draining)
+            await wait_until(lambda: running.app.sse is not None and running.app.sse.draining)
             # (New connections are no longer accepted; a POST on an open one would get 503.)
             seen = []
             with anyio.fail_after(5):

@@ -52,7 +52,7 @@ hang_cancelled = threading.Event()
 hang_finished = threading.Event()
 
 
-def make_catalog() -> Catalog:
+def streaming_catalog() -> Catalog:
     catalog = Catalog("streaming-test", "1.0.0")
 
     @catalog.tool
@@ -119,7 +119,7 @@ def make_catalog() -> Catalog:
 @pytest.fixture(scope="module")
 def live() -> Iterator[ServerThread]:
     running = ServerThread(
-        create_app(Settings(_env_file=None, keepalive_s=0.2), make_catalog()),
+        create_app(Settings(_env_file=None, keepalive_s=0.2), streaming_catalog()),
         graceful_timeout=2,
         check_health=True,
     )
@@ -450,7 +450,7 @@ async def test_idle_listen_stream_gets_keepalive_comments(client: httpx.AsyncCli
 @pytest.fixture
 def fresh_server() -> Iterator[ServerThread]:
     running = ServerThread(
-        create_app(Settings(_env_file=None, shutdown_grace_s=1), make_catalog()),
+        create_app(Settings(_env_file=None, shutdown_grace_s=1), streaming_catalog()),
         graceful_timeout=3,
         check_health=True,
     )

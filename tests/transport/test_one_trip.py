@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,13 @@ import pytest
 import server.transport.endpoint
 from server import Catalog
 from server.aio import Started
-from server.app import Application, create_app
+from server.app import create_app
 from server.catalog.tools import Tool
 from server.dispatch import Handling
 from server.legacy.sessions import Session
 from server.protocol import LEGACY_METHODS, MODERN_METHODS
 from server.settings import Settings
+from tests.support.app import serving
 from tests.support.mcp_client import (
     LegacySession,
     ModernClient,
@@ -45,14 +46,16 @@ pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
 TOKEN = "a-one-trip-test-token-0123456789"
+# The settings of a server that wants a token, and the client's header that carries it.
 AUTH = {
     "auth": "tokens",
     "auth_tokens": "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest(),
     "auth_token_scopes": ["mcp", "tools:admin"],
+    "headers": {"Authorization": f"Bearer {TOKEN}"},
 }
 
 
-def make_catalog() -> Catalog:
+def one_trip_catalog() -> Catalog:
     catalog = Catalog("one-trip-test", "1.0.0")
 
     @catalog.tool
@@ -89,17 +92,7 @@ def make_catalog() -> Catalog:
     return catalog
 
 
-@contextlib.asynccontextmanager
-async def serve(**settings: Any) -> AsyncIterator[tuple[httpx.AsyncClient, Application]]:
-    settings.setdefault("records", ["none"])
-    app = create_app(Settings(_env_file=None, **settings), make_catalog())
-    transport = httpx.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {TOKEN}"} if settings.get("auth") else {}
-    async with (
-        app.starlette.router.lifespan_context(app.starlette),
-        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as c,
-    ):
-        yield c, app
+serve = serving(one_trip_catalog, base_url="http://127.0.0.1")
 
 
 async def post_modern(
@@ -322,7 +315,7 @@ def test_the_endpoint_names_no_mcp_method() -> None:
 
 
 def test_a_tool_carried_by_validate_is_the_catalog_s() -> None:
-    catalog = make_catalog()
+    catalog = one_trip_catalog()
     app = create_app(Settings(_env_file=None, records=["none"]), catalog)
     from server.jsonrpc import Request
 

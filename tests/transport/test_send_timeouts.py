@@ -66,7 +66,7 @@ HELD_UPDATES = 1300
 chatty_cancelled = threading.Event()
 
 
-def make_catalog() -> Catalog:
+def flood_catalog() -> Catalog:
     catalog = Catalog("send-timeout-test", "1.0.0")
 
     @catalog.tool
@@ -113,7 +113,7 @@ def live(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
     )
     if request.param and http_protocol(settings) == "auto":
         pytest.skip(f"uvicorn {uvicorn.__version__}: this server's protocol does not run on it")
-    running = ServerThread(create_app(settings, make_catalog()), check_health=True)
+    running = ServerThread(create_app(settings, flood_catalog()), check_health=True)
     running.start()
     yield running
     running.stop()

@@ -38,7 +38,7 @@ JSON_ONLY = "application/json"
 SSE_ONLY = "text/event-stream"
 
 
-def make_catalog() -> Catalog:
+def silent_catalog() -> Catalog:
     catalog = Catalog("silent-calls-test", "1.0.0")
 
     @catalog.tool
@@ -78,7 +78,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         records=["file"],
         records_file=str(records),
     )
-    server = ServerThread(create_app(settings, make_catalog()), graceful_timeout=1).start()
+    server = ServerThread(create_app(settings, silent_catalog()), graceful_timeout=1).start()
     try:
         yield Live(server, records)
     finally:

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
-def make_catalog() -> Catalog:
+def nap_catalog() -> Catalog:
     catalog = Catalog("tasks-http", "1.0.0")
 
     @catalog.tool(task_support="optional")
@@ -38,7 +38,7 @@ def make_catalog() -> Catalog:
 @pytest.fixture(scope="module")
 def live() -> Iterator[ServerThread]:
     running = ServerThread(
-        create_app(Settings(_env_file=None, keepalive_s=0.2), make_catalog()),
+        create_app(Settings(_env_file=None, keepalive_s=0.2), nap_catalog()),
         graceful_timeout=2,
         check_health=True,
     )
@@ -109,7 +109,7 @@ async def test_task_methods_over_http(client: httpx.AsyncClient) -> None:
 async def test_records_say_which_task_a_request_created_or_saw(tmp_path: Any) -> None:
     records = tmp_path / "records.jsonl"
     settings = Settings(_env_file=None, records=["file"], records_file=str(records))
-    running = ServerThread(create_app(settings, make_catalog()), graceful_timeout=2).start()
+    running = ServerThread(create_app(settings, nap_catalog()), graceful_timeout=2).start()
     try:
         async with httpx.AsyncClient(base_url=running.url, timeout=5) as http:
             call = message("tools/call", {"name": "nap", "arguments": {"seconds": 0.05}}, TASKS)
