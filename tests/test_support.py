@@ -78,9 +78,16 @@ ALLOWED: dict[tuple[str, str], str] = {
             "the 2024-11-05 HTTP+SSE transport's own wire (the endpoint event, messages POSTed to "
             "/messages, answers on the one GET stream): mcp_client.py speaks Streamable HTTP"
         )
-        for path in ("tests/transport/test_legacy_sse.py", "tests/e2e/test_sse_clients.py")
+        for path in (
+            "tests/transport/test_legacy_sse.py",
+            "tests/e2e/test_sse_clients.py",
+            "tests/state/test_bus_faults.py",
+        )
         for rule in (HAND_SSE, HAND_LEGACY)
     },
+    ("tests/state/test_relay.py", HAND_LEGACY): (
+        "the 2024-11-05 HTTP+SSE transport's own wire: initialize POSTed to /messages"
+    ),
     ("tests/bench/http_bench.py", HAND_SSE): (
         "benchmark script (outside pytest) with its own minimal client; not converted yet"
     ),

@@ -29,6 +29,7 @@ from tests.support.live_server import ServerThread
 from tests.support.mcp_client import (
     initialize,
     legacy,
+    legacy_headers,
     modern,
     modern_headers,
     sse_messages_blocking,
@@ -199,7 +200,7 @@ def test_a_deprecated_version_is_told_on_its_sessions_requests(serve: Any) -> No
     opened = httpx.post(url, json=initialize("2025-03-26"), headers=headers, timeout=10)
     assert opened.status_code == 200
     assert "sunset" in opened.headers
-    session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    session = legacy_headers(opened.headers["mcp-session-id"], version=None)
     listed = httpx.post(url, json=legacy("tools/list"), headers=session, timeout=10)
     assert listed.status_code == 200  # no version header
     assert "deprecation" in listed.headers
@@ -273,11 +274,7 @@ def test_a_session_that_takes_warnings_is_told_once_on_its_get_stream(serve: Any
     url = f"{running.url}/mcp"
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     opened = httpx.post(url, json=initialize("2025-06-18"), headers=headers, timeout=10)
-    session = {
-        **headers,
-        "Mcp-Session-Id": opened.headers["mcp-session-id"],
-        "MCP-Protocol-Version": "2025-06-18",
-    }
+    session = legacy_headers(opened.headers["mcp-session-id"], version="2025-06-18")
     told: list[dict[str, Any]] = []
     with httpx.stream("GET", url, headers={**session, "Accept": "text/event-stream"}) as stream:
         assert stream.status_code == 200

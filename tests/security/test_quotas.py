@@ -13,7 +13,7 @@ from server import Catalog, create_app
 from server.errors import ConfigurationError, ServiceUnavailable
 from server.security.quotas import MemoryQuotaCounter, Quota, QuotaExceeded, Quotas
 from server.settings import Settings, load_settings
-from tests.support.mcp_client import initialize, legacy, modern, modern_headers
+from tests.support.mcp_client import initialize, legacy, legacy_headers, modern, modern_headers
 from tests.support.redis_server import fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +126,8 @@ async def test_a_tenants_quota_holds_across_replicas_sharing_redis(redis_server)
                 "Authorization": f"Bearer {A}",
             }
             opened = await clients[1].post("/mcp", json=initialize(), headers=headers)
-            session = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            session = legacy_headers(opened.headers["mcp-session-id"], version=None)
+            session["Authorization"] = f"Bearer {A}"
             refused = await clients[1].post(
                 "/mcp",
                 json=legacy("tools/call", {"name": "search", "arguments": {}}),
