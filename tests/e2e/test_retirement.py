@@ -19,6 +19,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from server import create_app
@@ -188,6 +189,22 @@ def test_mcp_remote_sse_only_reports_the_410(serve: Any, tmp_path: Path) -> None
     )
     said = (finished.stdout + finished.stderr).decode(errors="replace")
     assert "410" in said, said[-2000:]
+
+
+@pytest.mark.anyio
+async def test_mcp_remote_on_streamable_http_is_unaffected(serve: Any, tmp_path: Path) -> None:
+    running = serve({"item": "sse", "sunset": SUNSET_PAST})
+    node, script = mcp_remote()
+    bridge = stdio_client(
+        StdioServerParameters(
+            command=node,
+            args=[script, f"{running.url}/mcp", "--transport", "http-only"],
+            env={"MCP_REMOTE_CONFIG_DIR": str(tmp_path / "auth"), "PATH": "/usr/bin:/bin"},
+        )
+    )
+    async with Client(bridge, mode="legacy", read_timeout_seconds=20) as client:
+        tools = await client.list_tools()
+    assert any(tool.name == "echo" for tool in tools.tools)
 
 
 # -- a protocol version, the era, a method, a client feature ---------------------------------
