@@ -150,7 +150,8 @@ class Application:
             RequestStates(sealer, settings.request_state_ttl_s),
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
-            cache_scope=settings.cache_scope,
+            cache_scope=settings.cache_scope
+            or ("public" if settings.auth == "none" else "private"),
             tasks=self.tasks,
         )
         privacy = Privacy(

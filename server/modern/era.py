@@ -254,9 +254,12 @@ class ModernEra:
         finally:
             context.finish()
         noted(result)
-        # A resource may set its own ttl (it was found by validate, and read).
-        ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
-        return self._envelope(method, result, ttl)
+        if isinstance(call.target, tuple):
+            # A read: its resource's own hints (it was found by validate, and read).
+            result = self._envelope(method, result)
+            result["ttlMs"], result["cacheScope"] = call.target[0].cache_hints(self.cache_scope)
+            return result
+        return self._envelope(method, result)
 
     def _context(self, call: ModernCall, send: Send) -> Context:
         async def notify(method: str, params: dict[str, Any]) -> None:

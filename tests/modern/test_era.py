@@ -651,14 +651,55 @@ async def test_prompt_get_and_completion_envelopes(era):
 
 @pytest.mark.parametrize(
     ("uri", "ttl"),
-    [("x://readme", 60_000), ("x://fast", 5), ("x://items/3", 7)],
+    [("x://readme", 0), ("x://fast", 5), ("x://items/3", 7)],
 )
 async def test_resource_read_is_cacheable_with_its_own_ttl(era, uri, ttl):
+    """A read is not cached (ttlMs 0) unless its resource declares a TTL: contents change when
+    tools write, and a client honouring the list TTL would show stale contents."""
     result, _ = await run(era, "resources/read", {"uri": uri})
     assert result["resultType"] == "complete"
     assert result["ttlMs"] == ttl
     assert result["cacheScope"] == "public"
     assert result["contents"][0]["uri"] == uri
+
+
+async def test_a_read_is_private_when_its_handler_sees_the_caller_unless_declared() -> None:
+    catalog = Catalog("t", "1")
+
+    @catalog.resource("x://mine")
+    def mine(ctx: Context) -> str:
+        return str(ctx.caller)
+
+    @catalog.resource("x://shared", ttl_ms=1000, cache_scope="public")
+    def shared(ctx: Context) -> str:
+        return "same for all"
+
+    @catalog.resource("x://plain")
+    def plain() -> str:
+        return "plain"
+
+    public, private = make_era(catalog), make_era(catalog, cache_scope="private")
+    hints = {}
+    for name, era in (("public", public), ("private", private)):
+        for uri in ("x://mine", "x://shared", "x://plain"):
+            result, _ = await run(era, "resources/read", {"uri": uri})
+            hints[name, uri] = (result["ttlMs"], result["cacheScope"])
+    assert hints == {
+        ("public", "x://mine"): (0, "private"),
+        ("public", "x://shared"): (1000, "public"),
+        ("public", "x://plain"): (0, "public"),
+        ("private", "x://mine"): (0, "private"),
+        ("private", "x://shared"): (1000, "public"),
+        ("private", "x://plain"): (0, "private"),
+    }
+
+
+def test_a_resource_refuses_cache_hints_no_client_could_read() -> None:
+    catalog = Catalog("t", "1")
+    with pytest.raises(ValueError, match="ttl_ms must be an int >= 0"):
+        catalog.resource("x://a", ttl_ms=-1)(lambda: "a")
+    with pytest.raises(ValueError, match="cache_scope must be 'public' or 'private'"):
+        catalog.resource_template("x://{a}", cache_scope="shared")(lambda a: a)  # type: ignore[typeddict-item]
 
 
 async def test_missing_resource_is_invalid_params_with_uri(era):
