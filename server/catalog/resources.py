@@ -19,7 +19,6 @@ from server.catalog.uritemplate import UriTemplate
 from server.context import Context
 from server.errors import ResourceNotFound
 
-
 CacheScope = Literal["public", "private"]
 
 

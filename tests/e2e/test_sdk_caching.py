@@ -53,7 +53,8 @@ async def read_bump_read(url: str, uri: str, token: str = "") -> tuple[str, str]
         first = (await client.read_resource(uri)).contents[0]
         await client.call_tool("bump", {})
         second = (await client.read_resource(uri)).contents[0]
-    assert hasattr(first, "text") and hasattr(second, "text")
+    assert hasattr(first, "text")
+    assert hasattr(second, "text")
     return first.text, second.text
 
 
