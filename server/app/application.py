@@ -147,7 +147,7 @@ class Application:
         self.modern = ModernEra(
             catalog,
             dispatcher,
-            RequestStates(sealer, settings.request_state_ttl_s),
+            RequestStates(sealer, settings.request_state_ttl_s, self.shared.spent),
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope

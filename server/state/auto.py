@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.errors import ConfigurationError
 from server.legacy.sessions import SessionStore
+from server.modern.input_required import SpentInMemory, SpentStates
 from server.settings import Settings
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore, MemoryTaskStore
@@ -39,6 +40,8 @@ class SharedState:
     mirror: StreamMirror
     link: RedisLink | None = None
     tasks: TaskStore = field(default_factory=MemoryTaskStore)
+    # Request states already used (2026-07-28 input-required rounds are single-use).
+    spent: SpentStates = field(default_factory=SpentInMemory)
 
     def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Begin watching Redis, hearing the other replicas, and copying streams."""
@@ -113,6 +116,7 @@ def shared_state(
         return SharedState(store, MemoryBus(), mirror)
     from server.state.redis.bus import RedisBus
     from server.state.redis.sessions import RedisSessionStore
+    from server.state.redis.spent import RedisSpentStates
     from server.state.redis.tasks import RedisTaskStore
 
     redis_store = RedisSessionStore(
@@ -123,4 +127,6 @@ def shared_state(
         busy=busy,
         ended=ended,
     )
-    return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))
+    return SharedState(
+        redis_store, RedisBus(link), mirror, link, RedisTaskStore(link), RedisSpentStates(link)
+    )
