@@ -1,6 +1,5 @@
-"""OpenTelemetry spans for the requests, an optional extra (``pip install
-'mcp-http-server[otel]'``, ``MCP_OTEL=true``): nothing here imports OpenTelemetry until it is
-turned on.
+"""OpenTelemetry spans for the requests, an optional extra (``pip install -e '.[otel]'`` from a
+checkout, ``MCP_OTEL=true``): nothing here imports OpenTelemetry until it is turned on.
 
 A span is made per request on the MCP endpoint and, under it, one per tool call, named after
 MCP's semantic conventions (``{mcp.method.name} {target}``; ``execute_tool {gen_ai.tool.name}``)
@@ -29,7 +28,10 @@ from typing import Any
 
 from server.errors import ConfigurationError
 
-MISSING = "MCP_OTEL=true needs the otel extra: pip install 'mcp-http-server[otel]'"
+MISSING = (
+    "MCP_OTEL=true needs OpenTelemetry: pip install opentelemetry-sdk "
+    "opentelemetry-exporter-otlp-proto-http (from a checkout: pip install -e '.[otel]')"
+)
 
 
 def default_provider() -> Any:

@@ -78,7 +78,7 @@ def state_link(settings: Settings) -> RedisLink | None:
     except ImportError as missing:
         raise ConfigurationError(
             "MCP_REDIS_URL is set but the redis package is missing: "
-            "pip install 'mcp-http-server[redis]'"
+            "pip install redis (from a checkout: pip install -e '.[redis]')"
         ) from missing
     return RedisLink(url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
 
