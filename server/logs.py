@@ -25,7 +25,8 @@ the JSON text (their values decode unchanged), so every line stays one object.
 
 Standard library only: the core may use it, and :func:`dict_config` is what
 :mod:`server.serving` hands to uvicorn (which applies it) and ``python -m server`` applies
-before anything can log.
+before anything can log; under plain ``uvicorn module:app`` the app applies it when it is built
+(:func:`adopt`).
 """
 
 from __future__ import annotations
@@ -226,3 +227,22 @@ def configure(log_format: LogFormat, level: str) -> None:
 
     logging.config.dictConfig(dict_config(log_format, level))
     logging.captureWarnings(True)
+
+
+def adopt(log_format: LogFormat, level: str, *, records_on_stdout: bool) -> bool:
+    """Under a server that configured no logging of ours (plain ``uvicorn module:app``,
+    gunicorn's workers): our lines in ``log_format`` when no one configured the root logger,
+    and, whoever did, none of uvicorn's lines on stdout when the records go there. True when
+    it configured the process. A process where uvicorn configured nothing either (a test, a
+    script) is left alone."""
+    uvicorns = [logging.getLogger(name) for name in UVICORN_LOGGERS]
+    if not logging.getLogger().handlers and any(logger.handlers for logger in uvicorns):
+        configure(log_format, level)
+        return True
+    if records_on_stdout:
+        for logger in uvicorns:
+            kept = [h for h in logger.handlers if getattr(h, "stream", None) is not sys.stdout]
+            if len(kept) < len(logger.handlers):
+                logger.handlers = kept
+                logger.propagate = True
+    return False
