@@ -134,12 +134,18 @@ def test_plain_uvicorn_keeps_the_log_format_and_stdout_for_the_records(tmp_path:
     """Issue 34: under ``uvicorn --factory server:create_app`` (no ``python -m server``)
     MCP_LOG_FORMAT=json was ignored and uvicorn's access lines were mixed into the records."""
     plain_uvicorn = ("-m", "uvicorn", "--factory", "server:create_app")
-    with server(
-        tmp_path, plain_uvicorn, MCP_RECORDS="stdout", MCP_LOG_FORMAT="json", MCP_CATALOG="probe"
-    ) as url:
-        with httpx.Client(timeout=10) as client:
-            call(client, url, "add", {"a": 1, "b": 2}, "add-1")
-            assert client.get(f"{url}/healthz").status_code == 200
+    with (
+        server(
+            tmp_path,
+            plain_uvicorn,
+            MCP_RECORDS="stdout",
+            MCP_LOG_FORMAT="json",
+            MCP_CATALOG="probe",
+        ) as url,
+        httpx.Client(timeout=10) as client,
+    ):
+        call(client, url, "add", {"a": 1, "b": 2}, "add-1")
+        assert client.get(f"{url}/healthz").status_code == 200
     records = [json.loads(line) for line in (tmp_path / "out").read_text().splitlines()]
     assert records, "no record on stdout"
     assert all(record["v"] == 1 for record in records), records
