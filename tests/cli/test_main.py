@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_serves_options_work_without_the_serve_word(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[dict[str, Any]] = []
-    monkeypatch.setattr(serve, "serve", lambda **options: served.append(options) or 0)
+
+    def fake_serve(**options: Any) -> int:
+        served.append(options)
+        return 0
+
+    monkeypatch.setattr(serve, "serve", fake_serve)
     assert entry.main(["--port", "9123", "--catalog", "probe"]) == 0
     assert entry.main(["serve", "--host", "127.0.0.1", "--reload"]) == 0
     assert served == [
