@@ -215,7 +215,13 @@ def dict_config(log_format: LogFormat, level: str) -> dict[str, Any]:
         "filters": {"request": {"()": RequestFields}},
         "formatters": {"line": {"()": formatter}},
         "handlers": {"stderr": {"()": StderrHandler, "formatter": "line", "filters": ["request"]}},
-        "loggers": {name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+        "loggers": {
+            **{name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+            # serve --reload: the reloader sees every write under the folder it watches (the
+            # records', a record per request) and would say "1 change detected" for each; the
+            # restarts it causes are uvicorn's own WARNING lines.
+            "watchfiles": {"level": "WARNING"},
+        },
         "root": {"handlers": ["stderr"], "level": level.upper()},
     }
 
