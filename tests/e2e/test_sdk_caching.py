@@ -19,6 +19,7 @@ from server import Catalog
 from server.app import create_app
 from server.settings import Settings
 from tests.e2e.test_sdk_clients import serving
+from tests.support.mcp_client import modern, modern_headers
 
 TOKEN = "caching-test-token-0123456789abcdef"
 
@@ -73,27 +74,9 @@ async def test_under_authentication_results_are_private_by_default() -> None:
     settings = Settings(_env_file=None, auth="tokens", auth_tokens=[f"sha256:{digest}"])
     with serving(create_app(settings, counter_catalog())) as live:
         async with httpx2.AsyncClient(timeout=10) as http:
-            answer = await http.post(
-                live.url,
-                headers={
-                    "Authorization": f"Bearer {TOKEN}",
-                    "Accept": "application/json, text/event-stream",
-                    "MCP-Protocol-Version": "2026-07-28",
-                    "Mcp-Method": "server/discover",
-                },
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "server/discover",
-                    "params": {
-                        "_meta": {
-                            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-                            "io.modelcontextprotocol/clientCapabilities": {},
-                        }
-                    },
-                },
-            )
+            message = modern("server/discover")
+            headers = {**modern_headers(message), "Authorization": f"Bearer {TOKEN}"}
+            answer = await http.post(live.url, headers=headers, json=message)
         assert answer.status_code == 200, answer.text
         assert answer.json()["result"]["cacheScope"] == "private"
         assert await read_bump_read(live.url, "counter://value", TOKEN) == ("3", "4")
