@@ -15,7 +15,24 @@
 #
 # The CA bundle mount below is a fact of machines whose egress re-signs TLS: it lends the
 # host's bundle to the build's RUN steps only; nothing of it enters the image.
+#
+# Usage: bash deploy/image-smoke.sh [--help]
+# As root with apt-get, it first installs podman, buildah, debootstrap, runc and curl when any
+# is missing. It takes no arguments: --help prints this text, anything else is refused, both
+# before anything is installed or built.
 set -uo pipefail
+usage() { sed -n '2,/^set -uo pipefail/{/^set /d;s/^# \{0,1\}//;p}' "$0"; }
+case "${1-}" in
+  "") ;;
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  *)
+    echo "image-smoke.sh: unknown argument '$1' (it takes none; --help says what it does)" >&2
+    exit 2
+    ;;
+esac
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 CACHE=${IMAGE_SMOKE_CACHE:-$ROOT/.cache/image-smoke}

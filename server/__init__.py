@@ -3,7 +3,8 @@
 The public API for server authors is re-exported here. ``create_app`` (the ASGI app, to run
 under any ASGI server or mount in a host app) and ``serve`` (``python -m server`` from
 Python) need the web stack, so they are imported on first use: ``import server`` to declare
-a catalog loads none of it.
+a catalog loads none of it. ``Settings`` (every ``MCP_*`` setting, for ``create_app``) is
+imported on first use too, so declaring a catalog reads no environment.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from server.errors import (
 if TYPE_CHECKING:
     from server.app import create_app
     from server.serving.server import serve
+    from server.settings import Settings
 
 __all__ = [
     "Audio",
@@ -58,6 +60,7 @@ __all__ = [
     "ResourceNotFound",
     "Roots",
     "Sampling",
+    "Settings",
     "SkillError",
     "Text",
     "TextContents",
@@ -69,8 +72,12 @@ __all__ = [
     "user",
 ]
 
-# Where the names imported on first use live (tests/test_layout.py allows these two edges).
-_ON_FIRST_USE = {"create_app": "server.app", "serve": "server.serving.server"}
+# Where the names imported on first use live (tests/test_layout.py allows these edges).
+_ON_FIRST_USE = {
+    "create_app": "server.app",
+    "serve": "server.serving.server",
+    "Settings": "server.settings",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import orjson
 
 from server.aio import Started, coarse_timers, running_loop
-from server.call_note import ERROR, note_outcome, note_target, noted
+from server.call_note import CALL_NOTE, ERROR, note_outcome, note_target, noted
 from server.catalog import Catalog
 from server.catalog.completion import run_completer
 from server.catalog.prompts import Prompt
@@ -164,7 +164,13 @@ class Dispatcher:
             if not expired:
                 raise
             task.uncancel()
-            message = f"{method} took longer than {self.handler_timeout_s:g} s and was stopped"
+            # Named, and the setting too: the author reading this wants the tool and the knob.
+            note = CALL_NOTE.get()
+            what = f"{method} {note.target}" if note is not None and note.target else method
+            message = (
+                f"{what} took longer than {self.handler_timeout_s:g} s and was stopped "
+                "(the server's time limit per call, MCP_HANDLER_TIMEOUT_S)"
+            )
             if method == "tools/call":
                 result = noted(error_result(message))
                 return result if envelope is None else envelope(method, result)

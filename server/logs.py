@@ -8,7 +8,8 @@ request is served carries its ``request_id``, ``era``, ``method``, ``session_id`
 may reach a line, so every field, message and traceback is bounded (:data:`MAX_FIELD_CHARS`,
 :data:`MAX_MESSAGE_CHARS`, :data:`MAX_EXCEPTION_CHARS`) and every line breaker, control
 character and bidirectional override escaped: no line can pass for another. Standard library
-only; :func:`dict_config` is what serving hands to uvicorn.
+only; :func:`dict_config` is what serving hands to uvicorn, and under plain ``uvicorn
+module:app`` the app applies it when it is built (:func:`adopt`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,13 @@ def dict_config(log_format: LogFormat, level: str) -> dict[str, Any]:
         "filters": {"request": {"()": RequestFields}},
         "formatters": {"line": {"()": formatter}},
         "handlers": {"stderr": {"()": StderrHandler, "formatter": "line", "filters": ["request"]}},
-        "loggers": {name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+        "loggers": {
+            **{name: {"handlers": [], "propagate": True} for name in UVICORN_LOGGERS},
+            # serve --reload: the reloader sees every write under the folder it watches (the
+            # records', a record per request) and would say "1 change detected" for each; the
+            # restarts it causes are uvicorn's own WARNING lines.
+            "watchfiles": {"level": "WARNING"},
+        },
         "root": {"handlers": ["stderr"], "level": level.upper()},
     }
 
@@ -209,3 +216,22 @@ def configure(log_format: LogFormat, level: str) -> None:
 
     logging.config.dictConfig(dict_config(log_format, level))
     logging.captureWarnings(True)
+
+
+def adopt(log_format: LogFormat, level: str, *, records_on_stdout: bool) -> bool:
+    """Under a server that configured no logging of ours (plain ``uvicorn module:app``,
+    gunicorn's workers): our lines in ``log_format`` when no one configured the root logger,
+    and, whoever did, none of uvicorn's lines on stdout when the records go there. True when
+    it configured the process. A process where uvicorn configured nothing either (a test, a
+    script) is left alone."""
+    uvicorns = [logging.getLogger(name) for name in UVICORN_LOGGERS]
+    if not logging.getLogger().handlers and any(logger.handlers for logger in uvicorns):
+        configure(log_format, level)
+        return True
+    if records_on_stdout:
+        for logger in uvicorns:
+            kept = [h for h in logger.handlers if getattr(h, "stream", None) is not sys.stdout]
+            if len(kept) < len(logger.handlers):
+                logger.handlers = kept
+                logger.propagate = True
+    return False

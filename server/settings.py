@@ -66,7 +66,8 @@ class Settings(BaseSettings):
     page_size: int = Field(100, ge=1, le=10_000)
     list_ttl_ms: int = Field(60_000, ge=0)
     discover_ttl_ms: int = Field(300_000, ge=0)
-    cache_scope: Literal["public", "private"] = "public"
+    # Empty: private when authentication is on (results may differ per caller), else public.
+    cache_scope: Literal["", "public", "private"] = ""
 
     state_secret: SecretStr = SecretStr("")
     request_state_ttl_s: int = Field(600, ge=1)

@@ -56,7 +56,9 @@ def expected(field: FieldInfo) -> str:
     annotation = field.annotation
     bounds = _bounds(field.metadata)
     if typing.get_origin(annotation) is Literal:
-        kind = "one of " + ", ".join(map(str, typing.get_args(annotation)))
+        choices = typing.get_args(annotation)
+        kind = "one of " + ", ".join(str(choice) for choice in choices if choice != "")
+        kind += " or empty" if "" in choices else ""
     elif annotation is bool:
         kind = "true or false"
     elif annotation is int:

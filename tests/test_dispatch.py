@@ -12,6 +12,8 @@ from server.dispatch import Dispatcher, EncodedResults, Handling
 from server.errors import InternalError, InvalidParams, ResourceNotFound
 from server.pagination import Pager
 from server.sealing import Sealer
+from server.settings import Settings
+from server.testing import Client
 from tests.support.core_helpers import make_context
 
 pytestmark = pytest.mark.anyio
@@ -471,3 +473,22 @@ async def test_a_cancellation_that_is_not_the_timeout_goes_on():
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_stopped_tool_is_named_with_the_setting_that_stopped_it() -> None:
+    """Issue 34: "tools/call took longer than 1 s" named neither the tool nor the setting."""
+    catalog = Catalog("slow", "1")
+
+    @catalog.tool
+    async def crawl_site() -> str:
+        await asyncio.sleep(30)
+        return "done"
+
+    settings = Settings(_env_file=None, records=["none"], handler_timeout_s=0.2)
+    for era in ("modern", "legacy"):
+        async with Client(catalog, era=era, settings=settings) as client:
+            result = await client.call_tool("crawl_site")
+        assert result["isError"] is True
+        text = result["content"][0]["text"]
+        assert "tools/call crawl_site took longer than 0.2 s" in text, text
+        assert "MCP_HANDLER_TIMEOUT_S" in text

@@ -343,3 +343,44 @@ def test_the_development_page_names_every_module_the_inner_loop_leaves_out() -> 
         "docs/development.md's list of the modules marked slow is off: "
         f"add {sorted(slow_modules() - named)}, drop {sorted(named - slow_modules())}"
     )
+
+
+# -- install commands -------------------------------------------------------------------------
+
+# The project is installed from a checkout (or its image), not from an index: a
+# `pip install 'mcp-http-server[...]'` in a page or a message cannot work.
+INSTALL_TEXTS = [
+    *PAGES,
+    ROOT / ".env.example",
+    *sorted((ROOT / "server").rglob("*.py")),
+    *sorted((ROOT / "deploy").rglob("*.sh")),
+]
+PIP_INSTALL = re.compile(r"pip install\s+([^`\n)\"]+)")
+
+
+def install_commands(body: str) -> list[str]:
+    return [match.group(1).strip() for match in PIP_INSTALL.finditer(body)]
+
+
+def extras() -> set[str]:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r"^([a-z][a-z0-9-]*) = \[", block, re.MULTILINE))
+
+
+def test_no_page_or_message_names_an_install_that_cannot_work() -> None:
+    known = extras()
+    wrong = []
+    for path in INSTALL_TEXTS:
+        for command in install_commands(text(path)):
+            named = re.findall(r"\.\[([a-z0-9,-]+)\]", command)
+            unknown = {extra for group in named for extra in group.split(",")} - known
+            if "mcp-http-server" in command or unknown:
+                wrong.append(f"{path.relative_to(ROOT)}: pip install {command}")
+    assert wrong == [], "installs no index serves, or extras pyproject.toml lacks"
+
+
+def test_the_install_check_sees_the_installs_that_cannot_work() -> None:
+    assert install_commands("pip install 'mcp-http-server[redis]'") == ["'mcp-http-server[redis]'"]
+    assert install_commands("`pip install -e '.[otel]'` from") == ["-e '.[otel]'"]
+    assert {"redis", "otel", "test"} <= extras()

@@ -90,7 +90,7 @@ RANK = {unit: rank for rank, units in enumerate(RANKS) for unit in units}
 # The public API names two things of higher ranks (create_app, serve), imported on first use
 # (a module __getattr__; for type checkers under TYPE_CHECKING), so importing server to
 # declare a catalog loads no web stack. Only these, and only lazily.
-PUBLIC_ON_FIRST_USE = ("server.app", "server.serving.server")
+PUBLIC_ON_FIRST_USE = ("server.app", "server.serving.server", "server.settings")
 CORE_RANK = 3  # ranks 0..3: the core, which never sees HTTP or the settings
 
 WEB_STACK = ("starlette", "sse_starlette", "uvicorn", "httptools")
@@ -420,6 +420,7 @@ def settings_outside_wiring(tree: Tree) -> list[str]:
         if edge.target == SETTINGS
         and unit_of(edge.source) not in SETTINGS_UNITS
         and edge.source not in SETTINGS_CHOOSERS
+        and not (edge.source == "server" and edge.lazy)  # the public API's, on first use
     ]
 
 
@@ -434,7 +435,10 @@ def io_in_the_core(tree: Tree) -> list[str]:
         for found in imports_of(module)
         for name in _named(found)
         for banned in NEVER_IN_CORE
-        if _is_within(name, banned) and not (banned == "redis" and _under_redis(module.name))
+        if _is_within(name, banned)
+        and not (banned == "redis" and _under_redis(module.name))
+        # The public API re-exports Settings on first use (never when a catalog is declared).
+        and not (module.name == "server" and found.lazy and _is_within(name, SETTINGS))
     ]
 
 

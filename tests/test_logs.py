@@ -193,3 +193,27 @@ def test_a_text_traceback_is_indented_and_escaped() -> None:
         "    RuntimeError: first",
         f"    {FORGED}\\u2028{FORGED}",
     ]
+
+
+def test_adopt_moves_uvicorns_stdout_lines_off_a_stdout_that_holds_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    access = logging.getLogger("uvicorn.access")
+    to_stdout, elsewhere = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stderr)
+    monkeypatch.setattr(access, "handlers", [to_stdout, elsewhere])
+    monkeypatch.setattr(access, "propagate", False)
+    assert logging.getLogger().handlers  # pytest's: someone configured the root already
+    assert logs.adopt("json", "info", records_on_stdout=False) is False
+    assert access.handlers == [to_stdout, elsewhere]
+    assert logs.adopt("json", "info", records_on_stdout=True) is False
+    assert (access.handlers, access.propagate) == ([elsewhere], True)
+
+
+def test_adopt_leaves_a_process_uvicorn_did_not_configure_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    for name in logs.UVICORN_LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "handlers", [])
+    assert logs.adopt("json", "info", records_on_stdout=True) is False
+    assert logging.getLogger().handlers == []

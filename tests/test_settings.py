@@ -177,7 +177,7 @@ def test_secret_is_not_shown(clean_env):
         ),
         (
             {"MCP_CACHE_SCOPE": "shared"},
-            "MCP_CACHE_SCOPE='shared' is not valid: use one of public, private (default public)",
+            "MCP_CACHE_SCOPE='shared' is not valid: use one of public, private or empty",
         ),
         (
             {"MCP_RECORDS_COMPRESS": "maybe"},
@@ -290,3 +290,20 @@ def test_a_redis_url_without_a_scheme_stops_the_server_with_one_line(tmp_path):
     lines = [line for line in done.stderr.splitlines() if "MCP_REDIS_URL" in line]
     assert len(lines) == 1, done.stderr
     assert "must begin with redis://" in lines[0]
+
+
+def test_settings_are_importable_from_server_and_loaded_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    import server
+    import server.settings
+
+    assert server.Settings is server.settings.Settings
+    assert "Settings" in server.__all__
+    # Declaring a catalog reads no environment: the module comes with the first use only.
+    probe = (
+        "import sys, server; assert 'server.settings' not in sys.modules; "
+        "from server import Settings; assert 'server.settings' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

@@ -28,6 +28,7 @@ from server.dispatch import Dispatcher
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
 from server.legacy.runtime import Runtimes
+from server.logs import adopt as adopt_logs
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.observe import record_observer
@@ -77,6 +78,11 @@ class Application:
     def __init__(self, settings: Settings, catalog: Catalog) -> None:
         self.settings = settings
         self.catalog = catalog
+        # Plain `uvicorn module:app` configured its logging, not ours: MCP_LOG_FORMAT applies
+        # all the same, and uvicorn's access lines stay off a stdout that holds records.
+        adopt_logs(
+            settings.log_format, settings.log_level, records_on_stdout="stdout" in settings.records
+        )
         sealer = Sealer(settings.sealing_key())
         # Refuses to start with authentication off on a non-loopback address (unless asked).
         self.gate = Gate(
@@ -158,10 +164,11 @@ class Application:
         self.modern = ModernEra(
             catalog,
             dispatcher,
-            RequestStates(sealer, settings.request_state_ttl_s),
+            RequestStates(sealer, settings.request_state_ttl_s, self.shared.spent),
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
-            cache_scope=settings.cache_scope,
+            cache_scope=settings.cache_scope
+            or ("public" if settings.auth == "none" else "private"),
             tasks=self.tasks,
         )
         privacy = Privacy(

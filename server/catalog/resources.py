@@ -9,7 +9,7 @@ MIME type is applied to the simple forms.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from server.catalog.completion import Completer
 from server.catalog.content import BlobContents, Icon, TextContents
@@ -18,6 +18,15 @@ from server.catalog.signatures import ArgumentsInvalid, description_from_doc, re
 from server.catalog.uritemplate import UriTemplate
 from server.context import Context
 from server.errors import ResourceNotFound
+
+CacheScope = Literal["public", "private"]
+
+
+def _cache_hints(ttl_ms: int | None, cache_scope: CacheScope | None, where: str) -> None:
+    if ttl_ms is not None and (type(ttl_ms) is not int or ttl_ms < 0):
+        raise ValueError(f"{where}: ttl_ms must be an int >= 0 (milliseconds), not {ttl_ms!r}")
+    if cache_scope not in (None, "public", "private"):
+        raise ValueError(f"{where}: cache_scope must be 'public' or 'private', not {cache_scope!r}")
 
 
 def _definition(
@@ -63,6 +72,7 @@ class TemplateOptions(TypedDict, total=False):
     icons: Sequence[Icon] | None
     meta: Mapping[str, Any] | None
     ttl_ms: int | None
+    cache_scope: CacheScope | None
     blocking: bool
 
 
@@ -77,6 +87,19 @@ class _Readable:
     invoke: Invoke
     mime_type: str | None
     context_param: str | None
+    ttl_ms: int | None
+    cache_scope: CacheScope | None
+
+    def cache_hints(self, server_scope: CacheScope) -> tuple[int, CacheScope]:
+        """``ttlMs`` and ``cacheScope`` of a read: what the author declared, else not cached
+        (contents change when tools write; see decisions.md#resource-cache-hints) and private
+        when the server's scope is, or when the handler takes a Context (it may answer each
+        caller differently)."""
+        ttl = 0 if self.ttl_ms is None else self.ttl_ms
+        if self.cache_scope is not None:
+            return ttl, self.cache_scope
+        private = server_scope == "private" or self.context_param is not None
+        return ttl, "private" if private else "public"
 
     async def _run(
         self, uri: str, kwargs: dict[str, Any], context: Context
@@ -102,13 +125,16 @@ class Resource(_Readable):
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        cache_scope: CacheScope | None = None,
         blocking: bool = True,
     ) -> None:
         self.uri = uri
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type
+        _cache_hints(ttl_ms, cache_scope, f"resource {uri}")
         self.ttl_ms = ttl_ms
+        self.cache_scope = cache_scope
         parameters = read_parameters(func, name=name or uri)
         if parameters.names:
             raise TypeError(f"resource {uri}: a fixed resource takes no parameters but a Context")
@@ -144,13 +170,16 @@ class ResourceTemplate(_Readable):
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         ttl_ms: int | None = None,
+        cache_scope: CacheScope | None = None,
         blocking: bool = True,
     ) -> None:
         self.template = UriTemplate(uri_template)
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type
+        _cache_hints(ttl_ms, cache_scope, f"template {uri_template}")
         self.ttl_ms = ttl_ms
+        self.cache_scope = cache_scope
         self.parameters = read_parameters(func, name=name or uri_template, json_values=False)
         if set(self.parameters.names) != set(self.template.variables):
             raise TypeError(

@@ -239,7 +239,10 @@ class Tool:
                 return self._broken_output(str(broken))
             if broken_schema := self._schema_violation(structured):
                 return self._broken_output(broken_schema, shown=True)
-            text = orjson.dumps(structured).decode()
+            # A wrapped value (an int, a list...) is shown as itself, as the official SDK does:
+            # the text block says 5, structuredContent {"result": 5}.
+            shown = structured["result"] if self.output.wrapped else structured
+            text = orjson.dumps(shown).decode()
             return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
         if self.output_check is not None and isinstance(value, dict):
             # An explicit outputSchema and no structured annotation: the dict is the structured

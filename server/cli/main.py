@@ -1,28 +1,49 @@
 """``python -m server`` (and the ``mcp-http-server`` script): parse the command line and run the
 command it names.
 
-``python -m server`` (or ``serve``) serves (:mod:`server.cli.serve`); configuration comes from
-``MCP_*`` environment variables (see ``.env.example``), and ``serve --host --port --catalog``
-override theirs. ``python -m server report FILE...`` reads request records back (see
-``docs/records.md``, :mod:`server.cli.report`) and needs no configuration. ``python -m server
-token`` prints a new random bearer token and the digest line for ``MCP_AUTH_TOKENS``
-(:mod:`server.cli.token`). ``python -m server call METHOD [PARAMS_JSON] --url URL`` sends one
-modern-era request with its headers and ``_meta`` filled in (:mod:`server.cli.call`). The
-serving modules are imported only to serve, so a report does not load the web stack.
+``serve`` (the default, :mod:`server.cli.serve`; its options work without the word:
+``python -m server --port 9000``), ``report`` (:mod:`server.cli.report`), ``token``
+(:mod:`server.cli.token`) and ``call`` (:mod:`server.cli.call`); configuration comes from the
+``MCP_*`` variables. The serving modules are imported only to serve, so a report does not load
+the web stack. When whoever reads stdout goes away (``... | head``), the command stops quietly
+with status 141, as a Unix tool killed by SIGPIPE would.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from server.cli import call, report, serve, token
 
+COMMANDS = ("serve", "report", "token", "call")
+# 128 + SIGPIPE: what a shell reports for a tool whose reader went away.
+EXIT_PIPE_CLOSED = 141
+
 
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0].startswith("-") and arguments[0] not in ("-h", "--help"):
+        arguments.insert(0, "serve")  # the default command, with its options
+    try:
+        status = _run(arguments)
+        sys.stdout.flush()  # here, so a closed pipe is caught, not reported at exit
+    except BrokenPipeError:
+        # Nothing more can reach the reader; stdout is pointed at /dev/null so the
+        # interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+    return status
+
+
+def _run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m server", description="A dual-era MCP server for HTTP."
+        prog="python -m server",
+        description="A dual-era MCP server for HTTP. Without a command it serves, and takes "
+        "serve's options (python -m server --port 9000).",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{serve,report,token,call}")
+    commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     serve.add_arguments(
         commands.add_parser("serve", help="serve the configured catalog (the default)")
     )

@@ -248,7 +248,8 @@ def read_redis(
         from server.report import redis as report_redis
     except ImportError:
         return (
-            "reading a Redis stream needs the redis package: pip install 'mcp-http-server[redis]'"
+            "reading a Redis stream needs the redis package: "
+            "pip install redis (from a checkout: pip install -e '.[redis]')"
         )
     try:
         url, key, name = report_redis.parse_source(source, default_key)

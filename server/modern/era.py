@@ -232,6 +232,10 @@ class ModernEra:
                 return self._input_required(call, self._context(call, send), suspended)
             return self._envelope(method, noted(result))
         context = self._context(call, send)
+        exchange = context.exchange
+        if isinstance(exchange, ReplayExchange) and exchange.spend is not None:
+            # A later round: its state is single-use (docs/decisions.md#single-use-request-state).
+            await self.states.spend(*exchange.spend)
         context.caller, context.raw_headers, context.record = caller, headers, record
         context.client_key = call.client_key or None
         if self.extensions.handles(call):
@@ -246,9 +250,12 @@ class ModernEra:
         finally:
             context.finish()
         noted(result)
-        # A resource may set its own ttl (it was found by validate, and read).
-        ttl = call.target[0].ttl_ms if isinstance(call.target, tuple) else None
-        return self._envelope(method, result, ttl)
+        if isinstance(call.target, tuple):
+            # A read: its resource's own hints (it was found by validate, and read).
+            result = self._envelope(method, result)
+            result["ttlMs"], result["cacheScope"] = call.target[0].cache_hints(self.cache_scope)
+            return result
+        return self._envelope(method, result)
 
     def _context(self, call: ModernCall, send: Send) -> Context:
         async def notify(method: str, params: dict[str, Any]) -> None:
@@ -257,17 +264,18 @@ class ModernEra:
         params = call.request.params
         answers: dict[str, Any] = {}
         state: dict[str, Any] = {}
+        spend = None
         if call.request.method in INPUT_REQUIRED_METHODS:
             # Most calls are first rounds: no state to open, no answers to read.
             if params.get("requestState") is not None:
                 target, arguments = self._target(call.request)
-                answers, state = self.states.open(
+                answers, state, spend = self.states.open(
                     params["requestState"], call.request.method, target, arguments
                 )
             if "inputResponses" in params:
                 answers.update(read_input_responses(params))
         return Context(
-            exchange=ReplayExchange(answers, notify),
+            exchange=ReplayExchange(answers, notify, spend),
             method=call.request.method,
             request_id=call.request.id,
             era="modern",

@@ -18,7 +18,10 @@ from typing import Any
 
 from server.errors import ConfigurationError
 
-MISSING = "MCP_OTEL=true needs the otel extra: pip install 'mcp-http-server[otel]'"
+MISSING = (
+    "MCP_OTEL=true needs OpenTelemetry: pip install opentelemetry-sdk "
+    "opentelemetry-exporter-otlp-proto-http (from a checkout: pip install -e '.[otel]')"
+)
 
 
 def default_provider() -> Any:

@@ -109,6 +109,11 @@ def num(value: int) -> str:
     return f'<td data-v="{value}">{value:,}</td>'
 
 
+def code(value: int) -> str:
+    """A JSON-RPC code or HTTP status: a number, but an identifier (-32602, never -32,602)."""
+    return f'<td data-v="{value}">{value}</td>'
+
+
 def ms_cells(found: Latency | None) -> str:
     if found is None:
         return '<td data-v="-1">-</td>' * 3
@@ -206,7 +211,8 @@ def targets_table(report: Report) -> list[str]:
             f"{num(outcomes['ok'])}{num(outcomes['is_error'])}"
             f"{is_error}{percent(outcomes['is_error'], target.calls)}</td>"
             f"{num(outcomes['crash'])}{crash}{percent(outcomes['crash'], target.calls)}</td>"
-            f"{num(outcomes['error'])}{num(outcomes['unknown'])}{ms_cells(target.latency)}"
+            f"{num(outcomes['error'])}{num(outcomes['input_required'])}{num(outcomes['unknown'])}"
+            f"{ms_cells(target.latency)}"
             f'<td class="text">{client_links(report, users)}</td></tr>'
         )
     headers = (
@@ -219,6 +225,7 @@ def targets_table(report: Report) -> list[str]:
         "crash",
         "crash %",
         "error",
+        "input_required",
         "unknown",
         "p50 ms",
         "p95 ms",
@@ -231,7 +238,7 @@ def targets_table(report: Report) -> list[str]:
 def errors_table(report: Report) -> list[str]:
     rows = [
         f'<tr><th scope="row"><code>{h(row.method or "(no method)")}</code></th>'
-        f'{num(row.code)}<td class="text">{h(row.name)}</td>{num(row.count)}'
+        f'{code(row.code)}<td class="text">{h(row.name)}</td>{num(row.count)}'
         f'<td class="text">{client_links(report, row.clients)}</td></tr>'
         for row in report.errors
     ]

@@ -78,10 +78,10 @@ def overview(report: Report) -> list[str]:
     out.append("")
     if report.targets:
         out.append("== tools, prompts, resources " + "=" * (WIDTH - 29))
-        name_width = WIDTH - 2 - 9 - 9 - 9 - 9 - 30
+        name_width = WIDTH - 2 - 9 - 9 - 9 - 9 - 9 - 30
         out.append(
             f"  {'target':<{name_width}}{'calls':>9}{'isError':>9}{'crash':>9}{'error':>9}"
-            f"{'p50/p95/p99 ms':>30}"
+            f"{'inputReq':>9}{'p50/p95/p99 ms':>30}"
         )
         for target in report.targets:
             found = target.latency
@@ -94,7 +94,8 @@ def overview(report: Report) -> list[str]:
                 f"  {plain(target.kind + ' ' + target.name, name_width - 1):<{name_width}}"
                 f"{target.calls:>9,}{percent(target.outcomes['is_error'], target.calls):>9}"
                 f"{percent(target.outcomes['crash'], target.calls):>9}"
-                f"{percent(target.outcomes['error'], target.calls):>9}{times:>30}"
+                f"{percent(target.outcomes['error'], target.calls):>9}"
+                f"{percent(target.outcomes['input_required'], target.calls):>9}{times:>30}"
             )
         out.append("")
     if report.errors:

@@ -228,6 +228,8 @@ class BearerAuthenticator:
     """The shared flow of the token modes; subclasses implement :meth:`verify`."""
 
     mode = "bearer"
+    # What a request without a token is told (the 401's JSON-RPC message).
+    missing = "Authentication required"
 
     def __init__(self, required_scopes: Iterable[str] = ()) -> None:
         self.required_scopes = frozenset(required_scopes)
@@ -237,7 +239,7 @@ class BearerAuthenticator:
         refuse_query_token(query_string)  # even with a header: the token has leaked into URLs
         token = bearer_token(authorization)
         if token is None:
-            raise Unauthenticated("Authentication required", scopes=self.required_scopes)
+            raise Unauthenticated(self.missing, scopes=self.required_scopes)
         principal = await self.verify(token)
         self.require(principal, ())
         return principal
@@ -282,6 +284,13 @@ class StaticTokens(BearerAuthenticator):
     """
 
     mode = "tokens"
+    # No OAuth here: a client that would try it (mcp-remote registers a client first) and a
+    # person reading its error learn what to send instead.
+    missing = (
+        "Authentication required: send the header 'Authorization: Bearer <token>' with a "
+        "token from this server's operator (static tokens: this server has no OAuth "
+        "authorization server, nothing to sign in or register with)"
+    )
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -248,13 +249,30 @@ def _serve_reloading(chosen: Settings, overrides: dict[str, Any]) -> None:
     # The restarted process configures its own logging, without the filter that keeps query
     # strings out of the access log: no access log there (the request records are one).
     options["access_log"] = False
+    folder = Path.cwd()
     uvicorn.run(
         "server.app:create_app",
         factory=True,
         reload=True,
-        reload_dirs=[os.getcwd()],
+        reload_dirs=[str(folder)],
+        reload_excludes=records_folders(chosen, folder),
         **options,
     )
+
+
+def records_folders(chosen: Settings, folder: Path) -> list[str]:
+    """The records' folder when it is under ``folder``: what the reloader must not restart for
+    (a record is written per request; a rotated file may be named anything)."""
+    if "file" not in chosen.records:
+        return []
+    folder = folder.resolve()
+    records = (folder / chosen.records_file).resolve().parent
+    if records == folder or folder not in records.parents:
+        return []
+    # uvicorn takes relative patterns, and a folder only when it exists (the sink would make
+    # it at start anyway).
+    records.mkdir(parents=True, exist_ok=True)
+    return [str(records.relative_to(folder))]
 
 
 class NoQueryString(logging.Filter):

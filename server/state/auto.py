@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.errors import ConfigurationError
 from server.legacy.sessions import SessionStore
+from server.modern.input_required import SpentInMemory, SpentStates
 from server.security.quotas import MemoryQuotaCounter, QuotaCounter
 from server.settings import Settings
 from server.state.bus import Bus
@@ -40,6 +41,8 @@ class SharedState:
     mirror: StreamMirror
     link: RedisLink | None = None
     tasks: TaskStore = field(default_factory=MemoryTaskStore)
+    # Request states already used (2026-07-28 input-required rounds are single-use).
+    spent: SpentStates = field(default_factory=SpentInMemory)
 
     def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Begin watching Redis, hearing the other replicas, and copying streams."""
@@ -76,7 +79,7 @@ def state_link(settings: Settings) -> RedisLink | None:
     except ImportError as missing:
         raise ConfigurationError(
             "MCP_REDIS_URL is set but the redis package is missing: "
-            "pip install 'mcp-http-server[redis]'"
+            "pip install redis (from a checkout: pip install -e '.[redis]')"
         ) from missing
     return RedisLink(url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
 
@@ -114,6 +117,7 @@ def shared_state(
         return SharedState(store, MemoryBus(), mirror)
     from server.state.redis.bus import RedisBus
     from server.state.redis.sessions import RedisSessionStore
+    from server.state.redis.spent import RedisSpentStates
     from server.state.redis.tasks import RedisTaskStore
 
     redis_store = RedisSessionStore(
@@ -124,7 +128,9 @@ def shared_state(
         busy=busy,
         ended=ended,
     )
-    return SharedState(redis_store, RedisBus(link), mirror, link, RedisTaskStore(link))
+    return SharedState(
+        redis_store, RedisBus(link), mirror, link, RedisTaskStore(link), RedisSpentStates(link)
+    )
 
 
 def quota_counter(link: RedisLink | None) -> QuotaCounter:

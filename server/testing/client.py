@@ -17,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
+
+from pydantic import SecretStr
 
 from server.app import Application, create_app
 from server.catalog import Catalog
@@ -54,9 +57,13 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.era = era
-        self.app: Application = create_app(
-            settings or Settings(_env_file=None, records=["none"]), catalog
-        )
+        settings = settings or Settings(_env_file=None, records=["none"])
+        if not settings.state_secret.get_secret_value():
+            # One process by construction: a key of its own, without the WARNING that says
+            # replicas would need a shared one.
+            secret = SecretStr(secrets.token_hex(32))
+            settings = settings.model_copy(update={"state_secret": secret})
+        self.app: Application = create_app(settings, catalog)
         self.answers: dict[str, Answer] = {}
         capabilities: dict[str, Any] = {}
         if elicit is not None:

@@ -316,6 +316,21 @@ async def test_structured_result_has_matching_text_and_structured_content():
     assert orjson.loads(result["content"][0]["text"]) == {"total": 3}
     wrapped = await Tool.from_function(count).call({}, make_context())
     assert wrapped["structuredContent"] == {"result": [1, 2]}
+    assert wrapped["content"] == [{"type": "text", "text": "[1,2]"}]
+
+
+async def test_a_scalar_result_s_text_is_the_value_as_the_sdk_sends_it():
+    """Issue 34: the text block was {"result":5}; the official SDK's server sends 5 (its
+    structuredContent is {"result": 5}, as ours)."""
+
+    async def five() -> int:
+        return 5
+
+    result = await Tool.from_function(five).call({}, make_context())
+    assert result == {
+        "content": [{"type": "text", "text": "5"}],
+        "structuredContent": {"result": 5},
+    }
 
 
 async def test_tool_result_is_sent_as_is():

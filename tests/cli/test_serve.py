@@ -159,6 +159,37 @@ def test_reload_restarts_on_a_change(tmp_path: Path) -> None:
             time.sleep(0.2)
 
 
+def test_reload_is_not_woken_by_the_records(tmp_path: Path) -> None:
+    """Issue 34: under --reload every record written (records/ is in the watched folder) was
+    a "1 change detected" line; the records' folder is excluded and the reloader is quiet."""
+    (tmp_path / "my_tools.py").write_text(MY_TOOLS)
+    port = free_port()
+    argv = [sys.executable, "-m", "server", "serve", "--reload", "--port", str(port),
+            "--catalog", "my_tools:catalog"]  # fmt: skip
+    env = clean_env(PYTHONPATH=str(ROOT), MCP_RECORDS="file", MCP_LOG_LEVEL="info")
+    with started(argv, tmp_path, env, port) as url:
+        for _ in range(5):
+            assert tool_names(url) == ["first"]
+            time.sleep(0.3)
+        time.sleep(1)
+    assert (tmp_path / "records" / "mcp-requests.jsonl").stat().st_size > 0
+    log = (tmp_path / "server.log").read_text()
+    assert "change detected" not in log
+    assert "changes detected" not in log
+
+
+def test_the_reloader_excludes_the_records_folder_when_it_is_inside(tmp_path: Path) -> None:
+    from server.serving.server import records_folders
+    from server.settings import Settings
+
+    inside = Settings(_env_file=None, records=["file"], records_file="records/r.jsonl")
+    assert records_folders(inside, tmp_path) == ["records"]
+    assert (tmp_path / "records").is_dir()
+    outside = Settings(_env_file=None, records=["file"], records_file="/var/log/mcp/r.jsonl")
+    assert records_folders(outside, tmp_path) == []
+    assert records_folders(Settings(_env_file=None, records=["stdout"]), tmp_path) == []
+
+
 # -- without processes --------------------------------------------------------------------------
 
 

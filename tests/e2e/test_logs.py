@@ -38,8 +38,11 @@ STRAY_PRINTS = ("noisy catalog imported", "shouting loud")
 
 
 @contextlib.contextmanager
-def server(tmp_path: Path, **settings: str) -> Iterator[str]:
-    """``python -m server`` with its stdout and stderr kept apart; yields its URL."""
+def server(
+    tmp_path: Path, command: tuple[str, ...] = ("-m", "server"), **settings: str
+) -> Iterator[str]:
+    """``python -m server`` (or ``python COMMAND``) with its stdout and stderr kept apart;
+    yields its URL."""
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
     env.update(
@@ -53,7 +56,11 @@ def server(tmp_path: Path, **settings: str) -> Iterator[str]:
     )
     with (tmp_path / "out").open("wb") as out, (tmp_path / "err").open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "server"], cwd=tmp_path, env=env, stdout=out, stderr=err
+            [sys.executable, *command, *(["--port", str(port)] if "uvicorn" in command else [])],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=err,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -68,7 +75,9 @@ def server(tmp_path: Path, **settings: str) -> Iterator[str]:
         yield url
     finally:
         stop_process(process)
-    assert process.returncode == 0, (tmp_path / "err").read_text()
+    # uvicorn itself re-raises the SIGTERM it handled once it has stopped.
+    ended = (0, -15) if "uvicorn" in command else (0,)
+    assert process.returncode in ended, (tmp_path / "err").read_text()
 
 
 def call(client: httpx.Client, url: str, name: str, arguments: dict[str, Any], id: str) -> Any:
@@ -119,6 +128,30 @@ def test_stdout_is_json_lines_of_records_from_first_line_to_last(tmp_path: Path)
     for printed in STRAY_PRINTS:
         assert printed not in stdout
         assert printed in stderr  # moved, not lost
+
+
+def test_plain_uvicorn_keeps_the_log_format_and_stdout_for_the_records(tmp_path: Path) -> None:
+    """Issue 34: under ``uvicorn --factory server:create_app`` (no ``python -m server``)
+    MCP_LOG_FORMAT=json was ignored and uvicorn's access lines were mixed into the records."""
+    plain_uvicorn = ("-m", "uvicorn", "--factory", "server:create_app")
+    with (
+        server(
+            tmp_path,
+            plain_uvicorn,
+            MCP_RECORDS="stdout",
+            MCP_LOG_FORMAT="json",
+            MCP_CATALOG="probe",
+        ) as url,
+        httpx.Client(timeout=10) as client,
+    ):
+        call(client, url, "add", {"a": 1, "b": 2}, "add-1")
+        assert client.get(f"{url}/healthz").status_code == 200
+    records = [json.loads(line) for line in (tmp_path / "out").read_text().splitlines()]
+    assert records, "no record on stdout"
+    assert all(record["v"] == 1 for record in records), records
+    lines = [json.loads(line) for line in (tmp_path / "err").read_text().splitlines()]
+    loggers = {line["logger"] for line in lines}
+    assert {"uvicorn.error", "uvicorn.access"} <= loggers, loggers
 
 
 def test_json_log_lines_name_their_request(tmp_path: Path) -> None:

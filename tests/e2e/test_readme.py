@@ -498,9 +498,17 @@ def examples_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+# Clients of a running server: run against one by their own tests.
+CLIENT_EXAMPLES = {"sdk_client.py"}
+
+
 @pytest.mark.parametrize(
     ("page", "name"),
-    [(page, name) for page, name, _ in PYTHON_EXAMPLES if not name.startswith("test_")],
+    [
+        (page, name)
+        for page, name, _ in PYTHON_EXAMPLES
+        if not name.startswith("test_") and name not in CLIENT_EXAMPLES
+    ],
     ids=lambda value: value,
 )
 def test_python_example_runs(page: str, name: str, examples_folder: Path) -> None:
@@ -540,3 +548,52 @@ def test_the_readme_tool_answers_as_the_readme_says(examples_folder: Path) -> No
         (text,) = result["content"]
         assert json.loads(text["text"]) == {"celsius": 21.5}
         assert [note["params"]["data"] for note in notes] == ["looking up Oslo"]
+
+
+def test_the_sdk_client_example_connects_with_a_token(examples_folder: Path) -> None:
+    """getting-started's "Connect an agent": the official SDK client, with the page's token
+    and the my_server catalog served as the page serves it, prints what the page shows."""
+    section = TEXTS["docs/getting-started.md"].split("## Connect an agent", 1)[1]
+    token = re.search(r"^export TOKEN=(\S+)$", section.replace("$ ", ""), re.MULTILINE)
+    digest = re.search(r"^(sha256:[0-9a-f]{64})$", section, re.MULTILINE)
+    shown = re.search(r"TOKEN=\.\.\. python sdk_client\.py\n(.*?)^```", section, re.DOTALL | re.M)
+    assert token is not None
+    assert digest is not None
+    assert shown is not None
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MCP_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT), str(examples_folder)]), MCP_RECORDS="none")
+    served = {**env, "MCP_PORT": str(port), "MCP_AUTH": "tokens", "MCP_AUTH_TOKENS": digest[1]}
+    command = [sys.executable, "-m", "server", "serve", "--catalog", "my_server:catalog"]
+    process = subprocess.Popen(
+        command, cwd=examples_folder, env=served, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while True:
+            assert process.poll() is None, "the server did not start"
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the server did not become ready"
+            time.sleep(0.05)
+        done = subprocess.run(
+            [sys.executable, "sdk_client.py"],
+            cwd=examples_folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**env, "MCP_URL": f"{url}/mcp", "TOKEN": token[1]},
+        )
+        refused = httpx.post(f"{url}/mcp", json={}, timeout=5)
+    finally:
+        stop_process(process, grace_s=5)
+        if process.stderr is not None:
+            process.stderr.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == shown[1]
+    # Without the header: 401, and the answer says what to send.
+    assert refused.status_code == 401
+    assert "Authorization: Bearer <token>" in refused.json()["error"]["message"]

@@ -651,14 +651,55 @@ async def test_prompt_get_and_completion_envelopes(era):
 
 @pytest.mark.parametrize(
     ("uri", "ttl"),
-    [("x://readme", 60_000), ("x://fast", 5), ("x://items/3", 7)],
+    [("x://readme", 0), ("x://fast", 5), ("x://items/3", 7)],
 )
 async def test_resource_read_is_cacheable_with_its_own_ttl(era, uri, ttl):
+    """A read is not cached (ttlMs 0) unless its resource declares a TTL: contents change when
+    tools write, and a client honouring the list TTL would show stale contents."""
     result, _ = await run(era, "resources/read", {"uri": uri})
     assert result["resultType"] == "complete"
     assert result["ttlMs"] == ttl
     assert result["cacheScope"] == "public"
     assert result["contents"][0]["uri"] == uri
+
+
+async def test_a_read_is_private_when_its_handler_sees_the_caller_unless_declared() -> None:
+    catalog = Catalog("t", "1")
+
+    @catalog.resource("x://mine")
+    def mine(ctx: Context) -> str:
+        return str(ctx.caller)
+
+    @catalog.resource("x://shared", ttl_ms=1000, cache_scope="public")
+    def shared(ctx: Context) -> str:
+        return "same for all"
+
+    @catalog.resource("x://plain")
+    def plain() -> str:
+        return "plain"
+
+    public, private = make_era(catalog), make_era(catalog, cache_scope="private")
+    hints = {}
+    for name, era in (("public", public), ("private", private)):
+        for uri in ("x://mine", "x://shared", "x://plain"):
+            result, _ = await run(era, "resources/read", {"uri": uri})
+            hints[name, uri] = (result["ttlMs"], result["cacheScope"])
+    assert hints == {
+        ("public", "x://mine"): (0, "private"),
+        ("public", "x://shared"): (1000, "public"),
+        ("public", "x://plain"): (0, "public"),
+        ("private", "x://mine"): (0, "private"),
+        ("private", "x://shared"): (1000, "public"),
+        ("private", "x://plain"): (0, "private"),
+    }
+
+
+def test_a_resource_refuses_cache_hints_no_client_could_read() -> None:
+    catalog = Catalog("t", "1")
+    with pytest.raises(ValueError, match="ttl_ms must be an int >= 0"):
+        catalog.resource("x://a", ttl_ms=-1)(lambda: "a")
+    with pytest.raises(ValueError, match="cache_scope must be 'public' or 'private'"):
+        catalog.resource_template("x://{a}", cache_scope="shared")(lambda a: a)  # type: ignore[arg-type]
 
 
 async def test_missing_resource_is_invalid_params_with_uri(era):
@@ -752,6 +793,38 @@ async def test_input_required_round_trip(era, catalog):
     second, _ = await run(era, "tools/call", retry, capabilities=ALL_CAPS)
     assert second["resultType"] == "complete"
     assert second["content"] == [{"type": "text", "text": "Hello Ada"}]
+
+
+async def test_a_confirmed_request_state_cannot_be_replayed_onto_a_new_object():
+    """Issue 34: after "delete note 8?" was confirmed, a new note took id 8 and the replayed
+    state with its answer deleted it unasked. A state is single-use: the replay is refused."""
+    catalog = Catalog("notes", "1")
+    notes = {8: "shopping"}
+    deleted: list[str] = []
+
+    @catalog.tool
+    async def delete_note(note_id: int, ctx: Context) -> str:
+        answer = await ctx.elicit(f"Delete note {note_id}?", {"type": "object"})
+        if answer.action != "accept":
+            return "kept"
+        deleted.append(notes.pop(note_id))
+        return "deleted"
+
+    era = make_era(catalog)
+    params = {"name": "delete_note", "arguments": {"note_id": 8}}
+    first, _ = await run(era, "tools/call", params, capabilities=ALL_CAPS)
+    accept = {"action": "accept", "content": {}}
+    confirmed = {
+        **params,
+        "inputResponses": dict.fromkeys(first["inputRequests"], accept),
+        "requestState": first["requestState"],
+    }
+    done, _ = await run(era, "tools/call", confirmed, capabilities=ALL_CAPS)
+    assert done["content"] == [{"type": "text", "text": "deleted"}]
+    notes[8] = "tax return"  # a new note takes the id
+    with pytest.raises(InvalidParams, match="used already"):
+        await run(era, "tools/call", confirmed, capabilities=ALL_CAPS)
+    assert (deleted, notes) == (["shopping"], {8: "tax return"})
 
 
 async def test_multi_round_keeps_earlier_answers_and_handler_state(era):

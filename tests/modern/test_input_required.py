@@ -11,6 +11,7 @@ from server.modern.input_required import (
     InputRequired,
     ReplayExchange,
     RequestStates,
+    SpentInMemory,
     read_input_responses,
 )
 from server.sealing import Sealer
@@ -97,12 +98,12 @@ async def test_context_over_replay_exchange_asks_then_answers():
 
 def test_seal_and_open_round_trip(states):
     token = states.seal("tools/call", "book", {"a": 1}, {"k": {"x": 1}}, {"step": 2})
-    assert states.open(token, "tools/call", "book", {"a": 1}) == ({"k": {"x": 1}}, {"step": 2})
+    assert states.open(token, "tools/call", "book", {"a": 1})[:2] == ({"k": {"x": 1}}, {"step": 2})
 
 
 def test_argument_order_does_not_matter(states):
     token = states.seal("tools/call", "t", {"a": 1, "b": 2}, {}, {})
-    assert states.open(token, "tools/call", "t", {"b": 2, "a": 1}) == ({}, {})
+    assert states.open(token, "tools/call", "t", {"b": 2, "a": 1})[:2] == ({}, {})
 
 
 @pytest.mark.parametrize(
@@ -157,10 +158,35 @@ def test_state_expires(monkeypatch):
     states = RequestStates(Sealer(b"s" * 32), ttl_s=30)
     token = states.seal("tools/call", "t", {}, {}, {})
     now = 5_029.0
-    assert states.open(token, "tools/call", "t", {}) == ({}, {})
+    assert states.open(token, "tools/call", "t", {})[:2] == ({}, {})
     now = 5_031.0
     with pytest.raises(InvalidParams, match="Expired requestState"):
         states.open(token, "tools/call", "t", {})
+
+
+async def test_a_state_is_spent_once_and_the_memory_of_it_is_bounded(monkeypatch):
+    now = 1_000.0
+    monkeypatch.setattr(time, "time", lambda: now)
+    spent = SpentInMemory(capacity=2)
+    assert await spent.spend("a", 1_010)
+    assert not await spent.spend("a", 1_010)
+    assert await spent.spend("b", 1_020)
+    # Full: "a" is forgotten, and with it every state that expires no later than it.
+    assert await spent.spend("c", 1_030)
+    assert not await spent.spend("a", 1_010)
+    assert not await spent.spend("d", 1_010)
+    assert not await spent.spend("b", 1_020)
+    now = 1_025.0  # "b" expired: its room is free, and "b" itself would be refused as expired
+    assert await spent.spend("e", 1_040)
+    assert len(spent._spent) == 2
+
+
+async def test_spending_a_used_state_is_invalid_params(states):
+    token = states.seal("tools/call", "t", {}, {}, {})
+    _, _, spend = states.open(token, "tools/call", "t", {})
+    await states.spend(*spend)
+    with pytest.raises(InvalidParams, match="used already; send the request again without it"):
+        await states.spend(*spend)
 
 
 # -- inputResponses ------------------------------------------------------------------------

@@ -418,3 +418,25 @@ def test_filters_from_the_command_line(tmp_path: Any, capsys: pytest.CaptureFixt
     assert document["input"]["filters"]["since"] == "2026-11-30T06:30:00.000Z"
     assert entry.main(["report", str(path), "--since", "last tuesday"]) == 2
     assert "not an ISO 8601" in capsys.readouterr().err
+
+
+def test_codes_are_shown_as_codes_and_input_required_rounds_are_counted() -> None:
+    """Issue 34: the HTML showed -32,602, and no text view said a tool asked its caller."""
+    from server.report.html import render_html
+    from server.report.text import render_table
+
+    records = [
+        call("tools/call", "nope", "error", error=(-32602, "Unknown tool")),
+        call("tools/call", "confirm", "input_required"),
+        call("tools/call", "confirm", "ok"),
+    ]
+    report = aggregate(jsonl(*records))
+    page = render_html(report)
+    assert "-32,602" not in page
+    assert '<td data-v="-32602">-32602</td>' in page
+    assert '<th scope="col">input_required</th>' in page
+    table = render_table(report)
+    header = next(line for line in table.splitlines() if line.strip().startswith("target"))
+    assert "inputReq" in header
+    row = next(line for line in table.splitlines() if "tool confirm" in line)
+    assert "50.0%" in row

@@ -237,6 +237,11 @@ async def test_no_bearer_token_is_401_without_error(authorization):
         await tokens(required=["mcp"]).authenticate(authorization, b"")
     assert caught.value.error is None
     assert caught.value.www_authenticate(META) == f'Bearer resource_metadata="{META}", scope="mcp"'
+    # The challenge stays RFC 6750's (no error without a token); the message says what to send,
+    # so a client about to try OAuth (mcp-remote) and its user learn there is none.
+    message = caught.value.to_wire("modern")["message"]
+    assert "send the header 'Authorization: Bearer <token>'" in message
+    assert "no OAuth authorization server" in message
 
 
 async def test_query_token_refused_even_with_a_good_header():

@@ -177,3 +177,20 @@ async def test_a_401_raises_the_clients_error_with_status_and_challenge(era: Any
     assert refused.value.code == -32001
     assert refused.value.headers["www-authenticate"].startswith("Bearer ")
     assert isinstance(refused.value, ClientError)
+
+
+async def test_the_in_memory_client_logs_no_production_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 34: every test of an author's catalog logged the MCP_STATE_SECRET WARNING, which
+    is about several replicas; the in-memory client is one process by construction."""
+    catalog = Catalog("quiet", "1")
+
+    @catalog.tool
+    def ping() -> str:
+        return "pong"
+
+    with caplog.at_level("WARNING"):
+        async with Client(catalog) as client:
+            assert (await client.call_tool("ping"))["content"][0]["text"] == "pong"
+    assert [record.getMessage() for record in caplog.records] == []

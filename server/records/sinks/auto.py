@@ -51,6 +51,7 @@ def _redis_sink(url: str, key: str, maxlen: int, timeout_s: float) -> Sink:
         from server.records.sinks.redis import RedisStreamSink
     except ImportError as missing:
         raise ConfigurationError(
-            "MCP_RECORDS=redis needs the redis package: pip install 'mcp-http-server[redis]'"
+            "MCP_RECORDS=redis needs the redis package: "
+            "pip install redis (from a checkout: pip install -e '.[redis]')"
         ) from missing
     return RedisStreamSink(url, key=key, maxlen=maxlen, timeout_s=timeout_s)
