@@ -363,7 +363,7 @@ class HttpSseClient(Client):
                     await self.nap(0.3)
 
     async def session(self, http: httpx.AsyncClient) -> None:
-        pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         async with http.stream("GET", "/sse", headers={"Accept": "text/event-stream"}) as r:
             if r.status_code != 200:
                 raise Failure(error_kind(status=r.status_code, headers=r.headers))
@@ -434,7 +434,7 @@ async def read_endpoint(lines: Any) -> str:
     raise Failure("closed before the endpoint event")
 
 
-async def read_answers(lines: Any, pending: dict[int, asyncio.Future[dict[str, Any]]]) -> None:
+async def read_answers(lines: Any, pending: dict[Any, asyncio.Future[dict[str, Any]]]) -> None:
     """Hand each answer on the stream to the call waiting for it, until the stream ends."""
     data: list[str] = []
     async for line in lines:
