@@ -21,7 +21,6 @@ from tests.support.replicas import Replicas
 
 REDIS_TIMEOUT_S = 2.0  # MCP_REDIS_TIMEOUT_S of the run's replicas (the shipped default)
 MARGIN_S = 2.0  # the "small margin" an answer may take past a deadline on this shared machine
-QUICK = {"call", "list", "progress call", "touch", "initialize"}
 # What a Redis outage may cost (docs/deployment.md, "When Redis is away"): a 503 with
 # Retry-After for what needs shared state; an HTTP+SSE stream closed cleanly.
 # The official SDK surfaces the 503's JSON-RPC error (-32000); its sse_client drops a POST's 503

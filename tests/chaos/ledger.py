@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 
 ERAS = ("2026-07-28", "initialize", "http+sse")
+# Requests that answer at once (the others are streams, tasks and calls silent on purpose).
+QUICK = frozenset({"call", "list", "progress call", "touch", "initialize"})
 
 
 @dataclass
@@ -30,6 +32,10 @@ class Op:
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+    @property
+    def at(self) -> float:
+        return self.start if self.what in QUICK else self.end
 
 
 @dataclass
@@ -68,8 +74,10 @@ class Ledger:
             self.answered.append((self.now(), request_id))
 
     def in_window(self, start: float, end: float) -> list[Op]:
-        """The operations that ended in the window (an error counts where the client saw it)."""
-        return [op for op in self.ops if start <= op.end <= end]
+        """The operations of the window: a stream's life or a task where it ended (where its
+        client saw what happened), a request where it started (a request that waited in vain
+        belongs to the moment it was sent)."""
+        return [op for op in self.ops if start <= op.at <= end]
 
     def marks_in(self, start: float, end: float) -> list[Mark]:
         return [mark for mark in self.marks if start <= mark.at <= end]

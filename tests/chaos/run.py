@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import signal
 import sys
 import time
 from datetime import datetime
@@ -109,10 +110,12 @@ async def scenario(
     made = clients(replicas.url, ledger, stop, touching, profile["silent"])
     tasks = [asyncio.ensure_future(c.run()) for c in made]
     try:
+        begun = ledger.now()
         await asyncio.sleep(profile["steady"])
         await quiet(touching)
         counts = Counts(made)
-        steady_ops = ledger.in_window(0, ledger.now())
+        # Steady state once every client is connected (its first third is the start-up).
+        steady_ops = ledger.in_window(begun + profile["steady"] / 3, ledger.now())
         steady_p99 = p99_of(steady_ops)
         windows: list[Window] = []
         for fault in the_faults(replicas.n, profile["drain"]):
@@ -145,6 +148,10 @@ def epoch(record: dict[str, Any]) -> float | None:
     return None
 
 
+def interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     length = parser.add_mutually_exclusive_group()
@@ -155,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=None, help="give up after this many s")
     args = parser.parse_args(argv)
     profile = PROFILES["long" if args.long else "short"]
+    # SIGTERM (CI giving up) as Ctrl-C: the finally below stops what the run started.
+    signal.signal(signal.SIGTERM, interrupted)
     # The SDK logs every failed POST with its traceback; the ledger counts them instead.
     logging.getLogger("mcp").setLevel(logging.CRITICAL)
     limit = args.limit or (900.0 if args.long else 360.0)
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = record_counts(records)
     verdicts = []
     steady_ops = len(ledger.in_window(0, windows[0].start))
-    print(f"steady: p99 {steady_p99 * 1000:.0f} ms over {steady_ops} ops")
+    print(f"steady state: p99 {steady_p99 * 1000:.0f} ms ({steady_ops} ops before the first fault)")
     for window in windows:
         rollout = window.fault.name == "rolling restart"
         verdict = judge(window, ledger, counts, steady_p99 if rollout else None)

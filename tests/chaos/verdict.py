@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.chaos.faults import QUICK, Fault
-from tests.chaos.ledger import Ledger, Op, errors_by_kind, percentile
+from tests.chaos.faults import Fault
+from tests.chaos.ledger import QUICK, Ledger, Op, errors_by_kind, percentile
 
 SIGKILL_RECORD_LOSS_S = 1.0  # records a SIGKILL may lose: the writer's last flush interval
 
