@@ -592,4 +592,3 @@ def test_the_harness_keeps_the_shipped_upstream_settings_but_no_affinity() -> No
     assert "server 127.0.0.1:2 max_fails=0;" in block
     assert "keepalive_timeout 4s;" in block
     assert "mcp-a" not in block
-
