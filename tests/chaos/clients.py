@@ -450,3 +450,28 @@ async def read_answers(lines: Any, pending: dict[Any, asyncio.Future[dict[str, A
 
 def endpoint_url(base: str, endpoint: str) -> str:
     return urljoin(base, endpoint)
+
+
+class ReadinessProbe(Client):
+    """Each replica's ``/readyz``, asked directly every quarter second (as a kubelet would, more
+    often): a ``readyz I STATUS`` mark each time replica I's answer changes."""
+
+    era = "probe"
+
+    def __init__(self, *args: Any, replicas: list[str]) -> None:
+        super().__init__(*args)
+        self.replicas = replicas
+
+    async def run(self) -> None:
+        last: dict[int, str] = {}
+        async with httpx.AsyncClient(timeout=httpx.Timeout(1.0)) as http:
+            while not self.stop.is_set():
+                for index, url in enumerate(self.replicas):
+                    try:
+                        status = str((await http.get(f"{url}/readyz")).status_code)
+                    except httpx.HTTPError as error:
+                        status = type(error).__name__
+                    if last.get(index) != status:
+                        last[index] = status
+                        self.ledger.mark(self.name, self.era, f"readyz {index} {status}")
+                await self.nap(0.25)

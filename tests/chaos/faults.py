@@ -44,6 +44,7 @@ class Fault:
     slow_s: float = 8.0
     killed_at: list[float] = field(default_factory=list)  # monotonic times of SIGKILLs
     drains: int = 0  # replicas SIGTERMed (each listen stream there must get its result)
+    readyz_within: float | None = None  # every replica's /readyz must turn 503 this soon
 
     def allows(self, era: str, what: str, kind: str) -> bool:
         return any(
@@ -133,7 +134,13 @@ def the_faults(replicas: int, drain_s: float) -> list[Fault]:
     # Only a call longer than the drain deadline may end with -32000 "Server shutting down".
     drained = ("2026-07-28:silent call:rpc -32000", "http+sse:closed")
     return [
-        Fault("redis stalled 10 s", stall_redis(10), REDIS_AWAY, REDIS_TIMEOUT_S + MARGIN_S),
+        Fault(
+            "redis stalled 10 s",
+            stall_redis(10),
+            REDIS_AWAY,
+            REDIS_TIMEOUT_S + MARGIN_S,
+            readyz_within=REDIS_TIMEOUT_S + MARGIN_S,
+        ),
         Fault(
             "redis restarted empty",
             restart_redis,

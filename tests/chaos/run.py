@@ -42,7 +42,14 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `tests` (and `server`) importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.chaos.clients import Client, HttpSseClient, LegacyClient, ModernCaller, ModernListener
+from tests.chaos.clients import (
+    Client,
+    HttpSseClient,
+    LegacyClient,
+    ModernCaller,
+    ModernListener,
+    ReadinessProbe,
+)
 from tests.chaos.faults import the_faults
 from tests.chaos.ledger import Ledger
 from tests.chaos.sdk_clients import SdkSession
@@ -55,6 +62,10 @@ PROFILES = {
     "short": {"steady": 10.0, "settle": 6.0, "silent": (3.0, 8.0), "drain": 5.0},
     "long": {"steady": 45.0, "settle": 20.0, "silent": (10.0, 30.0), "drain": 20.0},
 }
+
+
+def probe(replicas: Replicas, ledger: Ledger, stop: asyncio.Event) -> ReadinessProbe:
+    return ReadinessProbe("readyz", "", ledger, stop, replicas=replicas.replica_urls)
 
 
 def clients(
@@ -108,7 +119,7 @@ async def scenario(
     stop, touching = asyncio.Event(), asyncio.Event()
     touching.set()
     made = clients(replicas.url, ledger, stop, touching, profile["silent"])
-    tasks = [asyncio.ensure_future(c.run()) for c in made]
+    tasks = [asyncio.ensure_future(c.run()) for c in [*made, probe(replicas, ledger, stop)]]
     try:
         begun = ledger.now()
         await asyncio.sleep(profile["steady"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tests.chaos.faults import Fault, the_faults
-from tests.chaos.ledger import Ledger, Op
+from tests.chaos.ledger import Ledger, Mark, Op
 from tests.chaos.verdict import Window, judge
 
 
@@ -20,6 +20,8 @@ def ledger_with(*ops: Op, answered: tuple[tuple[float, str], ...] = ()) -> Ledge
     ledger = Ledger()
     ledger.ops.extend(ops)
     ledger.answered.extend(answered)
+    # Every replica's /readyz turned 503 a second into the window (what a Redis stall needs).
+    ledger.marks.extend(Mark("readyz", "probe", f"readyz {i} 503", 11.0) for i in range(3))
     return ledger
 
 
@@ -90,3 +92,18 @@ def test_the_rollout_p99_may_be_at_most_twice_steady_state() -> None:
     ledger = ledger_with(*ops, Op("modern-1", "2026-07-28", "call", 20, 20.3, None))
     assert judge(window("rolling restart"), ledger, Counter(), steady_p99=0.2).held
     assert not judge(window("rolling restart"), ledger, Counter(), steady_p99=0.1).held
+
+
+def test_every_replicas_readiness_must_turn_503_within_the_redis_timeout() -> None:
+    stalled = window("redis stalled 10 s")
+    ledger = Ledger()
+    ledger.marks.extend(
+        [Mark("readyz", "probe", "readyz 0 503", 12.0), Mark("readyz", "probe", "readyz 1 200", 11)]
+    )
+    verdict = judge(stalled, ledger, Counter())
+    assert "/readyz not 503 within 4 s on every replica" in verdict.breaches
+    ledger.marks.append(Mark("readyz", "probe", "readyz 1 503", 13.5))
+    assert judge(stalled, ledger, Counter()).held
+    ledger.marks.append(Mark("readyz", "probe", "readyz 2 200", 11))
+    ledger.marks.append(Mark("readyz", "probe", "readyz 2 503", 15))
+    assert not judge(stalled, ledger, Counter()).held

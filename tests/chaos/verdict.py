@@ -107,6 +107,8 @@ def judge(
     if window.lost_events:
         verdict.breaches.append(f"{window.lost_events} resource updates lost on GET streams")
     marks = ledger.marks_in(window.start, window.end)
+    if fault.readyz_within is not None:
+        readyz(verdict, window, marks, fault.readyz_within)
     completed = sum(1 for m in marks if m.what == "listen completed")
     if fault.drains:
         verdict.notes.append(f"listen streams completed {completed}")
@@ -116,6 +118,19 @@ def judge(
         if p99 > 2 * steady_p99:
             verdict.breaches.append(f"p99 {p99 * 1000:.0f} ms > 2 x steady")
     return verdict
+
+
+def readyz(verdict: Verdict, window: Window, marks: list[Any], within: float) -> None:
+    """Every replica's /readyz turned 503 within ``within`` seconds of the fault."""
+    replicas = sorted({m.what.split()[1] for m in marks if m.what.startswith("readyz ")})
+    delays = []
+    for index in replicas:
+        down = [m.at for m in marks if m.what == f"readyz {index} 503"]
+        delays.append(min(down) - window.start if down else None)
+    shown = ", ".join("never" if d is None else f"{d:.1f} s" for d in delays)
+    verdict.notes.append(f"/readyz 503 after {shown or 'no probe'}")
+    if not delays or any(d is None or d > within for d in delays):
+        verdict.breaches.append(f"/readyz not 503 within {within:g} s on every replica")
 
 
 def p99_of(ops: list[Op]) -> float:
