@@ -464,7 +464,9 @@ class ReadinessProbe(Client):
 
     async def run(self) -> None:
         last: dict[int, str] = {}
-        async with httpx.AsyncClient(timeout=httpx.Timeout(1.0)) as http:
+        # Longer than MCP_REDIS_TIMEOUT_S: a 503 that takes that long to come is still seen as
+        # the 503 it is (when it arrives), not as a timeout of the probe's own.
+        async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as http:
             while not self.stop.is_set():
                 for index, url in enumerate(self.replicas):
                     try:
