@@ -20,7 +20,7 @@ settle time (``tests/chaos/faults.py``): Redis stalled 10 s, Redis restarted emp
 stalled 5 s, a replica SIGKILLed, a SIGTERM drain, a rolling restart of every replica. Prints a
 line per fault (errors by kind, time to recover, records exact, promise held), the rollout's
 per-client lines, and ``N/M promises held``; exits 1 if a promise failed. The short run takes
-about 2.5 minutes, the long one about 8. Everything is bounded: the whole run gives up after
+about 2 minutes, the long one about 5. Everything is bounded: the whole run gives up after
 ``--limit`` seconds.
 """
 
@@ -166,8 +166,8 @@ def interrupted(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     length = parser.add_mutually_exclusive_group()
-    length.add_argument("--short", action="store_true", help="about 2.5 minutes (CI)")
-    length.add_argument("--long", action="store_true", help="about 8 minutes")
+    length.add_argument("--short", action="store_true", help="about 2 minutes (CI)")
+    length.add_argument("--long", action="store_true", help="about 5 minutes")
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the replicas' records and logs")
     parser.add_argument("--limit", type=float, default=None, help="give up after this many s")
