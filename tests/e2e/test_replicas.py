@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_nginx import NGINX
+from tests.e2e.test_nginx import NGINX, SHIPPED
 from tests.support.deploy_helpers import (
     legacy_headers,
     listen,
@@ -50,7 +50,7 @@ from tests.support.deploy_helpers import (
 from tests.support.mcp_client import initialize, legacy, notification, tool_call
 from tests.support.redis_server import RedisServer
 from tests.support.replica_catalog import COUNTER_URI
-from tests.support.replicas import SHIPPED, Replicas, round_robin_config
+from tests.support.replicas import Replicas, round_robin_config
 
 DELIVERY_LIMIT_S = 1.0  # a change on one replica reaches streams on the others within this
 WAIT_S = 3.0  # how long a test waits for something before it says it never came
