@@ -39,6 +39,10 @@ class SdkSession(ChaosClient):
         self.era = "http+sse" if sse else "initialize"
         self.uri = f"chaos://{self.name}"
         self.failed: list[tuple[float, int]] = []  # (when, status) of every error status seen
+        # Set by the run between two faults: close this Client and open a new one, so what one
+        # fault did to the SDK (a GET stream it gave up) is not counted against the next.
+        self.renew = asyncio.Event()
+        self.sessions = 0  # Clients opened so far
 
     async def hook(self, response: httpx2.Response) -> None:
         self.ledger.response(response)
@@ -84,6 +88,7 @@ class SdkSession(ChaosClient):
 
     async def run(self) -> None:
         while not self.stop.is_set():
+            self.renew.clear()
             start = self.ledger.now()
             try:
                 await self.session()
@@ -113,7 +118,8 @@ class SdkSession(ChaosClient):
                     warnings.simplefilter("ignore")
                     await client.subscribe_resource(self.uri)
             self.note("initialize", start)
-            while not self.stop.is_set():
+            self.sessions += 1
+            while not self.stop.is_set() and not self.renew.is_set():
                 await self.step(client)
                 await self.nap(0.3)
 
