@@ -80,7 +80,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         for path in ("tests/transport/test_legacy_sse.py", "tests/e2e/test_sse_clients.py")
         for rule in (HAND_SSE, HAND_LEGACY)
     },
-    ("tests/chaos/clients.py", HAND_SSE): (
+    ("tests/chaos/http_sse.py", HAND_SSE): (
         "the 2024-11-05 HTTP+SSE transport's own wire (the endpoint event, answers on the one GET "
         "stream): mcp_client.py speaks Streamable HTTP"
     ),

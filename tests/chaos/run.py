@@ -45,13 +45,13 @@ if __package__ in (None, ""):  # run as a script: make `tests` (and `server`) im
 
 from tests.chaos.clients import (
     Client,
-    HttpSseClient,
     LegacyClient,
     ModernCaller,
     ModernListener,
     ReadinessProbe,
 )
 from tests.chaos.faults import the_faults
+from tests.chaos.http_sse import HttpSseClient
 from tests.chaos.ledger import Ledger
 from tests.chaos.sdk_clients import SdkSession
 from tests.chaos.verdict import Window, judge, p99_of, per_client, record_counts
