@@ -161,6 +161,7 @@ def the_faults(replicas: int, drain_s: float) -> list[Fault]:
                 "2026-07-28:listen cut*",
                 "2026-07-28:task:task failed",
                 "http+sse:closed",
+                "http+sse:http 404",  # a message for the dead holder's session: reconnect
             ),
         ),
         Fault("SIGTERM drain", drain_replica(2 % replicas, exit_s), drained),
