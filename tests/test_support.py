@@ -88,6 +88,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/state/test_relay.py", HAND_LEGACY): (
         "the 2024-11-05 HTTP+SSE transport's own wire: initialize POSTed to /messages"
     ),
+    ("tests/chaos/http_sse.py", HAND_SSE): (
+        "the 2024-11-05 HTTP+SSE transport's own wire (the endpoint event, answers on the one GET "
+        "stream): mcp_client.py speaks Streamable HTTP"
+    ),
     ("tests/bench/http_bench.py", HAND_SSE): (
         "benchmark script (outside pytest) with its own minimal client; not converted yet"
     ),

@@ -38,6 +38,7 @@ from tests.e2e.test_deploy_manifests import (
     load_k8s,
     nginx_directive,
     nginx_text,
+    server_keepalive_s,
     settings_from,
 )
 
@@ -162,6 +163,14 @@ def test_the_ingress_streams_sse_unbuffered_with_long_timeouts() -> None:
         assert seconds(notes[timeout]) > settings.handler_timeout_s
     assert re.fullmatch(r"\d+m", notes["proxy-body-size"])
     assert int(notes["proxy-body-size"][:-1]) * 1024 * 1024 >= settings.max_body_bytes
+
+
+def test_the_ingress_says_how_to_close_idle_pod_connections_before_the_pods_do() -> None:
+    # The controller-wide setting the Ingress cannot carry: its value, as the file gives it,
+    # below the server's keep-alive (the shipped nginx config sets the same in its upstream).
+    text = (K8S / "ingress.yaml").read_text()
+    (value,) = re.findall(r'(?m)^#\s+upstream-keepalive-timeout: "(\d+)"$', text)
+    assert int(value) < server_keepalive_s(settings_from(k8s_env(load_k8s())))
 
 
 def test_the_ingress_routes_the_endpoint_and_its_metadata_only() -> None:

@@ -10,6 +10,7 @@ and prefix are compared with the replicas.
 
 from __future__ import annotations
 
+import inspect
 import os
 import posixpath
 import re
@@ -20,10 +21,12 @@ from unittest import mock
 
 import httpx
 import pytest
+import uvicorn
 import yaml
 from dockerfile_parse import DockerfileParser
 
 from server.app import Application, create_app
+from server.serving.server import uvicorn_options
 from server.settings import Settings
 from server.settings_checks import PLACEHOLDER_SECRET_PREFIX
 from tests.support.deploy_helpers import ROOT
@@ -164,6 +167,19 @@ def nginx_upstreams() -> list[tuple[str, int]]:
     assert block is not None
     servers = re.findall(r"^\s*server\s+([^\s:;]+):(\d+)", block.group(1), re.M)
     return [(host, int(port)) for host, port in servers]
+
+
+def nginx_upstream_block() -> str:
+    block = re.search(r"upstream\s+mcp_app\s*\{(.*?)\}", nginx_text(), re.S)
+    assert block is not None
+    return block.group(1)
+
+
+def server_keepalive_s(settings: Settings) -> float:
+    """How long the server keeps an idle connection open: uvicorn's ``timeout_keep_alive`` as
+    the server configures it (its default when the server sets none)."""
+    default = inspect.signature(uvicorn.Config).parameters["timeout_keep_alive"].default
+    return float(uvicorn_options(settings).get("timeout_keep_alive", default))
 
 
 def nginx_directive(name: str, text: str | None = None) -> list[str]:
@@ -430,6 +446,30 @@ def test_nginx_streams_unbuffered_and_outlasts_the_keepalive(compose: dict[str, 
     assert seconds(header_timeout) <= 30, "cut slow clients early"
     (body,) = nginx_directive("client_max_body_size")
     assert size_bytes(body) >= settings_from(compose_env(compose, REPLICAS[0])).max_body_bytes
+
+
+def test_nginx_closes_idle_upstream_connections_before_the_server_does(
+    compose: dict[str, Any],
+) -> None:
+    # A request nginx writes on a kept-alive connection the server is closing (idle too long)
+    # is lost: nginx does not retry a POST it has sent, the client gets a 502. nginx must give
+    # up an idle connection first (tests/chaos/run.py shows the 502s otherwise).
+    block = nginx_upstream_block()
+    assert nginx_directive("keepalive", block), "upstream connections are reused"
+    (timeout,) = nginx_directive("keepalive_timeout", block)
+    for name in REPLICAS:
+        assert seconds(timeout) < server_keepalive_s(settings_from(compose_env(compose, name)))
+
+
+def test_nginx_never_marks_every_replica_down() -> None:
+    # With nginx's default (max_fails=1 fail_timeout=10s) each replica a rolling restart stops
+    # is out for 10 s: restarting three of them one after another left none, and nginx
+    # answered 502 "no live upstreams" (tests/chaos/run.py). max_fails=0: a refused connect
+    # sends that one request to the next replica, and nobody is marked down.
+    servers = nginx_directive("server", nginx_upstream_block())
+    assert servers
+    for server in servers:
+        assert "max_fails=0" in server.split(), server
 
 
 def test_nginx_forwards_the_client_and_the_replicas_trust_only_nginx(

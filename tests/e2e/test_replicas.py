@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_nginx import NGINX
+from tests.e2e.test_nginx import NGINX, SHIPPED
 from tests.support.deploy_helpers import (
     legacy_headers,
     listen,
@@ -50,7 +50,7 @@ from tests.support.deploy_helpers import (
 from tests.support.mcp_client import initialize, legacy, notification, tool_call
 from tests.support.redis_server import RedisServer
 from tests.support.replica_catalog import COUNTER_URI
-from tests.support.replicas import Replicas
+from tests.support.replicas import Replicas, round_robin_config
 
 DELIVERY_LIMIT_S = 1.0  # a change on one replica reaches streams on the others within this
 WAIT_S = 3.0  # how long a test waits for something before it says it never came
@@ -579,3 +579,16 @@ async def test_redis_away_and_back(tmp_path: Path) -> None:
     finally:
         harness.stop()
         redis.close()
+
+
+def test_the_harness_keeps_the_shipped_upstream_settings_but_no_affinity() -> None:
+    # What the replicas run behind is the shipped config: its server parameters (max_fails=0)
+    # and upstream keep-alive stay; only the addresses change, and any pinning goes.
+    pinned = SHIPPED.read_text().replace("upstream mcp_app {", "upstream mcp_app {\n    ip_hash;")
+    text = round_robin_config(pinned, ["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:3")
+    block = text[text.index("upstream mcp_app") : text.index("}", text.index("upstream mcp_app"))]
+    assert "ip_hash" not in block
+    assert "server 127.0.0.1:1 max_fails=0;" in block
+    assert "server 127.0.0.1:2 max_fails=0;" in block
+    assert "keepalive_timeout 4s;" in block
+    assert "mcp-a" not in block

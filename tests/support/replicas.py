@@ -24,7 +24,8 @@ What runs:
 - nginx (unless ``nginx=False``) with the shipped ``deploy/nginx/mcp.conf``, the upstream
   rewritten to plain round robin over the replicas: any affinity directive (``hash ...``,
   ``ip_hash``, ...) and the block's comments are removed, should the shipped file pin clients;
-  everything else (unbuffered SSE, timeouts, headers, keepalive) is kept.
+  everything else (unbuffered SSE, timeouts, headers, keepalive, the shipped server lines'
+  parameters such as ``max_fails``) is kept.
 
 Everything is stopped by its own PID: replicas with SIGTERM (a graceful drain, so their
 records are complete once :meth:`Replicas.stop_replicas` returns), nginx with SIGQUIT.
@@ -68,10 +69,12 @@ def round_robin_config(text: str, upstreams: list[str], listen_on: str) -> str:
     assert block is not None, "deploy/nginx/mcp.conf has no 'upstream mcp_app { ... }'"
     body = AFFINITY.sub("", block.group(0))
     body = re.sub(r"(?m)^\s*#.*\n", "", body)  # its comments explain the affinity
+    shipped = re.search(r"(?m)^\s*server\s+\S+?((?:\s+[^;\s]+)*)\s*;", body)
+    parameters = shipped.group(1) if shipped else ""  # max_fails=..., weight=...: kept
     body, count = re.subn(r"(?m)^\s*server\s+[^;]+;.*\n", "", body)
     assert count >= 1, "the upstream block lists no server"
     servers = "    # (test config: plain round robin, no affinity)\n" + "".join(
-        f"    server {upstream};\n" for upstream in upstreams
+        f"    server {upstream}{parameters};\n" for upstream in upstreams
     )
     body = re.sub(r"\{\n", lambda _: "{\n" + servers, body, count=1)
     assert not re.search(r"(?m)^\s*(hash|ip_hash|sticky)\b", body), body
