@@ -252,7 +252,7 @@ class Application:
             gate=self.gate,
             metrics=self.metrics,
             live=self.live,
-            probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate),
+            probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate, settings.path),
         )
         # What serves a request (the router, behind CORS when configured), and Starlette's
         # part, which tests enter for its lifespan.
