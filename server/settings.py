@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     sse_transport_path: str = "/sse"
     sse_transport_messages_path: str = "/messages"
     sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
+    # The server card (SEP-2127) at MCP_PATH/server-card and its catalog (server/transport/
+    # server_card.py); the card's reverse-DNS name, else one from the request's host.
+    server_card: bool = True
+    server_card_name: str = ""
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at
@@ -215,6 +219,11 @@ class Settings(BaseSettings):
     @classmethod
     def _root_shape(cls, value: str) -> str:
         return checks.root_path(value)
+
+    @field_validator("server_card_name")
+    @classmethod
+    def _card_name_shape(cls, value: str) -> str:
+        return checks.server_card_name(value)
 
     @field_validator("path")
     @classmethod

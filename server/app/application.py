@@ -54,6 +54,7 @@ from server.transport.legacy_answer import LegacyOptions
 from server.transport.legacy_sessions import release_session
 from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
+from server.transport.server_card import ServerCards
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,17 @@ class Application:
             metrics=self.metrics,
             live=self.live,
             probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate, settings.path),
+            cards=ServerCards(
+                self.modern.discover_result,
+                legacy_era.supported_versions,
+                mcp_path=settings.path,
+                sse_path=settings.sse_transport_path if settings.sse_transport else None,
+                authenticated=settings.auth != "none",
+                name=settings.server_card_name,
+                allowed_hosts=settings.allowed_hosts,
+            )
+            if settings.server_card
+            else None,
         )
         # What serves a request (the router, behind CORS when configured), and Starlette's
         # part, which tests enter for its lifespan.

@@ -41,8 +41,10 @@ from server.transport.endpoint import McpEndpoint
 from server.transport.guards import host_allowed
 from server.transport.health import Probes
 from server.transport.legacy_sse import SseTransport
+from server.transport.server_card import CARD_SUFFIX, CATALOG_PATHS, ServerCards
 
 log = logging.getLogger(__name__)
+CARD_VERBS = ["GET", "OPTIONS"]
 
 # Answered (503) to every request while the lifespan is not running, under a server or host
 # app that could have run it; logged once as a warning.
@@ -69,6 +71,7 @@ class Router:
         metrics: Metrics,
         live: LiveReport | None,
         probes: Probes,
+        cards: ServerCards | None = None,
     ) -> None:
         # Read on every request: until its lifespan runs the app answers 503.
         self.lifecycle = lifecycle
@@ -108,6 +111,17 @@ class Router:
                 *(
                     Route(path, probes.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)
+                ),
+                *(
+                    [
+                        Route(settings.path + CARD_SUFFIX, cards.serve_card, methods=CARD_VERBS),
+                        *(
+                            Route(path, cards.serve_catalog, methods=CARD_VERBS)
+                            for path in CATALOG_PATHS
+                        ),
+                    ]
+                    if cards is not None
+                    else []
                 ),
                 *(
                     [
