@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     # The server card (SEP-2127) at MCP_PATH/server-card and its catalog (server/transport/
     # server_card.py); the card's reverse-DNS name, else one from the request's host.
     server_card: bool = True
+    # python -m server doctor's tools (server/app/doctor_tools.py): off unless asked.
+    doctor: bool = False
+    doctor_max_wait_s: float = Field(120.0, gt=0, le=3600)
     server_card_name: str = ""
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)

@@ -18,6 +18,7 @@ import logging
 from functools import partial
 from typing import Any
 
+from server.app.doctor_tools import add_doctor_tools
 from server.app.lifecycle import Lifecycle
 from server.app.routing import Router
 from server.asgi import Receive, Scope, Send
@@ -73,6 +74,8 @@ class Application:
     def __init__(self, settings: Settings, catalog: Catalog) -> None:
         self.settings = settings
         self.catalog = catalog
+        if settings.doctor and "doctor.wait" not in catalog.tools:
+            add_doctor_tools(catalog, settings)  # python -m server doctor's side, when asked
         sealer = Sealer(settings.sealing_key())
         # Refuses to start with authentication off on a non-loopback address (unless asked).
         self.gate = Gate(

@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 
 from server.cli import call, report, serve, token
+from server.cli import doctor as doctor_command
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m server", description="A dual-era MCP server for HTTP."
     )
-    commands = parser.add_subparsers(dest="command", metavar="{serve,report,token,call}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,report,token,call,doctor}")
     serve.add_arguments(
         commands.add_parser("serve", help="serve the configured catalog (the default)")
     )
@@ -33,7 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     call.add_arguments(
         commands.add_parser("call", help="send one request (modern era) and print its result")
     )
+    doctor_command.add_arguments(
+        commands.add_parser("doctor", help="check the proxy path to a server, from a client's side")
+    )
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor_command.run(args)
     if args.command == "call":
         from server.settings import local_endpoint_url
 
