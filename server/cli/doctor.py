@@ -324,7 +324,10 @@ async def examine(doctor: Doctor) -> list[Check]:
     checks.append(await guarded("body", doctor.body))
     for check in checks:
         if check.status == "FAIL":
-            check.fix = FIXES["idle" if check.name.startswith("idle") else check.name]
+            key = "idle" if check.name.startswith("idle") else check.name
+            if check.name == "idle-sse" and "answered" in check.detail:
+                key = "sse"  # the HTTP+SSE path itself is broken, not the idle timeout
+            check.fix = FIXES[key]
     return checks
 
 
