@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from server.app import create_app
-from server.builtin.probe import catalog as probe_catalog
+from server.catalog.catalog import Catalog
 from server.cli.doctor import Doctor, examine
 from server.settings import Settings
 from tests.support.deploy_helpers import ROOT, ServerProcess
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 def live() -> Iterator[str]:
     settings = Settings(_env_file=None, records=["none"], doctor=True, doctor_max_wait_s=5)
-    server = ServerThread(create_app(settings, probe_catalog)).start()
+    # A catalog of its own: the doctor's tools are added to the catalog the app serves.
+    server = ServerThread(create_app(settings, Catalog("doctor-test", "1.0.0"))).start()
     yield server.url
     server.stop()
 
