@@ -118,6 +118,13 @@ class Settings(BaseSettings):
     # What to retire, and when (server/retirement/plan.py): a JSON list such as
     # [{"item": "sse", "sunset": "2027-03-01", "link": "https://...", "brownouts": [...]}].
     retire: str = ""
+    # The server card (SEP-2127) at MCP_PATH/server-card and its catalog (server/transport/
+    # server_card.py); the card's reverse-DNS name, else one from the request's host.
+    server_card: bool = True
+    # python -m server doctor's tools (server/app/doctor_tools.py): off unless asked.
+    doctor: bool = False
+    doctor_max_wait_s: float = Field(120.0, gt=0, le=3600)
+    server_card_name: str = ""
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at
@@ -232,6 +239,11 @@ class Settings(BaseSettings):
     @classmethod
     def _root_shape(cls, value: str) -> str:
         return checks.root_path(value)
+
+    @field_validator("server_card_name")
+    @classmethod
+    def _card_name_shape(cls, value: str) -> str:
+        return checks.server_card_name(value)
 
     @field_validator("path")
     @classmethod

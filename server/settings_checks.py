@@ -162,6 +162,17 @@ def root_path(value: str) -> str:
     return "/" + value.lstrip("/") if value else ""
 
 
+def server_card_name(value: str) -> str:
+    """``MCP_SERVER_CARD_NAME``: empty, or a reverse-DNS name with one slash (the card's)."""
+    value = value.strip()
+    if value and not re.fullmatch(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+", value):
+        raise ValueError(
+            "MCP_SERVER_CARD_NAME must be a reverse-DNS name with one slash, "
+            "such as com.example/weather"
+        )
+    return value[:200]
+
+
 def endpoint_path(value: str, variable: str, example: str) -> str:
     """A path the server answers on (``MCP_PATH``, ``MCP_REPORT_PATH``): below ``/``."""
     value = "/" + value.strip("/")

@@ -82,9 +82,13 @@ ALLOWED: dict[tuple[str, str], str] = {
             "tests/transport/test_legacy_sse.py",
             "tests/e2e/test_sse_clients.py",
             "tests/state/test_bus_faults.py",
+            "tests/e2e/test_nginx_forwarded.py",
         )
         for rule in (HAND_SSE, HAND_LEGACY)
     },
+    ("tests/app/test_routing.py", HAND_SSE): (
+        "reads the HTTP+SSE endpoint event through forwarded headers: the 2024-11-05 wire"
+    ),
     ("tests/state/test_relay.py", HAND_LEGACY): (
         "the 2024-11-05 HTTP+SSE transport's own wire: initialize POSTed to /messages"
     ),

@@ -18,6 +18,7 @@ import logging
 from functools import partial
 from typing import Any
 
+from server.app.doctor_tools import add_doctor_tools
 from server.app.lifecycle import Lifecycle
 from server.app.routing import Router
 from server.asgi import Receive, Scope, Send
@@ -60,6 +61,7 @@ from server.transport.legacy_sessions import release_session
 from server.transport.legacy_sse import SseOptions, SseTransport
 from server.transport.modern import ModernHttp, StreamOptions
 from server.transport.retiring import Retiring
+from server.transport.server_card import ServerCards
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,8 @@ class Application:
         adopt_logs(
             settings.log_format, settings.log_level, records_on_stdout="stdout" in settings.records
         )
+        if settings.doctor and "doctor.wait" not in catalog.tools:
+            add_doctor_tools(catalog, settings)  # python -m server doctor's side, when asked
         sealer = Sealer(settings.sealing_key())
         # Refuses to start with authentication off on a non-loopback address (unless asked).
         self.gate = Gate(
@@ -279,7 +283,7 @@ class Application:
             recorder=self.recorder,
             live_tail=self.live_tail,
         )
-        probes = Probes(self.lifecycle, self.recorder, self.shared, self.gate)
+        probes = Probes(self.lifecycle, self.recorder, self.shared, self.gate, settings.path)
         if retiring is not None:
             probes.retirements = retiring.status
         self.router = Router(
@@ -291,6 +295,17 @@ class Application:
             metrics=self.metrics,
             live=self.live,
             probes=probes,
+            cards=ServerCards(
+                self.modern.discover_result,
+                legacy_era.supported_versions,
+                mcp_path=settings.path,
+                sse_path=settings.sse_transport_path if settings.sse_transport else None,
+                authenticated=settings.auth != "none",
+                name=settings.server_card_name,
+                allowed_hosts=settings.allowed_hosts,
+            )
+            if settings.server_card
+            else None,
         )
         # What serves a request (the router, behind CORS when configured), and Starlette's
         # part, which tests enter for its lifespan.

@@ -25,19 +25,26 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.app.lifecycle import Lifecycle
-from server.asgi import Receive, Scope, Send, header_text, read_headers
+from server.asgi import Receive, Scope, Send, read_headers
+from server.logs import bounded
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
+from server.security.forwarded import MalformedForwarding, forwarding
+from server.security.forwarded import apply as apply_forwarded
+from server.security.forwarded import read as read_forwarded
 from server.security.gate import Gate
 from server.security.metadata import metadata_paths
-from server.security.networks import Network, forwarded_scheme, parse_networks
+from server.security.networks import Network, in_networks, parse_networks
 from server.settings import Settings
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import McpEndpoint
+from server.transport.guards import host_allowed
 from server.transport.health import Probes
 from server.transport.legacy_sse import SseTransport
+from server.transport.server_card import CARD_SUFFIX, CATALOG_PATHS, ServerCards
 
 log = logging.getLogger(__name__)
+CARD_VERBS = ["GET", "OPTIONS"]
 
 # Answered (503) to every request while the lifespan is not running, under a server or host
 # app that could have run it; logged once as a warning.
@@ -64,6 +71,7 @@ class Router:
         metrics: Metrics,
         live: LiveReport | None,
         probes: Probes,
+        cards: ServerCards | None = None,
     ) -> None:
         # Read on every request: until its lifespan runs the app answers 503.
         self.lifecycle = lifecycle
@@ -90,6 +98,10 @@ class Router:
         metrics_networks = parse_networks(settings.metrics_networks)
         proxies = endpoint.options.trusted_proxies
         self._proxies: tuple[Network, ...] = proxies
+        self._allowed_hosts = tuple(settings.allowed_hosts)
+        # MCP_ROOT_PATH pins the public prefix: a forwarded one that differs is logged once.
+        self._pinned_root = settings.root_path
+        self._root_warned = False
         metrics_endpoint = MetricsEndpoint(metrics, metrics_networks, proxies)
         self.starlette = Starlette(
             routes=[
@@ -99,6 +111,17 @@ class Router:
                 *(
                     Route(path, probes.resource_metadata, methods=["GET"])
                     for path in metadata_paths(settings.path)
+                ),
+                *(
+                    [
+                        Route(settings.path + CARD_SUFFIX, cards.serve_card, methods=CARD_VERBS),
+                        *(
+                            Route(path, cards.serve_catalog, methods=CARD_VERBS)
+                            for path in CATALOG_PATHS
+                        ),
+                    ]
+                    if cards is not None
+                    else []
                 ),
                 *(
                     [
@@ -128,7 +151,9 @@ class Router:
             # enter the lifespan themselves where they need it.
             return self._not_started(scope, receive, send)
         if self._proxies and scope["type"] == "http":
-            self._forwarded_scheme(scope)
+            refusal = self._forwarded(scope)
+            if refusal is not None:
+                return self._refuse(scope, receive, send, *refusal)
         path = scope.get("path", "")
         # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
         root = scope.get("root_path") or ""
@@ -140,17 +165,51 @@ class Router:
             return self.sse(scope, receive, send)
         return self.starlette(scope, receive, send)
 
-    def _forwarded_scheme(self, scope: Scope) -> None:
-        """A trusted proxy's X-Forwarded-Proto as the request's scheme (the URLs the server
-        builds, the 401's resource_metadata, are the client's), as the ASGI server would have
-        set it had it been left to read forwarded headers (see security.networks)."""
+    def _forwarded(self, scope: Scope) -> tuple[int, str] | None:
+        """A trusted proxy's forwarding headers written into the scope (the URLs the server
+        builds are the client's: see security.forwarded), once per request; the answer
+        instead when one is malformed (400) or names a host not in MCP_ALLOWED_HOSTS (403)."""
         peer = scope.get("client")
+        if peer is None or not in_networks(peer[0], self._proxies):
+            return None
         headers = read_headers(scope)
-        scheme = forwarded_scheme(
-            peer[0] if peer else None, header_text(headers, b"x-forwarded-proto"), self._proxies
-        )
-        if scheme is not None:
-            scope["scheme"] = scheme
+        if not forwarding(headers):
+            return None
+        try:
+            found = read_forwarded(headers, self._proxies)
+            if found.host is not None and not host_allowed(found.host, self._allowed_hosts):
+                log.warning(
+                    "Refused a request forwarded for host %r: not in MCP_ALLOWED_HOSTS",
+                    bounded(found.host, 100),
+                )
+                return 403, f"Host {bounded(found.host, 100)!r} is not allowed"
+        except MalformedForwarding as bad:
+            return 400, str(bad)
+        unapplied = apply_forwarded(scope, found, self._pinned_root)
+        if unapplied is not None and not self._root_warned:
+            self._root_warned = True
+            log.warning(
+                "MCP_ROOT_PATH=%s is pinned, but a trusted proxy forwards X-Forwarded-Prefix %s: "
+                "URLs keep MCP_ROOT_PATH (unset it to follow the proxy)",
+                self._pinned_root,
+                unapplied or "/",
+            )
+        return None
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, message: str
+    ) -> None:
+        body = self._error_body(scope, message)
+        await JSONResponse(body, status_code=status)(scope, receive, send)
+
+    def _error_body(self, scope: Scope, message: str) -> dict[str, Any]:
+        path = scope.get("path", "")
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        if path in self.mcp_paths:
+            return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        return {"error": message}
 
     async def _not_started(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._not_started_warned:

@@ -16,8 +16,9 @@ import os
 import sys
 
 from server.cli import call, report, serve, token
+from server.cli import doctor as doctor_command
 
-COMMANDS = ("serve", "report", "token", "call")
+COMMANDS = ("serve", "report", "token", "call", "doctor")
 # 128 + SIGPIPE: what a shell reports for a tool whose reader went away.
 EXIT_PIPE_CLOSED = 141
 
@@ -54,7 +55,12 @@ def _run(argv: list[str]) -> int:
     call.add_arguments(
         commands.add_parser("call", help="send one request (modern era) and print its result")
     )
+    doctor_command.add_arguments(
+        commands.add_parser("doctor", help="check the proxy path to a server, from a client's side")
+    )
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor_command.run(args)
     if args.command == "call":
         from server.settings import local_endpoint_url
 

@@ -85,6 +85,7 @@ class Gate:
         self._trusted_proxies = parse_networks(settings.trusted_proxies)
         self._exempt_memo: BoundedMemo[str, bool] = BoundedMemo(4096)
         self._warned_untrusted_proxy = False
+        self._resource_warned = False
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
@@ -200,15 +201,29 @@ class Gate:
         if slot is not None:
             slot.release()
 
-    def metadata_document(self) -> dict[str, Any] | None:
+    def metadata_document(self, used: str) -> dict[str, Any] | None:
+        """The protected-resource metadata for a request that reached the MCP endpoint's URL
+        ``used`` (as the client wrote it: scheme, host and prefix after trusted-proxy
+        handling): its ``resource`` is ``used`` unless a setting pins it, and a pinned one that
+        differs is logged once, naming both."""
         scopes = sorted(set(self._tool_scopes()))
-        return protected_resource_document(self.settings, scopes)
+        document = protected_resource_document(self.settings, scopes, used)
+        if document is not None and document["resource"] != used and not self._resource_warned:
+            self._resource_warned = True
+            log.warning(
+                "The protected-resource metadata names the pinned resource %s "
+                "(MCP_AUTH_RESOURCE, else MCP_AUTH_AUDIENCE), but a client reached this "
+                "server at %s: clients that compare the two will refuse it",
+                document["resource"],
+                used,
+            )
+        return document
 
     def headers(self, error: McpError, scope: Scope, host: str | None) -> list[tuple[bytes, bytes]]:
         """The response headers a refusal needs besides its JSON-RPC body."""
         if isinstance(error, AuthError):
             url = None
-            if host and protected_resource_document(self.settings) is not None:
+            if host and protected_resource_document(self.settings, (), "-") is not None:
                 # The scope's root_path is where the app answers: MCP_ROOT_PATH under uvicorn,
                 # and the mount prefix (with the host's own) when a host app mounts it.
                 root = scope.get("root_path") or self.settings.root_path
@@ -359,19 +374,23 @@ def tokens_file_entries(settings: Settings) -> list[TokenEntry]:
 
 
 def protected_resource_document(
-    settings: Settings, scopes: Iterable[str] = ()
+    settings: Settings, scopes: Iterable[str] = (), used: str = ""
 ) -> dict[str, Any] | None:
     """The document this configuration serves, or None when there is none to serve.
+
+    Its ``resource`` is pinned by ``MCP_AUTH_RESOURCE`` (else ``MCP_AUTH_AUDIENCE``, which a
+    token's ``aud`` must hold), and is otherwise ``used``: the MCP endpoint's URL as the client
+    reached it (RFC 9728: the resource the client used).
 
     ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
     the required scopes (and, in tokens mode, the scopes the tokens hold). None when
     ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
-    ``MCP_AUTH_ISSUER``): then the paths answer 404 and challenges carry no
-    ``resource_metadata``.
+    ``MCP_AUTH_ISSUER``), or no resource is pinned nor ``used``: then the paths answer 404
+    and challenges carry no ``resource_metadata``.
     """
     if settings.auth == "none":
         return None
-    resource = settings.auth_resource or settings.auth_audience
+    resource = settings.auth_resource or settings.auth_audience or used
     servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
     if not resource or not servers:
         return None

@@ -46,14 +46,26 @@ def metadata_paths(path: str = "/mcp") -> tuple[str, str]:
 def metadata_url(scheme: str, host: str, root_path: str = "", path: str = "/mcp") -> str:
     """The absolute URL of the document for the ``WWW-Authenticate`` challenge.
 
-    ``scheme`` and ``host`` are the request's (the ASGI scope's scheme after trusted-proxy
-    handling, and the allow-listed Host header), ``root_path`` is where the app answers (the
-    request's ASGI ``root_path``: ``MCP_ROOT_PATH``, or a host app's mount prefix) and
-    ``path`` is ``MCP_PATH``. A default port (80 for http, 443 for https) is left out.
+    ``scheme`` and ``host`` are the request's (the ASGI scope's scheme and Host header after
+    trusted-proxy handling, :mod:`server.security.forwarded`), ``root_path`` is where the app
+    answers (the request's ASGI ``root_path``: ``MCP_ROOT_PATH``, a forwarded prefix, or a host
+    app's mount prefix) and ``path`` is ``MCP_PATH``. A default port (80 for http, 443 for
+    https) is left out.
     """
+    return f"{origin(scheme, host)}{root_path.rstrip('/')}{WELL_KNOWN}{path}"
+
+
+def resource_url(scheme: str, host: str, root_path: str = "", path: str = "/mcp") -> str:
+    """The MCP endpoint's URL as the client used it: the ``resource`` of the metadata when no
+    setting pins one (same parts as :func:`metadata_url`)."""
+    return f"{origin(scheme, host)}{root_path.rstrip('/')}{path}"
+
+
+def origin(scheme: str, host: str) -> str:
+    """``scheme://host``, lower-case, without the scheme's default port."""
     scheme = scheme.lower()
     host = host.strip().lower()
     name, colon, port = host.rpartition(":")
     if colon and name and _DEFAULT_PORTS.get(scheme) == port:
         host = name  # "[::1]:443" -> "[::1]"; IPv6 literals are bracketed in a Host header
-    return f"{scheme}://{host}{root_path.rstrip('/')}{WELL_KNOWN}{path}"
+    return f"{scheme}://{host}"

@@ -16,7 +16,9 @@ from starlette.responses import JSONResponse
 
 from server.records.recorder import Recorder
 from server.security.gate import Gate
+from server.security.metadata import resource_url
 from server.state import SharedState
+from server.transport.guards import host_allowed
 
 
 class Serving(Protocol):
@@ -28,7 +30,12 @@ class Serving(Protocol):
 
 class Probes:
     def __init__(
-        self, serving: Serving, recorder: Recorder, shared: SharedState, gate: Gate
+        self,
+        serving: Serving,
+        recorder: Recorder,
+        shared: SharedState,
+        gate: Gate,
+        mcp_path: str = "/mcp",
     ) -> None:
         self.serving = serving
         self.recorder = recorder
@@ -36,6 +43,7 @@ class Probes:
         self.gate = gate
         # What MCP_RETIRE names, shown for the operator (server.transport.retiring).
         self.retirements: Callable[[], list[dict[str, Any]]] | None = None
+        self.mcp_path = mcp_path
 
     async def healthz(self, request: Request) -> JSONResponse:
         if not self.serving.started:
@@ -58,7 +66,16 @@ class Probes:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def resource_metadata(self, request: Request) -> JSONResponse:
-        document = self.gate.metadata_document()
+        scope = request.scope
+        host = request.headers.get("host")
+        if host is None or not host_allowed(host, self.gate.settings.allowed_hosts):
+            # The document names this host: only an allowed one (DNS rebinding, and a cache in
+            # front keeping a document for a host the client chose).
+            return JSONResponse({"error": "Host is not allowed"}, status_code=403)
+        used = resource_url(
+            scope.get("scheme", "http"), host, scope.get("root_path") or "", self.mcp_path
+        )
+        document = self.gate.metadata_document(used)
         if document is None:
             return JSONResponse({"error": "no authorization is configured"}, status_code=404)
         return JSONResponse(document)
