@@ -24,19 +24,18 @@ from typing import Any, Protocol
 
 from server.aio import PerLoop
 
-try:
-    from fcntl import ioctl
-    from termios import FIONREAD
-except ImportError:  # Windows: no such query; a close there may still reset such a connection
-    ioctl = None  # type: ignore[assignment]
-    FIONREAD = 0
 
 
 def holds_request(transport: asyncio.BaseTransport) -> bool:
     """Whether bytes the connection has not read yet wait in its socket (a request written
     while the process was stalled). One system call, made only on a keep-alive expiry."""
     sock = transport.get_extra_info("socket")
-    if sock is None or ioctl is None:
+    if sock is None:
+        return False
+    try:
+        from fcntl import ioctl
+        from termios import FIONREAD
+    except ImportError:  # Windows: no such query; a close there may still reset such a connection
         return False
     try:
         waiting = ioctl(sock.fileno(), FIONREAD, b"\0\0\0\0")
@@ -100,7 +99,7 @@ def reading_first() -> type[Any]:
     except ImportError:  # no httptools: uvicorn's auto is h11
         from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
 
-    class ReadingFirst(base):  # type: ignore[valid-type,misc]
+    class ReadingFirst(base):
         def timeout_keep_alive_handler(self) -> None:
             if holds_request(self.transport):
                 self.timeout_keep_alive_task = self.loop.call_later(

@@ -119,6 +119,7 @@ def test_holds_request_sees_unread_bytes() -> None:
 
         class Peek(asyncio.Protocol):
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                assert isinstance(transport, asyncio.Transport)
                 self.transport = transport
                 transport.pause_reading()  # the bytes stay in the socket, unread
                 seen.append(holds_request(transport))
