@@ -25,7 +25,6 @@ from typing import Any, Protocol
 from server.aio import PerLoop
 
 
-
 def holds_request(transport: asyncio.BaseTransport) -> bool:
     """Whether bytes the connection has not read yet wait in its socket (a request written
     while the process was stalled). One system call, made only on a keep-alive expiry."""
