@@ -12,10 +12,16 @@ read-only replica) proves the connection works: the command fails (logged, 503 t
 request), and the link stays connected, so one bad command never takes the replica out of
 rotation nor makes every stream re-read its lists.
 Each change is one log line: unreachable at start, lost, and back (:meth:`lost`, :meth:`seen`).
-A monitor pings Redis (every second while it is away, every few seconds otherwise), so
-readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
+A monitor pings Redis (every second while it is away, every quarter of the timeout otherwise),
+so readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
 when it is back (the bus resubscribes and tells local streams to re-read what they may have
 missed).
+
+Both bounds hold within ``timeout_s`` (``MCP_REDIS_TIMEOUT_S``) of a stall (Redis, or the path
+to it, frozen: nothing refused, nothing answered): an operation fails with 503 at that deadline,
+retry included (the retry is for a stale pooled connection, which fails at once), and readiness
+turns false once the monitor's ping is three quarters of it late (:attr:`RedisLink.answering`),
+without waiting for an operation to time out.
 
 The ``redis`` package is imported only here and in the other Redis modules, so it stays an
 optional extra.
@@ -86,6 +92,7 @@ class RedisLink:
         self._monitor: asyncio.Task[None] | None = None
         self.refused = 0  # commands Redis answered with an error, ever
         self.last_refusal: str | None = None
+        self._ping_since: float | None = None  # when the monitor's ping now out was sent
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -95,7 +102,9 @@ class RedisLink:
         error reply as :class:`CommandRefused` (the link stays connected), anything else
         as Redis lost."""
         try:
-            async with asyncio.timeout(self.timeout_s * 2 + 0.5):
+            # One deadline for the whole operation, its retry included: a 503 comes within
+            # MCP_REDIS_TIMEOUT_S (the socket timeout alone would allow it twice).
+            async with asyncio.timeout(self.timeout_s):
                 result = await operation
         except Exception as failure:
             if not redis_failure(failure):
@@ -162,10 +171,28 @@ class RedisLink:
         """Call ``listener`` (it must not block) each time Redis answers after an outage."""
         self._reconnect_listeners.append(listener)
 
+    def _ping_late_s(self) -> float:
+        """How long the monitor's ping has been out past three quarters of the timeout (0:
+        none out, or not late)."""
+        since = self._ping_since
+        if since is None:
+            return 0.0
+        return max(0.0, time.monotonic() - since - self.timeout_s * 0.75)
+
+    @property
+    def answering(self) -> bool:
+        """Connected, and not stalled: a ping that has had three quarters of the timeout
+        without an answer says Redis stalled before any operation times out (readiness)."""
+        return self.connected and not self._ping_late_s()
+
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"connected": self.connected}
         if self.last_error is not None:
             status["error"] = self.last_error
+        elif self.connected and not self.answering:
+            status["error"] = "Redis has not answered a ping for %.1f s" % (
+                time.monotonic() - (self._ping_since or 0.0)
+            )
         if self.refused:
             status["refused_commands"] = self.refused
             status["last_refusal"] = self.last_refusal
@@ -177,9 +204,13 @@ class RedisLink:
 
     async def _watch(self) -> None:
         while True:
+            self._ping_since = time.monotonic()
             with contextlib.suppress(ServiceUnavailable):
                 await self.run(self.client.ping())
-            await asyncio.sleep(PING_CONNECTED_S if self.connected else PING_LOST_S)
+            self._ping_since = None
+            # Connected: often enough that a stall shows within the timeout (answering).
+            connected_s = min(PING_CONNECTED_S, self.timeout_s / 4)
+            await asyncio.sleep(connected_s if self.connected else PING_LOST_S)
 
     async def close(self) -> None:
         if self._monitor is not None:

@@ -45,7 +45,7 @@ async def expect_unavailable(link: RedisLink, operation: Any) -> float:
     with pytest.raises(ServiceUnavailable) as caught:
         await link.run(operation)
     elapsed = time.monotonic() - started
-    assert elapsed < link.timeout_s * 2 + 1
+    assert elapsed < link.timeout_s + 0.5  # one deadline, the retry included
     assert caught.value.retry_after == PING_LOST_S
     assert http_status(caught.value, "legacy") == 503
     assert http_status(caught.value, "modern") == 503
