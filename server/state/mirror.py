@@ -4,7 +4,8 @@ When a client's SSE connection drops and its ``GET`` + ``Last-Event-ID`` lands o
 replica, that replica has nothing of the stream in memory. :class:`RedisMirror` copies every
 event of every legacy stream into ``<prefix>:events:<session>:<stream>`` (entry id ``0-<seq>``,
 so the SSE sequence number *is* the Redis id; at most about ``capacity`` entries, expiring with
-the session) and writes an end marker when the stream finishes. Another replica then
+the session) and writes an end marker when the stream finishes. The copies go when their
+session goes (:meth:`~RedisMirror.forget`: deleted, closed, or expired). Another replica then
 :meth:`~RedisMirror.open`\\ s the copy to replay what was missed, and :meth:`~RedisMirror.tail`\\ s
 it (``XREAD BLOCK``) to follow a call that is still running elsewhere.
 
@@ -33,6 +34,9 @@ class StreamMirror(Protocol):
 
     async def tail(self, session_id: str, stream: EventStream) -> None:
         """Feed ``stream`` (a local copy) with the events still to come, until it finishes."""
+
+    def forget(self, session_id: str) -> None:
+        """The session ended: its streams' copies go, and nothing more of it is copied."""
 
     def start(self) -> None: ...
 
