@@ -52,6 +52,7 @@ def _wait_stopped(pid: int) -> None:
 # Eight connections idle from about 1 s (the size that showed it) down to 0.1 s when the
 # stall begins: which of the keep-alive timer and the read the waking loop runs first varies
 # with where the stop caught it, and with the connection.
+@pytest.mark.slow
 @pytest.mark.parametrize("coalesce", ["true", "false"], ids=["own-protocol", "uvicorns"])
 def test_requests_written_during_a_stall_are_answered_not_reset(
     tmp_path: Path, coalesce: str
@@ -89,6 +90,7 @@ def test_requests_written_during_a_stall_are_answered_not_reset(
         server.stop()
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_still_closed_after_the_stall(tmp_path: Path) -> None:
     # Reading first keeps only connections that hold a request: an idle one is closed as ever.
     server = ServerProcess(tmp_path).start()
