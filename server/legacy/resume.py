@@ -4,9 +4,12 @@ A ``GET`` with ``Last-Event-ID`` names an event of one stream. That stream may b
 of this process, or the session's standalone stream), or kept by another replica: the HTTP
 shell asks the mirror for that replica's copy (:func:`elsewhere` says which stream to ask for)
 and hands it to :func:`locate`, which decides without any I/O what the connection follows from
-which event, and what another replica's standalone stream missed. Nothing left to resume is a
-410, which ends a client's reconnect loop where a 200 that closes at once would invite another;
-an id this server cannot have made is a 400, decided before any shared state is asked.
+which event, and what another replica's standalone stream missed. A standalone (GET) stream
+resumes on any replica, whether the one that held it is alive, drained or crashed: what its copy
+kept after the id is replayed, then this replica's standalone stream carries on (with nothing
+missed, or no copy at all, just that). Nothing left to resume of a call's stream is a 410,
+which ends a client's reconnect loop where a 200 that closes at once would invite another; an
+id this server cannot have made is a 400, decided before any shared state is asked.
 """
 
 from __future__ import annotations
@@ -71,16 +74,19 @@ def locate(
     after = resume[1] if resume and stream is not None else 0
     missed: tuple[tuple[str, bytes], ...] = ()
     follow = False
-    if resume and stream is None and copy is not None:
-        stream_id, seq = resume
-        if is_standalone_id(stream_id):
-            # The GET stream was on another replica: replay what it kept, then carry on with
-            # this replica's own (it hears every change too).
+    if resume and stream is None and is_standalone_id(resume[0]):
+        # The GET stream was on another replica, alive, drained or crashed: replay what its
+        # copy kept after the id (if any), then carry on with this replica's own (it hears
+        # every change too). Never a 410: a client told that stops listening for good.
+        stream_id = resume[0]
+        if copy is not None:
             missed = tuple((f"{stream_id}_{number}", data) for number, data in copy.events)
-        else:
-            # A call running (or done) on another replica: follow its copy from here.
-            stream = copy.stream(stream_id, seq, capacity)
-            after, follow = seq, not copy.finished
+        return Resume(None, 0, missed)
+    if resume and stream is None and copy is not None:
+        # A call running (or done) on another replica: follow its copy from here.
+        stream_id, seq = resume
+        stream = copy.stream(stream_id, seq, capacity)
+        after, follow = seq, not copy.finished
     if (
         resume
         and not missed

@@ -158,10 +158,19 @@ class SessionRuntime:
 
 
 class Runtimes:
-    def __init__(self, events_per_stream: int, on_stream: StreamHook | None = None) -> None:
+    def __init__(
+        self,
+        events_per_stream: int,
+        on_stream: StreamHook | None = None,
+        on_end: Callable[[str], None] | None = None,
+    ) -> None:
         self._runtimes: dict[str, SessionRuntime] = {}
         self.events_per_stream = events_per_stream
         self._on_stream = on_stream
+        # Told when a session that had a runtime here ends (deleted, expired, closed), after
+        # its streams finished: the mirror drops their copies. Not at shutdown (end_all): the
+        # sessions live on, and their streams resume on another replica.
+        self._on_end = on_end
 
     def get(self, session_id: str) -> SessionRuntime:
         runtime = self._runtimes.get(session_id)
@@ -177,6 +186,8 @@ class Runtimes:
         runtime = self._runtimes.pop(session_id, None)
         if runtime is not None:
             runtime.close()
+            if self._on_end is not None:
+                self._on_end(session_id)
 
     def end_standalone_connections(self, reason: str, keep: Container[str] = ()) -> None:
         """End every session's GET stream connection (clients reconnect, maybe elsewhere),
@@ -196,8 +207,10 @@ class Runtimes:
         return runtime is not None and runtime.busy()
 
     def end_all(self) -> None:
-        for session_id in list(self._runtimes):
-            self.end(session_id)
+        """Shutdown: every runtime closed; the sessions themselves live on."""
+        runtimes, self._runtimes = self._runtimes, {}
+        for runtime in runtimes.values():
+            runtime.close()
 
     def __len__(self) -> int:
         return len(self._runtimes)

@@ -1,18 +1,41 @@
-"""Keep-alive without a timer per response: one sweep per loop closes idle connections.
+"""Keep-alive without a timer per response: one sweep per loop closes idle connections; and no
+keep-alive close of a connection whose next request has already arrived.
 
-uvicorn arms a loop timer when a response ends and cancels it when the next request arrives.
-Here a connection notes when it went idle, and :class:`IdleSweep` (one per event loop, a timer
-every ``SWEEP_S`` while any connection is idle) closes those idle past their
-``timeout_keep_alive``: one closes between that and half a second later
-(docs/decisions.md#own-http-protocol).
+A connection notes when it went idle, and :class:`IdleSweep` (one per event loop, a timer every
+``SWEEP_S`` while any connection is idle) closes those idle past their ``timeout_keep_alive``,
+instead of uvicorn's timer armed and cancelled per response (docs/decisions.md#own-http-protocol).
+A process stalled past the timeout (a GC pause, SIGSTOP) wakes with its timers due and a
+client's request still unread in the socket; closing that socket would reset the connection
+and a proxy does not retry a POST (502). So neither this sweep nor uvicorn's own keep-alive
+timer (:func:`reading_first`) closes a connection with bytes waiting: the loop reads them next.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+import functools
+import struct
+from typing import Any, Protocol
 
 from server.aio import PerLoop
+
+
+def holds_request(transport: asyncio.BaseTransport) -> bool:
+    """Whether bytes the connection has not read yet wait in its socket (a request written
+    while the process was stalled). One system call, made only on a keep-alive expiry."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        from fcntl import ioctl
+        from termios import FIONREAD
+    except ImportError:  # Windows: no such query; a close there may still reset such a connection
+        return False
+    try:
+        waiting = ioctl(sock.fileno(), FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):  # closed meanwhile: nothing to keep
+        return False
+    return bool(struct.unpack("i", waiting)[0])
 
 
 class KeptAlive(Protocol):
@@ -58,3 +81,26 @@ class IdleSweep:
 
 
 idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
+
+
+@functools.cache
+def reading_first() -> type[Any]:
+    """uvicorn's own HTTP protocol (the one its ``http="auto"`` picks: httptools, else h11),
+    except that its keep-alive timer leaves a connection with a request waiting unread to be
+    read (and re-arms, should it never be), instead of closing (resetting) it."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # no httptools: uvicorn's auto is h11
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
+
+    class ReadingFirst(base):
+        def timeout_keep_alive_handler(self) -> None:
+            if holds_request(self.transport):
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
+                return
+            super().timeout_keep_alive_handler()
+
+    ReadingFirst.__qualname__ = ReadingFirst.__name__ = f"ReadingFirst{base.__name__}"
+    return ReadingFirst

@@ -33,6 +33,7 @@ from server.catalog.loading import load_catalog
 from server.logs import configure as configure_logs
 from server.logs import dict_config as logs_config
 from server.serving.heap import keep_freed_heap
+from server.serving.idle_sweep import reading_first
 from server.serving.stalled_clients import drop_stalled_clients
 from server.settings import Settings, load_settings, unknown_variables
 
@@ -171,12 +172,15 @@ FALLBACK_COST = (
 
 def http_protocol(settings: Settings) -> Any:
     """This server's HTTP protocol class on a verified uvicorn (and unless
-    ``MCP_COALESCE_WRITES=false``), else ``"auto"``: uvicorn's own. Logs which, and why: a
-    fall back that was not asked for is a warning naming the release and what is lost."""
+    ``MCP_COALESCE_WRITES=false``), else uvicorn's own: on a verified uvicorn with its
+    keep-alive timer never resetting a connection whose request waits unread
+    (:func:`~server.serving.idle_sweep.reading_first`), on any other ``"auto"``, as it is.
+    Logs which, and why: a fall back that was not asked for is a warning naming the release
+    and what is lost."""
     version = uvicorn.__version__
     if not settings.coalesce_writes:
         log.info("HTTP protocol: uvicorn's own (MCP_COALESCE_WRITES=false)")
-        return "auto"
+        return reading_first() if version in VERIFIED_UVICORN else "auto"
     if version not in VERIFIED_UVICORN:
         log.warning(
             "HTTP protocol: uvicorn's own, as uvicorn %s is not a release this server's "
@@ -191,7 +195,7 @@ def http_protocol(settings: Settings) -> Any:
         from server.serving.uvicorn_protocol import HttpProtocol
     except ImportError as error:  # httptools missing: uvicorn without its [standard] extra
         log.warning("HTTP protocol: uvicorn's own (%s); without it: %s", error, FALLBACK_COST)
-        return "auto"
+        return reading_first()
     log.info("HTTP protocol: this server's, on uvicorn %s (verified)", version)
     return HttpProtocol
 

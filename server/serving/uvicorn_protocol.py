@@ -1,10 +1,8 @@
 """The HTTP/1.1 protocol this server runs on: uvicorn's httptools protocol, leaner per response.
 
 Parsing, keep-alive, pipelining, flow control, upgrades and shutdown are uvicorn's own,
-inherited. What differs is uvicorn's per-response work, a large share of the server's CPU on a
-``tools/call`` (docs/decisions.md#own-http-protocol), and one more thing, for safety: a request
-head past a cap is refused with 431 while it arrives, since httptools would hold a header of any
-size.
+inherited. What differs is uvicorn's per-response work (docs/decisions.md#own-http-protocol),
+and for safety a request head past a cap is refused with 431 while it arrives.
 
 - **Writes are coalesced** (:mod:`server.serving.coalescing`): a connection's writes wait for
   the end of the loop's turn and go out as one, so a response costs one system call instead of
@@ -12,7 +10,7 @@ size.
 - **Header lines are checked once** per distinct (name, value), not on every response
   (:mod:`server.serving.header_lines`); the framing rules are uvicorn's.
 - **Keep-alive costs no timer per response**: one sweep per loop closes idle connections
-  (:mod:`server.serving.idle_sweep`).
+  (:mod:`server.serving.idle_sweep`), never one whose next request waits unread.
 - **An idle connection holds no containers it does not use**
   (docs/decisions.md#idle-connections): a :class:`~server.serving.flow.Signal` and
   :class:`~server.serving.flow.FlowControl` instead of uvicorn's two ``asyncio.Event`` (each
@@ -21,12 +19,9 @@ size.
 One thing differs in what it does: a response the app leaves unfinished while the client is
 not reading (a stream that gave up on its send timeout) is **reset**: its unsent bytes are
 dropped, those in the kernel's socket buffer too (``SO_LINGER`` 0). uvicorn's own protocol
-closes it, and a close waits until the buffered bytes are written: a client that never reads
-again keeps the connection and megabytes of unsent data (tests/transport/test_send_timeouts.py;
-a plain abort would still leave the kernel's send buffer, 2.8 MB on loopback, to an orphaned
-socket). On uvicorn's own protocol the kernel drops such a connection instead, at the same
-bound (:mod:`server.serving.stalled_clients`). Under another server the stream still ends and
-frees its slots; what the connection holds is then that server's affair.
+closes it, and a close waits until the buffered bytes are written (megabytes, for a client that
+never reads again: tests/transport/test_send_timeouts.py); there the kernel drops it at the
+same bound (:mod:`server.serving.stalled_clients`).
 
 :class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
 they follow uvicorn 0.54 (unchanged in 0.55), and :func:`server.serving.http_protocol` uses them
@@ -65,7 +60,7 @@ from server.asgi import HEAD_BYTES
 from server.serving.coalescing import CoalescingTransport, write_batch
 from server.serving.flow import FlowControl, Signal
 from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
-from server.serving.idle_sweep import idle_sweep
+from server.serving.idle_sweep import holds_request, idle_sweep
 
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
@@ -76,7 +71,6 @@ HEAD_TOO_LARGE = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
     b'"message":"Request header fields too large"}}'
 )
-
 
 _LINES = HeaderLines()
 
@@ -334,6 +328,13 @@ class HttpProtocol(HttpToolsProtocol):
 
     def _unset_keepalive_if_required(self) -> None:
         self._sweep.idle.pop(self, None)
+
+    def timeout_keep_alive_handler(self) -> None:
+        if holds_request(self.transport):  # read next, not reset (server.serving.idle_sweep)
+            self._sweep.idle[self] = self.loop.time()
+            self._sweep.arm()
+        else:
+            super().timeout_keep_alive_handler()
 
     def on_response_complete(self) -> None:
         # uvicorn's own, but for the keep-alive timeout: the connection notes when it went

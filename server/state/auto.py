@@ -65,7 +65,7 @@ class SharedState:
 
     @property
     def healthy(self) -> bool:
-        return self.link is None or self.link.connected
+        return self.link is None or self.link.answering
 
 
 def state_link(settings: Settings) -> RedisLink | None:

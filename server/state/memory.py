@@ -322,6 +322,9 @@ class MemoryMirror:
     async def open(self, session_id: str, stream_id: str, after: int) -> Copy | None:
         return None
 
+    def forget(self, session_id: str) -> None:
+        pass  # the streams went with the session's runtime
+
     async def tail(self, session_id: str, stream: EventStream) -> None:
         return None
 

@@ -3,10 +3,10 @@
 A ``GET`` + ``Last-Event-ID`` may land on a replica that has nothing of the stream in memory.
 :class:`RedisMirror` copies every event of every legacy stream into
 ``<prefix>:events:<session>:<stream>`` (entry id ``0-<seq>``: the SSE sequence number is the
-Redis id; about ``capacity`` entries, expiring with the session) and writes an end marker when
-the stream finishes; another replica opens the copy to replay what was missed and tails it to
-follow a call still running elsewhere. Copying never makes a call wait (one bounded writer
-task; while Redis is away events are dropped and counted).
+Redis id; about ``capacity`` entries) and writes an end marker when the stream finishes; the
+copies go when their session goes (:meth:`~RedisMirror.forget`); another replica opens a copy to
+replay what was missed and tails it to follow a call still running elsewhere. Copying never
+makes a call wait (one bounded writer task; while Redis is away events are dropped, counted).
 :class:`~server.state.memory.MemoryMirror` is the one-process default; the Redis flavour is
 :mod:`server.state.redis.mirror`.
 """
@@ -27,6 +27,9 @@ class StreamMirror(Protocol):
 
     async def tail(self, session_id: str, stream: EventStream) -> None:
         """Feed ``stream`` (a local copy) with the events still to come, until it finishes."""
+
+    def forget(self, session_id: str) -> None:
+        """The session ended: its streams' copies go, and nothing more of it is copied."""
 
     def start(self) -> None: ...
 

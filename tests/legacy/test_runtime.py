@@ -307,3 +307,18 @@ def test_runtimes_end_all() -> None:
     runtimes.end_all()
     assert len(runtimes) == 0
     assert all(stream.finished for stream in streams)
+
+
+def test_a_session_ending_is_told_but_a_shutdown_is_not() -> None:
+    # The mirror drops a session's copies when it ends (deleted, closed, expired); at shutdown
+    # the sessions live on and resume on another replica, so their copies must stay.
+    ended: list[str] = []
+    runtimes = Runtimes(8, on_end=ended.append)
+    runtimes.get("one").open_stream()
+    runtimes.get("two").open_stream()
+    runtimes.end("one")
+    runtimes.end("never-here")  # nothing of it here: nothing to tell
+    assert ended == ["one"]
+    runtimes.end_all()
+    assert ended == ["one"]
+    assert len(runtimes) == 0

@@ -14,6 +14,7 @@ import uvicorn
 from server.app import create_app
 from server.serving import server as serving_server
 from server.serving import server_for
+from server.serving.idle_sweep import reading_first
 from server.settings import Settings
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import modern, modern_headers
@@ -91,7 +92,8 @@ def test_this_servers_protocol_runs_only_on_a_verified_uvicorn(
     caplog.clear()
     off = Settings(_env_file=None, records=["none"], coalesce_writes=False)
     monkeypatch.setattr(serving_server, "VERIFIED_UVICORN", frozenset({uvicorn.__version__}))
-    assert serving_server.http_protocol(off) == "auto"
+    # uvicorn's own, but for its keep-alive timer (tests/serving/test_idle_sweep.py).
+    assert serving_server.http_protocol(off) is reading_first()
     assert "MCP_COALESCE_WRITES=false" in caplog.text
 
 

@@ -43,7 +43,7 @@ from uvicorn.server import ServerState
 from server.app import create_app
 from server.asgi import HEAD_BYTES
 from server.serving import server_for, uvicorn_options
-from server.serving.idle_sweep import IdleSweep, idle_sweep
+from server.serving.idle_sweep import IdleSweep, idle_sweep, reading_first
 from server.serving.uvicorn_protocol import HEAD_TOO_LARGE, HttpProtocol
 from server.settings import Settings
 from tests.support.core_helpers import FakeTransport
@@ -434,7 +434,7 @@ def test_the_server_runs_on_it_unless_turned_off() -> None:
     default = server_for(create_app(on))
     assert default.config.http is HttpProtocol
     plain = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=False))
-    assert server_for(plain).config.http == "auto"  # uvicorn's own choice
+    assert server_for(plain).config.http is reading_first()  # uvicorn's own, reading first
 
 
 # What server/serving/uvicorn_protocol.py was checked against (uvicorn 0.54.0; the same in

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from server.errors import ServiceUnavailable
@@ -319,3 +320,103 @@ async def test_the_local_mirror_does_nothing() -> None:
     assert await mirror.open(SESSION, "ab1", after=0) is None
     await mirror.tail(SESSION, stream)
     await mirror.close()
+
+
+# -- the copies go with their session (issue 35) --------------------------------------------------
+
+
+async def test_forget_deletes_the_sessions_copies_and_copies_nothing_more(
+    pair: Pair, redis_client: Any
+) -> None:
+    first, second = pair.tracked("ab1"), pair.tracked("ab2g")
+    publish(first, 1, 2)
+    publish(second, 1)
+    pair.source.forget(SESSION)  # what was queued is written, then deleted with the rest
+    first.finish()  # the end marker of a stream ended with its session: not copied
+    publish(second, 2)
+    listed = pair.links[0].key("streams", SESSION)
+    await wait_until(lambda: pair.source._queue is not None and pair.source._queue.empty())
+    await asyncio.sleep(0.1)  # the last batch's round trip
+    for key in (pair.key("ab1"), pair.key("ab2g"), listed):
+        assert await redis_client.exists(key) == 0, key
+
+
+@pytest.mark.slow
+async def test_no_copies_are_left_once_the_sessions_are_deleted(
+    redis_server: RedisServer, redis_client: Any
+) -> None:
+    # Two replicas; six sessions, each with its GET stream on A hearing two updates and a
+    # streamed call on B (both copied to Redis), DELETEd through either replica. Nothing of
+    # `<prefix>:events:*` (713 keys, 5.4 MB after one load run on main) may stay behind.
+    from server.app import Application
+    from server.settings import Settings
+    from tests.support.deploy_helpers import (
+        legacy_headers,
+        modern_call,
+        modern_headers,
+        open_session,
+        sse_get_headers,
+    )
+    from tests.support.live_server import ServerThread
+    from tests.support.mcp_client import sse_messages
+    from tests.support.replica_catalog import COUNTER_URI, catalog
+
+    prefix = fresh_prefix()
+    settings = Settings(
+        redis_url=redis_server.url,
+        redis_prefix=prefix,
+        redis_timeout_s=0.5,
+        state_secret="a shared secret for both replicas",
+        records=["none"],
+    )
+    threads = [ServerThread(Application(settings, catalog), check_health=True) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    a, b = (thread.url for thread in threads)
+
+    async def keys() -> list[bytes]:
+        return [key async for key in redis_client.scan_iter(match=f"{prefix}:*")]
+
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            sessions = [await open_session(client, f"{a}/mcp") for _ in range(6)]
+            for sid in sessions:
+                subscribe = {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "resources/subscribe",
+                    "params": {"uri": COUNTER_URI},
+                }
+                done = await client.post(f"{a}/mcp", json=subscribe, headers=legacy_headers(sid))
+                assert done.status_code == 200, done.text
+                async with client.stream("GET", f"{a}/mcp", headers=sse_get_headers(sid)) as get:
+                    messages = sse_messages(get, limit=5)
+                    for n in range(2):
+                        touch = modern_call("touch", {}, n)
+                        await client.post(f"{b}/mcp", json=touch, headers=modern_headers(touch))
+                        assert (await anext(messages))["method"].endswith("resources/updated")
+                work = {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "work",
+                        "arguments": {"seconds": 0.01},
+                        "_meta": {"progressToken": "p"},
+                    },
+                }
+                streamed = await client.post(f"{b}/mcp", json=work, headers=legacy_headers(sid))
+                assert streamed.headers["content-type"].startswith("text/event-stream")
+            await asyncio.sleep(0.3)
+            copies = [key for key in await keys() if b":events:" in key]
+            assert len(copies) >= 2 * len(sessions)  # both streams of each were copied
+            for n, sid in enumerate(sessions):
+                ended = await client.delete(f"{(a, b)[n % 2]}/mcp", headers=legacy_headers(sid))
+                assert ended.status_code == 200
+        deadline = time.monotonic() + 5
+        while left := [key for key in await keys() if b":events:" in key or b":streams:" in key]:
+            assert time.monotonic() < deadline, f"{len(left)} copies left: {left[:4]}"
+            await asyncio.sleep(0.05)
+    finally:
+        for thread in threads:
+            thread.stop()

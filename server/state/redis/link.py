@@ -5,9 +5,10 @@ outer deadline, one quick retry for a pooled connection gone stale) and every fa
 :class:`~server.errors.ServiceUnavailable` (503 with a JSON-RPC error, never a hang or a 500).
 Redis unreachable marks the link lost (readiness fails; when it is back the bus resyncs);
 Redis answering with an error reply fails the command only, so one bad command never takes
-the replica out of rotation. A monitor pings Redis and tells those registered with
-:meth:`on_reconnect` when it is back; each change is one log line. The ``redis`` package is
-imported only in the Redis modules (an optional extra).
+the replica out of rotation. A stall is bounded by ``timeout_s`` both ways: an operation fails
+at that deadline, retry included, and readiness turns false once the monitor's ping (every
+quarter of it) is three quarters late (:attr:`RedisLink.answering`); each change is one log
+line. The ``redis`` package is imported only in the Redis modules (an optional extra).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class RedisLink:
         self._monitor: asyncio.Task[None] | None = None
         self.refused = 0  # commands Redis answered with an error, ever
         self.last_refusal: str | None = None
+        self._ping_since: float | None = None  # when the monitor's ping now out was sent
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
@@ -84,7 +86,9 @@ class RedisLink:
         error reply as :class:`CommandRefused` (the link stays connected), anything else
         as Redis lost."""
         try:
-            async with asyncio.timeout(self.timeout_s * 2 + 0.5):
+            # One deadline for the whole operation, its retry included: a 503 comes within
+            # MCP_REDIS_TIMEOUT_S (the socket timeout alone would allow it twice).
+            async with asyncio.timeout(self.timeout_s):
                 result = await operation
         except Exception as failure:
             if not redis_failure(failure):
@@ -151,10 +155,28 @@ class RedisLink:
         """Call ``listener`` (it must not block) each time Redis answers after an outage."""
         self._reconnect_listeners.append(listener)
 
+    def _ping_late_s(self) -> float:
+        """How long the monitor's ping has been out past three quarters of the timeout (0:
+        none out, or not late)."""
+        since = self._ping_since
+        if since is None:
+            return 0.0
+        return max(0.0, time.monotonic() - since - self.timeout_s * 0.75)
+
+    @property
+    def answering(self) -> bool:
+        """Connected, and not stalled: a ping that has had three quarters of the timeout
+        without an answer says Redis stalled before any operation times out (readiness)."""
+        return self.connected and not self._ping_late_s()
+
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {"connected": self.connected}
         if self.last_error is not None:
             status["error"] = self.last_error
+        elif self.connected and not self.answering:
+            status["error"] = "Redis has not answered a ping for %.1f s" % (
+                time.monotonic() - (self._ping_since or 0.0)
+            )
         if self.refused:
             status["refused_commands"] = self.refused
             status["last_refusal"] = self.last_refusal
@@ -166,9 +188,13 @@ class RedisLink:
 
     async def _watch(self) -> None:
         while True:
+            self._ping_since = time.monotonic()
             with contextlib.suppress(ServiceUnavailable):
                 await self.run(self.client.ping())
-            await asyncio.sleep(PING_CONNECTED_S if self.connected else PING_LOST_S)
+            self._ping_since = None
+            # Connected: often enough that a stall shows within the timeout (answering).
+            connected_s = min(PING_CONNECTED_S, self.timeout_s / 4)
+            await asyncio.sleep(connected_s if self.connected else PING_LOST_S)
 
     async def close(self) -> None:
         if self._monitor is not None:
