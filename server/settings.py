@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     sse_transport_path: str = "/sse"
     sse_transport_messages_path: str = "/messages"
     sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
+    # What a session's stream may hold unsent (a slow reader) before it is closed.
+    sse_transport_max_queued_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at

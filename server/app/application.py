@@ -225,6 +225,7 @@ class Application:
                     stream_path=settings.sse_transport_path,
                     messages_path=settings.sse_transport_messages_path,
                     max_pending=settings.sse_transport_max_pending,
+                    max_queued_bytes=settings.sse_transport_max_queued_bytes,
                     keepalive_s=settings.keepalive_s,
                     send_timeout_s=settings.send_timeout_s,
                 ),

@@ -82,6 +82,7 @@ class SseOptions:
     max_pending: int
     keepalive_s: float
     send_timeout_s: float
+    max_queued_bytes: int = 16 * 1024 * 1024
 
 
 def endpoint_frame(url: str) -> bytes:
@@ -114,8 +115,9 @@ class SseTransport:
         self.recorder = endpoint.recorder
         self.options = options
         self.paths = frozenset({options.stream_path, options.messages_path})
-        # The sessions whose stream this process holds open, by id.
+        # The sessions whose stream this process holds open, by id, and their GETs' records.
         self.held: dict[str, SessionRuntime] = {}
+        self.opened: dict[str, Draft] = {}
         self.draining = False
         self._closers: set[asyncio.Task[None]] = set()
         # The calls this process runs for the transport, whichever replica holds their stream.
@@ -178,7 +180,10 @@ class SseTransport:
             try:
                 await self._follow(scope, receive, send, session, draft)
             finally:
-                self._close_session(session.id)
+                try:
+                    await self._name_client(session.id, draft)
+                finally:
+                    self._close_session(session.id)
         finally:
             stream_slot.release()
 
@@ -187,11 +192,20 @@ class SseTransport:
     ) -> None:
         runtime = self.legacy.runtimes.get(session.id)
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
+        # Nothing replays this transport: its stream keeps an event only until it is sent.
         stream = runtime.standalone_stream(
-            self.legacy.hub, lambda: self.era.capabilities(session.protocol_version)
+            self.legacy.hub,
+            lambda: self.era.capabilities(session.protocol_version),
+            sent_once=self.options.max_queued_bytes,
         )
+        # Ended before the pump starts (an overflow while the endpoint event was sent, a
+        # shutdown) is ended for the pump too.
+        generation = stream.generation
         runtime.standalone_followers += 1
         self.held[session.id] = runtime
+        # The GET's record waits for the client's name (its initialize), or the stream's end.
+        draft.hold_request = True
+        self.opened[session.id] = draft
         root = (scope.get("root_path") or "").rstrip("/")
         url = f"{quote(root + self.options.messages_path)}?session_id={session.id}"
         timeout_s = self.options.send_timeout_s
@@ -205,24 +219,41 @@ class SseTransport:
                 stream.last_seq,
                 keepalive_s=self.options.keepalive_s,
                 send_timeout_s=timeout_s,
+                generation=generation,
             )
         except TimeoutError:
             draft.stream_end = "send_timeout"
         finally:
             runtime.standalone_followers -= 1
             self.held.pop(session.id, None)
+            self.opened.pop(session.id, None)
 
     def _close_session(self, session_id: str) -> None:
-        """The stream ended: so does its session, here and on every replica."""
-        self.legacy.sessions.session_ended(session_id)
-        self.legacy.bus.publish("ended", {"sid": session_id})
-        closer = asyncio.ensure_future(self._delete(session_id))
-        self._closers.add(closer)
-        closer.add_done_callback(self._closers.discard)
+        """The stream ended, whichever way: so does its session, here and on every replica.
+        Each step is taken whatever the one before did: the session's slot, its running
+        calls, the other replicas and the store are all given back."""
+        try:
+            self.legacy.sessions.session_ended(session_id)
+        finally:
+            try:
+                self.legacy.bus.publish("ended", {"sid": session_id})
+            finally:
+                closer = asyncio.ensure_future(self._delete(session_id))
+                self._closers.add(closer)
+                closer.add_done_callback(self._closers.discard)
 
     async def _delete(self, session_id: str) -> None:
         with contextlib.suppress(ServiceUnavailable):  # Redis away: it expires by itself
             await self.era.store.delete(session_id)
+
+    async def _name_client(self, session_id: str, draft: Draft) -> None:
+        """The GET's record names the client that initialized its session: when that was on
+        another replica (or never), the store says who, before the session is deleted."""
+        if draft.request_written or draft.client_name is not None:
+            return
+        with contextlib.suppress(ServiceUnavailable):
+            if (session := await self.era.store.get(session_id)) is not None:
+                draft.set_client(session.client_info, None)
 
     # -- POST: one message (or batch) -------------------------------------------------------
 
@@ -266,6 +297,10 @@ class SseTransport:
             elif each.method == "initialize":
                 await self._initialize(session, each, draft)
             else:
+                if each.id in runtime.inflight and not isinstance(target, McpError):
+                    # Its id names the running one: it would be beyond cancellation, the
+                    # session's end and the pending cap, which all go by id.
+                    target = DuplicateId(each.id)
                 call = self.legacy.call(each, target, session, runtime, headers, draft, principal)
                 task = self._start(call, target, draft)
                 if task is not None and not isinstance(message, list):
@@ -302,6 +337,10 @@ class SseTransport:
         draft.advertised = self.era.advertised(session.protocol_version)
         draft.body_version = session.protocol_version
         draft.set_client(session.client_info, session.client_capabilities)
+        if (opened := self.opened.get(session.id)) is not None:
+            # The stream's GET (held here) is this client's: its record says so.
+            opened.set_client(session.client_info, None)
+            opened.write_request(self.recorder.record)
         self._deliver(session.id, encode_result(request.id, result))
 
     def _start(self, call: LegacyCall, target: Any, draft: Draft) -> asyncio.Task[Outcome] | None:
@@ -313,7 +352,7 @@ class SseTransport:
             draft.error(wire.code, wire.message)
             self._deliver(session.id, encode_error(request.id, wire.body))
             return None
-        task, stream = start_in_task(self.era, call)
+        task, stream = start_in_task(self.era, call, replayable=False)
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
         forward(stream, partial(self._deliver, session.id))
@@ -353,6 +392,16 @@ class SseTransport:
             await asyncio.wait(calls)
         if runtime.standalone is not None:
             runtime.standalone.end_connections("shutdown")
+
+
+class DuplicateId(InvalidRequest):
+    """A request whose id is that of a request of the session still running."""
+
+    def __init__(self, request_id: str | int) -> None:
+        super().__init__(
+            f"Invalid request: id {request_id!r} is that of a request of this session still "
+            "running; give each request an id of its own"
+        )
 
 
 def _session_param(query_string: bytes) -> str:
