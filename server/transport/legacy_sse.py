@@ -300,9 +300,11 @@ class SseTransport:
                 if each.id in runtime.inflight and not isinstance(target, McpError):
                     # Its id names the running one: it would be beyond cancellation, the
                     # session's end and the pending cap, which all go by id.
-                    target = DuplicateId(each.id)
-                call = self.legacy.call(each, target, session, runtime, headers, draft, principal)
-                task = self._start(call, target, draft)
+                    named: Any = DuplicateId(each.id)
+                else:
+                    named = target
+                call = self.legacy.call(each, named, session, runtime, headers, draft, principal)
+                task = self._start(call, named, draft)
                 if task is not None and not isinstance(message, list):
                     started = (call, task)
         await send_empty(send, 202)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,14 +78,15 @@ async def test_dropping_the_stream_with_calls_running_gives_everything_back(
     tmp_path: Path,
 ) -> None:
     app = create_app(settings_for(tmp_path))  # MCP_MAX_SESSIONS_PER_CLIENT: 64
-    assert app.sse is not None
+    sse = app.sse
+    assert sse is not None
     ended: list[str] = []
     publish = app.legacy.bus.publish
 
-    def told(kind: str, body: dict[str, Any]) -> None:
+    def told(kind: str, data: dict[str, Any]) -> None:
         if kind == "ended":
-            ended.append(body["sid"])
-        publish(kind, body)
+            ended.append(data["sid"])
+        publish(kind, data)
 
     app.legacy.bus.publish = told  # type: ignore[method-assign]
     async with running(app) as live, httpx.AsyncClient(base_url=live.url, timeout=10) as http:
@@ -97,17 +98,19 @@ async def test_dropping_the_stream_with_calls_running_gives_everything_back(
                 await http.post(endpoint, json=INITIALIZE)
                 await next_message(lines)
                 for request_id in (2, 3):
-                    assert (await http.post(endpoint, json=slow_call(request_id))).status_code == 202
+                    posted = await http.post(endpoint, json=slow_call(request_id))
+                    assert posted.status_code == 202
                 runtime = app.runtimes.peek(session_of(endpoint))
                 assert runtime is not None
                 await eventually(lambda runtime=runtime: len(runtime.inflight) == 2)  # type: ignore[misc]
             dropped.append(endpoint)
             # The session is deleted: a POST on it is refused, not taken into the void.
-            await eventually(lambda: app.runtimes.peek(session_of(endpoint)) is None)
+            gone = session_of(endpoint)
+            await eventually(lambda gone=gone: app.runtimes.peek(gone) is None)  # type: ignore[misc]
             refused = await http.post(endpoint, json=slow_call(4))
             assert refused.status_code == 404, refused.text
         # Its calls were cancelled, the other replicas told, its slot returned.
-        await eventually(lambda: not app.sse.calls)
+        await eventually(lambda: not sse.calls)
         assert ended == [session_of(each) for each in dropped]
         assert len(app.runtimes) == 0
         assert len(app.gate.sessions) == 0  # no client holds a session slot
@@ -186,7 +189,8 @@ async def next_answer(lines: AsyncIterator[str]) -> dict[str, Any]:
 @pytest.mark.anyio
 async def test_a_duplicate_id_of_a_running_request_is_refused(tmp_path: Path) -> None:
     app = create_app(settings_for(tmp_path))
-    assert app.sse is not None
+    sse = app.sse
+    assert sse is not None
     async with (
         running(app) as live,
         httpx.AsyncClient(base_url=live.url, timeout=10) as http,
@@ -201,11 +205,11 @@ async def test_a_duplicate_id_of_a_running_request_is_refused(tmp_path: Path) ->
         assert {each["id"] for each in refusals} == {7}
         assert {each["error"]["code"] for each in refusals} == {-32600}
         assert "still running" in refusals[0]["error"]["message"]
-        assert len(app.sse.calls) == 1  # one runs, counted by the pending cap
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        assert len(sse.calls) == 1  # one runs, counted by the pending cap
+        cancel: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
         cancel["params"] = {"requestId": 7}
         assert (await http.post(endpoint, json=cancel)).status_code == 202
-        await eventually(lambda: not app.sse.calls)  # and it was within reach
+        await eventually(lambda: not sse.calls)  # and it was within reach
         session_id = session_of(endpoint)
     await eventually(
         lambda: (
@@ -239,11 +243,11 @@ class SlowReader:
         self.leave = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def receive(self) -> dict[str, Any]:
+    async def receive(self) -> MutableMapping[str, Any]:
         await self.leave.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
         elif message["type"] == "http.response.body":
@@ -312,7 +316,7 @@ CALLS = range(100, 110)
 
 async def ten_calls_of_ninety_messages(http: httpx.AsyncClient, endpoint: str) -> None:
     await http.post(endpoint, json=INITIALIZE)
-    level = {"jsonrpc": "2.0", "id": "level", "method": "logging/setLevel"}
+    level: dict[str, Any] = {"jsonrpc": "2.0", "id": "level", "method": "logging/setLevel"}
     level["params"] = {"level": "debug"}
     await http.post(endpoint, json=level)
     for request_id in CALLS:  # 45 steps: a progress and a log each, 900 messages
