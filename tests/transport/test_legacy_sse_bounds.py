@@ -24,6 +24,7 @@ import pytest
 
 from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
+from server.report.aggregate import aggregate
 from tests.support.live_server import ServerThread
 from tests.support.redis_server import fresh_prefix
 from tests.transport.test_legacy_sse import (
@@ -378,3 +379,32 @@ async def test_past_its_bound_a_slow_readers_stream_closes_with_the_outcome_reco
         r for r in records(tmp_path) if r["kind"] == "stream" and r.get("session_id") == session_id
     ]
     assert stream["end"] == "overflow"
+
+
+# -- the stream's GET in the report ----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_streams_get_is_the_client_that_initialized_its_session(
+    tmp_path: Path,
+) -> None:
+    async with (
+        running(create_app(settings_for(tmp_path))) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+    ):
+        async with raw_stream(http, "/sse") as (_, lines):
+            endpoint = await endpoint_of(lines)
+            await http.post(endpoint, json=INITIALIZE)
+            await next_message(lines)
+            call_echo = call(2, "echo", text="hi")
+            await http.post(endpoint, json=call_echo)
+            await next_message(lines)
+        async with raw_stream(http, "/sse") as (_, lines):  # one that never initializes
+            await endpoint_of(lines)
+        await eventually(lambda: len([r for r in records(tmp_path) if r["kind"] == "stream"]) == 2)
+    opened = [r for r in records(tmp_path) if r["kind"] == "request" and r["verb"] == "GET"]
+    assert sorted(str(r["client"]["name"]) for r in opened) == ["None", "raw-sse"]
+    with (tmp_path / "records.jsonl").open("rb") as lines_file:
+        report = aggregate([("records.jsonl", lines_file)])
+    named = {client.name: client.requests for client in report.clients}
+    assert named == {"raw-sse": 3, None: 1}  # GET, initialize, call; the silent GET apart
