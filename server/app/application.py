@@ -52,7 +52,8 @@ from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_answer import LegacyOptions
 from server.transport.legacy_sessions import release_session
-from server.transport.legacy_sse import SseOptions, SseTransport
+from server.transport.legacy_sse import SseTransport
+from server.transport.legacy_sse_parts import SseOptions
 from server.transport.modern import ModernHttp, StreamOptions
 
 log = logging.getLogger(__name__)

@@ -41,11 +41,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
@@ -53,18 +51,26 @@ from server.catalog.tools import Tool
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
-from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
-from server.legacy.sessions import Session, is_session_id
+from server.legacy.sessions import Session
 from server.logs import bind_request
 from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
-from server.security.networks import client_address, in_networks
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import Outcome, start_in_task
+from server.transport.legacy_sse_parts import (
+    TRANSPORT,
+    DuplicateId,
+    SseOptions,
+    endpoint_frame,
+    forward,
+    open_draft,
+    path_of,
+    session_param,
+)
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
 
@@ -72,36 +78,6 @@ log = logging.getLogger(__name__)
 
 # The version a session has from its GET until its initialize names one.
 OPENED_AS = "2024-11-05"
-TRANSPORT = "sse"
-
-
-@dataclass(frozen=True, slots=True)
-class SseOptions:
-    stream_path: str
-    messages_path: str
-    max_pending: int
-    keepalive_s: float
-    send_timeout_s: float
-    max_queued_bytes: int = 16 * 1024 * 1024
-
-
-def endpoint_frame(url: str) -> bytes:
-    """The stream's first event: where the client posts its messages."""
-    return b"event: endpoint\r\ndata: " + url.encode() + b"\r\n\r\n"
-
-
-def forward(stream: EventStream, deliver: Callable[[bytes], object]) -> None:
-    """Hand every message ``stream`` publishes to ``deliver`` as it is published (after
-    whoever observed the stream already: the mirror)."""
-    previous = stream.observer
-
-    def observer(seq: int, payload: bytes | None) -> None:
-        if previous is not None:
-            previous(seq, payload)
-        if payload is not None:
-            deliver(payload)
-
-    stream.observer = observer
 
 
 class SseTransport:
@@ -127,14 +103,14 @@ class SseTransport:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
-        draft = _draft(scope, headers, self.endpoint)
+        draft = open_draft(scope, headers, self.endpoint)
         bound = bind_request(draft)
         observed_send = draft.observe(send, self.recorder.record)
         later = False  # the request's record is left to its call, which ends later
         try:
             try:
                 principal = await self.endpoint.admitted(scope, headers, draft)
-                path = _path(scope)
+                path = path_of(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":
                     await self.stream(scope, draft.observe_receive(receive), observed_send, draft)
@@ -269,7 +245,7 @@ class SseTransport:
         """Take a message of a session: 202, and its answer on the session's stream. True when
         the request's record is left to the call it started."""
         draft.era, draft.transport = "legacy", TRANSPORT
-        session_id = _session_param(scope.get("query_string", b""))
+        session_id = session_param(scope.get("query_string", b""))
         if self.draining:
             raise ServiceUnavailable("Server shutting down; connect again")
         content_type = headers.get(b"content-type")
@@ -394,52 +370,3 @@ class SseTransport:
             await asyncio.wait(calls)
         if runtime.standalone is not None:
             runtime.standalone.end_connections("shutdown")
-
-
-class DuplicateId(InvalidRequest):
-    """A request whose id is that of a request of the session still running."""
-
-    def __init__(self, request_id: str | int) -> None:
-        super().__init__(
-            f"Invalid request: id {request_id!r} is that of a request of this session still "
-            "running; give each request an id of its own"
-        )
-
-
-def _session_param(query_string: bytes) -> str:
-    values = parse_qs(query_string.decode("latin-1")).get("session_id")
-    if not values:
-        raise InvalidRequest("session_id is required: POST to the URL the endpoint event named")
-    session_id = values[0].strip()
-    if not is_session_id(session_id):
-        raise InvalidRequest("session_id is not a session id of this server")
-    return session_id
-
-
-def _path(scope: Scope) -> str:
-    path: str = scope.get("path", "")
-    root = scope.get("root_path") or ""
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    return path
-
-
-def _draft(scope: Scope, headers: Headers, endpoint: McpEndpoint) -> Draft:
-    """The request's record, opened as the MCP path opens its own."""
-    peer = scope.get("client")
-    address = peer[0] if peer else None
-    trusted = endpoint.options.trusted_proxies
-    from_proxy = bool(trusted) and address is not None and in_networks(address, trusted)
-    if from_proxy:
-        address = client_address(address, header_text(headers, b"x-forwarded-for"), trusted)
-    draft = Draft(
-        scope["method"],
-        scope["path"],
-        header_text(headers, b"user-agent"),
-        address,
-        header_text(headers, b"mcp-protocol-version"),
-    )
-    draft.era, draft.transport = "legacy", TRANSPORT
-    if from_proxy or b"traceparent" in headers:
-        draft.carry(headers, from_proxy)
-    return draft
