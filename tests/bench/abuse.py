@@ -108,9 +108,10 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     answered after the cancellation.
 ``sse-slow-reader``
     an HTTP+SSE stream on a socket with a 4 KiB receive buffer, 10 ``count_slowly`` calls of 45
-    steps without pause (a progress and a log message each: 900 messages), read after 1 s 4 KiB
-    at a time every 10 ms (slow, never stalled): how many answers, logs and progress messages
-    arrived, and whether the stream was closed.
+    steps without pause (a progress and a log message each: 900 messages) behind 10 ``echo``
+    answers of 500 KB, read after 1 s, a receive buffer at a time every 2 ms (slow, never
+    stalled): how many of the 20 answers, logs and progress messages arrived, and whether the
+    stream was closed.
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -1491,7 +1492,7 @@ SSE_BIG = 3_500_000
 # (drops, big answers, big answers with Redis), full and --quick.
 SSE_SIZES = {False: (70, 40, 20), True: (66, 10, 10)}
 SSE_DUPLICATES = 40
-SSE_SLOW_CALLS, SSE_SLOW_STEPS = 10, 45
+SSE_SLOW_CALLS, SSE_SLOW_STEPS, SSE_SLOW_ECHO = 10, 45, 500_000
 
 
 def sse_body(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> bytes:
@@ -1818,14 +1819,18 @@ def attack_sse_slow_reader(attack: Attack, sizes: Sizes, args: argparse.Namespac
     try:
         level = sse_body("level", "logging/setLevel", {"level": "debug"})
         sse_post(attack, stream.endpoint, level)
-        calls = range(100, 100 + SSE_SLOW_CALLS)
-        for request_id in calls:
+        counting = range(100, 100 + SSE_SLOW_CALLS)
+        echoes = range(200, 200 + SSE_SLOW_CALLS)
+        calls = [*counting, *echoes]
+        for echo in echoes:  # 2 MB the reader has not read yet ...
+            sse_post(attack, stream.endpoint, sse_tool(echo, "echo", text="e" * SSE_SLOW_ECHO))
+        for request_id in counting:  # ... and 900 messages behind them
             body = json.loads(sse_tool(request_id, "count_slowly", steps=SSE_SLOW_STEPS))
             body["params"]["arguments"]["delay_ms"] = 0
             body["params"]["_meta"] = {"progressToken": f"p{request_id}"}
             sse_post(attack, stream.endpoint, json.dumps(body).encode())
         time.sleep(1.0)  # slow, not stalled: far within MCP_SEND_TIMEOUT_S
-        stream.read_until(lambda: all(stream.answers(r) for r in calls), 30, size=4096, pause=0.01)
+        stream.read_until(lambda: all(stream.answers(r) for r in calls), 40, size=16384, pause=0.002)
         got = sum(1 for r in calls if stream.answers(r))
         logs = sum(1 for m in stream.messages if m.get("method") == "notifications/message")
         progress_seen = sum(
@@ -1833,7 +1838,7 @@ def attack_sse_slow_reader(attack: Attack, sizes: Sizes, args: argparse.Namespac
         )
         wanted = SSE_SLOW_CALLS * SSE_SLOW_STEPS
         attack.notes.append(
-            f"slow reader: {got}/{SSE_SLOW_CALLS} answers, {logs}/{wanted} logs, "
+            f"slow reader: {got}/{len(calls)} answers, {logs}/{wanted} logs, "
             f"{progress_seen}/{wanted} progress; stream "
             + ("closed by the server" if stream.ended else "still open")
         )
