@@ -1830,7 +1830,9 @@ def attack_sse_slow_reader(attack: Attack, sizes: Sizes, args: argparse.Namespac
             body["params"]["_meta"] = {"progressToken": f"p{request_id}"}
             sse_post(attack, stream.endpoint, json.dumps(body).encode())
         time.sleep(1.0)  # slow, not stalled: far within MCP_SEND_TIMEOUT_S
-        stream.read_until(lambda: all(stream.answers(r) for r in calls), 40, size=16384, pause=0.002)
+        stream.read_until(
+            lambda: all(stream.answers(r) for r in calls), 40, size=16384, pause=0.002
+        )
         got = sum(1 for r in calls if stream.answers(r))
         logs = sum(1 for m in stream.messages if m.get("method") == "notifications/message")
         progress_seen = sum(
