@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
 from server.report.aggregate import aggregate
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import messages_of
 from tests.support.redis_server import fresh_prefix
 from tests.transport.test_legacy_sse import (
     INITIALIZE,
@@ -281,12 +281,8 @@ class SlowReader:
         return first.split("data: ", 1)[1].strip()
 
     def messages(self) -> list[dict[str, Any]]:
-        found = []
-        for frame in self.frames:
-            for line in frame.decode().splitlines():
-                if line.startswith("data: {"):
-                    found.append(json.loads(line[len("data: ") :]))
-        return found
+        # Each send is one whole event; the first is the endpoint event, not a message.
+        return messages_of(b"".join(self.frames[1:]).decode())
 
     async def close(self) -> None:
         self.leave.set()
