@@ -404,3 +404,45 @@ async def test_the_streams_get_is_the_client_that_initialized_its_session(
         report = aggregate([("records.jsonl", lines_file)])
     named = {client.name: client.requests for client in report.clients}
     assert named == {"raw-sse": 3, None: 1}  # GET, initialize, call; the silent GET apart
+
+
+@pytest.mark.anyio
+async def test_a_dropped_stream_ends_its_calls_on_every_replica(
+    tmp_path: Path, redis_server: Any
+) -> None:
+    prefix = fresh_prefix()
+    apps = [
+        create_app(
+            settings_for(
+                tmp_path / str(n),
+                redis_url=redis_server.url,
+                redis_prefix=prefix,
+                state_secret="s" * 32,
+                records=["none"],
+            )
+        )
+        for n in range(2)
+    ]
+    holder, other = (app.sse for app in apps)
+    assert holder is not None
+    assert other is not None
+    async with (
+        running(apps[0]) as first,
+        running(apps[1]) as second,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        async with raw_stream(http, f"{first.url}/sse") as (_, lines):
+            endpoint = await endpoint_of(lines)
+            await http.post(first.url + endpoint, json=INITIALIZE)
+            await next_message(lines)
+            for request_id in (2, 3):  # two calls here, where the stream is held
+                assert (
+                    await http.post(first.url + endpoint, json=slow_call(request_id))
+                ).status_code == 202
+            # and one on the other replica (a POST a load balancer sent there)
+            assert (await http.post(second.url + endpoint, json=slow_call(4))).status_code == 202
+            await eventually(lambda: len(holder.calls) == 2 and len(other.calls) == 1)
+        await eventually(lambda: not holder.calls and not other.calls)  # everywhere
+        await eventually(lambda: apps[1].runtimes.peek(session_of(endpoint)) is None)
+        late = await http.post(second.url + endpoint, json=slow_call(5))
+        assert late.status_code == 404
