@@ -1,24 +1,14 @@
 """asyncio helpers for the hot paths: which loop and task without a system call, and timers
 that cost a dict entry instead of a loop timer.
 
-On Python 3.11, ``asyncio.get_running_loop()`` and ``asyncio.current_task()`` (and so
-``asyncio.timeout``, ``asyncio.create_task`` and friends) call ``getpid()`` every time, to
-notice a fork. On a plain Linux host that is cheap; under the sandboxed kernels containers
-often run on it is a real system call, several per request
-(docs/decisions.md#loop-and-task-without-getpid). :func:`running_loop` remembers the loop per
-thread and only asks again when that loop is no longer running (a new loop in the same thread,
-as in tests); the helpers below take it from there.
-
-A request's timers (start the disconnect watcher after 20 ms; stop a handler after
-``MCP_HANDLER_TIMEOUT_S``) are nearly always cancelled, so arming them must cost next to
-nothing (docs/decisions.md#started-and-coarse-timers). :class:`CoarseTimers` gives each loop a
-timer wheel with 10 ms slots behind a single loop timer: arming is a dict insert, disarming a
-dict delete, and callbacks run up to one slot late (and at most 1 ms early). :class:`Deadline`
-(keep-alive and send timeouts on streams) uses it too. Cheaper still is no timer at all:
-:class:`Started` runs a coroutine in the caller's task up to its first real wait, so the
-timers are armed only for calls that do wait (most answer at once). It continues in the same
-task; moving a started coroutine to another task would leave whatever it captured of the
-current task (a timer's target) pointing at the wrong one.
+On Python 3.11 ``get_running_loop()`` and ``current_task()`` call ``getpid()``, a real system
+call under sandboxed kernels (docs/decisions.md#loop-and-task-without-getpid):
+:func:`running_loop` remembers the loop per thread. A request's timers are nearly always
+cancelled, so :class:`CoarseTimers` is a per-loop wheel of 10 ms slots behind one loop timer
+(arm: a dict insert; callbacks up to one slot late), used by :class:`Deadline` too; cheaper
+still, :class:`Started` runs a coroutine in the caller's task up to its first real wait, so
+timers are armed only for calls that wait, and it never moves to another task
+(docs/decisions.md#started-and-coarse-timers).
 """
 
 from __future__ import annotations

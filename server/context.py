@@ -1,28 +1,14 @@
 """What a handler gets: progress, logging, and asking the client for input, in either era.
 
 A handler declares a parameter typed :class:`Context` and uses one API whatever the era:
-
-- ``await ctx.report_progress(50, 100)`` and ``await ctx.info("...")`` go out on the
-  request's own response stream, only when the request asked for them (a progress token; a
-  log level at or below the message's);
-- ``await ctx.elicit(...)``, ``ctx.sample(...)``, ``ctx.list_roots()``, or ``ctx.ask(...)``
-  for several at once, ask the client. How the question travels is the :class:`Exchange`'s business:
-  the modern era answers with an input-required result and replays the handler with the answers
-  (:mod:`server.modern.input_required`); the legacy era sends server-to-client requests. Either way
-  the handler sees the answers as return values.
-
-Asking for something the client did not declare raises
-:class:`~server.errors.MissingClientCapability` before anything is sent.
-
-A tool declared with ``task_support`` may run as a task (:mod:`server.tasks`): then its
-questions wait for the client's answers on the task (``tasks/update``, or ``tasks/result`` in
-2025-11-25), and its progress becomes the task's status message. ``await ctx.start_task()``
-starts the task from inside a handler declared with ``defer_task``.
-
-Who is calling and how: ``ctx.caller`` (the authenticated :class:`Caller`: subject, scopes,
-verified claims; None when anonymous), ``ctx.headers`` (the request's headers by lower-case name,
-built on first read, never ``Authorization`` or cookies), ``ctx.session_id`` (legacy era) and
-``ctx.record_id`` (the ``request_id`` of this request's record and log lines).
+``ctx.report_progress`` and ``ctx.info`` go out on the request's own stream when it asked for
+them; ``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots`` or ``ctx.ask`` ask the client (an
+input-required round in the modern era, server-to-client requests in the legacy era: the
+:class:`Exchange`'s business), and asking for what the client did not declare raises
+:class:`~server.errors.MissingClientCapability`. In a task, questions wait on the task and
+progress becomes its status; ``ctx.start_task()`` starts one from a ``defer_task`` handler.
+Who is calling: ``ctx.caller`` (:class:`Caller`, None when anonymous), ``ctx.headers`` (never
+``Authorization`` or cookies), ``ctx.session_id`` and ``ctx.record_id``.
 """
 
 from __future__ import annotations
@@ -187,6 +173,8 @@ class Caller(Protocol):
     def scopes(self) -> frozenset[str]: ...
     @property
     def claims(self) -> Mapping[str, Any]: ...
+    @property
+    def tenant(self) -> str | None: ...
 
 
 class Recorded(Protocol):

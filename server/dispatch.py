@@ -1,24 +1,14 @@
 """The methods both eras share, and which of them the catalog really serves.
 
 ``Dispatcher.call`` routes ``tools/*``, ``resources/*``, ``prompts/*`` and
-``completion/complete`` to the catalog and returns era-neutral result dicts; each era adds
-its own envelope (``resultType`` and caching fields in the modern era). The set of methods
-follows from the catalog's derived capabilities, so a method is routed exactly when it is
-advertised: the era asks :meth:`Dispatcher.serves` once, and ``call`` trusts it. What a call
-names (its tool, prompt or resource) is looked up once, by :meth:`Dispatcher.resolve`, and
-carried to ``call``. Parameter problems raise :class:`~server.errors.InvalidParams`; the era's
-boundary turns every exception into a wire error (:func:`server.errors.wire_error`).
-
-Both eras run a call the same way: the era starts its handler eagerly as a :class:`Handling`,
-which only a call that waits pays a handler timer for (``MCP_HANDLER_TIMEOUT_S``); and both
-skip the :class:`~server.context.Context` of a plain tool call (:meth:`Dispatcher.plain_tool`).
-
-A handler that waits is known to the dispatcher until it ends, whichever era runs it, so the
-server can stop them all (:meth:`Dispatcher.stop_waiting`, at the drain deadline): each call
-then ends with a -32000 error its era answers like any other, instead of being cut off.
-
-:class:`EncodedResults` keeps results that change only with the catalog (list pages, and the
-modern era's ``server/discover``) encoded, for both eras.
+``completion/complete`` to the catalog and returns era-neutral results; each era adds its
+envelope. A method is routed exactly when it is advertised (:meth:`Dispatcher.serves`, from
+the catalog's derived capabilities); what a call names is looked up once
+(:meth:`Dispatcher.resolve`). Both eras run a call as a :class:`Handling`, started eagerly,
+with a handler timer only for a call that waits, and no :class:`~server.context.Context` for a
+plain tool (:meth:`Dispatcher.plain_tool`). Waiting handlers are known until they end, so the
+drain can stop them with an error (:meth:`Dispatcher.stop_waiting`). :class:`EncodedResults`
+keeps list pages and ``server/discover`` encoded.
 """
 
 from __future__ import annotations

@@ -28,12 +28,14 @@ the tree complete)::
     ├── AuthError                   -32001  401  with ``WWW-Authenticate`` (security.auth)
     │   ├── Unauthenticated         -32001  401  no bearer token, or not a valid one
     │   ├── InsufficientScope       -32001  403  a good token without the scopes needed
+    │   ├── NoTenant                -32001  403  a good token that names no tenant (jwt)
     │   └── InvalidAuthRequest      -32600  400  a malformed ``Authorization``
     ├── JwksUnavailable             -32603  503  no signing keys loaded (security.jwt)
     ├── RateLimited                 -32000  429  ``data.retryAfter`` (security.limits)
     ├── TooManyStreams              -32000  429  open streams per client (security.limits)
     ├── TooManySessions             -32000  429  sessions per client (security.limits)
     ├── TooManyPending              -32000  429  running per HTTP+SSE session (security.limits)
+    ├── Retired                     -32000  410  a retired item, as problem+json (retirement.wire)
     └── TaskFailure                 (its)   200  a failed task's own error (legacy.tasks)
 
 ``ToolError`` is not a protocol error: raised inside a tool, it becomes a result with

@@ -1,17 +1,12 @@
 """Sans-IO JSON-RPC 2.0 codec: bytes to messages, results and errors to bytes.
 
-Messages are slotted dataclasses, not frozen ones: nothing changes them after parsing, but a
-frozen dataclass's ``__init__`` sets every field through ``object.__setattr__``, three times
-the cost (400 against 134 ns for a Request), and every request builds one. Parsing validates
-the envelope (version, id type, method, params shape) and raises :mod:`server.errors`
-exceptions that carry the request id whenever it could be read, so the boundary can echo it.
-Encoding uses orjson and accepts ``orjson.Fragment`` values, which is how precomputed results
-are spliced in without being serialised again.
-
-What a client declares about itself in ``initialize`` (``capabilities``, ``clientInfo``) is
-bounded here (:func:`declared_problem`): a legacy session keeps it for as long as it lives, and
-every record of the session carries it. The same in a modern request's ``_meta`` is not: the
-request keeps nothing of it past its answer, and the body cap bounds it.
+Messages are slotted, unfrozen dataclasses (docs/decisions.md#slotted-messages). Parsing
+validates the envelope (version, id type, method, params shape) and raises
+:mod:`server.errors` exceptions that carry the request id whenever it could be read, so the
+boundary can echo it. Encoding uses orjson and accepts ``orjson.Fragment`` values, how
+precomputed results are spliced in. What a client declares in ``initialize`` is bounded here
+(:func:`declared_problem`): a legacy session keeps it for its whole life, where a modern
+request's ``_meta`` is bounded by the body cap and kept no longer than its answer.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """The server's own log lines: one format for ours and uvicorn's, on stderr, with the request
 each line belongs to.
 
-``MCP_LOG_FORMAT=text`` writes ``time LEVEL logger: message``; ``json`` writes one JSON object
-per line (``time``, ``level``, ``logger``, ``message``, ``exception`` when there is one), for a
-log shipper that reads JSON Lines. Both go to stderr, whatever the records do: stdout is left
-to the records (``MCP_RECORDS=stdout``), so it carries nothing else.
-
-A line logged while a request is served carries that request's ``request_id`` (the one in its
-record), ``era``, ``method``, ``session_id`` and ``client_name``: the endpoint binds the request
-(:func:`bind_request`, its record draft) once, and :class:`RequestFields` reads it when a line
-is written, so every line carries what was known of the request by then. The binding is the
-context variable of :mod:`server.call_note` (one per request, for the call notes and the log
-lines alike): the endpoint resets it when the request ends, and the tasks and worker threads
-the request starts inherit it.
-
-Whatever a client chose (its name, a method, a session id, a cancel reason, a path) may reach a
-line, so every line is made safe to read and bounded: each request field is cut at
-:data:`MAX_FIELD_CHARS`, the message at :data:`MAX_MESSAGE_CHARS`, a traceback at
-:data:`MAX_EXCEPTION_CHARS`. In the text format control characters and every other line
-breaker (``\x85``, ``\u2028``, ...) and the bidirectional overrides are written as escapes,
-a field value that could pass for more fields is quoted, and a traceback's lines are indented,
-so no line can start as a line of ours; in the JSON format the same characters are escaped in
-the JSON text (their values decode unchanged), so every line stays one object.
-
-Standard library only: the core may use it, and :func:`dict_config` is what
-:mod:`server.serving` hands to uvicorn (which applies it) and ``python -m server`` applies
-before anything can log.
+``MCP_LOG_FORMAT=text`` writes ``time LEVEL logger: message``; ``json`` one object per line.
+Both go to stderr: stdout is left to the records (``MCP_RECORDS=stdout``). A line logged while a
+request is served carries its ``request_id``, ``era``, ``method``, ``session_id`` and
+``client_name`` (:func:`bind_request`, read by :class:`RequestFields`). Whatever a client chose
+may reach a line, so every field, message and traceback is bounded (:data:`MAX_FIELD_CHARS`,
+:data:`MAX_MESSAGE_CHARS`, :data:`MAX_EXCEPTION_CHARS`) and every line breaker, control
+character and bidirectional override escaped: no line can pass for another. Standard library
+only; :func:`dict_config` is what serving hands to uvicorn.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """One kind of cache for everything the server remembers about request values: bounded in
 count *and* in bytes by construction.
 
-Hosts, Accept values, addresses, the privacy verdict of a params key, a header line: a client
-repeats the same few values, so each is judged once and remembered. But a client chooses them,
-and a cache bounded only by its number of entries holds whatever size they have: 1,000
-requests with a distinct 1 MB Host pinned a gigabyte in a 1,024-entry ``lru_cache``.
-:class:`BoundedMemo` remembers a key only when it is small (``max_key_bytes``; a bigger one is
-computed every time and never stored) and holds at most ``max_entries`` of them, starting over
-when full (a client cycling through fresh small values costs recomputation, never memory). The
-values remembered are small or the size of their key (a verdict, a parsed header line); a memo
-whose values are not says what it stores and passes ``size`` itself.
-
-It is a ``dict`` so that lookups stay the C ``dict.get`` on the hot paths; writes go through
-:meth:`BoundedMemo.remember` (``memo[key] = value`` does the same).
+A client repeats the same few values (hosts, Accept values, addresses, header lines), so each is
+judged once and remembered; but a client chooses them, and a cache bounded only in count holds
+whatever size they have (1,000 distinct 1 MB Hosts pinned a gigabyte in an ``lru_cache``).
+:class:`BoundedMemo` remembers a key only when it is small (``max_key_bytes``), holds at most
+``max_entries``, and starts over when full: a client cycling fresh values costs recomputation,
+never memory. It is a ``dict``, so hot-path lookups stay the C ``dict.get``; writes go through
+:meth:`BoundedMemo.remember`.
 """
 
 from __future__ import annotations

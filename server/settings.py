@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 import server.settings_checks as checks
 from server.errors import ConfigurationError
+from server.retirement.plan import PlanError, parse_plan
 from server.settings_errors import explain, unknown_warnings
 
 CommaList = Annotated[list[str], NoDecode]
@@ -115,6 +116,9 @@ class Settings(BaseSettings):
     sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
     # What a session's stream may hold unsent (a slow reader) before it is closed.
     sse_transport_max_queued_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
+    # What to retire, and when (server/retirement/plan.py): a JSON list such as
+    # [{"item": "sse", "sunset": "2027-03-01", "link": "https://...", "brownouts": [...]}].
+    retire: str = ""
     send_timeout_s: float = Field(30.0, gt=0)
     listen_queue_size: int = Field(64, ge=1)
     # At shutdown the app's drain deadline comes first, the server's this much later (never at
@@ -126,7 +130,14 @@ class Settings(BaseSettings):
     auth: Literal["none", "tokens", "jwt"] = "none"
     auth_allow_none_non_loopback: bool = False
     auth_tokens: CommaList = []
+    # More entries, one a line (# comments): for many tokens (server/settings_checks.token_entry).
+    auth_tokens_file: str = ""
     auth_token_scopes: CommaList = []
+    # JWT: the claim that names the caller's tenant ("" for none), and a token without it:
+    # refused with 403 (reject), or given MCP_AUTH_DEFAULT_TENANT (default).
+    auth_tenant_claim: str = ""
+    auth_tenant_missing: Literal["reject", "default"] = "reject"
+    auth_default_tenant: str = "default"
     auth_required_scopes: CommaList = []
     auth_issuer: str = ""
     auth_audience: str = ""
@@ -227,6 +238,15 @@ class Settings(BaseSettings):
     @classmethod
     def _report_path_shape(cls, value: str) -> str:
         return checks.endpoint_path(value, "MCP_REPORT_PATH", "/admin/report")
+
+    @field_validator("retire")
+    @classmethod
+    def _retirements(cls, value: str) -> str:
+        try:
+            parse_plan(value)
+        except PlanError as error:
+            raise ValueError(str(error)) from None
+        return value
 
     @field_validator("sse_transport_path", "sse_transport_messages_path")
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 # JWT algorithms a JWKS of public keys can verify. "none" and HS* never: an HMAC "verified"
 # with a public key is the classic algorithm-confusion forgery.
@@ -27,6 +28,10 @@ ASYMMETRIC_ALGORITHMS = (
     "EdDSA",
 )
 _TOKEN_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A token's name and tenant go into records and log lines: short and plain.
+_TOKEN_LABEL = re.compile(r"[A-Za-z0-9._@:/-]{1,64}")
+# RFC 6749 scope-token: printable ASCII but space, quote and backslash.
+_SCOPE = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 # What deploy/mcp.env.example and deploy/k8s/secret.example.yaml ship in place of the secret:
 # a server started with it would sign with a key anyone can read in this repository.
 PLACEHOLDER_SECRET_PREFIX = "replace-with"
@@ -69,15 +74,82 @@ def redis_url(url: str) -> str:
     return url
 
 
-def token_digests(values: Sequence[str]) -> list[str]:
-    """``MCP_AUTH_TOKENS``: ``sha256:`` digests, lower-cased."""
-    digests = [item.lower() for item in values]
-    for digest in digests:
-        if not _TOKEN_DIGEST.fullmatch(digest):
+@dataclass(frozen=True)
+class TokenEntry:
+    """One static token: its digest (lower case), and the name, tenant and scopes it may carry
+    (None: the subject ``token:<first 8 hex digits>``, no tenant, ``MCP_AUTH_TOKEN_SCOPES``)."""
+
+    digest: str
+    name: str | None = None
+    tenant: str | None = None
+    scopes: tuple[str, ...] | None = None
+
+    def text(self) -> str:
+        parts = [self.digest]
+        if self.name is not None:
+            parts.append(f"name={self.name}")
+        if self.tenant is not None:
+            parts.append(f"tenant={self.tenant}")
+        if self.scopes is not None:
+            parts.append("scopes=" + " ".join(self.scopes))
+        return ";".join(parts)
+
+
+def token_entry(text: str, where: str = "MCP_AUTH_TOKENS") -> TokenEntry:
+    """``sha256:<hex>[;name=N][;tenant=T][;scopes=a b]``: a digest, then what it stands for."""
+    digest, *attributes = (part.strip() for part in text.strip().split(";"))
+    digest = digest.lower()
+    if not _TOKEN_DIGEST.fullmatch(digest):
+        raise ValueError(
+            f"{where}: an entry must start with sha256:<64 hex digits> (python -m server token),"
+            f" then ;name=, ;tenant=, ;scopes= as needed"
+        )
+    found: dict[str, str] = {}
+    for attribute in attributes:
+        key, equals, value = attribute.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals or key not in ("name", "tenant", "scopes") or key in found:
             raise ValueError(
-                "MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests (python -m server token)"
+                f"{where}: {attribute!r} after a digest is not name=, tenant= or scopes= (once)"
             )
-    return digests
+        if key != "scopes" and not _TOKEN_LABEL.fullmatch(value):
+            raise ValueError(
+                f"{where}: {key}={value!r} must be 1-64 letters, digits and . _ @ : / -"
+            )
+        found[key] = value
+    scopes = tuple(found["scopes"].split()) if "scopes" in found else None
+    bad = [scope for scope in scopes or () if not _SCOPE.fullmatch(scope)]
+    if bad:
+        raise ValueError(f"{where}: not valid OAuth scope names: {' '.join(bad)}")
+    return TokenEntry(digest, found.get("name"), found.get("tenant"), scopes)
+
+
+def token_digests(values: Sequence[str]) -> list[str]:
+    """``MCP_AUTH_TOKENS``: entries of :func:`token_entry`, their digests lower-cased; two
+    entries of one digest, or one name twice, are refused."""
+    entries = [token_entry(value) for value in values]
+    check_token_entries(entries, "MCP_AUTH_TOKENS")
+    return [entry.text() for entry in entries]
+
+
+def check_token_entries(entries: Sequence[TokenEntry], where: str) -> None:
+    digests = [entry.digest for entry in entries]
+    names = [entry.name for entry in entries if entry.name is not None]
+    if len(set(digests)) != len(digests):
+        raise ValueError(f"{where}: the same digest twice")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}: the same name twice")
+
+
+def token_file_entries(text: str, path: str) -> list[TokenEntry]:
+    """``MCP_AUTH_TOKENS_FILE``: one entry a line; blank lines and ``#`` comments skipped."""
+    entries = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            entries.append(token_entry(line, f"{path}:{number}"))
+    check_token_entries(entries, path)
+    return entries
 
 
 def asymmetric_algorithms(values: Sequence[str]) -> list[str]:

@@ -39,6 +39,7 @@ from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import build_sinks
 from server.report.live import LiveReport, open_live_report
+from server.retirement.plan import parse_plan
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
@@ -55,6 +56,7 @@ from server.transport.legacy_sessions import release_session
 from server.transport.legacy_sse import SseTransport
 from server.transport.legacy_sse_parts import SseOptions
 from server.transport.modern import ModernHttp, StreamOptions
+from server.transport.retiring import Retiring
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,9 @@ class Application:
             announce=self.shared.bus.publish,
         )
         self.sessions = self.shared.store
+        # What MCP_RETIRE names (nothing by default: then no request pays for a check).
+        plan = parse_plan(settings.retire)
+        retiring = self.retiring = Retiring(plan) if plan else None
         legacy_era = LegacyEra(
             catalog,
             dispatcher,
@@ -127,6 +132,9 @@ class Application:
             # A session's subscription changes, announced for a GET stream another replica
             # holds: this needs only the bus, so the era need not wait for the relay.
             on_subscriptions=partial(announce_subscriptions, self.shared.bus),
+            versions_now=(
+                (lambda: plan.supported_versions(retiring.now())) if retiring is not None else None
+            ),
         )
         self.legacy = LegacyHttp(
             legacy_era,
@@ -170,6 +178,7 @@ class Application:
                 settings.redis_url.get_secret_value(),
                 f"{settings.redis_prefix}:{settings.records_redis_stream}",
                 settings.report_refresh_s,
+                retire=[retirement.item.name for retirement in plan.retirements],
             )
         self.recorder = Recorder(
             build_sinks(
@@ -190,7 +199,15 @@ class Application:
             line=LineWriter(privacy).line,
             observer=record_observer(self.metrics if settings.metrics else None, settings.otel),
         )
-        self.metrics.watch(state_readers(self.hub, self.runtimes, self.recorder, self.shared))
+        self.metrics.watch(
+            state_readers(
+                self.hub,
+                self.runtimes,
+                self.recorder,
+                self.shared,
+                retiring.gauges if retiring is not None else list,
+            )
+        )
         self.endpoint = McpEndpoint(
             ModernHttp(
                 self.modern,
@@ -232,6 +249,7 @@ class Application:
                 ),
             )
             self.endpoint.sse = self.sse
+        self.endpoint.retiring = self.legacy.sessions.retiring = retiring
         self.lifecycle = Lifecycle(
             settings,
             catalog=catalog,
@@ -246,6 +264,9 @@ class Application:
             recorder=self.recorder,
             live_tail=self.live_tail,
         )
+        probes = Probes(self.lifecycle, self.recorder, self.shared, self.gate)
+        if retiring is not None:
+            probes.retirements = retiring.status
         self.router = Router(
             settings,
             self.lifecycle,
@@ -254,7 +275,7 @@ class Application:
             gate=self.gate,
             metrics=self.metrics,
             live=self.live,
-            probes=Probes(self.lifecycle, self.recorder, self.shared, self.gate),
+            probes=probes,
         )
         # What serves a request (the router, behind CORS when configured), and Starlette's
         # part, which tests enter for its lifespan.

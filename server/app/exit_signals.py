@@ -1,45 +1,14 @@
 """Hearing of SIGTERM or SIGINT before the server running the app acts on it.
 
-A server that exits gracefully on these signals (uvicorn, gunicorn's uvicorn worker,
-hypercorn) stops accepting connections and then waits for the open ones to close before it
-runs the lifespan shutdown. A ``subscriptions/listen`` stream or a legacy ``GET`` stream
-never closes by itself, so an app that hears of the exit only from its lifespan shutdown
-waits for ever, and the server with it, until the SIGKILL that follows; the request records
-are never flushed. :class:`ExitSignals` lets the app hear first: it wraps the handler the
-server installed, schedules the app's callback on the app's loop, then calls the server's
-own handler, whose shutdown runs unchanged.
-
-Why a wrapped handler rather than patching uvicorn's ``Server.handle_exit`` (sse-starlette's
-way):
-
-- only the ``signal`` module's public API: nothing breaks when a server reshapes its internals,
-  and every server that handles the signals in Python is covered (uvicorn and gunicorn's
-  worker install ``signal.signal`` handlers; asyncio's ``add_signal_handler``, which hypercorn
-  uses, leaves a Python handler that a wrapper keeps, and wakes its loop through the wakeup
-  fd, which a wrapper does not touch);
-- it acts only in the process that runs this app's lifespan, and only while it runs, where a
-  class-wide patch changes every uvicorn server in the process and outlives the app;
-- nothing is wrapped where the server does not handle the signal (the default action, or
-  ignored): a graceful exit the server does not do is not invented here, and a SIGTERM that
-  would end the process still does.
-
-Some servers keep the signal away from the process that runs the app. hypercorn, run as
-``hypercorn module:app`` (one worker process by default, or more with ``--workers``), hears
-SIGTERM in its supervisor process, which sets a shutdown event it handed each worker; the
-worker polls that event and no signal ever reaches it, so a wrapper there would wait for
-nothing, and the lifespan shutdown comes only after the open connections have closed (or
-hypercorn's graceful timeout has cut them). In such a worker (a ``multiprocessing`` child
-whose SIGTERM has no Python handler, started with a ``shutdown_event`` keyword argument: how
-hypercorn starts its workers) :class:`ExitSignals` polls that event instead, every
-``EVENT_POLL_S``, and calls the app's callback once it is set. It is found through the
-worker's own ``multiprocessing.Process`` object (its ``_kwargs``: CPython keeps them for the
-child's ``run``); tests/e2e/test_any_server.py runs hypercorn both ways, and would fail on a
-release that starts its workers otherwise.
-
-Limits: signal handlers exist only in the main thread, so a server run in another thread has
-to tell the app itself (:class:`server.serving.Server` does, and the app then installs
-nothing); a server that installed its handlers after the lifespan startup would replace the
-wrapper (none of the above does).
+A graceful server (uvicorn, gunicorn's uvicorn worker, hypercorn) waits for the open
+connections to close before it runs the lifespan shutdown, and a listen or legacy ``GET``
+stream never closes by itself: an app that heard of the exit only then would wait until the
+SIGKILL, its records unflushed. :class:`ExitSignals` wraps the handler the server installed,
+schedules the app's callback on the app's loop, then calls the server's own handler; in a
+hypercorn worker, which no signal reaches, it polls the shutdown event hypercorn handed it.
+Only the ``signal`` module's public API, only in the process and while the lifespan runs; a
+server run in another thread tells the app itself (:class:`server.serving.Server`).
+Why this shape, and its limits: docs/decisions.md#exit-signals.
 """
 
 from __future__ import annotations

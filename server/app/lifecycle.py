@@ -1,17 +1,12 @@
 """Start and stop: the lifespan that makes the app whole, and the graceful shutdown.
 
-The lifespan is what makes the app whole (request records, change notifications, session
-expiry, the catalog's own lifespan), so the app must never serve without it (the router answers
-503 until it runs, :mod:`server.app.routing`). Any ASGI server runs it (``uvicorn module:app``,
-``--factory``, gunicorn's uvicorn worker); a host app that mounts this one does not run a
-mounted app's lifespan, so it passes :meth:`Lifecycle.lifespan` as its own
-(``FastAPI(lifespan=mcp.lifespan)``). On SIGTERM the lifespan hears of the exit before the
-server's graceful wait (:mod:`server.app.exit_signals`), unless the server says it tells the app
-itself (:mod:`server.serving`).
-
-:class:`Lifecycle` is an object the :class:`~server.app.application.Application` owns, built
-from the parts it starts and stops; the application forwards ``lifespan``, ``begin_shutdown``,
-``ready`` and ``started``, which servers, hosts and probes use (none is on the request path).
+The lifespan starts the records, change notifications, session expiry and the catalog's own
+lifespan, so the app never serves without it (the router answers 503 until it runs). Any ASGI
+server runs it; a host app that mounts this one passes :meth:`Lifecycle.lifespan` as its own
+(``FastAPI(lifespan=mcp.lifespan)``). On SIGTERM it hears of the exit before the server's
+graceful wait (:mod:`server.app.exit_signals`), unless the server tells the app itself.
+:class:`Lifecycle` is owned by the :class:`~server.app.application.Application`, which
+forwards ``lifespan``, ``begin_shutdown``, ``ready`` and ``started``.
 """
 
 from __future__ import annotations

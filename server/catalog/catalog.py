@@ -1,19 +1,12 @@
 """The declaration API: what a server offers, and the change events it emits.
 
-A server author builds a :class:`Catalog` and declares tools, resources, resource templates,
-prompts and completion callbacks with decorators. The catalog keeps them in declaration order
-(lists are deterministic), rebuilds the list snapshots and the capabilities once per change
-(never per request), and tells its listeners about list changes and resource updates so the
-eras can deliver ``list_changed`` / ``resources/updated`` notifications.
-
-Capabilities are derived, never written by hand: a capability appears only when something
-that serves it is declared. Extensions (:mod:`server.catalog.extensions`) are declared with
-their settings and methods; skills (:meth:`Catalog.add_skills`) declare the skills extension,
-and a tool that can run as a task (``task_support``) the tasks extension.
-
-Each kind's keywords are declared once, as a ``TypedDict`` beside the kind (``ToolOptions`` in
-:mod:`server.catalog.tools`), and taken with ``Unpack``: type checkers and editors see every
-keyword with its type, and the kind's constructor checks them against its own signature.
+A server author builds a :class:`Catalog` and declares tools, resources, templates, prompts
+and completions with decorators. It keeps them in declaration order, rebuilds list snapshots
+and capabilities once per change (never per request), and tells its listeners of list changes
+and resource updates. Capabilities are derived, never written by hand: one appears only when
+something that serves it is declared (skills and task-capable tools declare their
+extensions). Each kind's keywords are a ``TypedDict`` beside the kind (``ToolOptions``), taken
+with ``Unpack``, so editors see every keyword with its type.
 """
 
 from __future__ import annotations

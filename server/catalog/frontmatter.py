@@ -1,16 +1,11 @@
 """A SKILL.md's YAML frontmatter, read as JSON and checked against the Agent Skills rules.
 
-Frontmatter is read as YAML 1.2's JSON-compatible core: ``yes``/``no`` stay strings and dates
-stay text, so the JSON a server sends equals what a client's YAML parser makes of the same file
-(a host compares the two field by field). ``name`` must follow the naming rules (1-64 lowercase
-letters, digits and single hyphens), ``description`` be non-empty text of at most 1024
-characters, and ``metadata`` keys under ``io.modelcontextprotocol/`` are reserved. PyYAML is
-imported at the first read: a server with no skills does not load it.
-
-Anchors and aliases (``&name``, ``*name``, ``<<: *name``) are refused: an alias repeats a value
-by reference, so a few hundred bytes of nested aliases expand to gigabytes once the frontmatter
-is written out as JSON (every ``skills/list`` answer would carry it). Without them, what the
-frontmatter holds is bounded by its own size.
+Read as YAML 1.2's JSON-compatible core (``yes``/``no`` and dates stay text), so the JSON sent
+equals what a client's YAML parser makes of the file. ``name`` follows the naming rules,
+``description`` is non-empty and at most 1024 characters, ``io.modelcontextprotocol/``
+metadata keys are reserved. Anchors and aliases are refused: a few hundred bytes of nested
+aliases expand to gigabytes as JSON; without them, the frontmatter is bounded by its size.
+PyYAML is imported at the first read.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 """Running authors' sync handlers off the event loop: a small pool of worker threads with a
 cheap hand-off.
 
-Most tools are written with ``def``. A sync handler may block (a file, a database driver, a
-``time.sleep``), so it must not run on the event loop; the question is only what the hop to a
-thread costs. ``anyio.to_thread.run_sync`` does, per call, a capacity limiter, a cancel scope,
-worker bookkeeping and one wake-up of the loop per result, which costs a ``def`` tool much of
-its throughput (docs/decisions.md#worker-pool). This pool does the least that keeps the
-guarantees:
-
-- a job is a tuple on a :class:`queue.SimpleQueue` (C code); a worker is started only when no
-  idle one is left, up to :attr:`WorkerPool.limit` threads (``MCP_TOOL_THREADS``); beyond
-  that, calls wait in the queue, in order;
-- results come back in batches: a worker appends to its loop's list of completions and wakes
-  the loop only if no wake-up is pending, so under load one wake-up completes several calls;
-- the handler runs in a copy of the caller's context (its context variables: the request's
-  log binding and call note, :mod:`server.call_note`), as ``asyncio.to_thread`` does;
-- a cancelled call returns at once; its thread finishes the handler in the background and the
-  result is dropped (anyio's ``abandon_on_cancel``); a job cancelled before a thread took it
-  never runs;
-- workers are daemon threads, made on demand and ended after :data:`IDLE_S` without work: the
-  process never waits for a handler stuck in a thread to exit, and an idle server holds none.
-
-One pool serves the process (:data:`POOL`; the app sets its bound).
-
-:func:`invoker` picks, once per declared handler, how a call runs it: awaited (``async def``),
-in a worker (``def``), or on the loop for a sync handler its author declared non-blocking
-(``blocking=False``), where the hop would cost more than the work.
+A ``def`` handler may block, so it must not run on the loop; ``anyio.to_thread.run_sync``
+costs a ``def`` tool much of its throughput (docs/decisions.md#worker-pool). Jobs are tuples
+on a :class:`queue.SimpleQueue`; a worker starts only when none is idle, up to
+:attr:`WorkerPool.limit` (``MCP_TOOL_THREADS``); results come back in batches with at most one
+loop wake-up pending; the handler runs in a copy of the caller's context; a cancelled call
+returns at once (its thread finishes in the background, the result dropped); workers are
+daemon threads ended after :data:`IDLE_S` idle. One pool serves the process (:data:`POOL`).
+:func:`invoker` picks once per handler how a call runs it: awaited, in a worker, or on the
+loop for a sync handler declared ``blocking=False``.
 """
 
 from __future__ import annotations

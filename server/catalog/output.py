@@ -1,16 +1,11 @@
 """Checking ``structuredContent`` against a tool's explicit ``outputSchema``.
 
-A tool declared with ``output_schema=`` (a JSON Schema dict) promises results that conform
-to it, and the spec says the server MUST keep that promise. The schema is checked and its
-validator built once, at declaration (a schema that is not valid JSON Schema raises there,
-at import time); a call only runs the prepared validator. Tools without an explicit schema
-never come here: their return annotation (pydantic, in ``signatures``) does the checking.
-
-``$ref`` resolves only inside the schema itself: jsonschema would otherwise fetch a remote
-``$ref`` over the network, from the event loop, at a URL the schema's author may not control.
-
-jsonschema is imported by the first tool that declares an output schema: 3.4 MiB of resident
-memory that a server whose tools declare none never pays.
+A tool declared with ``output_schema=`` promises conforming results, and the spec says the
+server MUST keep that promise: the schema is checked and its validator built once, at
+declaration; a call runs the prepared validator. Tools without one never come here (their
+return annotation does the checking). ``$ref`` resolves only inside the schema: never a remote
+fetch from the event loop. jsonschema (3.4 MiB resident) is imported by the first tool that
+declares an output schema.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """From a Python function to what MCP needs: argument validation and JSON Schemas.
 
 A handler's signature is read once, when it is declared: its parameters become a pydantic
-model (validator and ``inputSchema``), its return annotation an optional ``outputSchema``
-with the serializer that produces matching ``structuredContent``. Parameters annotated with
-:class:`~server.context.Context` are injected, not advertised. Nothing here runs per request
-except the prepared validator and serializer calls.
-
-Numbers are finite everywhere (``"NaN"``, ``"inf"``, ``"1e400"`` are refused). Tool
-arguments are JSON, so an ``int`` or ``float`` parameter (also inside ``list``, ``dict``,
-``tuple``, ``Optional``, unions) takes a JSON number and never a string or a boolean; ``1``
-passes for a float and ``3.0`` for an int, as JSON Schema counts it an integer. Template
-variables and prompt arguments are text, so there numbers are parsed from strings. A pydantic
-model used as a parameter validates its own fields with its own config.
-
-Context is imported only to recognise the injected parameter.
+model (validator and ``inputSchema``), its return annotation an optional ``outputSchema`` with
+the serializer of its ``structuredContent``; :class:`~server.context.Context` parameters are
+injected, not advertised. Numbers are finite everywhere; tool arguments are JSON, so a number
+parameter takes a JSON number, never a string or a boolean (``1`` passes for a float, ``3.0``
+for an int, as JSON Schema counts it); template variables and prompt arguments are text, so
+there numbers are parsed from strings.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Agent skills served as MCP resources: the ``io.modelcontextprotocol/skills`` extension.
 
-A skills folder holds skills: directories with a ``SKILL.md`` whose YAML frontmatter names the
-skill and describes it (the Agent Skills format), plus any supporting files. :func:`load_skills`
-reads the folder once, at start, and refuses anything invalid with a message naming the file
-(no frontmatter, a name that breaks the naming rules or differs from its directory, a skill over
-512 files or 16 MiB, a symbolic link, ...). A file is read with a bound (at most one byte past
-what the limits still allow), so an oversized file is refused without being held whole. Each
-file becomes a resource under ``skill://<skill-path>/<file-path>``; the ``SKILL.md`` resource
-takes its name and description from the frontmatter.
-
-The extension's methods (SEP-2640): ``skills/list`` (entries: the frontmatter verbatim as JSON,
-and every file with its SHA-256 digest and size; paginated, an entry never split), ``skills/get``
-(one entry by its ``SKILL.md`` URI, -32602 for anything else) and ``resources/directory/read``
-(the direct children of a skill directory, subdirectories as ``inode/directory``; -32602 for a
-URI that is not one).
-
-A skill's entry is encoded once, when the skills are loaded (a :class:`SkillSet` never changes;
-the catalog serves a new one when its skills change), and answers splice those bytes in as
-``orjson.Fragment``: a request costs a copy of the entries, never their building.
-
-Frontmatter is read by :mod:`server.catalog.frontmatter`.
+:func:`load_skills` reads a skills folder once at start (directories with a ``SKILL.md`` whose
+YAML frontmatter names and describes the skill, plus supporting files) and refuses anything
+invalid naming the file; files are read with a bound, so an oversized one is never held whole.
+Each file is a resource under ``skill://<skill-path>/<file-path>``. The methods (SEP-2640):
+``skills/list`` (frontmatter as JSON, every file with its SHA-256 and size; paginated),
+``skills/get`` and ``resources/directory/read``. Entries are encoded once per
+:class:`SkillSet` and spliced into answers as ``orjson.Fragment``. Frontmatter is read by
+:mod:`server.catalog.frontmatter`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """RFC 6570 URI templates, as resource templates use them: expansion and matching.
 
-Supports simple string expansion ``{var}`` (level 1: the value is percent-encoded; a match
-is one piece of a path segment, never containing ``/ ? # ,``) and reserved expansion
-``{+var}`` (level 2: reserved characters pass, so ``file:///{+path}`` matches nested paths).
-That covers the templates MCP servers publish; other operators, and two variables with no
-literal text between them, are refused when the template is declared, not at read time.
-
-Matching gives each variable, left to right, the shortest value with which the rest of the
-template still matches (``weather://{city}.{format}`` reads ``a.b.c`` as ``a`` and ``b.c``).
-A backtracking regex finds that split in time that grows with the URI's length to the power
-of the number of variables (a 40 KB URI held the loop for seconds), so :meth:`UriTemplate.match`
-computes it in two linear passes instead: right to left, the positions where each variable
-may start so that the rest matches; then left to right, the shortest value at each step.
-The catalog still tries no template on a URI past ``MAX_TEMPLATED_URI_CHARS``, since linear
-in a request body's megabytes is still seconds.
-
-A matched value is then decoded and vetted, because a handler treats it as a name below the
-template's prefix: ``{var}`` is fully percent-decoded and refused if the result holds ``/``,
-NUL, or is ``.`` or ``..``; ``{+var}`` decodes only what is not a reserved character (``%2F``
-stays ``%2F``, as RFC 6570's reserved expansion would have written it) and is refused if it
-holds NUL or a ``.`` or ``..`` segment. A refused value means the template does not match.
+``{var}`` (level 1: percent-encoded, one piece of a path segment, never ``/ ? # ,``) and
+``{+var}`` (level 2: reserved characters pass, so ``file:///{+path}`` matches nested paths);
+other operators, and two variables with no literal between them, are refused at declaration.
+Each variable takes, left to right, the shortest value with which the rest still matches,
+found in two linear passes, not a backtracking regex (whose time grew with the URI's length to
+the power of the variables: docs/decisions.md#linear-template-match). A matched value is
+decoded and vetted as a name below the template's prefix: ``/`` (in ``{var}``), NUL, ``.`` or
+``..`` make the template not match.
 """
 
 from __future__ import annotations

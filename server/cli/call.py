@@ -1,22 +1,13 @@
 """``python -m server call METHOD [PARAMS_JSON] --url URL``: one modern-era request from a shell.
 
-It fills in what protocol 2026-07-28 asks of every request (``params._meta`` with the protocol
-version and client capabilities; the ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name``
-headers), sends it, and prints the result as JSON on stdout. Exit status: 0 for a result, 1 for
-a JSON-RPC error or a tool result with ``isError`` (printed the same way), 2 when no answer came
-(bad arguments, no connection, an answer that is not JSON-RPC).
-
+It fills in what 2026-07-28 asks of every request (``params._meta``, the
+``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers, built by
+:func:`server.modern.headers.modern_request`), sends it, and prints the result as JSON. Exit
+status: 0 for a result, 1 for a JSON-RPC error or an ``isError`` result, 2 when no answer came.
 An input-required result is printed like any other: send its ``requestState`` and your
-``inputResponses`` back in PARAMS_JSON for the next round. The request itself is built by
-:func:`server.modern.headers.modern_request`, which :mod:`server.testing` shares.
-
-What it prints comes from a server, and a terminal obeys control characters: escape sequences
-(ESC, CSI and OSC, C0 and C1) could retitle the window, rewrite the screen or hide lines. They
-are printed escaped (``\u001b`` in JSON, ``\x1b`` in any other text), as are the bidirectional
-overrides that reorder what is shown. ``--timeout`` is a deadline for the whole command: a
-server that trickles bytes (or keep-alives) cannot hold it longer. The default ``--url`` is the
-server configured here (``MCP_HOST``, ``MCP_PORT``, ``MCP_PATH``), passed in by
-:mod:`server.cli.main`.
+``inputResponses`` back for the next round. What a server sends is printed with terminal
+escapes and bidirectional overrides escaped; ``--timeout`` bounds the whole command. The
+default ``--url`` is the server configured here, passed in by :mod:`server.cli.main`.
 """
 
 from __future__ import annotations

@@ -15,15 +15,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
+
+import orjson
 
 from server.report.aggregate import Aggregator
 from server.report.filters import RecordFilter, parse_time
 from server.report.html import render_html
 from server.report.model import Report
+from server.report.read import line_batches
 from server.report.render import render_json
+from server.report.retire import (
+    RetireScan,
+    render_retire_html,
+    render_retire_markdown,
+    render_retire_text,
+)
+from server.report.tenants import TenantScan, render_tenants_markdown, render_tenants_text
 from server.report.text import render_markdown, render_table
+from server.retirement.plan import PlanError
 
 REDIS_SCHEMES = ("redis://", "rediss://")
 DEFAULT_REDIS_KEY = "mcp:records"
@@ -72,6 +83,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="only records of methods matching PATTERN (tools/call, tools/*; repeatable)",
     )
+    parser.add_argument(
+        "--by-tenant",
+        action="store_true",
+        help="the traffic split by tenant (requests, errors, latency, callers, tools)",
+    )
+    parser.add_argument(
+        "--tenant",
+        metavar="TENANT",
+        help="with --by-tenant: only this tenant ((none) for callers without one)",
+    )
+    parser.add_argument(
+        "--retire",
+        metavar="ITEM",
+        help="who still uses ITEM (sse, initialize, version:V, method:M), with advice for each; "
+        "exit 1 while anyone did (in the period of --since/--until)",
+    )
 
 
 def record_filter(args: argparse.Namespace) -> RecordFilter:
@@ -89,23 +116,29 @@ def record_filter(args: argparse.Namespace) -> RecordFilter:
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     try:
         aggregator = Aggregator(record_filter(args))
-    except ValueError as bad_time:
-        return complain(str(bad_time))
+        scan = retire_scan(args) or tenant_scan(args)
+    except ValueError as bad_argument:
+        return complain(str(bad_argument))
     for name in args.files:
         if name == "-":
-            aggregator.read(stdin if stdin is not None else sys.stdin.buffer, "(stdin)")
+            source = stdin if stdin is not None else sys.stdin.buffer
+            aggregator.read_batches(teed(line_batches(source), scan), "(stdin)")
             continue
         if name.startswith(REDIS_SCHEMES):
-            problem = read_redis(aggregator, name, args.redis_key)
+            problem = read_redis(aggregator, name, args.redis_key, scan)
             if problem:
                 return complain(problem)
             continue
         try:
             with open(name, "rb") as stream:
-                aggregator.read(stream, name)
+                aggregator.read_batches(teed(line_batches(stream), scan), name)
         except OSError as failure:
             return complain(f"cannot read {name}: {failure.strerror or failure}")
     report = aggregator.report()
+    if isinstance(scan, TenantScan):
+        return write_tenants(args, scan)
+    if scan is not None:
+        return write_retire(args, scan, report)
     data = RENDERERS[args.format](report).encode("utf-8", "replace")
     if args.output:
         try:
@@ -119,7 +152,97 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     return 0
 
 
-def read_redis(aggregator: Aggregator, source: str, default_key: str) -> str | None:
+def retire_scan(args: argparse.Namespace) -> RetireScan | None:
+    """The ``--retire`` scan asked for, over the period of ``--since``/``--until``."""
+    item = getattr(args, "retire", None)
+    if item is None:
+        return None
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    try:
+        scan = RetireScan(
+            item, parse_time(since) if since else None, parse_time(until) if until else None
+        )
+    except PlanError as unknown:
+        raise ValueError(f"--retire: {unknown}") from None
+    scan.with_report = args.format == "html"  # the section goes into the whole report
+    return scan
+
+
+def tenant_scan(args: argparse.Namespace) -> TenantScan | None:
+    """The ``--by-tenant`` view asked for, over the period of ``--since``/``--until``."""
+    if not getattr(args, "by_tenant", False):
+        if getattr(args, "tenant", None) is not None:
+            raise ValueError("--tenant goes with --by-tenant")
+        return None
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    scan = TenantScan(
+        args.tenant, parse_time(since) if since else None, parse_time(until) if until else None
+    )
+    scan.with_report = False
+    return scan
+
+
+def write_tenants(args: argparse.Namespace, scan: TenantScan) -> int:
+    if args.format == "json":
+        text = orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    elif args.format == "markdown":
+        text = render_tenants_markdown(scan)
+    else:
+        text = render_tenants_text(scan)
+    return write_text(args, text)
+
+
+def write_text(args: argparse.Namespace, text: str) -> int:
+    data = text.encode("utf-8", "replace")
+    if args.output:
+        try:
+            with open(args.output, "wb") as out:
+                out.write(data)
+        except OSError as failure:
+            return complain(f"cannot write {args.output}: {failure.strerror or failure}")
+    else:
+        write_stdout(data)
+    return 0
+
+
+def teed(
+    batches: Iterable[list[bytes]], scan: RetireScan | TenantScan | None
+) -> Iterator[list[bytes]]:
+    """The batches, each shown to the ``--retire`` scan on its way (one read of the input); with
+    ``--retire`` and no HTML page to draw, the report proper gets none of them."""
+    for batch in batches:
+        if scan is None:
+            yield batch
+            continue
+        scan.read_batches((batch,))
+        if scan.with_report:
+            yield batch
+
+
+def write_retire(args: argparse.Namespace, scan: RetireScan, report: Report) -> int:
+    """The ``--retire`` answer in the format asked for; 1 while anyone used the item."""
+    if args.format == "json":
+        text = orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    elif args.format == "markdown":
+        text = render_retire_markdown(scan)
+    elif args.format == "html":  # the whole report, with the section at its top
+        page = render_html(report)
+        cut = page.index("</h1>") + len("</h1>") if "</h1>" in page else 0
+        text = page[:cut] + render_retire_html(scan) + page[cut:]
+    else:
+        text = render_retire_text(scan)
+    written = write_text(args, text)
+    if written:
+        return written
+    return 1 if scan.clients or scan.other_clients else 0
+
+
+def read_redis(
+    aggregator: Aggregator,
+    source: str,
+    default_key: str,
+    scan: RetireScan | TenantScan | None = None,
+) -> str | None:
     """Add a Redis stream to the report; what went wrong if it could not be read at all."""
     try:
         from server.report import redis as report_redis
@@ -135,7 +258,7 @@ def read_redis(aggregator: Aggregator, source: str, default_key: str) -> str | N
         batches = report_redis.open_stream(url, key)
     except (OSError, ValueError) as failure:  # ValueError: a URL redis cannot parse
         return f"cannot read {name}: {failure}"
-    aggregator.read_batches(batches, name)
+    aggregator.read_batches(teed(batches, scan), name)
     return None
 
 

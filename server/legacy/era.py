@@ -1,25 +1,13 @@
 """The legacy era (2025-11-25 and older): ``initialize``, sessions, and what they carry.
 
-``LegacyEra`` negotiates the version, answers ``initialize`` with the capability shape of that
-version, and serves the session methods (``ping``, ``logging/setLevel``,
-``resources/subscribe``/``unsubscribe``) plus every shared method through the same
-:class:`~server.dispatch.Dispatcher` the modern era uses, so a catalog is written once. List
-pages are encoded once per catalog version and answered as those bytes, as in the modern era.
-
-Asking the client (sampling, elicitation, roots) is
-:class:`~server.legacy.exchange.LegacyExchange`, answered by a later POST that
-:meth:`LegacyEra.accept_response` matches by id to the waiting handler.
-
-A call's log messages go out from the level its request names in ``_meta`` (the 2026-07-28
-key, honoured here too), else the session's ``logging/setLevel``, else ``default_log_level``:
-the 2025-11-25 spec lets the server choose before a level is set, and clients rarely send
-``setLevel`` by themselves, so the default is what the official SDKs' servers send (every level).
-
-What ``initialize`` declares (``capabilities``, ``clientInfo``) is kept with the session, so it
-is bounded in size and depth (:func:`server.jsonrpc.declared_problem`): above, -32602 and no
-session.
-
-This module knows sessions but not HTTP: the shell passes sessions, streams and headers in.
+``LegacyEra`` negotiates the version, answers ``initialize`` with that version's capability
+shape, and serves the session methods (``ping``, ``logging/setLevel``, ``resources/subscribe``)
+plus every shared method through the :class:`~server.dispatch.Dispatcher` the modern era uses,
+list pages as cached bytes. Asking the client is :class:`~server.legacy.exchange.LegacyExchange`,
+answered by a later POST that :meth:`LegacyEra.accept_response` matches by id. Log messages go
+out from the level in the request's ``_meta``, else ``logging/setLevel``, else
+``default_log_level`` (every level, as the official SDKs' servers send). What ``initialize``
+declares is bounded in size and depth (:func:`server.jsonrpc.declared_problem`). No HTTP here.
 """
 
 from __future__ import annotations
@@ -78,7 +66,10 @@ class LegacyEra:
         default_log_level: str | None = "debug",
         tasks: TaskService | None = None,
         on_subscriptions: Callable[[str, str, bool], None] | None = None,
+        versions_now: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
+        # The versions not retired right now (server.retirement), when any is being retired.
+        self.versions_now = versions_now
         # Told (session id, uri, subscribed) when a session's resource subscriptions change,
         # so a GET stream held by another replica can follow them.
         self.on_subscriptions = on_subscriptions
@@ -100,9 +91,13 @@ class LegacyEra:
 
     def negotiate(self, requested: Any) -> str:
         """The requested version when served, else the newest legacy version (never an error)."""
-        if isinstance(requested, str) and requested in self.supported_versions:
+        supported = self.supported_versions
+        if self.versions_now is not None:  # retired versions are never offered
+            offered = set(self.versions_now())
+            supported = tuple(v for v in supported if v in offered) or supported
+        if isinstance(requested, str) and requested in supported:
             return requested
-        return self.supported_versions[0]
+        return supported[0]
 
     def capabilities(self, version: str) -> dict[str, Any]:
         capabilities = dict(self.catalog.snapshot.capabilities)

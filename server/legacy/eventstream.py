@@ -1,23 +1,14 @@
 """Resumable event streams for the legacy era: ids, a bounded replay buffer, followers.
 
-A legacy POST that streams, and a session's standalone GET stream, are each an
-:class:`EventStream`: a logical stream that outlives the HTTP connection carrying it. Every
-message gets an SSE id ``<stream>_<seq>`` (unique within the session, and naming its stream),
-is kept in a bounded buffer, and is handed to whichever connection follows the stream. When a
-connection drops, or the server ends it on purpose (SSE polling), the client resumes with
-``Last-Event-ID`` and gets what it missed on that same stream, never another's.
-
-Another replica can carry on a stream: an ``observer`` hears every event and the end (the
-Redis mirror copies them), and a stream built with ``start_seq`` continues a stream whose
-events come from elsewhere (see :mod:`server.state.mirror`).
-
-Memory is bounded twice: each stream keeps its last ``capacity`` events, and each session keeps
-a bounded number of streams (see :mod:`server.legacy.runtime`).
-
-A stream nothing can replay (the one stream of an HTTP+SSE session) is a :class:`SentOnce`: an
-event is kept only until its connection has sent it, what waits is bounded in bytes, and past
-the bound the connection ends (``overflow``) rather than losing an event while it stays open
-(docs/decisions.md#sse-transport-keeps-nothing).
+A streaming legacy POST and a session's standalone GET stream are each an :class:`EventStream`,
+a logical stream that outlives its HTTP connection: every message gets an SSE id
+``<stream>_<seq>``, is kept in a bounded buffer and handed to whichever connection follows, so
+a client resumes with ``Last-Event-ID`` and gets what it missed on that stream, never another's.
+Another replica can carry on a stream: an ``observer`` hears every event and the end (the Redis
+mirror copies them), and ``start_seq`` continues a stream whose events come from elsewhere.
+Memory is bounded per stream (``capacity``) and per session (:mod:`server.legacy.runtime`).
+A stream nothing replays (HTTP+SSE) is a :class:`SentOnce`: kept only until sent, bounded in
+bytes, its connection ended past the bound (docs/decisions.md#sse-transport-keeps-nothing).
 """
 
 from __future__ import annotations

@@ -73,6 +73,8 @@ class SessionRuntime:
         # Read from the store when a GET stream opens, then kept current by deltas.
         self.subscriptions = LiveSubscriptions()
         self._feed: Callable[[], None] | None = None
+        # The retirements this session was told of in a log message (server.retirement).
+        self.retirements_told: set[str] = set()
 
     def open_stream(
         self, *, standalone: bool = False, replayable: bool = True, sent_once: int | None = None

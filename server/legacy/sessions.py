@@ -1,17 +1,12 @@
 """Legacy-era sessions: what one ``initialize`` negotiated, kept between requests.
 
 A :class:`Session` holds only data (version, client info and capabilities, log level, owner),
-so a shared store (Redis) can hold it as is. A session's resource subscriptions are kept by
-the store beside it, one URI at a time (:meth:`SessionStore.subscribe` /
-:meth:`~SessionStore.unsubscribe`, capped per session), never rewritten or read back whole
-on each request: a process reads them once, when a GET stream needs them, into the
-:class:`LiveSubscriptions` of its runtime, and deltas keep that current.
-
-The :class:`SessionStore` interface is what the legacy era uses; its flavours are
-:class:`~server.state.memory.MemorySessionStore` (the in-process default) and
-:class:`~server.state.redis.sessions.RedisSessionStore`. Ids come from a secure random source
-(visible ASCII only); sessions expire when idle, and a cap bounds how many exist at once. Ended
-and expired sessions are simply gone, so the era answers 404 for both.
+so a shared store can hold it as is. Its resource subscriptions are kept beside it one URI at a
+time (:meth:`SessionStore.subscribe`, capped), read whole only when a GET stream opens, into
+its runtime's :class:`LiveSubscriptions`. :class:`SessionStore` is the interface; its flavours
+are :class:`~server.state.memory.MemorySessionStore` and
+:class:`~server.state.redis.sessions.RedisSessionStore`. Ids are secure random, sessions expire
+when idle under a cap, and ended or expired sessions are simply gone (404).
 """
 
 from __future__ import annotations

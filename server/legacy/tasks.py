@@ -1,23 +1,12 @@
 """Tasks on the 2025-11-25 wire, served by the same task machinery as the tasks extension.
 
-A session of 2025-11-25 or later sees the ``tasks`` capability (``list``, ``cancel``,
-``requests.tools.call``) when a tool can run as a task, and each such tool's
-``execution.taskSupport``. ``tools/call`` with a ``task`` param (its ``ttl`` within the server's
-bounds) answers ``{"task": {...}}`` at once and the handler runs on; a tool whose support is
-``forbidden`` refuses the param, a ``required`` one a call without it (-32601, as the spec
-says). Then:
-
-- ``tasks/get``: the task (``ttl`` / ``pollInterval`` names);
-- ``tasks/result``: waits until the task ends and answers exactly what the call would have
-  (the result with the ``related-task`` key in ``_meta``, or its JSON-RPC error); while the
-  task waits for input, its questions go to the client as requests on this call's stream, and
-  the answers, on whichever replica they land, reach the task;
-- ``tasks/list``: the session's tasks, paginated; ``tasks/cancel``: the cancelled task, -32602
-  for one that already ended.
-
-The task's progress (with the call's progress token) and log messages go to the session's GET
-stream; its status changes as ``notifications/tasks/status`` there too (:mod:`server.hub`).
-Every method sees only tasks of the session's subject (-32602 otherwise).
+A session of 2025-11-25 or later sees the ``tasks`` capability when a tool can run as a task.
+``tools/call`` with a ``task`` param answers ``{"task": {...}}`` at once and the handler runs
+on (``forbidden`` refuses the param, ``required`` a call without it). ``tasks/get`` reads the
+task; ``tasks/result`` waits and answers what the call would have (questions go to the client
+on this call's stream; answers reach the task from any replica); ``tasks/list`` and
+``tasks/cancel``. Progress, logs and status changes go to the session's GET stream. Every
+method sees only the tasks of the session's subject (-32602 otherwise).
 """
 
 from __future__ import annotations

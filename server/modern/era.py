@@ -1,21 +1,13 @@
 """The 2026-07-28 era: stateless requests that carry their version and capabilities.
 
-``ModernEra.validate`` applies the per-request rules in the order the spec's errors imply:
-``_meta`` fields (-32602/400), the ``MCP-Protocol-Version`` header against the body (-32020),
-the version itself (-32022), ``Mcp-Method`` / ``Mcp-Name`` / ``Mcp-Param-*`` headers (-32020),
-then the method (-32601/404), and returns a :class:`ModernCall` that carries what the request
-names (its tool, prompt or resource), looked up once. A list or ``server/discover`` is answered
-by :meth:`ModernEra.cached_result`; every other request by ``ModernEra.handle``, with the
-modern envelope: ``resultType`` everywhere, serverInfo in ``_meta``, ``ttlMs``/``cacheScope``
-on cacheable results, and input-required results for handlers that ask the client.
-
-List pages and the discover result do not change between catalog versions, so they are
-built and serialised once per version and spliced into responses as ``orjson.Fragment``.
-
-Header values arrive as a plain mapping of lower-cased names to raw bytes, which keeps this
-module free of HTTP: the shell passes them in, nothing here reads a socket. The headers that
-mirror the body are :mod:`server.modern.headers`; the extension methods are
-:mod:`server.modern.extensions`.
+``ModernEra.validate`` applies the per-request rules in the order the spec's errors imply
+(``_meta`` -32602/400, header against body -32020, version -32022, ``Mcp-*`` headers -32020,
+method -32601/404) and returns a :class:`ModernCall` carrying what the request names, looked
+up once. Lists and ``server/discover`` are :meth:`ModernEra.cached_result` (built once per
+catalog version, spliced as ``orjson.Fragment``); every other request is ``ModernEra.handle``,
+with the modern envelope (``resultType``, serverInfo in ``_meta``, ``ttlMs``/``cacheScope``,
+input-required results). Headers arrive as a plain mapping, so nothing here knows HTTP; the
+mirrored headers are :mod:`server.modern.headers`, the extensions :mod:`server.modern.extensions`.
 """
 
 from __future__ import annotations

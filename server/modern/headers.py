@@ -1,17 +1,12 @@
 """The modern era's mirrored headers: MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*.
 
-A 2026-07-28 request repeats parts of its body in headers so that proxies can route without
-parsing JSON; a header that disagrees with the body is -32020 (HeaderMismatch). A value is
-compared as the body holds it: trimmed, visible ASCII, a ``=?base64?...?=`` sentinel decoded,
-booleans and integers by their JSON text. A (raw header, body value) pair found to match is
-remembered (bounded in count and bytes), so a client repeating the same version, method and
-name pays for decoding and comparing them once: the era's ``validate`` looks the pair up in
-:attr:`HeaderMirror.matched` before calling :meth:`HeaderMirror.check`.
-
-The client's side sits here too, so encoding and decoding cannot drift apart:
-:func:`header_value` writes a body value as a header carries it, and :func:`modern_request`
-builds a whole modern request with its headers (the ``call`` command and :mod:`server.testing`
-use it).
+A 2026-07-28 request repeats parts of its body in headers so proxies can route without parsing
+JSON; a header that disagrees with the body is -32020. A value is compared as the body holds
+it (trimmed, visible ASCII, a ``=?base64?...?=`` sentinel decoded, booleans and integers by
+their JSON text), and a matching pair is remembered (bounded), so a client repeating the same
+headers pays once (:attr:`HeaderMirror.matched`, :meth:`HeaderMirror.check`). The client's side
+sits here too, so encoding and decoding cannot drift: :func:`header_value` and
+:func:`modern_request` (used by the ``call`` command and :mod:`server.testing`).
 """
 
 from __future__ import annotations

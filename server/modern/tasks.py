@@ -1,18 +1,13 @@
 """The tasks extension on the 2026-07-28 wire (SEP-2663, ``io.modelcontextprotocol/tasks``).
 
-``tools/call`` of a tool declared with ``task_support``, from a request whose client
-capabilities name the extension, runs the handler in its own asyncio task and answers with a
-flat ``CreateTaskResult`` (``resultType: "task"``) once the task is durably created: at once,
-or, for a tool declared with ``defer_task``, when the handler calls ``ctx.start_task()`` (what it
-asked before went through ordinary input-required rounds, so a task's creation never carries a
-``requestState``). A handler that returns before starting its task answers as usual. A tool
-whose support is ``required`` refuses a client without the extension with -32021 naming it.
-
-``tasks/get`` answers the DetailedTask (the result, the error or the questions inlined),
-``tasks/update`` and ``tasks/cancel`` an empty acknowledgement (cancelling an ended task too);
-all three need the extension in the request's capabilities (-32021 otherwise) and see only the
-caller's own tasks (-32602, as for an unknown id). ``tasks/result`` and ``tasks/list`` do not
-exist in this era (-32601). Status changes reach listen streams that asked for the task ids.
+``tools/call`` of a ``task_support`` tool, from a client whose capabilities name the extension,
+runs the handler in its own task and answers a flat ``CreateTaskResult`` once the task is
+durably created: at once, or for a ``defer_task`` tool when the handler calls
+``ctx.start_task()`` (its questions before that are ordinary input-required rounds). A
+``required`` tool refuses a client without the extension (-32021). ``tasks/get`` answers the
+DetailedTask, ``tasks/update`` and ``tasks/cancel`` an empty acknowledgement; all need the
+extension (-32021) and see only the caller's tasks (-32602). ``tasks/result`` and
+``tasks/list`` do not exist in this era (-32601).
 """
 
 from __future__ import annotations

@@ -151,3 +151,13 @@ class StateCollector(Collector):
         lag = read.bus_lag_s()
         if lag is not None:
             yield GaugeMetricFamily("mcp_bus_lag_seconds", "Change bus delivery lag.", value=lag)
+        retirements = read.retirements()
+        if retirements:
+            retired = GaugeMetricFamily(
+                "mcp_retirement_retired",
+                "1 while an MCP_RETIRE item is retired (brownout or sunset), 0 while deprecated.",
+                labels=["item"],
+            )
+            for item, now_retired in retirements:
+                retired.add_metric([item], float(now_retired))
+            yield retired

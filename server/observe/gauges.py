@@ -27,10 +27,16 @@ class StateReaders:
     records: Callable[[], dict[str, int]]  # queued, written, dropped, backlogged: totals
     redis_up: Callable[[], bool | None]  # None: no Redis configured
     bus_lag_s: Callable[[], float | None]  # None: not measured
+    # Each retirement (MCP_RETIRE): its item, and whether it is retired now (else deprecated).
+    retirements: Callable[[], list[tuple[str, bool]]] = list
 
 
 def state_readers(
-    hub: Hub, runtimes: Runtimes, recorder: Recorder, shared: SharedState
+    hub: Hub,
+    runtimes: Runtimes,
+    recorder: Recorder,
+    shared: SharedState,
+    retirements: Callable[[], list[tuple[str, bool]]] = list,
 ) -> StateReaders:
     """The gauges' readers over the app's hub, legacy runtimes, records and shared state."""
 
@@ -58,4 +64,5 @@ def state_readers(
         },
         redis_up=redis_up,
         bus_lag_s=lambda: getattr(shared.bus, "lag_s", None),
+        retirements=retirements,
     )

@@ -1,20 +1,13 @@
-"""``/metrics`` in the Prometheus text format: the counting, and the endpoint. What the library
-(``prometheus-client``) makes of the counts is :mod:`server.observe.exposition`, imported at the
-first scrape.
+"""``/metrics`` in the Prometheus text format: the counting, and the endpoint.
 
-Counting costs the request path one call per finished request: the recorder hands every
-record it is given to :meth:`Metrics.observe` (the same hand-over the records take, so every
-request is counted whatever happened to it), which finds what the draft counts into with one
-lookup by its raw values and bumps plain numbers. Gauges (open streams, legacy sessions, Redis,
-the records' queue) are read at scrape time (:mod:`server.observe.gauges`).
-
-Label values are bounded: methods from the protocol's method set (else ``other``), tool names
-from the catalog (else ``other``), outcomes and refusal reasons from fixed sets.
-
-Several processes (gunicorn workers): when ``PROMETHEUS_MULTIPROC_DIR`` is set (the library's
-own switch, read by ``prometheus-client`` when imported), the counters and histograms live in
-its files and a scrape sums them over every worker (``MultiProcessCollector``); the gauges are
-the answering worker's (docs/operations.md#metrics).
+Counting costs the request path one call per finished request: the recorder hands every record
+to :meth:`Metrics.observe`, which finds its counters with one lookup by the draft's raw values
+and bumps plain numbers; what ``prometheus-client`` makes of them is
+:mod:`server.observe.exposition`, imported at the first scrape, and gauges are read at scrape
+time (:mod:`server.observe.gauges`). Label values are bounded: methods from the protocol's set,
+tools from the catalog (else ``other``), outcomes from fixed sets. With
+``PROMETHEUS_MULTIPROC_DIR`` (gunicorn workers) counters live in its files and a scrape sums
+every worker (docs/operations.md#metrics).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""OpenTelemetry spans for the requests, an optional extra (``pip install
-'mcp-http-server[otel]'``, ``MCP_OTEL=true``): nothing here imports OpenTelemetry until it is
-turned on.
+"""OpenTelemetry spans for the requests, an optional extra (``MCP_OTEL=true``): nothing here
+imports OpenTelemetry until it is turned on.
 
-A span is made per request on the MCP endpoint and, under it, one per tool call, named after
-MCP's semantic conventions (``{mcp.method.name} {target}``; ``execute_tool {gen_ai.tool.name}``)
-with the method, tool, session, protocol version and client as attributes, parented by the
-request's W3C ``traceparent`` (header or ``_meta``). They are made by the same hand-over the
-records and the metrics take, so the request path pays nothing more: from the finished
-request's record draft, with its start and end times, for an answer in JSON; for an answer
-streamed as SSE (a call that sent progress or logs first, either era), the span starts from the
-request record handed over when the stream opens and ends with the stream record, at the
-stream's end, with the call's outcome. The price: a span is made when its request ends, so
-code inside a tool sees no current span to parent its own, and a tool call's span has its
-request's times.
-
-Export is the OpenTelemetry SDK's, configured by the standard ``OTEL_*`` variables (read by the
-SDK: ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ...)
-with the OTLP/HTTP exporter; a tracer provider the host set up already
-(``opentelemetry-instrument``, an embedding app) is used as it is.
+A span per request on the MCP endpoint and one per tool call under it, named after MCP's
+semantic conventions, parented by the request's W3C ``traceparent`` (header or ``_meta``).
+They are made from the finished record draft, the hand-over the records and the metrics take,
+so the request path pays nothing more; an answer streamed as SSE gets its span from the
+stream's records. The price: code inside a tool sees no current span. Export is the SDK's,
+configured by the standard ``OTEL_*`` variables, or the tracer provider the host set up.
 """
 
 from __future__ import annotations

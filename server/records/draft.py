@@ -1,22 +1,13 @@
 """The request record: one per HTTP request on the MCP endpoint, one per SSE stream that ends.
 
-A :class:`Draft` is opened when a request reaches the endpoint and filled in as the request is
-understood (era, versions, method, client, session, error code); the observed ``send`` adds
-the status, bytes out and stream events. Rejected requests get a record like any other: the
-draft exists before anything can fail. The schema is versioned (``v: 1``, see
-:mod:`server.records.schema`) and documented in ``docs/records.md``; fields are added, never
-renamed, within a version.
-
-Every client-chosen string is clipped in the record (:func:`server.records.schema.clip`); the
-headers, which can be as long as the HTTP server accepts, already when the draft is made, so a
-queued draft holds no more of them than its record will. A stream's draft lets go of the params
-and capabilities once its request record is out: it may stay open for hours.
-
-A draft holds what the request said. What a record may keep of it is for the record writer
-to decide, off the request path, with the rules of :mod:`server.records.privacy`; the writer
-turns a finished request's draft into its line with :mod:`server.records.lines`: the same
-bytes as :meth:`Draft.build` with :meth:`~server.records.privacy.Privacy.apply`, encoded, for
-less work.
+A :class:`Draft` is opened when a request reaches the endpoint, before anything can fail, so
+rejected requests get a record like any other; it is filled in as the request is understood
+(era, versions, method, client, session, error code) and the observed ``send`` adds status,
+bytes and stream events. The schema is versioned (:mod:`server.records.schema`,
+``docs/records.md``): fields are added, never renamed, within a version. Client-chosen strings
+are clipped; a stream's draft lets go of params and capabilities once its request record is
+out. What a record may keep is for the writer to decide off the request path
+(:mod:`server.records.privacy`, :mod:`server.records.lines`).
 """
 
 from __future__ import annotations
@@ -100,6 +91,10 @@ class Draft:
     traceparent: str | None = None
     # "sse" for the 2024-11-05 HTTP+SSE transport; None for Streamable HTTP (the usual).
     transport: str | None = None
+    # The retirement (server.retirement) this request is affected by, by its item's name.
+    retiring: str | None = None
+    # The authenticated caller's tenant (a named token's, a JWT's tenant claim), if any.
+    tenant: str | None = None
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0
@@ -256,6 +251,12 @@ class Draft:
             record["traceparent"] = self.traceparent
         if self.transport is not None:
             record["transport"] = self.transport
+        if self.retiring is not None:
+            record["retiring"] = self.retiring
+            if self.outcome == "retired":
+                record["outcome"] = "retired"
+        if self.tenant is not None:
+            record["tenant"] = self.tenant
         return record
 
     def stream_record(self) -> dict[str, Any]:

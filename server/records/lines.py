@@ -1,26 +1,14 @@
 """A finished request's record as its JSON line, built straight from the Draft.
 
-This is the record writer's way to a request line, and the writer shares a CPU with the event
-loop. The line is the same bytes as building the record (:meth:`Draft.request_record`),
-applying the privacy rules to it (:meth:`Privacy.apply`) and encoding it; it takes less work.
-No intermediate record is walked a second time, and what repeats from request to request is
-judged and encoded once, then remembered (:class:`LineMemo`, bounded): a client's declared
-capabilities (whether a key in them is sensitive, their encoding, their redacted form), the
-``_meta`` of its calls, and the fields one client program sends the same on every request
-(a record template). The time of day is formatted once per second
-(:func:`server.records.schema.iso_time`). Client-chosen strings are clipped as
-:meth:`Draft.request_record` clips them: those of the template when it is made, the others
-(method, id, session, subject, address, error message) for each record, by a length check that
-calls :func:`~server.records.schema.clip` only for a long one.
-
-Values are remembered by their encoding. They are parsed JSON (what the endpoint records), for
-which equal encodings mean equal values, with key order, bools and numbers as written (``==``
-would take ``1`` for ``true`` and ignore key order). A draft this way does not cover (params or
-capabilities that are not JSON objects, a value orjson cannot encode) gets no line here: the
-writer then takes the general way, which handles it.
-
-:class:`LineWriter` is what the record writer calls: one per :class:`Privacy`, it owns the
-memo for those rules.
+The record writer shares a CPU with the event loop, so the line is built with less work than
+building the record (:meth:`Draft.request_record`), applying the privacy rules
+(:meth:`Privacy.apply`) and encoding it, to the same bytes. What repeats from request to
+request (a client's declared capabilities and their redacted form, the ``_meta`` of its calls,
+the fields one client program sends the same every time) is judged and encoded once and
+remembered by its encoding (:class:`LineMemo`, bounded); client-chosen strings are clipped as
+the record clips them. A draft this way does not cover gets no line here and takes the general
+way. :class:`LineWriter`, one per :class:`Privacy`, is what the writer calls
+(docs/decisions.md#record-lines).
 """
 
 from __future__ import annotations
@@ -235,6 +223,12 @@ def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
         record["traceparent"] = draft.traceparent
     if draft.transport is not None:
         record["transport"] = draft.transport
+    if draft.retiring is not None:
+        record["retiring"] = draft.retiring
+        if draft.outcome == "retired":
+            record["outcome"] = "retired"
+    if draft.tenant is not None:
+        record["tenant"] = draft.tenant
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).

@@ -1,17 +1,12 @@
 """The request records' way out: a bounded queue in, a writer thread out.
 
-:class:`Recorder` takes records from the request path into a bounded in-memory queue (a full
-queue drops the record and counts it; memory stays bounded), and a writer thread serialises and
-writes them in batches to one or several :mod:`server.records.sinks`: as soon as a batch is
-full, and otherwise every ``flush_s`` (``MCP_RECORDS_FLUSH_MS``), so a record waits in memory at
-most that long before a sink has handed it to the kernel (or Redis): what a SIGKILL loses. A
-failing sink (unwritable path, full disk, Redis away) never stops the server: the failure is
-logged once per streak, counted, and reported through :attr:`Recorder.healthy` and the reasons
-in :meth:`Recorder.status`; the next batch retries. A sink that can keep what it could not write
-(see :class:`~server.records.sinks.base.SinkBacklogged`) loses nothing while it fits in memory.
-While idle the writer still opens its sinks once a second (a failing one at every interval), so
-a records file deleted under it is back, and a path made unwritable shows, without traffic.
-``close`` drains the queue, so a graceful shutdown writes every record.
+:class:`Recorder` takes records into a bounded queue (full: dropped and counted) and a writer
+thread writes them in batches to the :mod:`server.records.sinks`, when a batch is full or every
+``flush_s`` (``MCP_RECORDS_FLUSH_MS``: what a SIGKILL can lose). A failing sink never stops the
+server: logged once per streak, counted, shown by :attr:`Recorder.healthy` and
+:meth:`Recorder.status`, retried with the next batch; a sink that keeps what failed loses
+nothing while it fits in memory. While idle the writer reopens its sinks once a second, so a
+deleted records file comes back without traffic. ``close`` drains the queue.
 """
 
 from __future__ import annotations

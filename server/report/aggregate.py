@@ -1,19 +1,12 @@
 """Adding request records up per client, for ``python -m server report`` and the live report.
 
-A client is (client name, client version, user agent); records without a client name fall
-under ``(unidentified)``, one group per user agent. Bad input is counted, never fatal: lines
-that are not records are ``malformed``, records of another schema version
-``unknown_version``, records of a kind this reader does not know ``unknown_kind``; a file that
-cannot be read to its end (a corrupt or truncated gzip) is noted and what came before it kept.
-A :class:`~server.report.filters.RecordFilter` leaves records out before they are counted.
-
-:class:`Aggregator` is the hot loop (a million records in a few seconds on one core): it keeps
-plain counters per client, per tool, prompt and resource and per minute, latencies as
-histograms (:mod:`server.report.measures`), and touches only the fields it needs. Its memory
-is bounded whatever it reads (every collection keyed by what a client named is capped, and all
-of them share one budget: :class:`~server.report.counters.Limits`), so the live report can
-feed one for as long as the server runs. :func:`server.report.build.build_report`
-turns the counters into the immutable :class:`~server.report.model.Report` the renderers draw.
+A client is (name, version, user agent); records without a name fall under ``(unidentified)``,
+one group per user agent. Bad input is counted, never fatal (``malformed``,
+``unknown_version``, ``unknown_kind``, a truncated file noted). :class:`Aggregator` is the hot
+loop (a million records in a few seconds): plain counters per client, target and minute,
+latency histograms, only the fields it needs; its memory is bounded whatever it reads
+(:class:`~server.report.counters.Limits`), so the live report can feed one for as long as the
+server runs. :func:`server.report.build.build_report` turns the counters into the report.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The report's running counters: per client (:class:`ClientStats`) and for the whole input
-(:class:`Tally`), which :class:`~server.report.aggregate.Aggregator` fills and
-:func:`~server.report.build.build_report` reads. Plain mutable state, bounded by its
-:class:`Limits`.
+(:class:`Tally`), bounded by their :class:`Limits`.
 
-Most of what is counted is named by clients (their names, the methods they call, the versions
-and capabilities they declare, their session and task ids), so every collection keyed by such a
-value has a cap: distinct clients (past it, new ones count under ``(other clients)``), distinct
-values per counter of a client and distinct methods overall (past them, ``(other)``), session
-and task ids told apart per client, clients per target, and one budget of distinct values over
-all of it, which bounds the bytes as well as the count (each value is cut at
-``value_chars``). Totals stay true: what no longer gets a key of its own is still counted, under
-the overflow key. The defaults suit ``python -m server report`` over files; the live report,
-which runs as long as the server does and is fed by whoever calls it, uses :data:`LIVE_LIMITS`.
+Most of what is counted is named by clients, so every collection keyed by such a value is
+capped: clients (past it, ``(other clients)``), values per counter and methods (``(other)``),
+session and task ids, clients per target, and one budget of distinct values over all of it,
+each value cut at ``value_chars``. Totals stay true: what gets no key of its own is counted
+under the overflow key. The live report uses the tighter :data:`LIVE_LIMITS`.
 """
 
 from __future__ import annotations

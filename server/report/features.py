@@ -1,20 +1,11 @@
 """The per-feature view: for each thing the server offers, which clients used it.
 
-It answers the question the report exists for, per feature rather than per client: "if I ship
-resources, will clients fetch them?" A feature is used through some methods (or, for tools,
-resources and templates, calls of some targets), and is *discovered* by a client that listed it
-(its list method) or, for a feature that has no list, whose own ``initialize`` or
-``server/discover`` was told of it (one of its methods was advertised to it). Each feature
-names the clients that used it (with their calls), those that used it without discovering it
-(hard-wired calls), and those that discovered it and never used it.
-
-The features: ``tools``, each tool (``tool:NAME``, every tool some client called by a name the
-server resolved), ``resources``
-(reads of plain resources; reads in records older than the ``target`` field count here too),
-``templates`` (reads through a URI template), ``prompts``, ``completions``, ``subscriptions``
-(``resources/subscribe``, or a ``subscriptions/listen`` asking for resource updates),
-``logging`` (``logging/setLevel``: the 2026-07-28 era's per-request log level is not in
-records) and ``listen`` (``subscriptions/listen``).
+"If I ship resources, will clients fetch them?" A feature is used through some methods (or
+calls of some targets) and *discovered* by a client that listed it, or was told of it in its
+``initialize`` or ``server/discover``. Each feature names the clients that used it, those that
+used it without discovering it (hard-wired calls) and those that discovered it and never used
+it. Features: ``tools`` and each ``tool:NAME``, ``resources``, ``templates``, ``prompts``,
+``completions``, ``subscriptions``, ``logging`` and ``listen``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The report as one self-contained HTML page: the operator's view.
 
-From the top: what was read, a chart of requests and failures over time (inline SVG), the
-totals per method (a totals row at the foot), the clients-by-methods grid, the per-feature view,
-each tool, prompt and resource with its outcomes, the errors by method, then every client
-(a sortable list, and one collapsible section each: its methods with their latency, its
-errors with their names, what it never asked for).
-
-The page stands alone: inline CSS and one inline script (see :mod:`server.report.html_assets`,
-allowed by its hash in the Content-Security-Policy), no fonts, images or other URL, so it can be
-mailed or archived and opened offline; it reads fine on a laptop and prints (every client's
-section opens for printing). Every value from the records (client names, user agents, methods,
-tool names, times) is made printable and HTML-escaped, attributes included: they are whatever a
-client chose to send.
-
-In the grid a row is a client and a column a method; a cell is the count when the client
-requested the method, and its colour says how that method stood for that client: requested,
-requested though not advertised to it, advertised but never requested, or not advertised.
+From the top: what was read, requests and failures over time (inline SVG), totals per method,
+the clients-by-methods grid (a cell's colour: requested, requested though not advertised,
+advertised but never requested, not advertised), the per-feature view, targets with their
+outcomes, errors by method, then every client in a collapsible section. Inline CSS and one
+inline script allowed by its hash (:mod:`server.report.html_assets`), no other URL, so it can
+be mailed and opened offline; every value from the records is made printable and escaped.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The live report: the same report, kept up to date inside the server, for an admin path.
 
-:class:`LiveReport` holds an :class:`~server.report.aggregate.Aggregator` and is fed record
-lines as they are written: as one more record sink (the Recorder's writer thread hands it every
-batch), or, when records go to a Redis stream, by :class:`~server.report.redis.StreamTail`,
-which follows that stream and so sees every replica's records. It covers the records written
-since the server started (or, with Redis, since this replica started following). The
-aggregator's memory is bounded, with the live report's own, tighter limits
-(:data:`~server.report.counters.LIVE_LIMITS`: a few hundred clients, a budget of distinct
-values), so it can run as long as the server does and a report stays quick to draw.
-Feeding and reading happen on different threads, so both take a lock; a report is built under
-it and drawn outside it.
-
-Who may see it is decided by its route, :mod:`server.transport.admin`: a caller on loopback
-that did not come through a proxy, or one authenticated with the admin scope.
+:class:`LiveReport` holds an :class:`~server.report.aggregate.Aggregator` fed with record lines
+as they are written: as one more sink, or, when records go to a Redis stream, by
+:class:`~server.report.redis.StreamTail`, which sees every replica's records. Its memory is
+bounded by :data:`~server.report.counters.LIVE_LIMITS`, so it runs as long as the server does.
+Feeding and reading are on different threads under one lock. Who may see it is decided by its
+route, :mod:`server.transport.admin`.
 """
 
 from __future__ import annotations
@@ -23,12 +16,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
 from server.report.counters import LIVE_LIMITS
 from server.report.html import render_html
 from server.report.model import Report
 from server.report.render import render_json
+from server.report.retire import RetireScan, render_retire_html
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +34,12 @@ class LiveReport:
 
     name = "live"
 
-    def __init__(self, *, refresh_s: float, source: str = "this process") -> None:
+    def __init__(
+        self, *, refresh_s: float, source: str = "this process", retire: Sequence[str] = ()
+    ) -> None:
         self.refresh_s = refresh_s
+        # Who still uses each item of MCP_RETIRE, since this process started (?retire=ITEM).
+        self.retire_scans = {item: RetireScan(item) for item in retire}
         self._lock = threading.Lock()
         self._aggregator = Aggregator(limits=LIVE_LIMITS)
         self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
@@ -51,6 +51,8 @@ class LiveReport:
         try:
             with self._lock:
                 self._aggregator.feed(lines)
+                for scan in self.retire_scans.values():
+                    scan.read_batches((lines,))
         except Exception:
             self._failures += 1
             if self._failures == 1:
@@ -63,16 +65,31 @@ class LiveReport:
         with self._lock:
             return self._aggregator.report()
 
-    def render(self, form: str) -> str:
-        """The report as ``json`` or the live ``html`` page."""
+    def render(self, form: str, retire: str | None = None) -> str:
+        """The report as ``json`` or the live ``html`` page; with ``retire`` (an item of
+        MCP_RETIRE), who still uses it: as JSON, or a section on top of the page."""
         report = self.report()
-        if form == "json":
-            return render_json(report)
-        return render_html(report, refresh_s=self.refresh_s)
+        scan = self.retire_scans.get(retire) if retire is not None else None
+        if scan is not None and form == "json":
+            with self._lock:
+                return orjson.dumps(scan.to_json()).decode()
+        page = (
+            render_json(report) if form == "json" else render_html(report, refresh_s=self.refresh_s)
+        )
+        if scan is None or "</h1>" not in page:
+            return page
+        with self._lock:
+            section = render_retire_html(scan)
+        cut = page.index("</h1>") + len("</h1>")
+        return page[:cut] + section + page[cut:]
 
 
 def open_live_report(
-    records: Sequence[str], redis_url: str, stream_key: str, refresh_s: float
+    records: Sequence[str],
+    redis_url: str,
+    stream_key: str,
+    refresh_s: float,
+    retire: Sequence[str] = (),
 ) -> tuple[LiveReport, Any, list[LiveReport]]:
     """The live report, fed by the records stream in Redis when records go there (every
     replica's: its follower, to start and close with the app, is returned second), else as one
@@ -80,7 +97,7 @@ def open_live_report(
     if "redis" in records:
         from server.report.redis import StreamTail  # imports redis: only with Redis records
 
-        live = LiveReport(refresh_s=refresh_s, source="Redis stream")
+        live = LiveReport(refresh_s=refresh_s, source="Redis stream", retire=retire)
         return live, StreamTail(redis_url, stream_key, live.write), []
-    live = LiveReport(refresh_s=refresh_s)
+    live = LiveReport(refresh_s=refresh_s, retire=retire)
     return live, None, [live]

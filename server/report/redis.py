@@ -1,17 +1,11 @@
 """Request records from a Redis stream (``MCP_RECORDS=redis``), for ``python -m server report``.
 
-A source is ``redis://[[user]:password@]host:port/db`` (``rediss://`` for TLS), optionally
-followed by ``#key`` to name the stream (otherwise the ``--redis-key`` default). The stream is
-read oldest first with ``XRANGE ... COUNT 10000`` up to the newest entry there was when the
-report started (a live server keeps adding), each entry's ``r`` field being one record line,
-and handed to the report as batches of lines, like a file's. An entry without ``r`` counts as a
-malformed line. Failing to reach Redis, or a key that holds no stream, is an ``OSError``
-before anything is read (like a file that cannot be opened); losing Redis midway is an
-``OSError`` from the batches, after what came before them.
-
-:class:`StreamTail` follows the stream for the live report (``XREAD BLOCK``), from the entries
-added after it starts, in a thread: every replica's records reach every replica's live page.
-Redis going away only pauses it (one warning per outage); it resumes where it stopped.
+A source is ``redis://[[user]:password@]host:port/db`` (``rediss://`` for TLS), optionally with
+``#key``. The stream is read oldest first in pages up to the newest entry there was at the
+start, each entry's ``r`` field one record line (none: malformed). Failing to reach Redis, or a
+key that is no stream, is an ``OSError`` before anything is read; losing Redis midway, one from
+the batches. :class:`StreamTail` follows the stream for the live report (``XREAD BLOCK``, in a
+thread); Redis going away only pauses it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Counting tool calls, prompt gets and resource reads by what they named, for the report.
 
-A target is ``(kind, name)``: ``tool``, ``prompt``, ``resource`` or ``template`` (a resource read
-through a URI template, whose name is the template), named by the record's ``target`` field or,
-in records written before it existed, by ``params.name`` / ``params.uri``; a call refused
-before it named anything the server has (``target`` null) counts under ``(unresolved)``. Each
-target counts, per client, its calls and what each came to (the outcomes of
-:mod:`server.report.measures`), the JSON-RPC error codes it got and its latency. A streamed
-answer's request record counts the call as ``unknown`` until its stream record says how it
-ended. Names come from clients (an unknown tool is a target too), so they are cut to
-:data:`MAX_TARGET_CHARS` and past :data:`MAX_TARGETS` targets new ones are counted as
-``(other)``; past ``max_clients`` clients of one target, its calls by further clients count
-under the overflow client (``(other clients)``).
+A target is ``(kind, name)``: ``tool``, ``prompt``, ``resource`` or ``template``, from the
+record's ``target`` (older records: ``params.name`` / ``params.uri``); a call refused before it
+named anything counts under ``(unresolved)``. Each target counts, per client, calls, outcomes,
+error codes and latency; a streamed answer is ``unknown`` until its stream record ends it.
+Names come from clients, so they are cut to :data:`MAX_TARGET_CHARS`, past
+:data:`MAX_TARGETS` counted as ``(other)``, and clients past ``max_clients`` as
+``(other clients)``.
 """
 
 from __future__ import annotations

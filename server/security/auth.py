@@ -1,30 +1,14 @@
 """Authentication for the MCP endpoint: who is calling, and whether they may do this.
 
-The server is an OAuth resource server (spec notes, section 3). An :class:`Authenticator`
-turns a request's ``Authorization`` header into a :class:`Principal` or raises an
-:class:`AuthError`, which carries its HTTP status and builds the exact ``WWW-Authenticate``
-value to send with it:
-
-=====================  ======  =======  ==================================================
-error                  status  code     when
-=====================  ======  =======  ==================================================
-``Unauthenticated``    401     -32001   no Bearer token, or a bad one (``invalid_token``)
-``InsufficientScope``  403     -32001   a good token without every scope needed
-``InvalidAuthRequest`` 400     -32600   malformed ``Authorization``, or ``access_token`` in
-                                        the query string (RFC 6750 ``invalid_request``)
-=====================  ======  =======  ==================================================
-
--32001 is a server-defined JSON-RPC code (the -32000..-32099 range); ``data.error`` holds the
-RFC 6750 error code (absent when no token was sent), ``data.scope`` the scopes needed.
-Tokens come only from ``Authorization: Bearer <token>``; the token itself never appears in
-an error, a log line or the principal.
-
-Modes (``MCP_AUTH``): ``none`` (everyone is :data:`ANONYMOUS`; only on loopback unless
-explicitly allowed), ``tokens`` (static tokens known by their SHA-256 digests,
-:class:`StaticTokens`) and ``jwt`` (``server.security.jwt``). Which one runs, and whether the
-settings allow it, is decided by :mod:`server.security.gate`, the one module in this folder
-that reads the settings. Protected-resource metadata (RFC 9728) is in
-``server.security.metadata``.
+The server is an OAuth resource server. An :class:`Authenticator` turns a request's
+``Authorization: Bearer`` header into a :class:`Principal` or raises an :class:`AuthError`
+with its status and exact ``WWW-Authenticate`` value: ``Unauthenticated`` (401, -32001),
+``InsufficientScope`` (403, -32001, ``data.scope`` the scopes needed), ``InvalidAuthRequest``
+(400, -32600: a malformed header or a token in the query string); docs/errors.md has the
+table. The token never appears in an error, a log line or the principal. Modes
+(``MCP_AUTH``): ``none`` (:data:`ANONYMOUS`), ``tokens`` (SHA-256 digests,
+:class:`StaticTokens`), ``jwt`` (:mod:`server.security.jwt`); :mod:`server.security.gate`
+chooses, the one module here that reads the settings.
 """
 
 from __future__ import annotations
@@ -40,6 +24,7 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl
 
 from server.errors import INVALID_REQUEST, McpError
+from server.settings_checks import TokenEntry, token_entry
 
 AUTH_ERROR = -32001
 
@@ -58,6 +43,8 @@ class Principal:
     subject: str
     scopes: frozenset[str]
     claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    # Who the caller belongs to (a named token's tenant, a JWT's tenant claim), if anyone.
+    tenant: str | None = None
 
     @property
     def anonymous(self) -> bool:
@@ -139,6 +126,18 @@ class InsufficientScope(AuthError):
             error="insufficient_scope",
             scopes=needed,
         )
+
+
+class NoTenant(AuthError):
+    """403: a good token that names no tenant, where the server serves tenants only
+    (``MCP_AUTH_TENANT_CLAIM`` with ``MCP_AUTH_TENANT_MISSING=reject``)."""
+
+    status = 403
+    order = ("error", "error_description", "resource_metadata")
+
+    def __init__(self, claim: str) -> None:
+        description = f"The token has no {claim} claim: this server serves callers of a tenant"
+        super().__init__(description, error="insufficient_scope", description=description)
 
 
 class InvalidAuthRequest(AuthError):
@@ -274,7 +273,9 @@ def new_token() -> tuple[str, str]:
 
 
 class StaticTokens(BearerAuthenticator):
-    """``MCP_AUTH=tokens``: tokens known only by their SHA-256 digests, all with one scope set.
+    """``MCP_AUTH=tokens``: tokens known only by their SHA-256 digests, each with a name, a
+    tenant and scopes of its own if its entry says so (else ``token:<8 hex>`` and the shared
+    ``scopes``).
 
     The presented token is hashed and compared with every digest in constant time
     (``hmac.compare_digest``, no early exit), so timing tells nothing about which matched.
@@ -284,16 +285,25 @@ class StaticTokens(BearerAuthenticator):
 
     def __init__(
         self,
-        digests: Iterable[str],
+        digests: Iterable[str | TokenEntry],
         scopes: Iterable[str] = (),
         required_scopes: Iterable[str] = (),
     ) -> None:
         super().__init__(required_scopes)
-        self.digests: tuple[bytes, ...] = tuple(_parse_digest(line) for line in digests)
-        if not self.digests:
-            raise ValueError("MCP_AUTH=tokens needs at least one digest in MCP_AUTH_TOKENS")
         self.scopes = frozenset(scopes)
         check_scope_tokens(self.scopes)
+        entries = [e if isinstance(e, TokenEntry) else token_entry(e) for e in digests]
+        if not entries:
+            raise ValueError("MCP_AUTH=tokens needs at least one digest in MCP_AUTH_TOKENS")
+        self.digests: tuple[bytes, ...] = tuple(_parse_digest(e.digest) for e in entries)
+        self.principals: dict[bytes, Principal] = {
+            digest: Principal(
+                entry.name or "token:" + digest.hex()[:8],
+                self.scopes if entry.scopes is None else frozenset(entry.scopes),
+                tenant=entry.tenant,
+            )
+            for digest, entry in zip(self.digests, entries, strict=True)
+        }
 
     async def verify(self, token: str) -> Principal:
         presented = hashlib.sha256(token.encode("utf-8")).digest()
@@ -303,7 +313,7 @@ class StaticTokens(BearerAuthenticator):
                 matched = digest
         if not matched:
             raise self.invalid("The token is not recognised")
-        return Principal("token:" + matched.hex()[:8], self.scopes)
+        return self.principals[matched]
 
 
 def _parse_digest(line: str) -> bytes:

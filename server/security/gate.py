@@ -1,19 +1,13 @@
 """Who may use the endpoint, and how much: authentication, per-client limits, and the headers
 their refusals need.
 
-Every request on the MCP endpoint passes :meth:`Gate.enter` (or, without authentication,
-:meth:`Gate.enter_anonymous`) after the Host/Origin checks and before anything else: the bearer
-token is verified (both eras: sessions are never trusted for identity), the caller's subject
-goes into its request record (never the token), and the caller's request rate is charged, keyed
-by subject or, without one, by address. Long-lived streams and legacy sessions take a
-per-client slot that is given back when they end. :meth:`Gate.headers` is the one place that
-adds ``WWW-Authenticate`` and ``Retry-After`` to refusals.
-
-This is also where the security settings are read, and the only module in this folder that
-reads them: the start-up check (:func:`check_auth_mode`), the authenticator ``MCP_AUTH`` names
-(:func:`build_authenticator`, which imports :mod:`server.security.jwt` only in jwt mode) and
-the metadata document (:func:`protected_resource_document`). The other modules take plain
-values, so they depend on nothing above them.
+Every request on the MCP endpoint passes :meth:`Gate.enter` (or :meth:`Gate.enter_anonymous`)
+after the Host/Origin checks: the bearer token is verified in both eras (sessions never stand
+for identity), the subject goes into the record (never the token), and the caller's rate is
+charged, keyed by subject or else address. Streams and legacy sessions take a per-client slot,
+given back when they end. :meth:`Gate.headers` adds ``WWW-Authenticate`` and ``Retry-After``.
+The only module here that reads the security settings: :func:`check_auth_mode`,
+:func:`build_authenticator` and :func:`protected_resource_document`.
 """
 
 from __future__ import annotations
@@ -49,6 +43,12 @@ from server.security.limits import (
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
 from server.settings import Settings
+from server.settings_checks import (
+    TokenEntry,
+    check_token_entries,
+    token_entry,
+    token_file_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,9 @@ log = logging.getLogger(__name__)
 # start is refused rather than serving openly). MCP_AUTH_ALGORITHMS has a default, so no.
 AUTH_ONLY = (
     "auth_tokens",
+    "auth_tokens_file",
     "auth_token_scopes",
+    "auth_tenant_claim",
     "auth_required_scopes",
     "auth_issuer",
     "auth_audience",
@@ -117,6 +119,8 @@ class Gate:
     def _charge(self, draft: Draft, principal: Principal, scope: Scope, headers: Headers) -> None:
         """The caller's subject into its record, and its request against its rate."""
         draft.subject = None if principal is ANONYMOUS else principal.subject
+        if principal.tenant is not None:
+            draft.tenant = principal.tenant
         if draft.subject is not None or not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
 
@@ -257,17 +261,27 @@ def check_auth_mode(settings: Settings) -> list[str]:
             f"MCP_AUTH_REQUIRED_SCOPES or MCP_AUTH_TOKEN_SCOPES: {bad}; use OAuth scope names"
         ) from bad
     if mode == "tokens":
-        if not settings.auth_tokens:
+        from_file = tokens_file_entries(settings)
+        if not settings.auth_tokens and not from_file:
             raise ConfigurationError(
-                "MCP_AUTH=tokens needs MCP_AUTH_TOKENS (python -m server token prints one)"
+                "MCP_AUTH=tokens needs MCP_AUTH_TOKENS or MCP_AUTH_TOKENS_FILE (python -m "
+                "server token prints one)"
             )
-        if set(settings.auth_tokens) == {PLACEHOLDER_DIGEST}:
+        entries = [token_entry(text) for text in settings.auth_tokens] + from_file
+        try:
+            check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
+        except ValueError as bad:
+            raise ConfigurationError(str(bad)) from None
+        if {entry.digest for entry in entries} == {PLACEHOLDER_DIGEST}:
             warnings.append(
                 "MCP_AUTH_TOKENS holds only the placeholder digest of the examples, which "
                 "matches no token: every request will be refused with 401 (python -m server "
                 "token prints a real one)"
             )
-        lacking = set(settings.auth_required_scopes) - set(settings.auth_token_scopes)
+        held: set[str] = set()
+        for entry in entries:
+            held.update(settings.auth_token_scopes if entry.scopes is None else entry.scopes)
+        lacking = set(settings.auth_required_scopes) - held
         if lacking:
             warnings.append(
                 "MCP_AUTH_REQUIRED_SCOPES names scopes no static token holds "
@@ -293,7 +307,9 @@ def build_authenticator(settings: Settings) -> Authenticator:
         return NoAuth()
     if settings.auth == "tokens":
         return StaticTokens(
-            settings.auth_tokens, settings.auth_token_scopes, settings.auth_required_scopes
+            [*settings.auth_tokens, *tokens_file_entries(settings)],
+            settings.auth_token_scopes,
+            settings.auth_required_scopes,
         )
     # PyJWT, its cryptography and httpx load only when tokens are JWTs.
     from server.security.jwt import JwksCache, JwtAuthenticator, file_loader, url_loader
@@ -314,7 +330,32 @@ def build_authenticator(settings: Settings) -> Authenticator:
         algorithms=settings.auth_algorithms,
         leeway_s=settings.auth_leeway_s,
         required_scopes=settings.auth_required_scopes,
+        tenant_claim=settings.auth_tenant_claim,
+        default_tenant=(
+            settings.auth_default_tenant if settings.auth_tenant_missing == "default" else None
+        ),
     )
+
+
+def tokens_file_entries(settings: Settings) -> list[TokenEntry]:
+    """The entries of ``MCP_AUTH_TOKENS_FILE`` (none when unset); ConfigurationError naming
+    the file and line of a bad one."""
+    path = settings.auth_tokens_file
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read(1024 * 1024 + 1)
+    except OSError as failure:
+        raise ConfigurationError(
+            f"MCP_AUTH_TOKENS_FILE: cannot read {path}: {failure.strerror or failure}"
+        ) from None
+    if len(text) > 1024 * 1024:
+        raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
+    try:
+        return token_file_entries(text, path)
+    except ValueError as bad:
+        raise ConfigurationError(str(bad)) from None
 
 
 def protected_resource_document(

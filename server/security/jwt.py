@@ -1,19 +1,13 @@
 """``MCP_AUTH=jwt``: OAuth access tokens (JWTs) verified against the issuer's JWKS.
 
-A token is accepted only if its ``alg`` is on the allow-list (asymmetric algorithms only:
-``none`` and HS* never, so a token "signed" with HMAC over a public key cannot pass), its
-signing key is in the JWKS and fits that algorithm (key type, curve, the key's own ``alg``
-and ``use``), its signature verifies, ``iss`` equals ``MCP_AUTH_ISSUER``, ``aud`` contains
-``MCP_AUTH_AUDIENCE`` (the server's canonical resource URI, RFC 8707), ``exp`` is present and
-in the future and ``nbf``/``iat`` are not ahead (with ``MCP_AUTH_LEEWAY_S``), and ``sub`` is a
-non-empty string. Scopes come from ``scope`` (space-separated) and ``scp`` (a list or a
-string). PyJWT does the cryptography.
-
-:class:`JwksCache` keeps the key set: loaded on first use, reloaded every
-``MCP_AUTH_JWKS_REFRESH_S``, and early when a token names an unknown ``kid`` (key rotation),
-but never sooner than ``MCP_AUTH_JWKS_MIN_REFRESH_S`` after the last load attempt, so made-up
-kids cannot hammer the issuer. A failed reload keeps the old keys (and is retried after that
-same interval); with no keys at all requests get 503.
+A token passes only with an allowed asymmetric ``alg`` (never ``none`` or HS*), a signing key in
+the JWKS that fits it, a valid signature, ``iss`` equal to ``MCP_AUTH_ISSUER``, ``aud``
+holding ``MCP_AUTH_AUDIENCE`` (RFC 8707), ``exp`` in the future and ``nbf``/``iat`` not ahead
+(``MCP_AUTH_LEEWAY_S``), and a non-empty ``sub``; scopes from ``scope`` and ``scp``. PyJWT does
+the cryptography. :class:`JwksCache` loads the keys on first use, reloads them every
+``MCP_AUTH_JWKS_REFRESH_S`` and early for an unknown ``kid``, never sooner than
+``MCP_AUTH_JWKS_MIN_REFRESH_S`` after the last try; a failed reload keeps the old keys, and
+with none at all requests get 503.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ import httpx
 import jwt
 
 from server.errors import INTERNAL_ERROR, McpError
-from server.security.auth import BearerAuthenticator, Principal
+from server.security.auth import BearerAuthenticator, NoTenant, Principal
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +241,14 @@ class JwtAuthenticator(BearerAuthenticator):
         algorithms: Iterable[str] = ("RS256", "ES256"),
         leeway_s: float = 30.0,
         required_scopes: Iterable[str] = (),
+        tenant_claim: str = "",
+        default_tenant: str | None = None,
     ) -> None:
         super().__init__(required_scopes)
+        # Where a caller's tenant is (a claim), and what a token without it gets: the
+        # default tenant, or (None) a 403.
+        self.tenant_claim = tenant_claim
+        self.default_tenant = default_tenant
         self.algorithms = frozenset(algorithms)
         refused = sorted(self.algorithms - KEY_TYPES.keys())
         if refused or not self.algorithms:
@@ -297,4 +297,11 @@ class JwtAuthenticator(BearerAuthenticator):
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise self.invalid("The token lacks a required claim")
-        return Principal(subject, scopes_of(claims), MappingProxyType(claims))
+        tenant = None
+        if self.tenant_claim:
+            tenant = claims.get(self.tenant_claim)
+            if not isinstance(tenant, str) or not tenant:
+                if self.default_tenant is None:
+                    raise NoTenant(self.tenant_claim)
+                tenant = self.default_tenant
+        return Principal(subject, scopes_of(claims), MappingProxyType(claims), tenant)

@@ -1,16 +1,11 @@
 """Abuse limits per client: a request rate (token buckets) and counters of open streams and
 legacy sessions, with the 429 errors that answer them.
 
-A client is a key (:func:`client_key`: the authenticated subject, else the address, IPv6 by its
-/64 so that one host cannot take a fresh address per request), so one
-client over its limits is refused while the others go on. Memory stays bounded: the rate
-limiter keeps at most ``max_keys`` buckets (least recently used dropped first, and a bucket
-that has refilled is dropped as soon as it is seen, since it equals a new one); a counter
-keeps only keys with something open. Everything here runs on the event loop (no locks).
-
-All three refusals are 429 with JSON-RPC code -32000 (server-defined) and ``data`` saying
-which limit; :class:`RateLimited` carries ``retry_after`` (seconds, a float) for the
-``Retry-After`` header (:func:`retry_after_header` rounds it up to whole seconds).
+A client is a key (:func:`client_key`: the subject, else the address, IPv6 by its /64), so one
+client over its limits is refused while others go on. Memory is bounded: at most ``max_keys``
+buckets (least recently used first, a refilled bucket dropped as soon as seen), and counters
+keep only keys with something open. Loop-only, no locks. Every refusal is 429 with -32000 and
+``data`` naming the limit; :class:`RateLimited` carries ``retry_after`` for ``Retry-After``.
 """
 
 from __future__ import annotations

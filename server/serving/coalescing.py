@@ -1,21 +1,13 @@
 """Write coalescing: every connection's writes, once per loop turn.
 
-uvicorn writes a response as it is sent: the status line and headers in one system call, the
-body in another, each at once. The cost that grows fastest with load is not the writes
-themselves but what each one sets off in the kernel: the loopback delivery that wakes the
-reading client, one wake-up per write (docs/decisions.md#write-coalescing). Here
-the writes of every connection are held until the event loop finishes its current turn and
-then written together, each connection's pieces joined into one write: a response costs one
-system call instead of two, and the responses finished in the same turn wake their clients
-together.
-
-Nothing waits for long: the flush runs as the next callback of the loop (``call_soon``), before
-the loop polls for more input, and a connection's pending bytes are written before it closes.
-Ordering per connection is kept; reading, flow control and addresses pass straight through to
-the real transport. A write costs a list append (the connection's pieces); the batch keeps the
-connections with something pending, not the pieces, so a flush groups nothing.
-
-:mod:`server.serving.uvicorn_protocol` wraps every connection's transport in a
+uvicorn writes a response's head and body in two system calls, each at once, and each write
+wakes the reading client through the kernel (docs/decisions.md#write-coalescing). Here the
+writes of every connection are held until the loop finishes its current turn and then written
+together, a connection's pieces joined into one write: one system call per response, and the
+responses finished in one turn wake their clients together. The flush runs as the loop's next
+callback, before it polls for input, and a connection's pending bytes are written before it
+closes; order per connection is kept, and reading, flow control and addresses pass straight
+through. :mod:`server.serving.uvicorn_protocol` wraps every transport in a
 :class:`CoalescingTransport`.
 """
 

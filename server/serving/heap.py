@@ -1,18 +1,11 @@
 """The process's C heap: keep memory glibc's malloc has freed instead of handing it back.
 
-glibc gives the free top of a heap back to the kernel (``brk``) once it grows past the trim
-threshold, 128 KiB by default, and gives blocks above the mmap threshold (also 128 KiB at
-first) pages of their own, unmapped when freed. This server frees large amounts at once all the
-time: the answers written in one loop turn (64 connections of 45 KB ``tools/list`` answers are
-2.9 MB), a batch of record lines in the records writer. By default the pages go back each time
-and the next turn faults them in again, page faults on every request
-(docs/decisions.md#heap-thresholds).
-
-:func:`keep_freed_heap` sets both thresholds to :data:`KEEP_BYTES` (16 MiB) with mallopt(3):
-each heap then keeps up to that much freed memory for the next allocations, and blocks below
-it come from the heap. The cost is memory a busy process keeps after a burst, at most that
-much per heap (the main one and one per thread that allocates). Without glibc (musl, another
-allocator) it does nothing.
+glibc returns a heap's free top to the kernel past the trim threshold and gives large blocks
+pages of their own, 128 KiB each by default; this server frees megabytes at once all the time
+(a loop turn's answers, a batch of record lines), so the pages would go back and fault in
+again on every request (docs/decisions.md#heap-thresholds). :func:`keep_freed_heap` sets both
+thresholds to :data:`KEEP_BYTES` (16 MiB) with mallopt(3): each heap keeps up to that much
+freed memory. Without glibc it does nothing.
 """
 
 from __future__ import annotations

@@ -1,34 +1,14 @@
 """Running the app under uvicorn, with a shutdown that tells the app first.
 
-uvicorn, on SIGTERM (or ``should_exit``), stops accepting connections and then waits for the
-open ones to close before it runs the lifespan shutdown. Open ``subscriptions/listen`` streams
-never close by themselves, so the app has to hear about the shutdown *before* that wait: this
-:class:`Server` calls ``Application.begin_shutdown`` first, which ends every listen stream with
-its graceful result and arms the app's drain deadline. Two deadlines follow, the app's first
-(:func:`shutdown_deadlines`): at ``MCP_DRAIN_TIMEOUT_S`` the app ends the calls still running,
-each with a JSON-RPC error and a record that says so; ``MCP_SHUTDOWN_GRACE_S`` later uvicorn's
-graceful timeout cancels whatever is left, which uvicorn answers with a bare 500.
-
-It also tunes the collector once the app has started (:func:`tune_collector`), and keeps the C
-heap's freed memory (:func:`server.serving.heap.keep_freed_heap`): process-wide choices, so
-they are made here, where this server owns the process, never by a component that may be
-embedded in someone else's. The same goes for the log configuration (:mod:`server.logs`: one
-format for uvicorn's lines and ours, all on stderr) and for uvicorn's access log: off below the
-info level, where it would print nothing but still cost every response its formatting, and off
-when the records go to stdout (the request records are this server's access log), and at info
-or debug never printing a query string
-(:class:`NoQueryString`): a token a client put in the URL (``?access_token=``, refused with a
-400) would be written down for anyone reading the log. The records never hold a query string.
-Connections run on :mod:`server.serving.uvicorn_protocol` (uvicorn's, with one write per
-connection per loop turn and no timer per response) when the installed uvicorn is one it was
-verified against (:data:`VERIFIED_UVICORN`: it copies some of uvicorn's internals), and unless
-``MCP_COALESCE_WRITES=false``; on any other uvicorn, uvicorn's own protocol, with a warning at
-start-up naming the release and what is lost (:func:`http_protocol`). Whichever protocol
-runs, a client that stops reading is dropped after ``MCP_SEND_TIMEOUT_S``: the listening
-sockets carry that bound to the kernel (:mod:`server.serving.stalled_clients`).
-
-:func:`serve` is the whole of it from Python (``python -m server serve`` calls it): a catalog,
-settings that win over the ``MCP_*`` variables, and ``reload`` for development.
+On SIGTERM uvicorn waits for open connections before the lifespan shutdown, and listen
+streams never close by themselves: :class:`Server` calls ``Application.begin_shutdown``
+first (the streams get their graceful result, the drain deadline is armed), then two
+deadlines follow (:func:`shutdown_deadlines`). Process-wide choices live here, where this
+server owns the process: the collector (:func:`tune_collector`), the C heap, the log
+configuration, uvicorn's access log (off when the records go to stdout; never a query string,
+:class:`NoQueryString`) and the HTTP protocol (:func:`http_protocol`: the verified copy of
+uvicorn's, else uvicorn's own with a warning). :func:`serve` is the whole of it from Python.
+The details: docs/decisions.md#serving-process-choices.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """Dropping a client that stops reading, in the kernel: ``TCP_USER_TIMEOUT`` on the listeners.
 
-A stream's sends are bounded by ``MCP_SEND_TIMEOUT_S``
-(:func:`server.transport.send.send_within`), but a send waits only once the HTTP protocol's own
-buffer is full, and that fills only after the kernel's: with default socket buffers the kernel
-takes megabytes for a client that reads nothing (its send buffer grows to ``tcp_wmem``'s
-maximum, 4 MiB on Linux). A stream that then has little more to send (an idle listen stream, a
-keep-alive comment every 15 s) never waits on a send, so no send times out, and the connection
-stays established with those megabytes unsent for as long as the client keeps it open.
-
-``TCP_USER_TIMEOUT`` is the kernel's own bound on exactly that: a connection whose sent bytes
-stay unacknowledged, or whose peer keeps its receive window shut (zero-window probes answered,
-nothing taken), for longer than the timeout is dropped (Linux 5.11 and later are exact for the
-shut window). Set on a listening socket it is inherited by every connection accepted from it,
-so it costs nothing per connection and holds on any HTTP protocol: this server's, and
-uvicorn's own on a release this server's protocol was not verified against. It is set to the
-send timeout, the one bound a stalled client gets: the kernel drops the connection, the
-protocol sees it lost, and the stream ends and frees what it held as on any disconnect.
-Idle connections hold nothing unacknowledged and are not affected.
-
-Where the platform has no ``TCP_USER_TIMEOUT`` (macOS, Windows) a warning says so once at
-start-up: streams then still end on a send that times out, but not on bytes held in the kernel.
+A stream's sends are bounded by ``MCP_SEND_TIMEOUT_S``, but a send waits only once the kernel's
+buffer (megabytes) and the protocol's are full, so a stream with little more to send never
+times out. ``TCP_USER_TIMEOUT``, set to the send timeout on the listening sockets and inherited
+by every connection, makes the kernel drop a connection whose bytes stay unacknowledged or
+whose window stays shut that long, on any HTTP protocol, at no cost per connection; the stream
+then ends as on any disconnect. Where the platform lacks it, one warning at start-up.
+Why: docs/decisions.md#stalled-clients.
 """
 
 from __future__ import annotations

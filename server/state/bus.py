@@ -1,31 +1,14 @@
 """The notification bus: what every replica must hear about, and how it gets there.
 
 One process handles an event itself first (its hub, its sessions), then announces it with
-:meth:`Bus.publish` so the other replicas can do their part:
-
-======== ======================= ==================================================
-kind     data                    the other replicas ...
-======== ======================= ==================================================
-change   kind, uri               offer the catalog change to their streams
-ended    sid                     release what they hold for that session
-answer   sid, id, result / error hand a client's answer to the handler waiting there
-cancel   sid, params             cancel the call if it runs there
-subs     sid, add / remove (uri) add or remove one resource subscription of a session
-sse      sid, m (a message)      send it on the session's HTTP+SSE stream if they hold it
-task     op, id / record         wake (answers came) or cancel a task's handler running
-                                 there; ``status``: a task's new state, for their streams
-======== ======================= ==================================================
-
-:class:`~server.state.memory.MemoryBus` is the one-process default: there is nobody to tell.
-:class:`~server.state.redis.bus.RedisBus` publishes on one Redis channel and delivers what
-other replicas publish (its own messages come back too and are skipped). Publishing never
-blocks the caller: messages queue (bounded) for one publisher task that keeps their order.
-Pub/sub keeps nothing for a subscriber that is away, so after an outage the bus delivers
-``resync`` locally: list streams are told their lists changed, and clients re-read what they
-may have missed; GET streams re-read their session's subscriptions from the store.
-
-The Redis flavour is :mod:`server.state.redis.bus`, imported only when ``MCP_REDIS_URL`` is set, so
-the ``redis`` package stays an optional extra.
+:meth:`Bus.publish` so the other replicas do their part: ``change`` (a catalog change for their
+streams), ``ended`` (release a session), ``answer`` and ``cancel`` (for a call waiting or
+running there), ``subs`` (a session's resource subscription), ``sse`` (a message for the
+HTTP+SSE stream they hold), ``task`` (wake or cancel a handler, or a task's new status).
+:class:`~server.state.memory.MemoryBus` is the one-process default;
+:class:`~server.state.redis.bus.RedisBus` publishes on one channel without blocking the
+caller, in order. Pub/sub keeps nothing for a subscriber that is away, so after an outage the
+bus delivers ``resync`` locally and streams re-read what they may have missed.
 """
 
 from __future__ import annotations

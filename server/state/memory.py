@@ -1,19 +1,11 @@
 """Every shared-state interface's in-process flavour: one replica, nothing to share.
 
-The sibling of :mod:`server.state.redis`, one class per interface, chosen by
-:func:`server.state.auto.shared_state` when ``MCP_REDIS_URL`` is not set:
-
-- :class:`MemorySessionStore` (:class:`~server.legacy.sessions.SessionStore`): sessions in a
-  dict, least recently used first, with idle expiry and a cap on how many exist at once.
-- :class:`MemoryBus` (:class:`~server.state.bus.Bus`): every event was already handled where
-  it happened, and there is nobody else to tell.
-- :class:`MemoryMirror` (:class:`~server.state.mirror.StreamMirror`): every stream is in this
-  process already, so there is nothing to copy or to read back.
-- :class:`MemoryTaskStore` (:class:`~server.tasks.store.TaskStore`): records live in a dict
-  and leave it at their TTL; a heap of expiry times is swept on every operation, so expiry
-  costs a logarithm per task and nothing runs on a timer. The caps count the records kept
-  (running or finished, until they expire), per client and in all. Leases are moot here (the
-  process that keeps the records runs the handlers): every task is alive.
+The sibling of :mod:`server.state.redis`, chosen by :func:`server.state.auto.shared_state`
+without ``MCP_REDIS_URL``: :class:`MemorySessionStore` (sessions in a dict, least recently used
+first, idle expiry, a cap); :class:`MemoryBus` (every event was handled where it happened);
+:class:`MemoryMirror` (every stream is here already); :class:`MemoryTaskStore` (records in a
+dict until their TTL, expiry swept from a heap on every operation, no timer; the caps count
+the records kept; every task is alive, since this process runs the handlers).
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Resumable legacy streams across replicas: each stream's events copied to a Redis Stream.
 
-When a client's SSE connection drops and its ``GET`` + ``Last-Event-ID`` lands on another
-replica, that replica has nothing of the stream in memory. :class:`RedisMirror` copies every
-event of every legacy stream into ``<prefix>:events:<session>:<stream>`` (entry id ``0-<seq>``,
-so the SSE sequence number *is* the Redis id; at most about ``capacity`` entries, expiring with
-the session) and writes an end marker when the stream finishes. Another replica then
-:meth:`~RedisMirror.open`\\ s the copy to replay what was missed, and :meth:`~RedisMirror.tail`\\ s
-it (``XREAD BLOCK``) to follow a call that is still running elsewhere.
-
-Copying never makes a call wait: events queue (bounded) for one writer task. If Redis is away
-they are dropped and counted, which only narrows what another replica could replay.
-
-:class:`~server.state.memory.MemoryMirror` is the one-process default: every stream is in this
-process already.
-
-The Redis flavour is :mod:`server.state.redis.mirror`, imported only with ``MCP_REDIS_URL``.
+A ``GET`` + ``Last-Event-ID`` may land on a replica that has nothing of the stream in memory.
+:class:`RedisMirror` copies every event of every legacy stream into
+``<prefix>:events:<session>:<stream>`` (entry id ``0-<seq>``: the SSE sequence number is the
+Redis id; about ``capacity`` entries, expiring with the session) and writes an end marker when
+the stream finishes; another replica opens the copy to replay what was missed and tails it to
+follow a call still running elsewhere. Copying never makes a call wait (one bounded writer
+task; while Redis is away events are dropped and counted).
+:class:`~server.state.memory.MemoryMirror` is the one-process default; the Redis flavour is
+:mod:`server.state.redis.mirror`.
 """
 
 from __future__ import annotations

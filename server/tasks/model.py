@@ -1,18 +1,12 @@
 """A task's record, as the store keeps it and every replica reads it, and its wire forms.
 
-The record is plain data (JSON-encodable through :meth:`TaskRecord.to_json`): who may see it
-(``owner``, the caller's subject; ``session`` for a 2025-11-25 task), its status and timestamps,
-and what the client reads: the questions outstanding (``inputs``, keyed as the client answers
-them), the answers delivered but not yet taken by the handler, and the final ``result`` or
-``error``. ``alive`` is not stored: the store reports whether the replica running the task still
-renews its lease.
-
-Beside it, the vocabulary both eras and the service share: the bounds (:class:`TaskLimits`),
-checking a task id, the -32602 of an unknown task, and :class:`TaskEnded`.
-
-Wire forms: 2026-07-28 (SEP-2663) names the durations ``ttlMs`` / ``pollIntervalMs`` and inlines
-the result, error or questions in ``tasks/get`` (a DetailedTask); 2025-11-25 names them ``ttl``
-/ ``pollInterval``, and hands the result out through ``tasks/result``.
+:class:`TaskRecord` is plain data (:meth:`TaskRecord.to_json`): ``owner`` (the caller's
+subject) and ``session`` (2025-11-25), status and times, the questions outstanding, answers
+not yet taken, and the final ``result`` or ``error``; ``alive`` comes from the store's lease.
+Beside it the shared vocabulary: :class:`TaskLimits`, task id checks, the -32602 of an unknown
+task, :class:`TaskEnded`. Wire forms: 2026-07-28 (SEP-2663) says ``ttlMs``/``pollIntervalMs``
+and inlines the outcome in ``tasks/get``; 2025-11-25 says ``ttl``/``pollInterval`` and hands
+the result out through ``tasks/result``.
 """
 
 from __future__ import annotations

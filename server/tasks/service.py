@@ -1,22 +1,13 @@
 """The task runner of this process, and the operations either era's task methods use.
 
-:class:`TaskService` opens tasks in the store (durably, before the client hears of them), keeps
-the asyncio task of each handler running here, renews their leases, and writes how they end. The
-operations a client drives (``get``, ``update``, ``cancel``, ``wait``) work on any replica: they
-read and change the shared record, and reach the replica that runs the handler through the bus
-(``announce``): ``wake`` when answers arrive, ``cancel`` to stop it; ``status`` carries a
-record's new state to every replica's notification streams.
-
-Bounds: a task's TTL (clamped to the configured range) also bounds its handler, which is
-stopped (the task failed) when nine tenths of it have passed (at most a minute before the end),
-so the failure can still be read; tasks per client and in all are capped by the store; a result
-larger than ``max_result_bytes`` fails the task instead of being kept. A task whose replica
-stops renewing its lease (it died) is failed by the next ``get`` after ``lease_s``; a handler
-whose record ended or vanished (Redis restarted empty) is stopped by the next lease renewal,
-the vanishing logged as an error (:mod:`~server.tasks.leases`). On shutdown :meth:`drain` lets
-running handlers finish within the drain time and fails the rest, so no task stays ``working``
-for ever. The table of handlers running here and its bookkeeping writes are
-:mod:`~server.tasks.running`; a request waiting for a task, :mod:`~server.tasks.waits`.
+:class:`TaskService` opens tasks in the store before the client hears of them, keeps the
+handlers running here (:mod:`~server.tasks.running`), renews their leases
+(:mod:`~server.tasks.leases`) and writes how they end. ``get``, ``update``, ``cancel`` and
+``wait`` (:mod:`~server.tasks.waits`) work on any replica, reaching the handler's through the
+bus. Bounds: the TTL (clamped) also stops the handler at nine tenths of it; tasks per client
+and in all are capped; a result over ``max_result_bytes`` fails the task. A task whose replica
+died fails after ``lease_s``; a handler whose record vanished is stopped. :meth:`drain` lets
+handlers finish within the drain time and fails the rest.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Where task records live: the interface both flavours implement.
 
-The in-process flavour is :class:`server.state.memory.MemoryTaskStore`; with ``MCP_REDIS_URL``
-it is :class:`server.state.redis.tasks.RedisTaskStore`, so every replica reads and changes the
-same records. The rules both keep:
-
-- ``create`` is durable before it returns (a ``tasks/get`` right after resolves), counts the
-  task against its client's cap and the store's, and starts the running replica's lease;
-- a terminal status is final: every change is applied only while the task is active, so a
-  cancel and the handler's own finish can race and the first wins;
-- a record lives for its TTL from creation, then is gone (``get`` answers None), unless
-  :meth:`drop` forgets it sooner (the end of the legacy session it is bound to);
-- the lease (:meth:`heartbeat`) says the running replica is alive: a task whose lease ran out
-  is reported with ``alive`` False, and the service fails it; the heartbeat reports, in turn,
-  the tasks running here whose records ended or vanished, so their handlers are stopped.
+:class:`server.state.memory.MemoryTaskStore` in one process, or
+:class:`server.state.redis.tasks.RedisTaskStore` shared by every replica. The rules both keep:
+``create`` is durable before it returns and counts against the caps; a terminal status is
+final (a cancel and the handler's finish race, the first wins); a record lives for its TTL
+unless :meth:`drop` forgets it sooner; the lease (:meth:`heartbeat`) says the running replica
+is alive, and the heartbeat reports the tasks running here whose records ended or vanished.
 """
 
 from __future__ import annotations

@@ -2,31 +2,14 @@
 
 ::
 
-    from server.testing import Client
+    async with Client(catalog) as client:  # era="legacy" for 2025-11-25 sessions
+        result = await client.call_tool("echo", {"text": "hi"})
 
-    async def test_echo() -> None:
-        async with Client(catalog) as client:  # era="legacy" for 2025-11-25 sessions
-            result = await client.call_tool("echo", {"text": "hi"})
-            assert result["content"][0]["text"] == "hi"
-
-The client runs the app's lifespan and calls its ASGI callable directly with a receive/send
-pair of its own, so a test meets what a real client meets (the era's headers and ``_meta``,
-the endpoint's checks, the records) without uvicorn, and streams arrive as they are sent:
-
-- progress and log messages of a call are kept in :attr:`Client.notifications` (a call asks
-  for progress with ``progress=True``; ``log_level=`` asks for log messages);
-- the handlers' questions are answered by ``elicit=``, ``sample=`` and ``roots=`` (declaring the
-  matching client capability): the modern era's input-required rounds are retried with the
-  answers, the legacy era's server-to-client requests are answered on their own POST;
-- :meth:`Client.listen` opens the list-changed stream (``subscriptions/listen`` in the modern
-  era, the session's GET stream in the legacy era).
-
-Everything this client raises is a :class:`ClientError`: an error answer raises
-:class:`ErrorAnswer` with the JSON-RPC error, the HTTP status and the response headers (a 401
-or 403 from the endpoint too: its ``WWW-Authenticate`` is in ``headers``); a handler that asks
-more than :data:`MAX_ROUNDS` questions in one call raises :class:`TooManyQuestions` in either
-era (in the legacy era the last question is answered with an error and the call cancelled).
-This module is not imported by ``import server`` (it loads the web stack).
+It runs the app's lifespan and calls its ASGI callable directly, so a test meets what a real
+client meets (headers, ``_meta``, the endpoint's checks, records) and streams arrive as sent.
+Progress and logs land in :attr:`Client.notifications`; ``elicit=``, ``sample=``, ``roots=``
+answer the handlers' questions; :meth:`Client.listen` opens the list-changed stream. Errors
+raise :class:`ErrorAnswer` or :class:`TooManyQuestions`, both a :class:`ClientError`.
 """
 
 from __future__ import annotations

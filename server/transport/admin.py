@@ -51,7 +51,11 @@ class ReportRoute:
     """``GET MCP_REPORT_PATH``: the live page, or ``?format=json``."""
 
     def __init__(
-        self, endpoint: McpEndpoint, gate: Gate, scope: str, render: Callable[[str], str]
+        self,
+        endpoint: McpEndpoint,
+        gate: Gate,
+        scope: str,
+        render: Callable[[str, str | None], str],
     ) -> None:
         self.endpoint = endpoint
         self.gate = gate
@@ -81,7 +85,8 @@ class ReportRoute:
                 headers={name.decode("latin-1"): value.decode("latin-1") for name, value in extra},
             )
         form = "json" if request.query_params.get("format") == "json" else "html"
-        body = await asyncio.to_thread(self.render, form)
+        retire = request.query_params.get("retire")  # an item of MCP_RETIRE: who still uses it
+        body = await asyncio.to_thread(self.render, form, retire)
         return Response(
             body,
             media_type="application/json" if form == "json" else "text/html; charset=utf-8",

@@ -26,6 +26,7 @@ from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
+from server.retirement.wire import Retired
 from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.networks import Network, client_address, in_networks
@@ -37,6 +38,7 @@ from server.transport.guards import (
     negotiate,
 )
 from server.transport.legacy import LegacyHttp
+from server.transport.retiring import Retiring
 from server.transport.send import send_json
 
 
@@ -156,6 +158,8 @@ class McpEndpoint:
         self.legacy = legacy  # GET and DELETE are the legacy era's alone
         # The HTTP+SSE transport, when on: a GET with no session that takes SSE opens its stream.
         self.sse: SseStreams | None = None
+        # Set when MCP_RETIRE names something: the checks run before authentication.
+        self.retiring: Retiring | None = None
         self.gate = gate
         self.recorder = recorder
         self.options = options
@@ -186,14 +190,20 @@ class McpEndpoint:
         bound = bind_request(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
+        decoded: Message | list[Message] | None = None
+        if self.retiring is not None:
+            observed_send = self.retiring.headers_on(observed_send, draft)
         try:
             try:
+                if self.retiring is not None:
+                    decoded = await self.retirement_check(scope, receive, headers, draft)
                 principal = await self.admitted(scope, headers, draft)
             except Exception as error:
-                await self.refuse(observed_send, error, "modern", None, draft, scope)
+                era: Era = "legacy" if draft.era == "legacy" else "modern"
+                await self.refuse(observed_send, error, era, None, draft, scope)
                 return
             if scope["method"] == "POST":
-                await self.post(scope, receive, observed_send, headers, draft, principal)
+                await self.post(scope, receive, observed_send, headers, draft, principal, decoded)
             else:
                 await self.get_or_delete(
                     scope, draft.observe_receive(receive), observed_send, headers, draft
@@ -236,6 +246,32 @@ class McpEndpoint:
             if draft.status is not None:
                 raise  # the answer has begun: too late to refuse
             await self.refuse(send, error, "legacy", None, draft, scope)
+
+    async def retirement_check(
+        self, scope: Scope, receive: Receive, headers: Headers, draft: Draft
+    ) -> Message | list[Message] | None:
+        """What a retirement says of the request, before authentication (raises
+        :class:`Retired` for one retired now); a POST's body is read and decoded for it, and
+        returned for :meth:`post` to go on with."""
+        assert self.retiring is not None
+        self.admit(scope, headers)  # the head's sizes and Host/Origin come first
+        version = header_text(headers, b"mcp-protocol-version")
+        version = version.strip() if version is not None else None
+        if scope["method"] != "POST":
+            sse = (
+                self.sse is not None
+                and scope["method"] == "GET"
+                and b"mcp-session-id" not in headers
+                and b"text/event-stream" in headers.get(b"accept", b"")
+            )
+            self.retiring.check(draft, sse=sse, era="legacy", version=version)
+            return None
+        body = await read_body(receive, headers, self.options.max_body_bytes, draft)
+        message = decode(body, max_batch=self.options.max_batch)
+        draft.describe(message)  # the client's name, for the WARNING a retirement logs
+        draft.era = era = choose_era(message, headers)
+        self.retiring.check_message(draft, message, era, version)
+        return message
 
     async def admitted(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The checks every request on an MCP path passes (this endpoint's and the HTTP+SSE
@@ -286,15 +322,21 @@ class McpEndpoint:
         headers: Headers,
         draft: Draft,
         principal: Principal,
+        decoded: Message | list[Message] | None = None,
     ) -> None:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
             json_ok, sse_ok = answerable(headers.get(b"content-type"), headers.get(b"accept"))
-            body = await read_body(receive, headers, self.options.max_body_bytes, draft)
+            if decoded is None:
+                body = await read_body(receive, headers, self.options.max_body_bytes, draft)
+                message = decode(body, max_batch=self.options.max_batch)
+                del body
+            else:
+                message = decoded  # read before authentication, for a retirement check
+                del decoded
             # What reads on (a stream's disconnect watcher) tells the draft the client left.
             receive = draft.observe_receive(receive)
-            message = decode(body, max_batch=self.options.max_batch)
             draft.describe(message)
             era = draft.era = choose_era(message, headers)
             if isinstance(message, Request):
@@ -303,7 +345,7 @@ class McpEndpoint:
                 receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
             )
             # A listen stream may stay open for hours: this frame keeps nothing of the request.
-            del body, message
+            del message
             await answering
         except ConnectionAbortedError:
             return
@@ -324,6 +366,11 @@ class McpEndpoint:
         """The one way a refusal leaves the endpoint: status by era, JSON-RPC body with the id
         when it was read, and the headers the refusal needs (Allow, WWW-Authenticate,
         Retry-After)."""
+        if isinstance(error, Retired):
+            draft.error(error.code, error.message)
+            await send({"type": "http.response.start", "status": 410, "headers": error.headers})
+            await send({"type": "http.response.body", "body": error.body})
+            return
         wire = wire_error(error, era, "rejecting a request")
         echo = request_id
         if echo is None and isinstance(error, McpError):

@@ -8,6 +8,7 @@ Redis answering when state is shared through it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -33,6 +34,8 @@ class Probes:
         self.recorder = recorder
         self.shared = shared
         self.gate = gate
+        # What MCP_RETIRE names, shown for the operator (server.transport.retiring).
+        self.retirements: Callable[[], list[dict[str, Any]]] | None = None
 
     async def healthz(self, request: Request) -> JSONResponse:
         if not self.serving.started:
@@ -50,6 +53,8 @@ class Probes:
         shared = self.shared.status()
         if shared is not None:
             body["redis"] = shared
+        if self.retirements is not None:
+            body["retirements"] = self.retirements()
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def resource_metadata(self, request: Request) -> JSONResponse:

@@ -2,25 +2,13 @@
 
 :meth:`LegacyHttp.post` takes a POST (batch, response, notification, request) the whole way
 once the endpoint has read it; a refusal before anything is sent is raised for the endpoint.
-A call in a session runs inline in its request's task (the calls of a batch each in a task
-of their own). A call that sends nothing before its result (and answers within
-``keepalive_s``) is answered with plain JSON, with no event stream at all; one that sends
-something, or stays silent that long, opens its
-:class:`~server.legacy.eventstream.EventStream` and the response becomes SSE, written by a task
-of its own (:mod:`server.transport.legacy_answer`, which says why), with a priming event (id,
-empty data, ``retry``) for clients of 2025-11-25 and later, and every message carries an id so
-a dropped connection can be resumed with ``GET`` + ``Last-Event-ID``.
-Every send on a stream, the GET stream's too, is bounded by ``MCP_SEND_TIMEOUT_S``: a client
-that stops reading loses the stream, not the call, and a stuck GET stream does not keep
-its session from expiring.
-A disconnect is not a cancellation in this era: the call goes on, its messages are kept for
-the resume, and only ``notifications/cancelled`` (or the session ending) stops it.
-
-Behind a load balancer the session's other requests may reach other replicas: answers to the
-server's questions and cancellations that find nothing here go on the :mod:`~server.state.bus` to
-the replica that waits, and a resume of a stream another replica holds is served from its
-:mod:`~server.state.mirror` copy. Finding a session from its header, ending it, and what other
-replicas tell about it are :mod:`server.transport.legacy_sessions`.
+A call runs inline in its request's task (a batch's calls each in a task of their own) and is
+answered as JSON, or as resumable SSE once it sends something first or stays silent
+(:mod:`server.transport.legacy_answer`, which says why). Every send, the GET stream's too, is
+bounded by ``MCP_SEND_TIMEOUT_S``. A disconnect is not a cancellation in this era. Behind a
+load balancer, answers and cancellations that find nothing here go on the bus to the replica
+that waits, and a resume of another replica's stream is served from its mirror copy; finding
+and ending sessions is :mod:`server.transport.legacy_sessions`.
 """
 
 from __future__ import annotations

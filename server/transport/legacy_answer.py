@@ -1,41 +1,14 @@
 """The HTTP answer to one legacy call: JSON when it sends nothing first, else resumable SSE.
 
-A call on a session runs inline, in the request's own task
-(:func:`server.transport.legacy_calls.run_inline`), with no stream until it needs one: the
-:class:`Answer` is the call's outbox, and opens the stream on the first message. Most calls send
-nothing before their result: they are answered with plain JSON, with no second task, no event
-stream and no follower. The moment a call opens its stream (its first message before the result:
-progress, a log line, a question to the client, an SSE-polling close; or at once for a client
-that accepts only SSE), an :class:`Answer` starts a writer task that streams it: a priming event
-(id, empty data, ``retry``) for 2025-11-25 and later, every message with an id, resumable with
-``GET`` + ``Last-Event-ID``, keep-alive comments in its silences; the call goes on in the
-request's task, and the request ends when both have.
-
-A call that sends nothing for ``keepalive_s`` opens its stream too (:meth:`Answer.silent`):
-otherwise it sends no byte until its result, and a proxy's idle timeout (often 60 s) cuts it.
-The stream starts with the priming event, or a keep-alive comment for older versions, and its
-result stays resumable. A client that takes only JSON gets its JSON led by whitespace instead
-(:class:`~server.transport.response_writer.ResponseWriter` padding, which says why), and a
-batch, always answered as one JSON array, likewise. Watching for silence is one coarse timer,
-armed when the disconnect watch starts: a call that answers within 20 ms never pays for it.
-
-A disconnect is not a cancellation in this era. While an inline call waits, a
-:class:`~server.transport.disconnect.DisconnectWatch` given a callback (armed only past 20 ms,
-as in the modern era) notices a client that goes away without cancelling anything: the call then
-opens its stream, so what it sends from then on and its result are kept for a resume, and its
-request is recorded ``client_closed`` when the call ends. A streaming call's writer notices the
-same through :func:`pump` and stops writing; the call goes on. Only ``notifications/cancelled``
-or the session ending stops a call (:class:`server.transport.legacy_calls.InlineCall`), and a
-cancelled call sends no response.
-
-Why inline: a task and an event stream per call would be the price of every JSON answer too,
-and a call in a task of its own costs more even with no stream
-(docs/decisions.md#inline-legacy-calls). What inline costs in turn: the request lasts as long
-as its call, so its record is written when the call ends (with its outcome, a disconnected
-call's too), and a client that stops reading a streaming call loses its writer at the send
-timeout, but its connection is aborted only when the call ends (the HTTP protocol aborts a
-response the app has left unfinished, and the app is the call now): at the latest at the
-handler timeout (``MCP_HANDLER_TIMEOUT_S``, unless 0), which bounds the call itself anyway.
+The call runs inline in the request's task (:func:`server.transport.legacy_calls.run_inline`)
+and the :class:`Answer` is its outbox. A call that sends nothing before its result is answered
+with plain JSON: no second task, no event stream. Its first message (or ``keepalive_s`` of
+silence, or a client that takes only SSE) opens the stream: a writer task sends a priming
+event, every message with an id (resumable with ``GET`` + ``Last-Event-ID``) and keep-alive
+comments, while the call goes on. A disconnect is not a cancellation in this era: the call
+opens its stream so what it sends is kept for a resume; only ``notifications/cancelled`` or
+the session's end stop it. Why inline, and what it costs:
+docs/decisions.md#inline-legacy-calls.
 """
 
 from __future__ import annotations

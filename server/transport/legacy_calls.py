@@ -1,22 +1,13 @@
 """Where a legacy call runs: inline in its request's task, or in a task of its own.
 
-Both ways go down once, as in the modern era: the era starts the call
-(:meth:`~server.legacy.era.LegacyEra.start`, a :class:`~server.dispatch.Handling`), and this
-side looks at ``done``, watches the client only while a call waits, and turns a failure into
-its wire error (:func:`server.errors.wire_error`). What the call sends goes to its outbox: the
-:class:`~server.transport.legacy_answer.Answer` of its request, or its event stream.
-
-- :func:`run_inline`, what a single request does: the call runs in the request's own task
-  (docs/decisions.md#inline-legacy-calls). ``notifications/cancelled`` or the session ending
-  cancel that task through the :class:`InlineCall` in the session's in-flight table, which
-  marks the cancellation as the call's own so the request can tell it from any other.
-- :func:`start_in_task`, for the calls of a batch (which run side by side) and of the HTTP+SSE
-  transport: a task of its own, its stream open from the start.
-
-A call never moves from one task to another once started: code that captures the current task
-in its first step (a deadline, a task group, the handler timer) would then act on the wrong
-task. Whatever happens (a result, an error, a cancellation even before a task's first step),
-the stream, if any, is finished and the call leaves the session's in-flight table.
+The era starts the call (:meth:`~server.legacy.era.LegacyEra.start`, a
+:class:`~server.dispatch.Handling`); this side looks at ``done``, watches the client only
+while it waits, and turns a failure into its wire error. :func:`run_inline` runs a single
+request's call in the request's own task (docs/decisions.md#inline-legacy-calls), cancelled
+through the :class:`InlineCall` in the session's in-flight table; :func:`start_in_task` gives
+the calls of a batch and of the HTTP+SSE transport a task each, their stream open from the
+start. A call never moves between tasks; whatever happens, its stream is finished and it
+leaves the in-flight table.
 """
 
 from __future__ import annotations

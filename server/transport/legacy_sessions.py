@@ -13,6 +13,8 @@ a message on a session's HTTP+SSE stream, are the sans-IO
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from server.asgi import Headers, header_text
 from server.errors import InvalidRequest
 from server.legacy.era import LegacyEra
@@ -22,6 +24,7 @@ from server.legacy.sessions import Session, checked_session_id
 from server.protocol import LEGACY_VERSIONS
 from server.records.draft import Draft
 from server.security.gate import Gate
+from server.transport.retiring import Retiring
 
 
 def check_version_header(headers: Headers) -> None:
@@ -48,6 +51,8 @@ class LegacySessions(RemoteSessions):
     def __init__(self, era: LegacyEra, runtimes: Runtimes, gate: Gate) -> None:
         super().__init__(era, runtimes)
         self.gate = gate
+        # Set when MCP_RETIRE names something: a session's version and declared features.
+        self.retiring: Retiring | None = None
 
     async def find(self, headers: Headers, draft: Draft) -> tuple[Session, SessionRuntime]:
         """The session the request names, for its caller, with its live part here."""
@@ -79,6 +84,23 @@ class LegacySessions(RemoteSessions):
         draft.set_client(session.client_info, session.client_capabilities)
         if draft.body_version is None:
             draft.body_version = session.protocol_version
+        if self.retiring is not None:
+            # Clients before 2025-06-18 send no version header: their session says it.
+            retirement = self.retiring.check(
+                draft,
+                version=session.protocol_version,
+                capabilities=session.client_capabilities,
+            )
+            if retirement is None and draft.retiring is not None:
+                # Affected by what the request said itself (its method, its header version).
+                retirement = self.retiring.plan.by_name.get(draft.retiring)
+            if retirement is not None and retirement.notify:
+                level = self.era.log_level(session, {})
+                self.retiring.tell_session(retirement, runtime, level)
+            declared = session.client_capabilities
+            kept = self.retiring.without_retired_features(declared)
+            if kept is not declared:  # for this request only: the store keeps what was declared
+                session = replace(session, client_capabilities=kept)
         return session, runtime
 
     def session_ended(self, session_id: str) -> None:

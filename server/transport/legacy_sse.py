@@ -1,39 +1,14 @@
 """The 2024-11-05 HTTP+SSE transport, beside Streamable HTTP, for clients that speak only it.
 
-The wire (what the official SDKs' ``sse_client`` and ``SseServerTransport`` speak): ``GET
-/sse`` opens a ``text/event-stream`` whose first event is ``event: endpoint`` with ``data:
-<prefix>/messages?session_id=<id>`` (a relative URL, under the ASGI mount prefix); then every
-client message is ``POST <that URL>``, answered ``202 Accepted`` at once, and every answer,
-notification and server-to-client request goes out on the GET stream as ``event: message``.
-Clients that try Streamable HTTP first and fall back (``GET`` on the MCP path with ``Accept:
-text/event-stream`` and no session) get the same stream from
-:class:`~server.transport.endpoint.McpEndpoint`.
-
-Nothing of the protocol is implemented twice. The GET creates a legacy session in the shared
-store (its owner the caller) and follows that session's GET stream, the
-:class:`~server.legacy.eventstream.EventStream` the hub already feeds with list changes,
-resource updates and task news; ``initialize`` fills the session in
-(:meth:`~server.legacy.era.LegacyEra.initialize_opened`); every other request runs as a legacy
-call (:func:`~server.transport.legacy_calls.start_in_task`: progress, logs, questions to the
-client, subscriptions, cancellation), and what the call sends is put on the session's stream as
-it is published. Client notifications and answers take the Streamable HTTP path
-(:meth:`~server.transport.legacy.LegacyHttp.take`).
-
-Replicas: a POST may reach a replica that does not hold the stream. The call runs where the
-POST landed; each message it sends goes on the bus (``sse``) to the replica that holds the
-stream, the client's answers and cancellations travel as for Streamable HTTP (``answer``,
-``cancel``), and subscriptions follow the session (``subs``), so no sticky sessions are needed.
-
-Bounds: the checks of the MCP path (Host/Origin, the auth gate and its 401 with metadata, the
-rate, header sizes, the body, batches), one stream and one session slot per GET, at most
-``MCP_SSE_TRANSPORT_MAX_PENDING`` requests of a session running at once (429 past it), every
-send within ``MCP_SEND_TIMEOUT_S``, keep-alive comments every ``MCP_KEEPALIVE_S``. The session
-lives as long as its stream: when the stream ends, the session ends with it, everywhere. At
-shutdown a stream stays open until the calls of its session running here have answered (the
-drain deadline ends the rest with -32000), then closes; new POSTs are refused with 503.
-
-Every request leaves a record with ``"transport": "sse"``; a request's record is written when
-its call ends, with its outcome (the 202 went out long before).
+``GET /sse`` opens a stream whose first event is ``endpoint`` (``<prefix>/messages?session_id=``);
+each client message is a POST there, answered 202, and every answer, notification and
+question goes out on the stream as ``event: message`` (docs/sse-transport.md). Nothing is
+implemented twice: the GET makes a legacy session and follows its GET stream; ``initialize``
+fills it in; requests run as legacy calls (:func:`~server.transport.legacy_calls.start_in_task`)
+whose messages go to the stream here or, on another replica, over the bus (``sse``). Bounds:
+the MCP path's checks, a stream and a session slot per GET, ``MCP_SSE_TRANSPORT_MAX_PENDING``
+running requests, bounded sends, keep-alives. The session lives as long as its stream; at
+shutdown a stream closes once its calls here have answered.
 """
 
 from __future__ import annotations
@@ -107,8 +82,15 @@ class SseTransport:
         bound = bind_request(draft)
         observed_send = draft.observe(send, self.recorder.record)
         later = False  # the request's record is left to its call, which ends later
+        retiring = self.endpoint.retiring
+        if retiring is not None:
+            observed_send = retiring.headers_on(observed_send, draft)
         try:
             try:
+                if retiring is not None:  # before authentication, like the MCP path's
+                    draft.era, draft.transport = "legacy", TRANSPORT
+                    self.endpoint.admit(scope, headers)
+                    retiring.check(draft, sse=True, era="legacy")
                 principal = await self.endpoint.admitted(scope, headers, draft)
                 path = path_of(scope)
                 verb = scope["method"]

@@ -1,7 +1,9 @@
-"""The HTTP+SSE transport's pieces that hold no state: its options, the ``endpoint`` event,
-forwarding a call's messages to the session's stream, a POST's ``session_id``, the path under
-the mount prefix, a request's record opened as the MCP path opens its own, and the refusal of
-a request id still running (:mod:`server.transport.legacy_sse` is the transport itself).
+"""The HTTP+SSE transport's pieces that hold no state, beside the transport itself.
+
+Its options, the ``endpoint`` event, forwarding a call's messages to the session's stream, a
+POST's ``session_id``, the path under the mount prefix, a request's record opened as the MCP
+path opens its own, and the refusal of a request id still running; the transport that uses
+them is :mod:`server.transport.legacy_sse`.
 """
 
 from __future__ import annotations

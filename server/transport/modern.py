@@ -1,32 +1,13 @@
 """The 2026-07-28 era over HTTP: a request answered as JSON or SSE, and listen streams.
 
 :meth:`ModernHttp.post` is the whole way of a modern message once the endpoint has read it: a
-notification is accepted and ignored (202); a request is validated (which looks up what it
-names, once), checked against the caller's per-tool scopes while a 403 can still be sent, and
-then answered, or becomes a listen stream. A refusal before anything is sent is raised, and the
-endpoint writes it; a failure once the call runs is answered here, through
-:func:`server.errors.wire_error`.
-
-A list page or ``server/discover`` that may be answered as JSON is the cached bytes, written at
-once: no handler coroutine and no response writer (docs/decisions.md#cached-answers). Any other
-call runs inline in the request's task, started eagerly by the era
-(:class:`~server.dispatch.Handling`, as in the legacy era): one that answers without waiting
-costs no disconnect watch and no handler timer at all, one that waits gets them armed then (a
-timer, and past 20 ms a watch on ``receive``, no task of its own). Its response is JSON unless
-it sends something before its result, or sends nothing for ``keepalive_s``: then it becomes SSE
-with keep-alive comments (for a client that takes only JSON, JSON led by whitespace), so that
-an idle timeout on the way does not cut a long silent call
-(:class:`~server.transport.response_writer.ResponseWriter`, made and armed when the disconnect
-watch starts: a call that answers within 20 ms never pays for it). A closed response stream
-cancels the handler, as the spec requires.
-
-``subscriptions/listen`` streams are fed by the :class:`~server.hub.Hub` and written here, in
-the request's own task, with keep-alive comments, a send timeout on every send (the end too) for
-clients that stop reading, and the graceful result when the server shuts down
-(``Application.begin_shutdown`` closes every stream through the hub). A stream costs the
-request's own task and nothing else that waits: its queue's future, which a frame, the
-keep-alive timer or the disconnect watch ends; not sse-starlette's ``EventSourceResponse``,
-whose task group per stream costs several times the memory
+notification is accepted (202); a request is validated (what it names looked up once), its
+per-tool scopes checked while a 403 can still be sent, then answered or turned into a listen
+stream. Cached list pages and ``server/discover`` are written as bytes at once
+(docs/decisions.md#cached-answers). Other calls run inline as a
+:class:`~server.dispatch.Handling`; one that waits gets its timer and disconnect watch then,
+and becomes SSE when it sends something first or is silent for ``keepalive_s``. A closed
+response stream cancels the handler. Listen streams live in the request's own task
 (docs/decisions.md#listen-streams-in-request-task).
 """
 

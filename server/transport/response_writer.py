@@ -1,19 +1,13 @@
 """A request's answer, shaped by what the request does: JSON, an SSE stream, or padded JSON.
 
-:class:`ResponseWriter` lets a request decide its response shape by what it does: a handler
-that finishes without sending anything gets one ``application/json`` response; the first
-notification it sends (progress, a log message) turns the response into an SSE stream, which
-then carries the rest and the result. So does a silence of ``keepalive_s`` (MCP_KEEPALIVE_S):
-a call that sends nothing for minutes would otherwise send no byte at all, and a proxy or load
-balancer with an idle timeout (60 s is common) cuts it. As the official SDKs, FastMCP and the
-Go SDK do, the answer then becomes SSE with keep-alive comments. A client whose Accept has no
-``text/event-stream`` gets what JSON allows instead: whitespace before the value
-(:data:`PADDING`, RFC 8259's ``ws``; Amazon S3 keeps its long CompleteMultipartUpload answers
-alive the same way), rather than nothing, which would leave it to the proxy. Both commit the
-status to 200, so a failure after the silence is the JSON-RPC error in the body, as on every
-stream. Request streams are short and live inline in the request's task, so they cost no extra
-tasks except a keep-alive while one is open. The frames are :mod:`server.transport.sse`'s, the
-bounded sends :mod:`server.transport.send`'s.
+:class:`ResponseWriter`: a handler that finishes without sending anything gets one
+``application/json`` response; its first notification (progress, a log message) turns the
+response into SSE, which carries the rest and the result. So does a silence of
+``keepalive_s``, with keep-alive comments, so a proxy's idle timeout does not cut a long
+silent call (as the official SDKs do). A client that takes no ``text/event-stream`` gets
+whitespace before its JSON instead (:data:`PADDING`, RFC 8259's ``ws``). Both commit the
+status to 200, so a later failure is the JSON-RPC error in the body. Frames are
+:mod:`server.transport.sse`'s, bounded sends :mod:`server.transport.send`'s.
 """
 
 from __future__ import annotations

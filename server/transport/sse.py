@@ -1,31 +1,14 @@
 """Server-Sent Events on the MCP endpoint: the framing of every event, and the legacy pump.
 
-:func:`sse_frame` writes every SSE frame the server sends: the messages of modern request
-streams and listen streams, the events of legacy call and GET streams with their ids, priming
-events with ``retry``, and the keep-alive comment (:data:`KEEP_ALIVE`). Lines end with CRLF,
-sse-starlette's default. The bytes are what sse-starlette's ``ServerSentEvent(...).encode()``
-writes for the same fields (tests/transport/test_sse.py checks that, and that the SDK
-client's parser reads every field back), but the function is this module's own: that class
-takes text, so orjson's bytes would be decoded, split by a regex, written through a
-``StringIO`` and encoded again, several times the cost of the frame
-(docs/decisions.md#own-sse-framing). The server does not import sse-starlette at all: its
-import replaces uvicorn's ``Server.handle_exit`` for the whole process (its ``AppStatus``). The
-tests keep it, as the reference for the bytes.
-
-Nor are listen streams its ``EventSourceResponse``. A listen stream stays open as long as its
-client, idle most of the time, reads a bounded queue with a send timeout, and is ended by the
-hub (with the graceful result at shutdown); it runs in the request's own task, watched by a
-:class:`~server.transport.disconnect.DisconnectWatch` that is no task
-(server/transport/modern.py). An ``EventSourceResponse`` runs a task group per response (the
-writer, a ping task, a disconnect listener, a server-exit listener on the process-global
-``AppStatus``), which costs an idle stream several times its memory
-(docs/decisions.md#listen-streams-in-request-task).
-
-:func:`pump` writes a resumable legacy stream from its event log until it ends or the client
-leaves, with keep-alive comments in its silences; its sends, like a listen stream's, are
-bounded by the send timeout (:func:`~server.transport.send.send_within`). Which shape a
-request's answer takes (JSON, SSE, or JSON led by whitespace) is
-:mod:`server.transport.response_writer`'s.
+:func:`sse_frame` writes every SSE frame the server sends (modern request and listen streams,
+legacy call and GET streams with their ids, priming events with ``retry``, and
+:data:`KEEP_ALIVE`), CRLF line ends. The bytes are sse-starlette's for the same fields
+(tests/transport/test_sse.py checks it, and that the SDK client reads them back), but the
+function is ours: that class takes text and costs several times the frame, and importing it
+patches uvicorn's exit handling for the whole process (docs/decisions.md#own-sse-framing).
+Listen streams are not its ``EventSourceResponse`` either
+(docs/decisions.md#listen-streams-in-request-task). :func:`pump` writes a resumable legacy
+stream from its event log, with keep-alive comments, every send bounded by the send timeout.
 """
 
 from __future__ import annotations

@@ -51,6 +51,8 @@ OPTIONAL_REQUEST_FIELDS = {
     "outcome",
     "task",
     "traceparent",
+    "retiring",
+    "tenant",
     "transport",
 }
 # What server/app/application.py passes: the settings' redaction words, normalised the way keys are.
@@ -351,9 +353,13 @@ def test_optional_fields_appear_only_when_set() -> None:
     draft.task = {"id": "t-1", "status": "working"}
     draft.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     draft.transport = "sse"
+    draft.retiring = "sse"
+    draft.tenant = "acme"
     record = draft.request_record()
     assert set(record) == REQUEST_FIELDS
     assert record["transport"] == "sse"
+    assert record["retiring"] == "sse"
+    assert record["tenant"] == "acme"
     assert record["batch_size"] == 3
     assert record["advertised"] == ["initialize", "tools/list"]
     assert record["task"] == {"id": "t-1", "status": "working"}

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from server.errors import http_status
-from server.security.auth import InsufficientScope, InvalidAuthRequest, Unauthenticated
+from server.security.auth import InsufficientScope, InvalidAuthRequest, NoTenant, Unauthenticated
 from server.security.gate import build_authenticator
 from server.security.jwt import (
     KEY_TYPES,
@@ -539,3 +539,35 @@ async def test_built_from_settings_with_a_jwks_file(keys, jwks, tmp_path, monkey
     principal = await authenticator.authenticate(f"Bearer {sign(keys['ec'], 'ec-1', 'ES256')}", b"")
     assert principal.subject == "alice"
     assert await file_loader(str(path))() == path.read_bytes()
+
+
+# -- tenants ---------------------------------------------------------------------------------
+
+
+def with_tenant_claim(document, default_tenant=None):
+    authenticator, _ = make(document)
+    authenticator.tenant_claim = "org"
+    authenticator.default_tenant = default_tenant
+    return authenticator
+
+
+async def test_the_tenant_claim_names_the_callers_tenant(keys, jwks):
+    authenticator = with_tenant_claim(jwks)
+    principal = await authenticator.authenticate(f"Bearer {sign(keys['rsa'], org='acme')}", b"")
+    assert principal.tenant == "acme"
+
+
+async def test_a_token_without_the_tenant_claim_is_a_clear_403_or_the_default(keys, jwks):
+    with pytest.raises(NoTenant) as caught:
+        await with_tenant_claim(jwks).authenticate(f"Bearer {sign(keys['rsa'])}", b"")
+    assert http_status(caught.value, "modern") == 403
+    assert "no org claim" in caught.value.message
+    defaulted = with_tenant_claim(jwks, default_tenant="public")
+    principal = await defaulted.authenticate(f"Bearer {sign(keys['rsa'], org='')}", b"")
+    assert principal.tenant == "public"
+
+
+async def test_without_a_tenant_claim_configured_there_is_no_tenant(keys, jwks):
+    authenticator, _ = make(jwks)
+    principal = await authenticator.authenticate(f"Bearer {sign(keys['rsa'], org='acme')}", b"")
+    assert principal.tenant is None

@@ -1,19 +1,12 @@
 """The Redis stream record sink: every replica adds its request records to one stream.
 
-Used from the :class:`~server.records.recorder.Recorder`'s writer thread, so it takes the
-synchronous client. Each batch is one ``MULTI`` pipeline of
-``XADD key MAXLEN ~ maxlen * r <line>`` (the line without its newline, in the field ``r``), so
-the stream keeps about ``maxlen`` records, oldest trimmed first, and
-``python -m server report redis://...`` reads them back.
-
-Redis being away loses nothing that fits in memory: a batch that cannot be added joins a
-bounded backlog (past the bound the oldest lines are shed and counted) and the sink raises
-:class:`~server.records.sinks.base.SinkBacklogged`, so the Recorder shows it failing. The next
-write, or the Recorder's probe (``open``) when there is no traffic, delivers the backlog first,
-oldest first. After a failure the sink waits ``retry_s`` before trying again, so a Redis that times
-out costs the writer one timeout per interval, not one per batch. ``close`` tries once more
-and counts what it could not deliver. Delivery is at least once: a batch whose reply was lost
-may be added twice.
+Used from the recorder's writer thread, with the synchronous client: each batch is one
+``MULTI`` of ``XADD key MAXLEN ~ maxlen * r <line>``, so the stream keeps about ``maxlen``
+records and ``python -m server report redis://...`` reads them back. Redis being away loses
+nothing that fits in memory: a failed batch joins a bounded backlog (past it the oldest lines
+are shed and counted), the sink raises :class:`~server.records.sinks.base.SinkBacklogged`,
+and the next write or the recorder's probe delivers the backlog first; after a failure it
+waits ``retry_s`` before trying again. Delivery is at least once.
 """
 
 from __future__ import annotations

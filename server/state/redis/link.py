@@ -1,24 +1,13 @@
 """The one connection to Redis that shared state goes through, and what losing it means.
 
-:class:`RedisLink` owns the asyncio client: every operation is bounded (socket timeouts plus
-an outer deadline, one quick retry for a pooled connection that went stale when Redis
-restarted), and every Redis failure becomes :class:`~server.errors.ServiceUnavailable`, so a
-request that needs shared state fails with 503 and a JSON-RPC error, never a hang or a 500.
-
-Two failures are kept apart. Redis unreachable (a refused or dropped connection, a timeout)
-marks the link lost: readiness fails and, when Redis answers again, the bus resyncs. Redis
-*answering* with an error reply (``ResponseError``: a command it refuses, out of memory, a
-read-only replica) proves the connection works: the command fails (logged, 503 to the
-request), and the link stays connected, so one bad command never takes the replica out of
-rotation nor makes every stream re-read its lists.
-Each change is one log line: unreachable at start, lost, and back (:meth:`lost`, :meth:`seen`).
-A monitor pings Redis (every second while it is away, every few seconds otherwise), so
-readiness can say whether it answers, and whoever registered with :meth:`on_reconnect` hears
-when it is back (the bus resubscribes and tells local streams to re-read what they may have
-missed).
-
-The ``redis`` package is imported only here and in the other Redis modules, so it stays an
-optional extra.
+:class:`RedisLink` owns the asyncio client: every operation is bounded (socket timeouts, an
+outer deadline, one quick retry for a pooled connection gone stale) and every failure becomes
+:class:`~server.errors.ServiceUnavailable` (503 with a JSON-RPC error, never a hang or a 500).
+Redis unreachable marks the link lost (readiness fails; when it is back the bus resyncs);
+Redis answering with an error reply fails the command only, so one bad command never takes
+the replica out of rotation. A monitor pings Redis and tells those registered with
+:meth:`on_reconnect` when it is back; each change is one log line. The ``redis`` package is
+imported only in the Redis modules (an optional extra).
 """
 
 from __future__ import annotations

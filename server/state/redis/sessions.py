@@ -1,23 +1,13 @@
 """Legacy sessions in Redis, so any replica serves any session (no sticky load balancing).
 
-A session is one hash (``<prefix>:session:<id>``) whose Redis TTL is the idle timeout: every
-use restarts it, so expiry is Redis's job and works the same whichever replica saw the session
-last. A sorted set (``<prefix>:sessions``, scored by when each session would expire) counts
-them for the cap; ``create`` checks the cap and writes the whole session, owner included, in
-one script (one round trip). ``save`` only updates a session that still exists, so a request
-finishing after a ``DELETE`` on another replica cannot bring the session back.
-
-Its resource subscriptions are a set beside it (``<prefix>:subs:<id>``, the same TTL, restarted
-with it): a subscribe is one ``SADD`` (in a script that checks the session exists and the
-per-session cap), an unsubscribe one ``SREM``, so each costs the bytes of one URI however many
-the session holds; the whole set is read only by :meth:`RedisSessionStore.subscriptions`, when a
-GET stream opens.
-
-What a replica holds for a session in memory (streams, waiting questions, running calls) is
-not here: ``expire`` keeps the sessions busy in this process alive, and releases the local part
-of sessions that ended elsewhere (the bus usually says so first; this sweep is the backstop).
-
-Every Redis failure surfaces as :class:`~server.errors.ServiceUnavailable` (503).
+A session is one hash (``<prefix>:session:<id>``) whose TTL is the idle timeout, restarted on
+every use; a sorted set (``<prefix>:sessions``) counts them for the cap, checked by ``create``
+in one script. ``save`` only updates a session that still exists, so a request finishing
+after a ``DELETE`` elsewhere cannot bring it back. Resource subscriptions are a set beside it
+(``<prefix>:subs:<id>``, same TTL): one ``SADD`` or ``SREM`` each, read whole only when a GET
+stream opens. What a replica holds in memory for a session is not here: ``expire`` keeps
+sessions busy here alive and releases those that ended elsewhere. Every Redis failure is
+:class:`~server.errors.ServiceUnavailable` (503).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Task records in Redis, so a task started through one replica is read, answered and
 cancelled through any other (:class:`~server.tasks.store.TaskStore`).
 
-A task is one hash, ``<prefix>:task:<id>``, that Redis expires at the task's TTL: ``meta``
-(what never changes: owner, client, session, tool, times), ``status``, ``message``,
-``updated``, ``result`` / ``error`` (JSON), and one field per outstanding question
-(``in:<key>``) or delivered answer (``ans:<key>``), so no script ever decodes JSON (Lua's cjson
-does not keep ``[]`` apart from ``{}``). Every change is a script that first checks the status is
-still active: a terminal status is final whichever replica writes first.
-
-Beside it: the lease ``<prefix>:task:<id>:alive``, a key with a short expiry that the replica
-running the handler renews (a task whose lease ran out is reported ``alive`` False: its replica
-died); sorted sets scored by expiry, ``<prefix>:tasks`` (every task, for the total cap) and
-``<prefix>:tasks:client:<digest>`` (per client), trimmed of expired members by every create;
-and ``<prefix>:tasks:session:<id>`` for the ``tasks/list`` of a 2025-11-25 session (in order
-of expiry, which is creation order for tasks of the same TTL).
-
-Every Redis failure surfaces as :class:`~server.errors.ServiceUnavailable` (503).
+A task is one hash, ``<prefix>:task:<id>``, expired at its TTL: ``meta``, ``status``,
+``message``, ``updated``, ``result`` / ``error``, and a field per question (``in:<key>``) or
+answer (``ans:<key>``), so no script decodes JSON. Every change is a script that first checks
+the status is still active: a terminal status is final whichever replica writes first. Beside
+it: the lease ``<prefix>:task:<id>:alive`` (its replica renews it; run out, the replica died),
+sorted sets for the total and per-client caps, trimmed by every create, and
+``<prefix>:tasks:session:<id>`` for a 2025-11-25 session's ``tasks/list``. Every Redis
+failure is :class:`~server.errors.ServiceUnavailable` (503).
 """
 
 from __future__ import annotations

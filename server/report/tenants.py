@@ -1,0 +1,161 @@
+"""The traffic split by tenant: ``python -m server report --by-tenant [--tenant T]``.
+
+Per tenant (the record's ``tenant``: a named token's, a JWT's tenant claim; ``(none)`` for
+callers without one): requests, errors, latency percentiles, the callers seen and the tools
+called. Bounded whatever it reads: at most :data:`MAX_TENANTS` tenants (past them,
+``(other)``), :data:`MAX_TOOLS` tools and :data:`MAX_SUBJECTS` callers per tenant, and a
+fixed reservoir of latencies per tenant, so a million records take one pass and little memory.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+MAX_TENANTS = 200
+MAX_TOOLS = 100
+MAX_SUBJECTS = 100
+RESERVOIR = 2048
+NONE = "(none)"
+OTHER = "(other)"
+
+
+@dataclass(slots=True)
+class TenantStats:
+    requests: int = 0
+    errors: int = 0
+    seen: int = 0  # latencies offered to the reservoir
+    latencies: list[float] = field(default_factory=list)
+    subjects: set[str] = field(default_factory=set)
+    tools: dict[str, int] = field(default_factory=dict)
+
+    def percentile(self, share: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+class TenantScan:
+    """Request records counted by tenant, optionally only ``tenant``'s, within a period."""
+
+    def __init__(
+        self, tenant: str | None = None, since: str | None = None, until: str | None = None
+    ) -> None:
+        self.only = tenant
+        self.since = since
+        self.until = until
+        self.tenants: dict[str, TenantStats] = {}
+        self.with_report = False  # the report proper is not drawn beside it
+        self._random = random.Random(0)  # a reservoir the same on every run of the same input
+
+    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
+        for batch in batches:
+            for line in batch:
+                if b'"request"' in line:
+                    self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(record, dict):
+            return
+        when = record.get("time")
+        if not isinstance(when, str) or (self.since and when < self.since):
+            return
+        if self.until and when >= self.until:
+            return
+        tenant = record.get("tenant")
+        name = tenant if isinstance(tenant, str) else NONE
+        if self.only is not None and name != self.only:
+            return
+        stats = self.tenants.get(name)
+        if stats is None:
+            if len(self.tenants) >= MAX_TENANTS:
+                name = OTHER
+                stats = self.tenants.setdefault(OTHER, TenantStats())
+            else:
+                stats = self.tenants[name] = TenantStats()
+        stats.requests += 1
+        status = record.get("status")
+        if record.get("error") is not None or (isinstance(status, int) and status >= 400):
+            stats.errors += 1
+        duration = record.get("duration_ms")
+        if isinstance(duration, int | float):
+            stats.seen += 1
+            if len(stats.latencies) < RESERVOIR:
+                stats.latencies.append(float(duration))
+            else:
+                slot = self._random.randrange(stats.seen)
+                if slot < RESERVOIR:
+                    stats.latencies[slot] = float(duration)
+        subject = record.get("subject")
+        if isinstance(subject, str) and len(stats.subjects) < MAX_SUBJECTS:
+            stats.subjects.add(subject)
+        if record.get("method") == "tools/call":
+            tool = record.get("target")
+            if isinstance(tool, str):
+                if tool not in stats.tools and len(stats.tools) >= MAX_TOOLS:
+                    tool = OTHER
+                stats.tools[tool] = stats.tools.get(tool, 0) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        ordered = sorted(self.tenants.items(), key=lambda item: (-item[1].requests, item[0]))
+        return {
+            "since": self.since,
+            "until": self.until,
+            "tenants": [
+                {
+                    "tenant": name,
+                    "requests": stats.requests,
+                    "errors": stats.errors,
+                    "p50_ms": stats.percentile(0.5),
+                    "p95_ms": stats.percentile(0.95),
+                    "callers": sorted(stats.subjects),
+                    "tools": dict(sorted(stats.tools.items(), key=lambda item: -item[1])),
+                }
+                for name, stats in ordered
+            ],
+        }
+
+
+def render_tenants_text(scan: TenantScan) -> str:
+    view = scan.to_json()
+    lines = ["tenant: requests, errors, p50/p95 ms, callers, tools"]
+    for row in view["tenants"]:
+        tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
+        lines.append(
+            f"- {printable(row['tenant'])}: {row['requests']} requests, {row['errors']} errors,"
+            f" {row['p50_ms']}/{row['p95_ms']} ms, {len(row['callers'])} callers"
+            + (f", tools: {printable(tools)}" if tools else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_tenants_markdown(scan: TenantScan) -> str:
+    rows = ["| tenant | requests | errors | p50 ms | p95 ms | callers | tools |"]
+    rows.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for row in scan.to_json()["tenants"]:
+        tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
+        cells = (
+            row["tenant"],
+            str(row["requests"]),
+            str(row["errors"]),
+            str(row["p50_ms"]),
+            str(row["p95_ms"]),
+            str(len(row["callers"])),
+            tools,
+        )
+        rows.append("| " + " | ".join(printable(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def printable(text: str) -> str:
+    """Control characters shown as escapes: tenants and tools are named by callers' tokens."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
