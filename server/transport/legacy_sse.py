@@ -203,6 +203,9 @@ class SseTransport:
     async def _delete(self, session_id: str) -> None:
         with contextlib.suppress(ServiceUnavailable):  # Redis away: it expires by itself
             await self.era.store.delete(session_id)
+        # A POST that found the session just before it was deleted made a live part of it
+        # again here (and may have started a call): that ends too.
+        self.legacy.sessions.session_ended(session_id)
 
     async def _name_client(self, session_id: str, draft: Draft) -> None:
         """The GET's record names the client that initialized its session: when that was on
