@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     sse_transport_path: str = "/sse"
     sse_transport_messages_path: str = "/messages"
     sse_transport_max_pending: int = Field(16, ge=1, le=10_000)
+    # What a session's stream may hold unsent (a slow reader) before it is closed.
+    sse_transport_max_queued_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
     # What to retire, and when (server/retirement/plan.py): a JSON list such as
     # [{"item": "sse", "sunset": "2027-03-01", "link": "https://...", "brownouts": [...]}].
     retire: str = ""

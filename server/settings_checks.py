@@ -37,6 +37,14 @@ _SCOPE = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
 # a server started with it would sign with a key anyone can read in this repository.
 PLACEHOLDER_SECRET_PREFIX = "replace-with"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
+# The paths the server answers itself (server/app/routing.py): probes, metrics, and the
+# metadata documents below /.well-known. The HTTP+SSE paths are routed before them, so one
+# of these would turn a liveness probe into a session.
+SERVER_PATHS = ("/healthz", "/readyz", "/metrics")
+WELL_KNOWN = "/.well-known"
+# A path segment a client sends as is (RFC 3986 pchar, less the %-escapes: the router
+# compares the decoded path), and never "." or "..", which clients resolve away.
+_PLAIN_SEGMENT = re.compile(r"(?!\.\.?$)[A-Za-z0-9._~!$&'()*+,;=:@-]+")
 
 
 def state_secret(secret: str) -> str:
@@ -182,10 +190,23 @@ def endpoint_path(value: str, variable: str, example: str) -> str:
 
 
 def sse_path(value: str) -> str:
-    """One of the HTTP+SSE transport's two paths: below ``/``, with no query or fragment."""
+    """One of the HTTP+SSE transport's two paths: below ``/``, with no query or fragment, one
+    a request can reach (the router compares the decoded path as it is), and not one the
+    server answers itself."""
     value = "/" + value.strip().strip("/")
     if value == "/" or "?" in value or "#" in value:
         raise ValueError("must name a path below /, such as /sse or /messages")
+    if not all(_PLAIN_SEGMENT.fullmatch(each) for each in value[1:].split("/")):
+        raise ValueError(
+            f"{value!r} is a path no request reaches as written: use letters, digits and "
+            "- . _ ~ ! $ & ' ( ) * + , ; = : @ between single slashes (no '.' or '..' "
+            "segment, no %-escape, no space), such as /sse or /messages"
+        )
+    if value in SERVER_PATHS or value == WELL_KNOWN or value.startswith(WELL_KNOWN + "/"):
+        raise ValueError(
+            f"{value} is answered by the server itself ({', '.join(SERVER_PATHS)} and "
+            f"{WELL_KNOWN}/...): choose another path, such as /sse or /messages"
+        )
     return value
 
 

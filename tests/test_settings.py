@@ -197,6 +197,18 @@ def test_secret_is_not_shown(clean_env):
             {"MCP_PATH": "/"},
             "MCP_PATH must name a path below /, such as /mcp",
         ),
+        (  # a liveness probe would open a session (issue 34)
+            {"MCP_SSE_TRANSPORT_PATH": "/healthz"},
+            "MCP_SSE_TRANSPORT_PATH: /healthz is answered by the server itself (/healthz, "
+            "/readyz, /metrics and /.well-known/...): choose another path, such as /sse or "
+            "/messages",
+        ),
+        (  # the router compares the decoded path: a %-escape never matches
+            {"MCP_SSE_TRANSPORT_MESSAGES_PATH": "/post%20it"},
+            "MCP_SSE_TRANSPORT_MESSAGES_PATH: '/post%20it' is a path no request reaches as "
+            "written: use letters, digits and - . _ ~ ! $ & ' ( ) * + , ; = : @ between single "
+            "slashes (no '.' or '..' segment, no %-escape, no space), such as /sse or /messages",
+        ),
         (  # redis-py would refuse it only when connecting, with a traceback
             {"MCP_REDIS_URL": "localhost:6379", "MCP_STATE_SECRET": "s" * 32},
             "MCP_REDIS_URL must begin with redis://, rediss:// (TLS) or unix://, such as "

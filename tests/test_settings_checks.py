@@ -61,3 +61,14 @@ def test_paths_apart_secrets_shared_and_ttls_in_range() -> None:
     checks.task_ttl_range(1, 1, 2)
     with pytest.raises(ValueError, match="MCP_TASK_TTL_S must lie between"):
         checks.task_ttl_range(1, 3, 2)
+
+
+def test_sse_paths_the_server_answers_or_no_request_reaches_are_refused() -> None:
+    for taken in ("/healthz", "/readyz", "/metrics/", "/.well-known", "/.well-known/sse"):
+        with pytest.raises(ValueError, match="answered by the server itself"):
+            checks.sse_path(taken)
+    for unreachable in ("/a b", "/sse%20x", "/a//b", "/a/../b", "/./sse", "/sse/é", "/a\tb"):
+        with pytest.raises(ValueError, match="no request reaches"):
+            checks.sse_path(unreachable)
+    for fine in ("/sse", "/v1/sse", "/events.stream", "/a~b", "/healthz2", "/well-known"):
+        assert checks.sse_path(fine) == fine

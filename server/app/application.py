@@ -58,7 +58,8 @@ from server.transport.health import Probes
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_answer import LegacyOptions
 from server.transport.legacy_sessions import release_session
-from server.transport.legacy_sse import SseOptions, SseTransport
+from server.transport.legacy_sse import SseTransport
+from server.transport.legacy_sse_parts import SseOptions
 from server.transport.modern import ModernHttp, StreamOptions
 from server.transport.retiring import Retiring
 from server.transport.server_card import ServerCards
@@ -257,6 +258,7 @@ class Application:
                     stream_path=settings.sse_transport_path,
                     messages_path=settings.sse_transport_messages_path,
                     max_pending=settings.sse_transport_max_pending,
+                    max_queued_bytes=settings.sse_transport_max_queued_bytes,
                     keepalive_s=settings.keepalive_s,
                     send_timeout_s=settings.send_timeout_s,
                 ),

@@ -7,6 +7,8 @@ a client resumes with ``Last-Event-ID`` and gets what it missed on that stream, 
 Another replica can carry on a stream: an ``observer`` hears every event and the end (the Redis
 mirror copies them), and ``start_seq`` continues a stream whose events come from elsewhere.
 Memory is bounded per stream (``capacity``) and per session (:mod:`server.legacy.runtime`).
+A stream nothing replays (HTTP+SSE) is a :class:`SentOnce`: kept only until sent, bounded in
+bytes, its connection ended past the bound (docs/decisions.md#sse-transport-keeps-nothing).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def parse_event_id(event_id: str) -> tuple[str, int] | None:
 class EventStream:
     """One logical stream; ``finish`` publishes the last message and closes it."""
 
-    def __init__(self, stream_id: str, capacity: int, *, start_seq: int = 0) -> None:
+    def __init__(self, stream_id: str, capacity: int | None, *, start_seq: int = 0) -> None:
         self.id = stream_id
         self._events: deque[tuple[int, Event]] = deque(maxlen=capacity)
         self._seq = start_seq
@@ -128,6 +130,48 @@ class EventStream:
         connections were ended (``generation`` moved on)."""
         while self._seq <= seq and not self.finished and generation == self._generation:
             await self._wakeup.wait()
+
+
+# What an event costs beside its payload (the tuple, the Event, its id, the bytes object):
+# counted with it, so a flood of tiny events meets the byte bound too.
+EVENT_OVERHEAD = 256
+
+
+class SentOnce(EventStream):
+    """A stream with one follower and no replay: an event is let go once the follower has
+    sent it (its next :meth:`events_after`), and the events waiting are bounded in bytes.
+
+    A publish that would take the waiting events past ``max_bytes`` (unless none wait: one
+    event of any size always goes) ends the connection with ``overflow`` instead, and the
+    stream keeps nothing more: its transport then ends the session, so the client sees the
+    stream close and connects again, and no answer is lost while the stream stays open."""
+
+    def __init__(self, stream_id: str, max_bytes: int) -> None:
+        super().__init__(stream_id, None)
+        self.max_bytes = max_bytes
+        self.queued_bytes = 0
+        self.overflowed = False
+
+    def publish(self, payload: bytes) -> Event:
+        cost = len(payload) + EVENT_OVERHEAD
+        if not self.overflowed and self._events and self.queued_bytes + cost > self.max_bytes:
+            self.overflowed = True
+            self._events.clear()
+            self.queued_bytes = 0
+            self.end_connections("overflow")
+        if self.overflowed:
+            # The connection is ending with its session: nothing more is kept for it.
+            self._seq += 1
+            return Event(f"{self.id}_{self._seq}", payload)
+        self.queued_bytes += cost
+        return super().publish(payload)
+
+    def events_after(self, seq: int) -> list[tuple[int, Event]]:
+        events = self._events
+        while events and events[0][0] <= seq:  # sent: let go
+            _, event = events.popleft()
+            self.queued_bytes -= len(event.payload) + EVENT_OVERHEAD
+        return list(events)
 
 
 @dataclass(frozen=True, slots=True)

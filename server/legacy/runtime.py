@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from server.hub import Event, Hub, TaskNews, covers
 from server.jsonrpc import encode_notification
-from server.legacy.eventstream import EventStream
+from server.legacy.eventstream import EventStream, SentOnce
 from server.legacy.sessions import LiveSubscriptions
 
 MAX_STREAMS_PER_SESSION = 32
@@ -76,12 +76,22 @@ class SessionRuntime:
         # The retirements this session was told of in a log message (server.retirement).
         self.retirements_told: set[str] = set()
 
-    def open_stream(self, *, standalone: bool = False) -> EventStream:
+    def open_stream(
+        self, *, standalone: bool = False, replayable: bool = True, sent_once: int | None = None
+    ) -> EventStream:
+        """A new stream of the session. ``replayable=False``: nothing will ever resume it (the
+        HTTP+SSE transport's), so it keeps no event and is not copied to the mirror;
+        ``sent_once``: it is a :class:`~server.legacy.eventstream.SentOnce` of that many
+        bytes at most, the one stream of an HTTP+SSE session."""
         # The random prefix keeps ids unique across replicas (and restarts) of one session.
         stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
-        stream = EventStream(stream_id, self._events_per_stream)
+        stream: EventStream
+        if sent_once is not None:
+            stream = SentOnce(stream_id, sent_once)
+        else:
+            stream = EventStream(stream_id, self._events_per_stream if replayable else 0)
         stream.on_finish = self._stream_finished
-        if self._on_stream is not None:
+        if self._on_stream is not None and replayable and sent_once is None:
             self._on_stream(self.session_id, stream)
         self.streams[stream_id] = stream
         # Forget the oldest finished streams (their replay window is over); running ones
@@ -101,11 +111,16 @@ class SessionRuntime:
         self._finished.pop(stream.id, None)
 
     def standalone_stream(
-        self, hub: Hub, capabilities: Callable[[], dict[str, Any]]
+        self,
+        hub: Hub,
+        capabilities: Callable[[], dict[str, Any]],
+        *,
+        sent_once: int | None = None,
     ) -> EventStream:
-        """The session's GET stream, created (and fed by the hub) on first use."""
+        """The session's GET stream, created (and fed by the hub) on first use; ``sent_once``
+        makes it the one stream of an HTTP+SSE session (:meth:`open_stream`)."""
         if self.standalone is None:
-            self.standalone = self.open_stream(standalone=True)
+            self.standalone = self.open_stream(standalone=True, sent_once=sent_once)
             self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
         return self.standalone
 
@@ -139,13 +154,15 @@ class SessionRuntime:
         if self._feed is not None:
             self._feed()
             self._feed = None
+        # Copies: a stream finishing, or a call cancelled, may leave these tables at once
+        # (a call's stream that nothing replays drops itself from the session when done).
         for task in list(self.inflight.values()):
             task.cancel()
-        for future in self.pending.values():
+        for future in list(self.pending.values()):
             if not future.done():
                 future.cancel()
         self.pending.clear()
-        for stream in self.streams.values():
+        for stream in list(self.streams.values()):
             stream.end_connections("session_ended")
             stream.finish()
         self.streams.clear()

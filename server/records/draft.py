@@ -102,6 +102,9 @@ class Draft:
     events: int = 0
     stream_end: str | None = None
     request_written: bool = False
+    # The request record waits for write_request (or finish) rather than the stream's first
+    # frame: an HTTP+SSE GET, whose client is named only by a later initialize.
+    hold_request: bool = False
     completed: bool = False
     client_left: bool = False
     ended_clock: float | None = None
@@ -325,6 +328,14 @@ class Draft:
                 )
             emit(self.stream_record())
 
+    def write_request(self, emit: Callable[[Any], None]) -> None:
+        """A stream's request record, now (once): the stream goes on."""
+        if not self.request_written:
+            self.request_written = True
+            emit(self.request_record())
+            # The record has them; the stream record does not need them.
+            self.params = self.client_capabilities = None
+
     def observe(self, send: Send, emit: Callable[[Any], None]) -> Send:
         """Wrap ``send`` to learn status, bytes and events; a stream's request record is
         emitted as soon as the stream opens, so a long stream does not hide its request."""
@@ -343,11 +354,8 @@ class Draft:
                         if not self.events:
                             self.first_event_clock = time.perf_counter()
                         self.events += 1
-                    if not self.request_written:
-                        self.request_written = True
-                        emit(self.request_record())
-                        # The record has them; the stream record does not need them.
-                        self.params = self.client_capabilities = None
+                    if not self.request_written and not self.hold_request:
+                        self.write_request(emit)
             elif kind == "http.response.start":
                 self.status = message["status"]
                 headers = message.get("headers", ())

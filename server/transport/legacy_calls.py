@@ -105,12 +105,15 @@ async def run_inline(era: LegacyEra, call: LegacyCall, answer: Answer) -> Outcom
             owner.uncancel()
 
 
-def start_in_task(era: LegacyEra, call: LegacyCall) -> tuple[asyncio.Task[Outcome], EventStream]:
+def start_in_task(
+    era: LegacyEra, call: LegacyCall, *, replayable: bool = True
+) -> tuple[asyncio.Task[Outcome], EventStream]:
     """Run ``call`` in a task of its own, registered in the session's in-flight table; what it
-    sends, and its response last, go to the stream returned with the task. The task's result is
-    the call's outcome; it is cancelled when the call is."""
+    sends, and its response last, go to the stream returned with the task (one that keeps
+    nothing when not ``replayable``). The task's result is the call's outcome; it is cancelled
+    when the call is."""
     runtime, request_id = call.runtime, call.request.id
-    stream = runtime.open_stream()
+    stream = runtime.open_stream(replayable=replayable)
     task = create_task(_in_task(era, call, stream))
     runtime.inflight[request_id] = task
 

@@ -14,12 +14,11 @@ shutdown a stream closes once its calls here have answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
@@ -27,19 +26,27 @@ from server.catalog.tools import Tool
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
-from server.legacy.eventstream import EventStream
 from server.legacy.runtime import SessionRuntime
-from server.legacy.sessions import Session, is_session_id
+from server.legacy.sessions import Session
 from server.logs import bind_request
 from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
-from server.security.networks import client_address, in_networks
 from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import Outcome, start_in_task
+from server.transport.legacy_sse_parts import (
+    TRANSPORT,
+    DuplicateId,
+    SseOptions,
+    endpoint_frame,
+    forward,
+    open_draft,
+    path_of,
+    session_param,
+)
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
 from server.transport.sse_sessions import SseSessions
@@ -48,35 +55,6 @@ log = logging.getLogger(__name__)
 
 # The version a session has from its GET until its initialize names one.
 OPENED_AS = "2024-11-05"
-TRANSPORT = "sse"
-
-
-@dataclass(frozen=True, slots=True)
-class SseOptions:
-    stream_path: str
-    messages_path: str
-    max_pending: int
-    keepalive_s: float
-    send_timeout_s: float
-
-
-def endpoint_frame(url: str) -> bytes:
-    """The stream's first event: where the client posts its messages."""
-    return b"event: endpoint\r\ndata: " + url.encode() + b"\r\n\r\n"
-
-
-def forward(stream: EventStream, deliver: Callable[[bytes], object]) -> None:
-    """Hand every message ``stream`` publishes to ``deliver`` as it is published (after
-    whoever observed the stream already: the mirror)."""
-    previous = stream.observer
-
-    def observer(seq: int, payload: bytes | None) -> None:
-        if previous is not None:
-            previous(seq, payload)
-        if payload is not None:
-            deliver(payload)
-
-    stream.observer = observer
 
 
 class SseTransport:
@@ -90,8 +68,9 @@ class SseTransport:
         self.recorder = endpoint.recorder
         self.options = options
         self.paths = frozenset({options.stream_path, options.messages_path})
-        # The sessions whose stream this process holds open, by id.
+        # The sessions whose stream this process holds open, by id, and their GETs' records.
         self.held: dict[str, SessionRuntime] = {}
+        self.opened: dict[str, Draft] = {}
         self.draining = False
         # The calls this process runs for the transport, whichever replica holds their stream.
         self.calls: set[asyncio.Task[Any]] = set()
@@ -102,7 +81,7 @@ class SseTransport:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = read_headers(scope)
-        draft = _draft(scope, headers, self.endpoint)
+        draft = open_draft(scope, headers, self.endpoint)
         bound = bind_request(draft)
         observed_send = draft.observe(send, self.recorder.record)
         later = False  # the request's record is left to its call, which ends later
@@ -116,7 +95,7 @@ class SseTransport:
                     self.endpoint.admit(scope, headers)
                     retiring.check(draft, sse=True, era="legacy")
                 principal = await self.endpoint.admitted(scope, headers, draft)
-                path = _path(scope)
+                path = path_of(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":
                     await self.stream(scope, draft.observe_receive(receive), observed_send, draft)
@@ -162,7 +141,10 @@ class SseTransport:
             try:
                 await self._follow(scope, receive, send, session, draft)
             finally:
-                self._close_session(session.id)
+                try:
+                    await self._name_client(session.id, draft)
+                finally:
+                    self._close_session(session.id)
         finally:
             stream_slot.release()
 
@@ -171,11 +153,20 @@ class SseTransport:
     ) -> None:
         runtime = self.legacy.runtimes.get(session.id)
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
+        # Nothing replays this transport: its stream keeps an event only until it is sent.
         stream = runtime.standalone_stream(
-            self.legacy.hub, lambda: self.era.capabilities(session.protocol_version)
+            self.legacy.hub,
+            lambda: self.era.capabilities(session.protocol_version),
+            sent_once=self.options.max_queued_bytes,
         )
+        # Ended before the pump starts (an overflow while the endpoint event was sent, a
+        # shutdown) is ended for the pump too.
+        generation = stream.generation
         runtime.standalone_followers += 1
         self.held[session.id] = runtime
+        # The GET's record waits for the client's name (its initialize), or the stream's end.
+        draft.hold_request = True
+        self.opened[session.id] = draft
         root = (scope.get("root_path") or "").rstrip("/")
         url = f"{quote(root + self.options.messages_path)}?session_id={session.id}"
         timeout_s = self.options.send_timeout_s
@@ -191,6 +182,7 @@ class SseTransport:
                 stream.last_seq,
                 keepalive_s=self.options.keepalive_s,
                 send_timeout_s=timeout_s,
+                generation=generation,
             )
         except TimeoutError:
             draft.stream_end = "send_timeout"
@@ -198,10 +190,21 @@ class SseTransport:
             self.legacy.bus.release(session.id)
             runtime.standalone_followers -= 1
             self.held.pop(session.id, None)
+            self.opened.pop(session.id, None)
 
     def _close_session(self, session_id: str) -> None:
-        """The stream ended: so does its session, here and on every replica."""
+        """The stream ended, whichever way: so does its session, here and on every replica
+        (:meth:`SseSessions.close`)."""
         self.sessions.close(session_id)
+
+    async def _name_client(self, session_id: str, draft: Draft) -> None:
+        """The GET's record names the client that initialized its session: when that was on
+        another replica (or never), the store says who, before the session is deleted."""
+        if draft.request_written or draft.client_name is not None:
+            return
+        with contextlib.suppress(ServiceUnavailable):
+            if (session := await self.era.store.get(session_id)) is not None:
+                draft.set_client(session.client_info, None)
 
     # -- POST: one message (or batch) -------------------------------------------------------
 
@@ -217,7 +220,7 @@ class SseTransport:
         """Take a message of a session: 202, and its answer on the session's stream. True when
         the request's record is left to the call it started."""
         draft.era, draft.transport = "legacy", TRANSPORT
-        session_id = _session_param(scope.get("query_string", b""))
+        session_id = session_param(scope.get("query_string", b""))
         if self.draining:
             raise ServiceUnavailable("Server shutting down; connect again")
         content_type = headers.get(b"content-type")
@@ -246,8 +249,14 @@ class SseTransport:
             elif each.method == "initialize":
                 await self._initialize(session, each, draft)
             else:
-                call = self.legacy.call(each, target, session, runtime, headers, draft, principal)
-                task = self._start(call, target, draft)
+                if each.id in runtime.inflight and not isinstance(target, McpError):
+                    # Its id names the running one: it would be beyond cancellation, the
+                    # session's end and the pending cap, which all go by id.
+                    named: Any = DuplicateId(each.id)
+                else:
+                    named = target
+                call = self.legacy.call(each, named, session, runtime, headers, draft, principal)
+                task = self._start(call, named, draft)
                 if task is not None and not isinstance(message, list):
                     started = (call, task)
         await send_empty(send, 202)
@@ -282,6 +291,10 @@ class SseTransport:
         draft.advertised = self.era.advertised(session.protocol_version)
         draft.body_version = session.protocol_version
         draft.set_client(session.client_info, session.client_capabilities)
+        if (opened := self.opened.get(session.id)) is not None:
+            # The stream's GET (held here) is this client's: its record says so.
+            opened.set_client(session.client_info, None)
+            opened.write_request(self.recorder.record)
         self._deliver(session.id, encode_result(request.id, result))
 
     def _start(self, call: LegacyCall, target: Any, draft: Draft) -> asyncio.Task[Outcome] | None:
@@ -293,7 +306,7 @@ class SseTransport:
             draft.error(wire.code, wire.message)
             self._deliver(session.id, encode_error(request.id, wire.body))
             return None
-        task, stream = start_in_task(self.era, call)
+        task, stream = start_in_task(self.era, call, replayable=False)
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
         if session.id not in self.held:
@@ -335,42 +348,3 @@ class SseTransport:
             await asyncio.wait(calls)
         if runtime.standalone is not None:
             runtime.standalone.end_connections("shutdown")
-
-
-def _session_param(query_string: bytes) -> str:
-    values = parse_qs(query_string.decode("latin-1")).get("session_id")
-    if not values:
-        raise InvalidRequest("session_id is required: POST to the URL the endpoint event named")
-    session_id = values[0].strip()
-    if not is_session_id(session_id):
-        raise InvalidRequest("session_id is not a session id of this server")
-    return session_id
-
-
-def _path(scope: Scope) -> str:
-    path: str = scope.get("path", "")
-    root = scope.get("root_path") or ""
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    return path
-
-
-def _draft(scope: Scope, headers: Headers, endpoint: McpEndpoint) -> Draft:
-    """The request's record, opened as the MCP path opens its own."""
-    peer = scope.get("client")
-    address = peer[0] if peer else None
-    trusted = endpoint.options.trusted_proxies
-    from_proxy = bool(trusted) and address is not None and in_networks(address, trusted)
-    if from_proxy:
-        address = client_address(address, header_text(headers, b"x-forwarded-for"), trusted)
-    draft = Draft(
-        scope["method"],
-        scope["path"],
-        header_text(headers, b"user-agent"),
-        address,
-        header_text(headers, b"mcp-protocol-version"),
-    )
-    draft.era, draft.transport = "legacy", TRANSPORT
-    if from_proxy or b"traceparent" in headers:
-        draft.carry(headers, from_proxy)
-    return draft

@@ -51,11 +51,17 @@ class SseSessions:
     def close(self, session_id: str) -> None:
         """The stream ended: so does its session, here and on every replica."""
         self._ending.add(session_id)
-        self.legacy.sessions.session_ended(session_id)
-        publish_ended(self.legacy.bus, session_id)
-        closer = asyncio.ensure_future(self._delete(session_id))
-        self._closers.add(closer)
-        closer.add_done_callback(self._closers.discard)
+        # Each step is taken whatever the one before did: the session's slot, its running
+        # calls, the other replicas and the store are all given back.
+        try:
+            self.legacy.sessions.session_ended(session_id)
+        finally:
+            try:
+                publish_ended(self.legacy.bus, session_id)
+            finally:
+                closer = asyncio.ensure_future(self._delete(session_id))
+                self._closers.add(closer)
+                closer.add_done_callback(self._closers.discard)
 
     async def _delete(self, session_id: str) -> None:
         loop = asyncio.get_running_loop()
@@ -74,6 +80,9 @@ class SseSessions:
                 return
         finally:
             self._ending.discard(session_id)
+            # A POST that found the session just before it was deleted made a live part of it
+            # again here (and may have started a call): that ends too.
+            self.legacy.sessions.session_ended(session_id)
 
     def bus_away(self) -> None:
         """The bus is lost: a message for a stream held here, from a call running on another

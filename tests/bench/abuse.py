@@ -90,6 +90,28 @@ The classes (full size; ``--quick`` in brackets), from an adversarial report:
     client of its own (a distinct 200-character name, version and ``User-Agent``); the RSS
     once the live report has counted them (the table's RSS is measured after), then how long
     the report takes to draw (``GET /admin/report?format=json``) and its size.
+``sse-drop``
+    the HTTP+SSE transport: 70 [66] times, a ``GET /sse`` whose session initializes and starts
+    two 10 s ``count_slowly`` calls, then closes its socket (a client that drops its stream with
+    calls running). Then a POST on each dropped session (404 once it ended; 202 while it lives
+    on) and a new ``GET /sse`` (429 when the client's session slots were never returned:
+    ``MCP_MAX_SESSIONS_PER_CLIENT`` is 64).
+``sse-big`` / ``sse-big-redis``
+    one HTTP+SSE session reads 40 [10] (with Redis: 20 [10]) ``echo`` answers of 3.5 MB, one
+    after the other; the RSS is measured with the session still open. ``sse-big-redis`` runs a
+    ``redis-server`` of its own (free loopback port, no persistence, stopped at the end) as
+    ``MCP_REDIS_URL`` and notes its ``used_memory`` growth with the session open and 1 s after
+    it ended.
+``sse-dup-ids``
+    40 POSTs on one HTTP+SSE session of a 4 s ``count_slowly`` under one JSON-RPC id, then
+    ``notifications/cancelled`` for that id: how many were refused (-32600) and how many still
+    answered after the cancellation.
+``sse-slow-reader``
+    an HTTP+SSE stream on a socket with a 4 KiB receive buffer, 10 ``count_slowly`` calls of 45
+    steps without pause (a progress and a log message each: 900 messages) behind 10 ``echo``
+    answers of 500 KB, read after 1 s, a receive buffer at a time every 2 ms (slow, never
+    stalled): how many of the 20 answers, logs and progress messages arrived, and whether the
+    stream was closed.
 
 Bounded: every class has its sizes above (the size options, e.g. ``--batch-pings``, are
 capped too), a time budget for its attack (``--budget``, 60 s, at most 120; every request has
@@ -1462,6 +1484,387 @@ KINDS["log-injection"] = Kind(
 KINDS["live-report"] = Kind(attack_live_report, lambda s, a: {"MCP_REPORT_LIVE": "true"})
 
 
+# -- HTTP+SSE transport classes: sse-drop, sse-big, sse-big-redis, sse-dup-ids, sse-slow-reader
+# (issue 34; their own block: the classes, their entries in CLASSES and KINDS) -----------------
+
+SSE_PATH = "/sse"
+SSE_BIG = 3_500_000
+# (drops, big answers, big answers with Redis), full and --quick.
+SSE_SIZES = {False: (70, 40, 20), True: (66, 10, 10)}
+SSE_DUPLICATES = 40
+SSE_SLOW_CALLS, SSE_SLOW_STEPS, SSE_SLOW_ECHO = 10, 45, 500_000
+
+
+def sse_body(request_id: int | str, method: str, params: dict[str, Any] | None = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+def sse_tool(request_id: int | str, name: str, **arguments: Any) -> bytes:
+    return sse_body(request_id, "tools/call", {"name": name, "arguments": arguments})
+
+
+SSE_INITIALIZE = sse_body(
+    1,
+    "initialize",
+    {
+        "protocolVersion": "2024-11-05",
+        "capabilities": {},
+        "clientInfo": {"name": "abuse-bench-sse", "version": "1.0"},
+    },
+)
+
+
+class SseStream:
+    """A raw ``GET /sse`` on a socket of its own (``rcvbuf``: a small receive buffer, for a
+    slow reader): its status, the URL its endpoint event names, and the messages read."""
+
+    def __init__(self, port: int, *, rcvbuf: int | None = None) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(5)
+        self.sock.connect((HOST, port))
+        self.sock.sendall(
+            f"GET {SSE_PATH} HTTP/1.1\r\nHost: {HOST}:{port}\r\nAccept: text/event-stream\r\n"
+            f"User-Agent: {BENCH_UA}\r\n\r\n".encode()
+        )
+        self.raw = bytearray()  # chunked, as received
+        self.body = bytearray()  # de-chunked, not yet parsed into events
+        self.messages: list[dict[str, Any]] = []
+        self.ended = False
+        self.status: int | None = None
+        self.endpoint: str | None = None
+        while b"\r\n\r\n" not in self.raw and self._recv():
+            pass
+        head, _, rest = bytes(self.raw).partition(b"\r\n\r\n")
+        if head:
+            self.status = int(head.split(b" ", 2)[1])
+        self.raw = bytearray(rest)
+        if self.status == 200:
+            self.read(5, lambda: self.endpoint is not None)
+
+    def _recv(self, size: int = 65536) -> bool:
+        try:
+            chunk = self.sock.recv(size)
+        except TimeoutError:
+            return True
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.ended = True
+            return False
+        self.raw += chunk
+        return True
+
+    def _parse(self) -> None:
+        while True:  # de-chunk what is complete
+            line_end = self.raw.find(b"\r\n")
+            if line_end < 0:
+                break
+            size = int(bytes(self.raw[:line_end]).split(b";")[0] or b"0", 16)
+            if len(self.raw) < line_end + 2 + size + 2:
+                break
+            self.body += self.raw[line_end + 2 : line_end + 2 + size]
+            del self.raw[: line_end + 2 + size + 2]
+            if size == 0:
+                self.ended = True
+        while (frame_end := self.body.find(b"\r\n\r\n")) >= 0:
+            frame = bytes(self.body[:frame_end])
+            del self.body[: frame_end + 4]
+            for line in frame.split(b"\r\n"):
+                if line.startswith(b"data: {"):
+                    self.messages.append(json.loads(line[6:]))
+                elif line.startswith(b"data: /") and self.endpoint is None:
+                    self.endpoint = line[6:].decode()
+
+    def read(
+        self,
+        seconds: float,
+        done: Callable[[], bool] | None = None,
+        *,
+        size: int = 65536,
+        pause: float = 0.0,
+    ) -> None:
+        """Read for ``seconds`` at most, or until ``done`` (``size`` bytes a read, ``pause`` s
+        between reads)."""
+        deadline = time.monotonic() + seconds
+        self.sock.settimeout(SLICE_S)
+        while True:
+            self._parse()
+            if self.ended or time.monotonic() >= deadline or (done is not None and done()):
+                return
+            if not self._recv(size):
+                self._parse()
+                return
+            if pause:
+                time.sleep(pause)
+
+    def read_until(self, done: Callable[[], bool], seconds: float, **how: Any) -> bool:
+        self.read(seconds, done, **how)
+        return done()
+
+    def answers(self, request_id: Any) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m.get("id") == request_id and "method" not in m]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def answered(stream: SseStream, request_id: Any) -> Callable[[], bool]:
+    return lambda: bool(stream.answers(request_id))
+
+
+def sse_post(attack: Attack, endpoint: str, body: bytes) -> int | None:
+    """One POST to the endpoint URL the stream named; its status (counted like every other)."""
+    attack.check()
+    attack.sent += 1
+    connection = http.client.HTTPConnection(HOST, attack.port, timeout=30)
+    try:
+        connection.request(
+            "POST",
+            endpoint,
+            body,
+            {"Content-Type": "application/json", "User-Agent": BENCH_UA},
+        )
+        response = connection.getresponse()
+        response.read()
+        attack.statuses[str(response.status)] += 1
+        return response.status
+    except (OSError, http.client.HTTPException):
+        attack.statuses["reset"] += 1
+        return None
+    finally:
+        connection.close()
+
+
+def sse_session(attack: Attack, **how: Any) -> SseStream | None:
+    """A stream whose session answered its initialize (None, noted, otherwise)."""
+    attack.sent += 1
+    stream = SseStream(attack.port, **how)
+    attack.statuses[str(stream.status)] += 1
+    if stream.status != 200 or stream.endpoint is None:
+        attack.notes.append(f"GET {SSE_PATH} answered {stream.status}")
+        stream.close()
+        return None
+    sse_post(attack, stream.endpoint, SSE_INITIALIZE)
+    if not stream.read_until(lambda: bool(stream.answers(1)), 10):
+        attack.notes.append("initialize got no answer on the stream")
+        stream.close()
+        return None
+    return stream
+
+
+def attack_sse_drop(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    drops = SSE_SIZES[args.quick][0]
+    dropped: list[str] = []
+    for _ in range(drops):
+        stream = sse_session(attack)
+        if stream is None or stream.endpoint is None:
+            break
+        for request_id in (2, 3):  # two calls of 10 s running
+            sse_post(attack, stream.endpoint, sse_tool(request_id, "count_slowly", steps=50))
+        time.sleep(0.05)
+        stream.close()  # the client goes: laptop sleep, a restart, a network change
+        dropped.append(stream.endpoint)
+    time.sleep(1.0)
+    still = Counter(str(sse_post(attack, each, sse_tool(9, "echo", text="x"))) for each in dropped)
+    attack.sent += 1
+    after = SseStream(attack.port)
+    attack.statuses[str(after.status)] += 1
+    after.close()
+    attack.notes.append(
+        f"{len(dropped)} streams dropped with 2 calls running; a POST on each then: "
+        f"{summary(still)}; a new GET {SSE_PATH}: {after.status}"
+    )
+
+
+def attack_sse_big(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    answers = SSE_SIZES[args.quick][1]
+    stream = sse_session(attack)
+    if stream is None or stream.endpoint is None:
+        return
+    received = 0
+    started = time.monotonic()
+    try:
+        for request_id in range(2, 2 + answers):
+            sse_post(attack, stream.endpoint, sse_tool(request_id, "echo", text="x" * SSE_BIG))
+            if stream.read_until(answered(stream, request_id), 30):
+                received += 1
+            stream.messages.clear()
+        time.sleep(1.0)  # the RSS is measured after the attack, the stream still open
+    finally:
+        attack.notes.append(
+            f"{received}/{answers} answers of {mb(SSE_BIG)} read in "
+            f"{time.monotonic() - started:.1f} s, the session kept open"
+        )
+        SSE_OPEN.append(stream)
+
+
+# The streams left open until the RSS is measured (closed when the next class starts).
+SSE_OPEN: list[SseStream] = []
+
+
+class RedisForBench:
+    """A redis-server of this run's own, on a free loopback port (stopped at exit)."""
+
+    process: subprocess.Popen[bytes] | None = None
+    port = 0
+
+    @classmethod
+    def start(cls) -> str:
+        found = shutil.which("redis-server")
+        if found is None:
+            raise RuntimeError("redis-server is not installed (sse-big-redis needs it)")
+        cls.stop()
+        cls.port = free_port()
+        cls.process = subprocess.Popen(
+            [found, "--port", str(cls.port), "--bind", HOST, "--save", "", "--appendonly", "no"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                cls.used_memory()
+                return f"redis://{HOST}:{cls.port}/0"
+            time.sleep(0.05)
+        raise RuntimeError("the bench's redis-server did not start")
+
+    @classmethod
+    def used_memory(cls) -> int:
+        with socket.create_connection((HOST, cls.port), timeout=5) as sock:
+            sock.sendall(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
+            data = b""
+            while b"used_memory:" not in data or not data.endswith(b"\r\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        for line in data.split(b"\r\n"):
+            if line.startswith(b"used_memory:"):
+                return int(line.split(b":")[1])
+        raise OSError("no used_memory in INFO")
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.process is not None:
+            cls.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cls.process.wait(5)
+            if cls.process.poll() is None:
+                cls.process.kill()
+            cls.process = None
+
+
+def sse_redis_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
+    return {"MCP_REDIS_URL": RedisForBench.start(), "MCP_STATE_SECRET": "abuse-bench-" * 4}
+
+
+def attack_sse_big_redis(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    answers = SSE_SIZES[args.quick][2]
+    before = RedisForBench.used_memory()
+    stream = sse_session(attack)
+    if stream is None or stream.endpoint is None:
+        return
+    received = 0
+    for request_id in range(2, 2 + answers):
+        sse_post(attack, stream.endpoint, sse_tool(request_id, "echo", text="x" * SSE_BIG))
+        if stream.read_until(answered(stream, request_id), 30):
+            received += 1
+        stream.messages.clear()
+    time.sleep(1.0)  # the mirror's writer has written by now
+    during = RedisForBench.used_memory()
+    stream.close()
+    time.sleep(1.0)
+    after = RedisForBench.used_memory()
+    attack.notes.append(
+        f"{received}/{answers} answers of {mb(SSE_BIG)}: Redis used_memory "
+        f"{(during - before) / MIB:+,.1f} MiB with the session open, "
+        f"{(after - before) / MIB:+,.1f} MiB 1 s after it ended"
+    )
+
+
+def attack_sse_dup_ids(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    stream = sse_session(attack)
+    if stream is None or stream.endpoint is None:
+        return
+    try:
+        slow = sse_tool(7, "count_slowly", steps=10, delay_ms=400)  # 4 s each
+        accepted = Counter(
+            str(sse_post(attack, stream.endpoint, slow)) for _ in range(SSE_DUPLICATES)
+        )
+        stream.read(1.0)
+        refused = [m for m in stream.answers(7) if m.get("error", {}).get("code") == -32600]
+        cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}'
+        sse_post(attack, stream.endpoint, cancel)
+        stream.read(6.0)  # past the calls' 4 s
+        results = [m for m in stream.answers(7) if "result" in m]
+        attack.notes.append(
+            f"{SSE_DUPLICATES} POSTs with id 7 ({summary(accepted)}): {len(refused)} refused "
+            f"with -32600, {len(results)} answered after notifications/cancelled"
+        )
+    finally:
+        stream.close()
+
+
+def attack_sse_slow_reader(attack: Attack, sizes: Sizes, args: argparse.Namespace) -> None:
+    stream = sse_session(attack, rcvbuf=4096)
+    if stream is None or stream.endpoint is None:
+        return
+    try:
+        level = sse_body("level", "logging/setLevel", {"level": "debug"})
+        sse_post(attack, stream.endpoint, level)
+        counting = range(100, 100 + SSE_SLOW_CALLS)
+        echoes = range(200, 200 + SSE_SLOW_CALLS)
+        calls = [*counting, *echoes]
+        for echo in echoes:  # 2 MB the reader has not read yet ...
+            sse_post(attack, stream.endpoint, sse_tool(echo, "echo", text="e" * SSE_SLOW_ECHO))
+        for request_id in counting:  # ... and 900 messages behind them
+            body = json.loads(sse_tool(request_id, "count_slowly", steps=SSE_SLOW_STEPS))
+            body["params"]["arguments"]["delay_ms"] = 0
+            body["params"]["_meta"] = {"progressToken": f"p{request_id}"}
+            sse_post(attack, stream.endpoint, json.dumps(body).encode())
+        time.sleep(1.0)  # slow, not stalled: far within MCP_SEND_TIMEOUT_S
+        stream.read_until(
+            lambda: all(stream.answers(r) for r in calls), 40, size=16384, pause=0.002
+        )
+        got = sum(1 for r in calls if stream.answers(r))
+        logs = sum(1 for m in stream.messages if m.get("method") == "notifications/message")
+        progress_seen = sum(
+            1 for m in stream.messages if m.get("method") == "notifications/progress"
+        )
+        wanted = SSE_SLOW_CALLS * SSE_SLOW_STEPS
+        attack.notes.append(
+            f"slow reader: {got}/{len(calls)} answers, {logs}/{wanted} logs, "
+            f"{progress_seen}/{wanted} progress; stream "
+            + ("closed by the server" if stream.ended else "still open")
+        )
+    finally:
+        stream.close()
+
+
+def sse_env(sizes: Sizes, args: argparse.Namespace) -> dict[str, str]:
+    for stream in SSE_OPEN:
+        stream.close()
+    SSE_OPEN.clear()
+    return {}
+
+
+CLASSES = (*CLASSES, "sse-drop", "sse-big", "sse-big-redis", "sse-dup-ids", "sse-slow-reader")
+KINDS["sse-drop"] = Kind(attack_sse_drop, sse_env)
+KINDS["sse-big"] = Kind(attack_sse_big, sse_env)
+KINDS["sse-big-redis"] = Kind(
+    attack_sse_big_redis, lambda s, a: {**sse_env(s, a), **sse_redis_env(s, a)}
+)
+KINDS["sse-dup-ids"] = Kind(attack_sse_dup_ids, sse_env)
+KINDS["sse-slow-reader"] = Kind(attack_sse_slow_reader, sse_env)
+
+
 # -- records -------------------------------------------------------------------------------
 
 
@@ -1764,6 +2167,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             print(line_for(result), flush=True)
     finally:
+        RedisForBench.stop()
+        sse_env(args.sizes, args)
         if args.keep:
             progress(f"records and server logs kept in {tmp}")
         else:

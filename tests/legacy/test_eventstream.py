@@ -6,10 +6,12 @@ import anyio
 import pytest
 
 from server.legacy.eventstream import (
+    EVENT_OVERHEAD,
     MAX_SEQ,
     MAX_STREAM_ID_LENGTH,
     Event,
     EventStream,
+    SentOnce,
     parse_event_id,
 )
 from server.legacy.runtime import SessionRuntime
@@ -219,3 +221,42 @@ async def test_wait_beyond_wakes_on_end_connections_and_the_next_generation_wait
     stream.publish(b"1")
     with anyio.fail_after(1):
         await resumed
+
+
+# -- SentOnce: the one stream of an HTTP+SSE session ------------------------------------------
+
+
+def test_sent_once_lets_an_event_go_once_its_follower_has_it() -> None:
+    stream = SentOnce("1g", max_bytes=1 << 20)
+    for n in range(300):  # more than any replay buffer: nothing is dropped while unsent
+        stream.publish(b"x" * n)
+    assert [seq for seq, _ in stream.events_after(0)] == list(range(1, 301))
+    assert stream.queued_bytes == sum(range(300)) + 300 * EVENT_OVERHEAD
+    assert [seq for seq, _ in stream.events_after(299)] == [300]  # 1..299 sent: let go
+    assert stream.queued_bytes == 299 + EVENT_OVERHEAD
+    assert stream.events_after(300) == []
+    assert stream.queued_bytes == 0
+
+
+def test_sent_once_past_its_bound_ends_the_connection_and_keeps_nothing() -> None:
+    stream = SentOnce("1g", max_bytes=10_000)
+    generation = stream.generation
+    stream.publish(b"a" * 50_000)  # one event of any size goes when none waits
+    assert not stream.overflowed
+    stream.publish(b"b" * 10)  # a second one, past the bound: the connection ends
+    assert stream.overflowed
+    assert stream.generation != generation
+    assert stream.end_reason == "overflow"
+    assert stream.events_after(0) == []
+    assert stream.queued_bytes == 0
+    stream.publish(b"c" * 10)  # the session is ending: nothing more is kept
+    assert stream.events_after(0) == []
+    assert not stream.finished  # the transport ends it with its session
+
+
+def test_sent_once_within_its_bound_while_the_follower_keeps_up() -> None:
+    stream = SentOnce("1g", max_bytes=10_000)
+    for _ in range(100):  # 100 x 5 KB: twice the bound in all, never waiting together
+        stream.publish(b"z" * 5_000)
+        stream.events_after(stream.last_seq)  # the follower sent it
+    assert not stream.overflowed

@@ -10,7 +10,7 @@ import pytest
 
 from server.catalog import Change
 from server.hub import Hub
-from server.legacy.eventstream import EventStream, parse_event_id
+from server.legacy.eventstream import EventStream, SentOnce, parse_event_id
 from server.legacy.runtime import (
     MAX_STREAMS_PER_SESSION,
     Runtimes,
@@ -240,6 +240,34 @@ async def test_close_ends_everything_the_session_holds() -> None:
     assert call_stream.finished
     hub.publish(Change("tools"))
     assert standalone.events_after(0) == []
+
+
+async def test_close_ends_streams_that_drop_themselves_as_they_finish() -> None:
+    """The HTTP+SSE transport's call streams leave the session when they finish: closing a
+    session with two of them running must not trip over its own table (issue 34)."""
+    runtime = SessionRuntime("session", events_per_stream=16)
+    runtime.standalone_stream(Hub(), lambda: ALL_CAPS)
+    calls = [runtime.open_stream(replayable=False) for _ in range(2)]
+    for stream in calls:
+        stream.on_finish = runtime.drop_stream  # what the transport sets
+
+    runtime.close()
+
+    assert all(stream.finished for stream in calls)
+    assert runtime.streams == {}
+
+
+def test_streams_nothing_replays_keep_nothing_and_are_not_mirrored() -> None:
+    mirrored: list[str] = []
+    runtime = SessionRuntime("s", 16, lambda _, stream: mirrored.append(stream.id))
+    replayable = runtime.open_stream()
+    call = runtime.open_stream(replayable=False)
+    one = runtime.standalone_stream(Hub(), lambda: ALL_CAPS, sent_once=1 << 20)
+    assert mirrored == [replayable.id]
+    call.publish(b'{"jsonrpc":"2.0","method":"x"}')
+    assert call.events_after(0) == []  # forwarded by its observer, kept by nobody
+    assert isinstance(one, SentOnce)
+    assert one.max_bytes == 1 << 20
 
 
 async def test_busy_while_calls_run_or_a_get_stream_is_followed() -> None:
