@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from server.protocol import TOOLS_CALL
 from server.report.counters import ClientStats, Tally
 from server.report.model import FeatureReport
 from server.report.targets import OTHER_TARGET, UNKNOWN_TARGET
@@ -41,7 +42,7 @@ class Feature:
 
 
 FEATURES = (
-    Feature("tools", ("tools/call",), "tools/list", ("tools/call",)),
+    Feature("tools", (TOOLS_CALL,), "tools/list", (TOOLS_CALL,)),
     Feature("resources", ("resources/read",), "resources/list", ("resources/read",), "resource"),
     Feature(
         "templates",
@@ -79,7 +80,7 @@ def features(
         rows.append(_row(feature, everyone, ids, _uses(feature, everyone, by_kind)))
         if feature.name == "tools":
             for name in sorted(by_tool, key=lambda tool: (-sum(by_tool[tool].values()), tool)):
-                tool = Feature(f"tool:{name}", ("tools/call",), "tools/list", ("tools/call",))
+                tool = Feature(f"tool:{name}", (TOOLS_CALL,), "tools/list", (TOOLS_CALL,))
                 rows.append(_row(tool, everyone, ids, by_tool[name]))
     return rows
 

@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from server.protocol import CALL_KIND_BY_METHOD
+
 # 32 buckets per doubling of (1 + microseconds).
 BUCKETS_PER_DOUBLING = 32
 QUANTILES = (0.5, 0.95, 0.99)
@@ -23,7 +25,7 @@ QUANTILES = (0.5, 0.95, 0.99)
 Histogram = dict[int, int]
 
 # Methods whose records carry a target (the tool, prompt or resource) and an outcome.
-CALL_METHODS = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+CALL_METHODS = CALL_KIND_BY_METHOD
 OUTCOMES = ("ok", "is_error", "crash", "error", "input_required", "unknown")
 # The outcomes that count as a failed request (with a JSON-RPC error or an HTTP status >= 400).
 FAILED_OUTCOMES = frozenset({"is_error", "crash"})
