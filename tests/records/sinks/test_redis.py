@@ -22,7 +22,7 @@ import server.cli.main as entry
 import server.records.sinks
 import server.report
 from server.records.recorder import Recorder
-from server.records.sinks import build_sinks
+from server.records.sinks import SinkOptions, build_sinks
 from server.records.sinks.redis import RedisStreamSink
 from server.report import redis as report_redis
 from tests.report.test_report import MIXED
@@ -203,7 +203,14 @@ def test_close_counts_what_it_could_not_deliver(key: str, caplog: pytest.LogCapt
 
 def build(names: list[str], tmp_path: Path, **redis: Any) -> list[Any]:
     return build_sinks(
-        names, path=str(tmp_path / "r.jsonl"), max_bytes=0, backups=1, compress=False, **redis
+        SinkOptions(
+            names=names,
+            path=str(tmp_path / "r.jsonl"),
+            max_bytes=0,
+            backups=1,
+            compress=False,
+            **redis,
+        )
     )
 
 
