@@ -1,7 +1,7 @@
 """``python -m server report SOURCE...``: its arguments, reading the sources, writing the report.
 
 ``--since``, ``--until``, ``--client`` and ``--method`` choose the records counted (see
-:mod:`server.report.filters`); a bad time is a usage error.
+:mod:`server.report.sources`); a bad time is a usage error.
 
 Sources are read in the order given: files, ``-`` for stdin, or a Redis stream
 (``redis://host:port/db#key``, see :mod:`server.report.redis`, imported only then, so the
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from server.report.aggregate import Aggregator
-from server.report.filters import RecordFilter, parse_time
 from server.report.html import render_html
+from server.report.json import render_json
 from server.report.model import Report
-from server.report.render import render_json
+from server.report.sources import RecordFilter, parse_time
 from server.report.text import render_markdown, render_table
 
 REDIS_SCHEMES = ("redis://", "rediss://")

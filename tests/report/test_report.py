@@ -18,13 +18,13 @@ import pytest
 
 import server.cli.main as entry
 from server.cli import serve as serve_command
-from server.report import read as report_read
+from server.report import sources as report_read
 from server.report.aggregate import Aggregator
 from server.report.counters import OVERFLOW_NAME, Limits
 from server.report.html import render_html
 from server.report.html_assets import SCRIPT, script_hash
+from server.report.json import render_json, to_json
 from server.report.model import ClientReport, Report
-from server.report.render import render_json, to_json
 from server.report.text import render_markdown, render_table
 
 MODERN = "2026-07-28"

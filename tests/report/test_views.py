@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from server.report import measures
+from server.report import tally as measures
 from server.report.aggregate import Aggregator
-from server.report.filters import RecordFilter, parse_time
+from server.report.json import render_json
 from server.report.model import Report
-from server.report.render import render_json
+from server.report.sources import RecordFilter, parse_time
 from tests.report.test_report import (
     LEGACY_ADVERTISED,
     MODERN_ADVERTISED,
@@ -191,7 +191,7 @@ def test_records_before_outcomes_fall_back_to_params_and_error_codes() -> None:
 
 
 def test_targets_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from server.report import targets
+    from server.report import tally as targets
 
     monkeypatch.setattr(targets, "MAX_TARGETS", 3)
     records = [call("tools/call", f"t{n}", "ok") for n in range(6)]
