@@ -29,6 +29,7 @@ from server.catalog.tools import Tool, error_result
 from server.context import Context
 from server.errors import InternalError, InvalidParams, ResourceNotFound, ServiceUnavailable
 from server.pagination import Pager
+from server.protocol import METHOD_CAPABILITY, TOOLS_CALL
 
 # What a call names, looked up once (Dispatcher.resolve): a tool, a prompt, or the resource a
 # URI finds with the template's variables; None for a name the catalog does not hold (the
@@ -37,18 +38,6 @@ Target = Tool | Prompt | tuple[Resource | ResourceTemplate, dict[str, str]] | No
 Handler = Callable[[Mapping[str, Any], Context, Target], Coroutine[Any, Any, dict[str, Any]]]
 Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
 R = TypeVar("R")
-
-# Which capability makes each shared method routable.
-METHOD_CAPABILITY: dict[str, str] = {
-    "tools/list": "tools",
-    "tools/call": "tools",
-    "prompts/list": "prompts",
-    "prompts/get": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resources",
-    "resources/read": "resources",
-    "completion/complete": "completions",
-}
 
 LIST_METHODS: dict[str, tuple[str, str]] = {
     # method -> (snapshot field, result key)
@@ -83,7 +72,7 @@ class Dispatcher:
         # The tasks whose handler is waiting, with why the server stopped it (None: running).
         self._waiting: dict[asyncio.Task[Any], str | None] = {}
         self._handlers: dict[str, Handler] = {
-            "tools/call": self.call_tool,
+            TOOLS_CALL: self.call_tool,
             "prompts/get": self.get_prompt,
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
@@ -97,7 +86,7 @@ class Dispatcher:
         """What a ``tools/call``, ``prompts/get`` or ``resources/read`` names, looked up once
         so the era's checks (header params, scopes) and the handler share it. Never raises:
         a missing or unknown name is the handler's error to report, in its order."""
-        if method == "tools/call":
+        if method == TOOLS_CALL:
             name = params.get("name")
             return self.catalog.tools.get(name) if isinstance(name, str) else None
         if method == "prompts/get":
@@ -171,7 +160,7 @@ class Dispatcher:
                 f"{what} took longer than {self.handler_timeout_s:g} s and was stopped "
                 "(the server's time limit per call, MCP_HANDLER_TIMEOUT_S)"
             )
-            if method == "tools/call":
+            if method == TOOLS_CALL:
                 result = noted(error_result(message))
                 return result if envelope is None else envelope(method, result)
             note_outcome(ERROR)  # a time limit, not a crash

@@ -108,8 +108,9 @@ SETTINGS_CHOOSERS = {
 # Units that may import from server/ only these (and themselves).
 CONFINED = {
     "builtin": ("server",),  # the public API, like any author's catalog
-    # it reads records, and needs only their shape (and, for --retire, what an item names)
-    "report": ("server.records.schema", "server.retirement.plan"),
+    # it reads records, and needs only their shape, the method table they are written in and,
+    # for --retire, what a retirement item names
+    "report": ("server.records.schema", "server.protocol", "server.retirement.plan"),
 }
 MAX_LINES = 400
 

@@ -39,7 +39,7 @@ from server.pagination import Pager
 from server.records.lines import LineWriter
 from server.records.privacy import Privacy
 from server.records.recorder import Recorder
-from server.records.sinks import build_sinks
+from server.records.sinks import SinkOptions, build_sinks
 from server.report.live import LiveReport, open_live_report
 from server.retirement.plan import parse_plan
 from server.sealing import Sealer
@@ -195,18 +195,7 @@ class Application:
                 retire=[retirement.item.name for retirement in plan.retirements],
             )
         self.recorder = Recorder(
-            build_sinks(
-                settings.records,
-                path=settings.records_file,
-                max_bytes=settings.records_max_bytes,
-                backups=settings.records_backups,
-                compress=settings.records_compress,
-                redis_url=settings.redis_url.get_secret_value(),
-                redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
-                redis_maxlen=settings.records_redis_maxlen,
-                redis_timeout_s=settings.redis_timeout_s,
-            )
-            + extra_sinks,
+            build_sinks(sink_options(settings)) + extra_sinks,
             capacity=settings.records_queue,
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
@@ -348,3 +337,18 @@ def create_app(settings: Settings | None = None, catalog: Catalog | None = None)
     its :meth:`~Application.lifespan` on."""
     settings = settings or Settings()
     return Application(settings, catalog if catalog is not None else load_catalog(settings.catalog))
+
+
+def sink_options(settings: Settings) -> SinkOptions:
+    """What the record sinks are built with (``MCP_RECORDS*``, and Redis's URL and timeout)."""
+    return SinkOptions(
+        names=settings.records,
+        path=settings.records_file,
+        max_bytes=settings.records_max_bytes,
+        backups=settings.records_backups,
+        compress=settings.records_compress,
+        redis_url=settings.redis_url.get_secret_value(),
+        redis_key=f"{settings.redis_prefix}:{settings.records_redis_stream}",
+        redis_maxlen=settings.records_redis_maxlen,
+        redis_timeout_s=settings.redis_timeout_s,
+    )

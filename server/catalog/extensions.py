@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from server.context import Context
+from server.protocol import METHOD_NAMES
 
 T = TypeVar("T")
 
@@ -28,30 +29,7 @@ EXTENSION_ID = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)+/[A-Za-z0-9][A-Za-z0-
 METHOD_NAME = re.compile(r"^[a-z][A-Za-z0-9_]*(/[a-z][A-Za-z0-9_]*)+$")
 
 # Methods the base protocol and the tasks extension define: no declared extension may take one.
-RESERVED_METHODS = frozenset(
-    {
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "server/discover",
-        "subscriptions/listen",
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "completion/complete",
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
-        "tasks/result",
-        "tasks/list",
-    }
-)
+RESERVED_METHODS = METHOD_NAMES
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 

@@ -1,7 +1,7 @@
 """``python -m server report SOURCE...``: its arguments, reading the sources, writing the report.
 
 ``--since``, ``--until``, ``--client`` and ``--method`` choose the records counted (see
-:mod:`server.report.filters`); a bad time is a usage error.
+:mod:`server.report.sources`); a bad time is a usage error.
 
 Sources are read in the order given: files, ``-`` for stdin, or a Redis stream
 (``redis://host:port/db#key``, see :mod:`server.report.redis`, imported only then, so the
@@ -21,17 +21,16 @@ from typing import BinaryIO
 import orjson
 
 from server.report.aggregate import Aggregator
-from server.report.filters import RecordFilter, parse_time
 from server.report.html import render_html
+from server.report.json import render_json
 from server.report.model import Report
-from server.report.read import line_batches
-from server.report.render import render_json
 from server.report.retire import (
     RetireScan,
     render_retire_html,
     render_retire_markdown,
     render_retire_text,
 )
+from server.report.sources import RecordFilter, line_batches, parse_time
 from server.report.tenants import TenantScan, render_tenants_markdown, render_tenants_text
 from server.report.text import render_markdown, render_table
 from server.retirement.plan import PlanError

@@ -34,13 +34,10 @@ from server.legacy.calls import LegacyCall
 from server.legacy.exchange import LegacyExchange, Outbox
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
-from server.legacy.tasks import (
-    LEGACY_TASK_METHODS,
-    TASKS_CAPABILITY,
-    LegacyTasks,
-)
+from server.legacy.tasks import TASKS_CAPABILITY, LegacyTasks
 from server.protocol import (
     LEGACY_METHODS,
+    LEGACY_TASK_METHODS,
     LEGACY_VERSIONS,
     LOG_LEVEL_RANK,
     META_LOG_LEVEL,
@@ -52,6 +49,10 @@ log = logging.getLogger(__name__)
 
 # Capabilities a version did not know yet are left out of its initialize result.
 _INTRODUCED = {"completions": "2025-03-26"}
+
+OwnHandler = Callable[
+    [Session, SessionRuntime, str, Mapping[str, Any]], Coroutine[Any, Any, dict[str, Any]]
+]
 
 
 class LegacyEra:
@@ -86,6 +87,13 @@ class LegacyEra:
         self._pages = EncodedResults(catalog)
         # 2025-11-25's tasks, run by the same service as the tasks extension.
         self.tasks = LegacyTasks(tasks, catalog, dispatcher.pager) if tasks is not None else None
+        # The handlers of the methods only this era serves (protocol.METHODS has their rows).
+        self._own: dict[str, OwnHandler] = {
+            "ping": self._ping,
+            "logging/setLevel": self._set_level,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._subscribe,
+        }
 
     # -- initialize ------------------------------------------------------------------------
 
@@ -288,36 +296,50 @@ class LegacyEra:
         method, params = request.method, request.params
         if not self.serves(method, session.protocol_version):
             raise MethodNotFound(method)
-        if method == "ping":
-            return {}
         if self.tasks is not None and self.tasks.routes(session, request):
             return await self.tasks.handle(session, request, context, runtime.standalone)
-        if method == "logging/setLevel":
-            level = params.get("level")
-            if not isinstance(level, str) or level not in LOG_LEVEL_RANK:
-                raise InvalidParams(
-                    f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVEL_RANK)}"
-                )
-            session.log_level = level
-            await self.store.save(session)
-            return {}
-        if method in ("resources/subscribe", "resources/unsubscribe"):
-            uri = params.get("uri")
-            if not isinstance(uri, str) or ":" not in uri or len(uri) > MAX_URI_LENGTH:
-                raise InvalidParams("params.uri must be a URI")
-            # One URI stored and announced, never the whole set (the store caps it).
-            subscribed = method == "resources/subscribe"
-            if subscribed:
-                changed = await self.store.subscribe(session.id, uri)
-            else:
-                changed = await self.store.unsubscribe(session.id, uri)
-            runtime.subscriptions.apply(uri, subscribed)
-            if changed and self.on_subscriptions is not None:
-                self.on_subscriptions(session.id, uri, subscribed)
-            return {}
+        own = self._own.get(method)
+        if own is not None:
+            return await own(session, runtime, method, params)
         if method in LIST_METHODS:
             return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
         return noted(await self.dispatcher.call(method, params, context, target))
+
+    # -- the methods only this era serves (initialize aside: its transport opens a session) --
+
+    async def _ping(
+        self, session: Session, runtime: SessionRuntime, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {}
+
+    async def _set_level(
+        self, session: Session, runtime: SessionRuntime, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        level = params.get("level")
+        if not isinstance(level, str) or level not in LOG_LEVEL_RANK:
+            raise InvalidParams(
+                f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVEL_RANK)}"
+            )
+        session.log_level = level
+        await self.store.save(session)
+        return {}
+
+    async def _subscribe(
+        self, session: Session, runtime: SessionRuntime, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or ":" not in uri or len(uri) > MAX_URI_LENGTH:
+            raise InvalidParams("params.uri must be a URI")
+        # One URI stored and announced, never the whole set (the store caps it).
+        subscribed = method == "resources/subscribe"
+        if subscribed:
+            changed = await self.store.subscribe(session.id, uri)
+        else:
+            changed = await self.store.unsubscribe(session.id, uri)
+        runtime.subscriptions.apply(uri, subscribed)
+        if changed and self.on_subscriptions is not None:
+            self.on_subscriptions(session.id, uri, subscribed)
+        return {}
 
     async def initialized(self, session: Session) -> None:
         session.initialized = True

@@ -33,12 +33,12 @@ from server.jsonrpc import Request, encode_notification
 from server.legacy.eventstream import EventStream
 from server.legacy.sessions import Session
 from server.pagination import Pager
+from server.protocol import LEGACY_TASK_METHODS, TOOLS_CALL
 from server.tasks.exchange import TaskExchange
 from server.tasks.model import TaskEnded, TaskRecord, checked_task_id
 from server.tasks.service import TaskService
 
 TASKS_SINCE = "2025-11-25"
-LEGACY_TASK_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 TASKS_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 RESULT_WAIT_S = 30.0
@@ -110,7 +110,7 @@ class LegacyTasks:
             return False
         if request.method in LEGACY_TASK_METHODS:
             return True
-        if request.method != "tools/call":
+        if request.method != TOOLS_CALL:
             return False
         name = request.params.get("name")
         tool = self.catalog.tools.get(name) if isinstance(name, str) else None
@@ -124,7 +124,7 @@ class LegacyTasks:
         standalone: EventStream | None,
     ) -> dict[str, Any]:
         method, params = request.method, request.params
-        if method == "tools/call":
+        if method == TOOLS_CALL:
             return await self.call_tool(session, request, context, standalone)
         if method == "tasks/list":
             offset = self.pager.offset("tasks", params.get("cursor"))
@@ -211,7 +211,7 @@ class LegacyTasks:
         exchange: Exchange = TaskExchange(self.service, record.task_id, forward)
         return Context(
             exchange=exchange,
-            method="tools/call",
+            method=TOOLS_CALL,
             request_id=context.request_id,
             era="legacy",
             protocol_version=context.protocol_version,

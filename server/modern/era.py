@@ -51,6 +51,7 @@ from server.protocol import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_METHODS,
+    MODERN_ONLY_METHODS,
     MODERN_VERSIONS,
     NAME_FIELD_BY_METHOD,
 )
@@ -58,7 +59,6 @@ from server.tasks.service import TaskService
 
 Send = Callable[[bytes], Awaitable[None]]
 CacheScope = Literal["public", "private"]
-MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 
 
 @dataclass(slots=True)  # not frozen, for the cost on every request (see server.jsonrpc)

@@ -21,6 +21,7 @@ from server.catalog.extensions import TASKS_EXTENSION, Paginate
 from server.context import Context
 from server.errors import MethodNotFound
 from server.modern.tasks import TASK_METHODS, ModernTasks, TaskCall
+from server.protocol import TOOLS_CALL
 
 Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
 
@@ -67,7 +68,7 @@ class ModernExtensions:
             return True
         if self.tasks is None:
             return False
-        if method == "tools/call":
+        if method == TOOLS_CALL:
             # Asked on every call: a tool that never runs as a task (most) rules it out here.
             if getattr(call.target, "task_support", "forbidden") == "forbidden":
                 return False

@@ -26,11 +26,12 @@ from server.dispatch import optional_object, require_str
 from server.errors import InternalError, InvalidParams, McpError, MissingClientCapability
 from server.jsonrpc import Request
 from server.modern.input_required import InputRequired
+from server.protocol import MODERN_TASK_METHODS, TOOLS_CALL
 from server.tasks.exchange import TaskExchange
 from server.tasks.model import TaskEnded, TaskRecord, checked_task_id
 from server.tasks.service import TaskService
 
-TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+TASK_METHODS = MODERN_TASK_METHODS
 
 
 class TaskCall(Protocol):
@@ -88,7 +89,7 @@ class ModernTasks:
 
     async def handle(self, call: TaskCall, context: Context) -> dict[str, Any]:
         method = call.request.method
-        if method == "tools/call":
+        if method == TOOLS_CALL:
             return await self.call_tool(call, context)
         try:
             if not declares_tasks(call.client_capabilities):
@@ -142,7 +143,7 @@ class ModernTasks:
             return self.input_required(call, context, suspended)
         finally:
             context.finish()
-        return self.envelope("tools/call", noted(result))
+        return self.envelope(TOOLS_CALL, noted(result))
 
     def _starter(
         self, call: TaskCall, tool: Tool, context: Context, started: asyncio.Future[TaskRecord]

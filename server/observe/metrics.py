@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.asgi import Receive, Scope, Send
 from server.observe.gauges import StateReaders
-from server.protocol import LEGACY_METHODS, MODERN_METHODS
+from server.protocol import CLIENT_NOTIFICATIONS, LEGACY_METHODS, MODERN_METHODS, TOOLS_CALL
 from server.security.networks import Network, forwarded_client, in_networks
 
 if TYPE_CHECKING:
@@ -31,10 +31,7 @@ KNOWN_METHODS = frozenset(
     {
         *MODERN_METHODS,
         *LEGACY_METHODS,
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
+        *CLIENT_NOTIFICATIONS,
     }
 )
 OTHER = "other"
@@ -166,13 +163,13 @@ class Metrics:
         tool: Any = None
         target = item.target
         known = target is None or (type(target) is str and self.known_tool(target))
-        if method == "tools/call" and not item.streaming:  # a stream's is counted at its end
+        if method == TOOLS_CALL and not item.streaming:  # a stream's is counted at its end
             # A call refused before it named a tool has no target: ``other``, never a None
             # label (the exposition cannot write one, and every later scrape would fail).
             label_tool = target if known and target is not None else OTHER
             tool = self._tool_tally(label_tool, item.call_outcome(), code)
         cell = Cell(kind, tool)
-        if label is method and (method != "tools/call" or known):
+        if label is method and (method != TOOLS_CALL or known):
             self._cells[key] = cell
         return cell
 
@@ -198,7 +195,7 @@ class Metrics:
             self._observe_record(item)
             return
         method = item.method
-        if method == "tools/call":
+        if method == TOOLS_CALL:
             key: tuple[Any, ...] = (
                 item.era,
                 method,
@@ -232,7 +229,7 @@ class Metrics:
         code = error.get("code") if isinstance(error, dict) else None
         if record.get("kind") == "stream":
             # A streamed call's outcome is known when its stream ends.
-            if method == "tools/call":
+            if method == TOOLS_CALL:
                 self._tool_outcome(record.get("target"), record.get("outcome"), code)
             return
         key = (record.get("era"), label, record.get("status") or 0, code)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from server.errors import ConfigurationError
+from server.protocol import TOOLS_CALL
 
 MISSING = (
     "MCP_OTEL=true needs OpenTelemetry: pip install opentelemetry-sdk "
@@ -111,7 +112,7 @@ class Tracing:
         if error_code is not None:
             attributes["rpc.jsonrpc.error_code"] = error_code
             attributes["error.type"] = str(error_code)
-        if method == "tools/call" and isinstance(target, str):
+        if method == TOOLS_CALL and isinstance(target, str):
             attributes["gen_ai.tool.name"] = target
         name = f"{method} {target}" if isinstance(target, str) else method
         span = self.tracer.start_span(
@@ -123,7 +124,7 @@ class Tracing:
 
     def _end(self, span: Any, method: str, target: Any, outcome: Any, start: int, end: int) -> None:
         """The tool call's span under the request's (a tool call's), then the request's end."""
-        if method == "tools/call" and isinstance(target, str):
+        if method == TOOLS_CALL and isinstance(target, str):
             tool = self.tracer.start_span(
                 f"execute_tool {target}",
                 context=self._set_span_in_context(span),

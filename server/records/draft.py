@@ -21,7 +21,12 @@ from typing import Any
 
 from server.asgi import ASGIMessage, Headers, Receive, Send
 from server.jsonrpc import Message, Notification, Request
-from server.protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from server.protocol import (
+    CALL_METHODS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+)
 from server.records.schema import (
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
@@ -33,8 +38,6 @@ from server.records.schema import (
     request_id_of,
 )
 
-# Requests whose records say what the call named and came to (target, outcome).
-CALL_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 # What a handler that raised unexpectedly is answered with (server.errors.INTERNAL_ERROR).
 INTERNAL_ERROR = -32603
 

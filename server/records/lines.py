@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 
 from server.memo import BoundedMemo
-from server.records.draft import CALL_METHODS, Draft
+from server.protocol import CALL_METHODS
+from server.records.draft import Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
     MAX_CLIENT_STRING,

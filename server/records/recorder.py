@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from server.records.sinks.base import Sink, SinkBacklogged
+from server.records.sinks.base import BackloggingSink, Sink, SinkBacklogged
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ class Recorder:
         observer: Callable[[dict[str, Any] | Deferred], None] | None = None,
     ) -> None:
         self.sinks = sinks
+        # The sinks that keep what they could not write, probed and asked for their backlog
+        # (by id: a Protocol's isinstance is too slow for every batch).
+        self._keeping = {id(sink): sink for sink in sinks if isinstance(sink, BackloggingSink)}
         # Told of every record handed over, sinks or not (the metrics count requests here).
         self._observer = observer
         # Work a record needs before it is written (privacy rules), done here in the writer
@@ -204,12 +207,9 @@ class Recorder:
     def _probe(self) -> None:
         """Open each sink that can be opened ahead of writing; note failures and recoveries."""
         self._probed = time.monotonic()
-        for sink in self.sinks:
-            opener = getattr(sink, "open", None)
-            if opener is None:
-                continue
+        for sink in self._keeping.values():
             try:
-                opener()
+                sink.open()
             except (OSError, ValueError) as failure:
                 self._failed(sink, failure, "open")
                 continue
@@ -258,11 +258,12 @@ class Recorder:
         """Count what left a backlogging sink's backlog in the call just made, where ``added``
         lines (``written`` by another sink or not) joined it: oldest first, delivered ones
         (now written, if no other sink had) before shed ones (failed)."""
-        backlog = getattr(sink, "backlog", None)
-        if backlog is None:
+        keeping = self._keeping.get(id(sink))
+        if keeping is None:
             return
+        backlog = keeping.backlog
         held = self._held.setdefault(sink.name, deque())
-        total_shed: int = getattr(sink, "shed", 0)
+        total_shed = keeping.shed
         shed = total_shed - self._shed.get(sink.name, 0)
         self._shed[sink.name] = total_shed
         before = sum(part[0] for part in held)

@@ -26,11 +26,11 @@ from server.report.counters import (
     Tally,
     follow_task,
 )
-from server.report.measures import BUCKETS_PER_DOUBLING as _PER_DOUBLING
-from server.report.measures import CALL_METHODS
-from server.report.measures import bucket as _bucket
 from server.report.model import Report
-from server.report.read import READ_ERRORS, line_batches
+from server.report.sources import READ_ERRORS, line_batches
+from server.report.tally import BUCKETS_PER_DOUBLING as _PER_DOUBLING
+from server.report.tally import CALL_METHODS
+from server.report.tally import bucket as _bucket
 
 PSEUDO_METHODS = frozenset({"(response)", "(batch)"})
 # The transport of a record without a ``transport`` field (the field names only HTTP+SSE).
@@ -41,6 +41,10 @@ MAX_MINUTES = 43_200
 # Streams whose lifetime is not a latency: listening, and the legacy GET stream (no method).
 NOT_LATENCY = frozenset({"subscriptions/listen", None})
 _NUMBERS = frozenset({int, float})
+# A request record's string fields counted alike, with the ClientStats counter of each; and
+# those under its ``protocol_version``.
+COUNTED = (("verb", "verbs"), ("era", "eras"))
+VERSIONS_COUNTED = (("header", "header_versions"), ("body", "body_versions"))
 
 
 class Aggregator(Tally):
@@ -54,7 +58,7 @@ class Aggregator(Tally):
 
     def read_batches(self, batches: Iterable[Sequence[bytes]], name: str) -> None:
         """Every batch of lines from one source (a file, a Redis stream); a read error (one of
-        :data:`~server.report.read.READ_ERRORS`) ends the source with a note, not a raise."""
+        :data:`~server.report.sources.READ_ERRORS`) ends the source with a note, not a raise."""
         self.files.append(name)
         try:
             for lines in batches:
@@ -133,9 +137,11 @@ class Aggregator(Tally):
         else:
             self.malformed += 1
 
-    def _request(  # noqa: PLR0915 - the hot loop, written out: calls cost more
+    def _request(
         self, stats: ClientStats, record: dict[str, Any], when: str, capabilities: Any
     ) -> None:
+        """One request record into its client's counters: the hot loop's body, so the fields
+        counted alike go through :data:`COUNTED` and the rest is written out."""
         get = record.get
         stats.requests += 1
         if when:
@@ -143,39 +149,10 @@ class Aggregator(Tally):
                 stats.first = when
             if when > stats.last:  # noqa: PLR1730
                 stats.last = when
-        # Every key below that a client names is counted as it is only while there is room
-        # (Tally.count_new, Tally.admit): the usual key is there already.
-        method = get("method")
-        if type(method) is str:
-            method = self.methods.get(method) or self.method_of(method)
-            if method in PSEUDO_METHODS:
-                counts = stats.pseudo
-            elif get("notification") is True:
-                counts = stats.notes
-            else:
-                counts = stats.calls
-            if method in counts:
-                counts[method] += 1
-            else:
-                self.count_new(counts, method)
-        else:
-            method = None
-            stats.no_method += 1
-        verb = get("verb")
-        if type(verb) is str:
-            counts = stats.verbs
-            if verb in counts:
-                counts[verb] += 1
-            else:
-                self.count_new(counts, verb)
+        method = self._method(stats, get("method"), get("notification") is True)
+        self._strings(stats, record, COUNTED)
         era = get("era")
-        if type(era) is str:
-            counts = stats.eras
-            if era in counts:
-                counts[era] += 1
-            else:
-                self.count_new(counts, era)
-        else:
+        if type(era) is not str:
             era = None
         transport = get("transport")
         # Records before the field, and every Streamable HTTP one, have no transport.
@@ -184,39 +161,10 @@ class Aggregator(Tally):
         counts[key] = counts.get(key, 0) + 1
         versions = get("protocol_version")
         if type(versions) is dict:
-            header = versions.get("header")
-            if type(header) is str:
-                counts = stats.header_versions
-                if header in counts:
-                    counts[header] += 1
-                else:
-                    self.count_new(counts, header)
-            body = versions.get("body")
-            if type(body) is str:
-                counts = stats.body_versions
-                if body in counts:
-                    counts[body] += 1
-                else:
-                    self.count_new(counts, body)
+            self._strings(stats, versions, VERSIONS_COUNTED)
         if type(capabilities) is dict:
-            if capabilities:
-                names = stats.capability_names
-                for name in capabilities:
-                    if name not in names:
-                        names.add(self.admit(names, self.limits.values, str(name)))
-            if when >= stats.capabilities_time:
-                stats.capabilities = capabilities
-                stats.capabilities_time = when
-        failed = False
-        code = None
-        error = get("error")
-        if error is not None:
-            code, failed = self._error(stats, method, error)
-        status = get("status")
-        if type(status) is int and not 200 <= status < 300:
-            stats.http_statuses[status] = stats.http_statuses.get(status, 0) + 1
-            if status >= 400:
-                failed = True
+            self._capabilities(stats, capabilities, when)
+        code, failed = self._failure(stats, method, get("error"), get("status"))
         session = get("session_id")
         if type(session) is str and session not in stats.sessions:
             self.add_session(stats.sessions, session)
@@ -224,17 +172,7 @@ class Aggregator(Tally):
         if task is not None:
             follow_task(self, stats.tasks, task)
         streaming = get("streaming") is True
-        duration: Any = get("duration_ms")
-        if not streaming and method is not None and type(duration) in _NUMBERS:
-            histograms = stats.latency
-            histogram = histograms.get(method)
-            if histogram is None:
-                histogram = self.histogram_for(histograms, method)
-            # measures.bucket, written out.
-            index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
-            histogram[index] = histogram.get(index, 0) + 1
-        else:
-            duration = None
+        duration = None if streaming else self._latency(stats, method, get("duration_ms"))
         if method in CALL_METHODS:
             failed = self.targets.call(stats, record, method, code, streaming, duration) or failed
         elif method == "subscriptions/listen":
@@ -250,6 +188,75 @@ class Aggregator(Tally):
         offered = get("advertised")
         if offered is not None:
             self._advertised(stats, era, offered)
+
+    def _latency(self, stats: ClientStats, method: str | None, duration: Any) -> Any:
+        """A request's duration counted in its method's histogram; None if it has none."""
+        if method is None or type(duration) not in _NUMBERS:
+            return None
+        histograms = stats.latency
+        histogram = histograms.get(method)
+        if histogram is None:
+            histogram = self.histogram_for(histograms, method)
+        # measures.bucket, written out.
+        index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
+        histogram[index] = histogram.get(index, 0) + 1
+        return duration
+
+    def _method(self, stats: ClientStats, method: Any, notification: bool) -> str | None:
+        """The record's method counted (a call, a notification, or a pseudo-method) and
+        returned as the tally keeps it; None if it has none."""
+        if type(method) is not str:
+            stats.no_method += 1
+            return None
+        name = self.methods.get(method) or self.method_of(method)
+        if name in PSEUDO_METHODS:
+            counts = stats.pseudo
+        elif notification:
+            counts = stats.notes
+        else:
+            counts = stats.calls
+        if name in counts:
+            counts[name] += 1
+        else:
+            self.count_new(counts, name)
+        return name
+
+    def _strings(
+        self, stats: ClientStats, fields: dict[str, Any], table: tuple[tuple[str, str], ...]
+    ) -> None:
+        """Each string field of ``table`` counted in its counter of ``stats``; a key a client
+        names is counted as it is only while there is room (``Tally.count_new``)."""
+        get = fields.get
+        for field, attribute in table:
+            value = get(field)
+            if type(value) is str:
+                counts = getattr(stats, attribute)
+                if value in counts:
+                    counts[value] += 1
+                else:
+                    self.count_new(counts, value)
+
+    def _capabilities(self, stats: ClientStats, capabilities: dict[str, Any], when: str) -> None:
+        if capabilities:
+            names = stats.capability_names
+            for name in capabilities:
+                if name not in names:
+                    names.add(self.admit(names, self.limits.values, str(name)))
+        if when >= stats.capabilities_time:
+            stats.capabilities = capabilities
+            stats.capabilities_time = when
+
+    def _failure(
+        self, stats: ClientStats, method: str | None, error: Any, status: Any
+    ) -> tuple[int | None, bool]:
+        """The JSON-RPC error's code (counted) and whether the request failed (an error, or an
+        HTTP status of 400 or more; any status but 2xx is counted)."""
+        code, failed = (None, False) if error is None else self._error(stats, method, error)
+        if type(status) is int and not 200 <= status < 300:
+            stats.http_statuses[status] = stats.http_statuses.get(status, 0) + 1
+            if status >= 400:
+                failed = True
+        return code, failed
 
     def _error(self, stats: ClientStats, method: str | None, error: Any) -> tuple[int | None, bool]:
         """A JSON-RPC error counted; its code (None if it has none) and whether it is one."""

@@ -18,8 +18,6 @@ from typing import Any, TypeVar
 import orjson
 
 from server.report.counters import NO_FIRST, ClientStats, Tally, tally
-from server.report.features import features
-from server.report.measures import OUTCOMES, error_name, latency, merge, merged
 from server.report.model import (
     ClientReport,
     ErrorRow,
@@ -31,7 +29,9 @@ from server.report.model import (
     TargetUse,
     Timeline,
     Totals,
+    features,
 )
+from server.report.tally import OUTCOMES, error_name, latency, merge, merged
 
 K = TypeVar("K", str, int)
 # The timeline has at most this many points; longer spans get wider buckets.

@@ -15,9 +15,8 @@ from typing import Any
 
 import orjson
 
-from server.report.filters import RecordFilter
-from server.report.measures import Histogram
-from server.report.targets import Targets
+from server.report.sources import RecordFilter
+from server.report.tally import Histogram, Targets
 
 # Past this many distinct clients, new ones are folded into one group: a flood of made-up
 # user agents must not exhaust memory.

@@ -13,11 +13,8 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable
 
-from server.report.chart import svg_chart
-from server.report.html_assets import SCRIPT, STYLE, content_security_policy
-from server.report.measures import Latency
-from server.report.model import ClientReport, Report
-from server.report.render import (
+from server.report.html_assets import SCRIPT, STYLE, content_security_policy, svg_chart
+from server.report.json import (
     MAX_VALUE_CHARS,
     SOURCE_NOTE,
     compact,
@@ -34,6 +31,8 @@ from server.report.render import (
     task_text,
     who,
 )
+from server.report.model import ClientReport, Report
+from server.report.tally import Latency
 
 # Methods nobody was advertised get a column each up to this many; a client inventing method
 # names must not make the grid unreadable (the per-client tables still list them all).

@@ -1,19 +1,22 @@
-"""The HTML report's own style and script, inline in every page, and the policy that allows
-exactly them.
+"""What the HTML report's page is made of besides its tables: style, script, policy, chart.
 
-The script does four things, and the page reads fine without it: sorts a table when its header
-is clicked (or Enter on it), hides the table rows that do not contain the filter box's text,
-opens every client's details before printing (and the one a link points to), and, on the live
-page only (``data-refresh`` on ``<body>``), fetches the page again every few seconds and swaps in
-its report, keeping the sort, the filter and the open details. The Content-Security-Policy
-allows this script by its hash and nothing else: no other script, no URL to load anything from,
-and ``connect-src 'self'`` only on the live page.
+The style and script are inline in every page, and the Content-Security-Policy allows exactly
+them (the script by its hash; no other script, no URL to load from, ``connect-src 'self'`` only
+on the live page). The page reads fine without the script, which sorts a table by its header,
+filters rows by the filter box, opens every client's details before printing, and on the live
+page (``data-refresh``) swaps in a fresh report every few seconds, keeping sort, filter and open
+details. The chart of requests and failures over time is inline SVG, one bar per timeline
+bucket (:func:`server.report.build.timeline`), drawn from the server's times and counts only,
+without script, font or URL.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import html
+
+from server.report.model import Timeline
 
 STYLE = """
 :root { color-scheme: light; }
@@ -172,3 +175,58 @@ def content_security_policy(live: bool) -> str:
     if live:
         policy += "; connect-src 'self'"
     return policy
+
+
+WIDTH = 960
+HEIGHT = 220
+LEFT = 56
+BOTTOM = 28
+TOP = 12
+
+
+def svg_chart(timeline: Timeline) -> str:
+    points = timeline.points
+    if not points:
+        return '<p class="note">No records with a time: nothing to chart.</p>'
+    plot_width = WIDTH - LEFT - 8
+    plot_height = HEIGHT - BOTTOM - TOP
+    peak = max(requests for _, requests, _ in points) or 1
+    step = plot_width / len(points)
+    bar = max(step * 0.85, 0.5)
+    width = timeline.minutes
+    unit = "minute" if width == 1 else f"{width} minutes"
+    parts = [
+        f'<svg id="timeline" class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'preserveAspectRatio="none" aria-label="requests and failed requests per {unit}">',
+        f"<title>Requests (grey) and failed requests (red) per {unit}</title>",
+        f'<line x1="{LEFT}" y1="{TOP + plot_height}" x2="{WIDTH - 8}" y2="{TOP + plot_height}" '
+        'class="axis"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_height}" class="axis"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 10}" class="label end">{peak:,}</text>',
+        f'<text x="{LEFT - 6}" y="{TOP + plot_height}" class="label end">0</text>',
+    ]
+    for number, (moment, requests, failed) in enumerate(points):
+        if not requests and not failed:
+            continue
+        x = LEFT + number * step
+        high = requests / peak * plot_height
+        low = min(failed, requests or failed) / peak * plot_height
+        title = f"{moment}: {requests:,} requests, {failed:,} failed"
+        parts.append(
+            f"<g><title>{html.escape(title)}</title>"
+            f'<rect class="requests" x="{x:.2f}" y="{TOP + plot_height - high:.2f}" '
+            f'width="{bar:.2f}" height="{high:.2f}"/>'
+        )
+        if failed:
+            parts.append(
+                f'<rect class="failed" x="{x:.2f}" y="{TOP + plot_height - low:.2f}" '
+                f'width="{bar:.2f}" height="{low:.2f}"/>'
+            )
+        parts.append("</g>")
+    marks = {0: "start", len(points) // 2: "middle", len(points) - 1: "end"}
+    for number, anchor in sorted(marks.items()):
+        x = LEFT + number * step + bar / 2
+        label = html.escape(points[number][0].replace("T", " "))
+        parts.append(f'<text x="{x:.2f}" y="{HEIGHT - 8}" class="label {anchor}">{label}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -22,8 +22,8 @@ from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
 from server.report.counters import LIVE_LIMITS
 from server.report.html import render_html
+from server.report.json import render_json
 from server.report.model import Report
-from server.report.render import render_json
 from server.report.retire import RetireScan, render_retire_html
 
 log = logging.getLogger(__name__)

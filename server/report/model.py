@@ -1,12 +1,14 @@
-"""What ``python -m server report`` found: the immutable result the renderers draw.
+"""The report's frozen shape, and the per-feature view derived for it.
 
-:class:`Report` holds a summary of the input (files, lines, what was skipped and why, the
-filters), the methods seen or advertised, one :class:`ClientReport` per client, where a client
-is (client name, client version, user agent) and records without a name are
-``(unidentified)``, and the views across clients: totals, errors by method, each tool, prompt
-and resource (:class:`TargetReport`), each feature the server offers (:class:`FeatureReport`)
-and requests per minute (:class:`Timeline`). Every mapping is ordered most frequent first, so
-every rendering of one input is the same.
+:class:`Report` holds what was read (files, lines, what was skipped and why, the filters), the
+methods seen or advertised, a :class:`ClientReport` per client (name, version, user agent;
+``(unidentified)`` without a name), and the views across clients: totals, errors by method,
+targets (:class:`TargetReport`), features (:class:`FeatureReport`) and the :class:`Timeline`;
+every mapping ordered most frequent first, so one input always draws the same. The per-feature
+view answers "if I ship resources, will clients fetch them?": for each feature (``tools`` and
+each ``tool:NAME``, ``resources``, ``templates``, ``prompts``, ``completions``,
+``subscriptions``, ``logging``, ``listen``), who used it, who used it without discovering it
+(hard-wired calls), and who discovered it and never used it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.report.measures import Latency
+from server.protocol import TOOLS_CALL
+from server.report.counters import ClientStats, Tally
+from server.report.tally import OTHER_TARGET, UNKNOWN_TARGET, Latency
 
 UNIDENTIFIED = "(unidentified)"
 
@@ -217,3 +221,99 @@ class Report:
 
     def client(self, client_id: str) -> ClientReport:
         return self.clients[int(client_id[1:]) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    # Methods that use it (for target-based features, the targets' method).
+    methods: tuple[str, ...]
+    # The list method whose call discovers it; None: being advertised one of ``offered_by``.
+    listed_by: str | None
+    offered_by: tuple[str, ...]
+    # For target-based features: which targets count as using it.
+    target_kind: str | None = None
+    target_name: str | None = None
+
+
+FEATURES = (
+    Feature("tools", (TOOLS_CALL,), "tools/list", (TOOLS_CALL,)),
+    Feature("resources", ("resources/read",), "resources/list", ("resources/read",), "resource"),
+    Feature(
+        "templates",
+        ("resources/read",),
+        "resources/templates/list",
+        ("resources/read",),
+        "template",
+    ),
+    Feature("prompts", ("prompts/get",), "prompts/list", ("prompts/get",)),
+    Feature("completions", ("completion/complete",), None, ("completion/complete",)),
+    Feature(
+        "subscriptions",
+        ("resources/subscribe", "resources/unsubscribe"),
+        None,
+        ("resources/subscribe", "subscriptions/listen"),
+    ),
+    Feature("logging", ("logging/setLevel",), None, ("logging/setLevel",)),
+    Feature("listen", ("subscriptions/listen",), None, ("subscriptions/listen",)),
+)
+
+
+def features(
+    everyone: list[ClientStats], ids: dict[Any, str], aggregator: Tally
+) -> list[FeatureReport]:
+    by_kind: dict[str, dict[Any, int]] = {}
+    by_tool: dict[str, dict[Any, int]] = {}
+    for (kind, name), stats in aggregator.targets.stats.items():
+        per = by_kind.setdefault(kind, {})
+        for client, counters in stats.by_client.items():
+            per[client] = per.get(client, 0) + counters[0]
+        if kind == "tool" and name not in (UNKNOWN_TARGET, OTHER_TARGET):
+            by_tool[name] = {client: counters[0] for client, counters in stats.by_client.items()}
+    rows = []
+    for feature in FEATURES:
+        rows.append(_row(feature, everyone, ids, _uses(feature, everyone, by_kind)))
+        if feature.name == "tools":
+            for name in sorted(by_tool, key=lambda tool: (-sum(by_tool[tool].values()), tool)):
+                tool = Feature(f"tool:{name}", (TOOLS_CALL,), "tools/list", (TOOLS_CALL,))
+                rows.append(_row(tool, everyone, ids, by_tool[name]))
+    return rows
+
+
+def _uses(
+    feature: Feature, everyone: list[ClientStats], by_kind: dict[str, dict[Any, int]]
+) -> dict[Any, int]:
+    if feature.target_kind is not None:
+        return by_kind.get(feature.target_kind, {})
+    uses = {}
+    for stats in everyone:
+        count = sum(stats.calls.get(method, 0) for method in feature.methods)
+        if feature.name == "subscriptions":
+            count += stats.listen_resources
+        if count:
+            uses[stats] = count
+    return uses
+
+
+def _discovered(feature: Feature, stats: ClientStats) -> bool:
+    if feature.listed_by is not None:
+        return stats.calls.get(feature.listed_by, 0) > 0
+    return any(
+        method in offered for offered in stats.advertised.values() for method in feature.offered_by
+    )
+
+
+def _row(
+    feature: Feature, everyone: list[ClientStats], ids: dict[Any, str], uses: dict[Any, int]
+) -> FeatureReport:
+    discovered = [stats for stats in everyone if _discovered(feature, stats)]
+    used = [stats for stats in everyone if uses.get(stats)]
+    known = set(discovered)
+    return FeatureReport(
+        feature=feature.name,
+        methods=list(feature.methods),
+        used_by={ids[stats]: uses[stats] for stats in used},
+        discovered=[ids[stats] for stats in discovered],
+        used_without_discovery=[ids[stats] for stats in used if stats not in known],
+        discovered_never_used=[ids[stats] for stats in discovered if not uses.get(stats)],
+    )

@@ -2,7 +2,7 @@
 
 Both draw the same sections: what was read, the totals, each feature the server offers, each
 tool, prompt and resource, errors by method with their names, then one block per client (its
-methods with their latency). Values from records pass through :func:`~server.report.render.plain`
+methods with their latency). Values from records pass through :func:`~server.report.json.plain`
 (and Markdown's own escaping), never verbatim.
 """
 
@@ -11,9 +11,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 
-from server.report.measures import OUTCOMES
-from server.report.model import ClientReport, Report
-from server.report.render import (
+from server.report.json import (
     LABEL_WIDTH,
     MAX_VALUE_CHARS,
     SOURCE_NOTE,
@@ -33,6 +31,8 @@ from server.report.render import (
     stream_text,
     task_text,
 )
+from server.report.model import ClientReport, Report
+from server.report.tally import OUTCOMES
 
 # -- terminal table ------------------------------------------------------------------------
 

@@ -12,12 +12,14 @@ import pytest
 import uvicorn
 
 from server.app import NOT_STARTED, Application, create_app
+from server.app.application import sink_options
 from server.app.lifecycle import Lifecycle
 from server.app.routing import Router
 from server.asgi import ASGIMessage as Message
 from server.asgi import Scope
 from server.catalog import Catalog
 from server.legacy.eventstream import EventStream
+from server.records.sinks import SinkOptions
 from server.serving.server import Server
 from server.settings import Settings
 from server.state.memory import MemoryMirror
@@ -129,3 +131,31 @@ async def test_before_the_lifespan_the_router_answers_503(app: Application) -> N
     await app(scope, receive, send)
     assert sent[0]["status"] == 503
     assert NOT_STARTED.encode() in sent[1]["body"]
+
+
+def test_the_record_sinks_are_built_from_one_options_object_made_from_the_settings() -> None:
+    settings = Settings(
+        _env_file=None,
+        records=["file", "redis"],
+        records_file="/tmp/x.jsonl",
+        records_max_bytes=1000,
+        records_backups=2,
+        records_compress=False,
+        redis_url="redis://127.0.0.1:1/0",
+        state_secret="s" * 32,
+        redis_prefix="pre",
+        records_redis_stream="recs",
+        records_redis_maxlen=5000,
+        redis_timeout_s=0.5,
+    )
+    assert sink_options(settings) == SinkOptions(
+        names=["file", "redis"],
+        path="/tmp/x.jsonl",
+        max_bytes=1000,
+        backups=2,
+        compress=False,
+        redis_url="redis://127.0.0.1:1/0",
+        redis_key="pre:recs",
+        redis_maxlen=5000,
+        redis_timeout_s=0.5,
+    )

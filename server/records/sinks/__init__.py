@@ -4,6 +4,6 @@ file, stdout and Redis sinks, and the one place that picks them (:mod:`server.re
 Re-exports only, so ``from server.records.sinks import build_sinks`` keeps its short path.
 """
 
-from server.records.sinks.auto import build_sinks
+from server.records.sinks.auto import SinkOptions, build_sinks
 
-__all__ = ["build_sinks"]
+__all__ = ["SinkOptions", "build_sinks"]

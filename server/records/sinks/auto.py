@@ -8,35 +8,48 @@ optional; ``none`` writes nothing. What a sink is: :mod:`server.records.sinks.ba
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from server.errors import ConfigurationError
 from server.records.sinks.base import Sink
 from server.records.sinks.file import JsonlFileSink, StdoutSink
 
 
-def build_sinks(
-    names: list[str],
-    *,
-    path: str,
-    max_bytes: int,
-    backups: int,
-    compress: bool,
-    redis_url: str = "",
-    redis_key: str = "mcp:records",
-    redis_maxlen: int = 1_000_000,
-    redis_timeout_s: float = 2.0,
-) -> list[Sink]:
+@dataclass(frozen=True, kw_only=True)
+class SinkOptions:
+    """What every sink may be built with, made once from the settings (``app/application.py``,
+    ``sink_options``): a new sink's settings are fields here, not keywords along the way."""
+
+    names: list[str]  # MCP_RECORDS
+    path: str = "records/mcp-requests.jsonl"
+    max_bytes: int = 64 * 1024 * 1024
+    backups: int = 5
+    compress: bool = True
+    redis_url: str = ""
+    redis_key: str = "mcp:records"
+    redis_maxlen: int = 1_000_000
+    redis_timeout_s: float = 2.0
+
+
+def build_sinks(options: SinkOptions) -> list[Sink]:
+    names = options.names
     if len(set(names)) != len(names):
         raise ConfigurationError(f"MCP_RECORDS names a sink twice: {','.join(names)}")
     sinks: list[Sink] = []
     for name in names:
         if name == "file":
             sinks.append(
-                JsonlFileSink(path, max_bytes=max_bytes, backups=backups, compress=compress)
+                JsonlFileSink(
+                    options.path,
+                    max_bytes=options.max_bytes,
+                    backups=options.backups,
+                    compress=options.compress,
+                )
             )
         elif name == "stdout":
             sinks.append(StdoutSink())
         elif name == "redis":
-            sinks.append(_redis_sink(redis_url, redis_key, redis_maxlen, redis_timeout_s))
+            sinks.append(_redis_sink(options))
         elif name != "none":
             raise ConfigurationError(
                 f"unknown record sink {name!r}: use file, stdout, redis or none in MCP_RECORDS"
@@ -44,8 +57,8 @@ def build_sinks(
     return sinks
 
 
-def _redis_sink(url: str, key: str, maxlen: int, timeout_s: float) -> Sink:
-    if not url:
+def _redis_sink(options: SinkOptions) -> Sink:
+    if not options.redis_url:
         raise ConfigurationError("MCP_RECORDS=redis needs MCP_REDIS_URL (redis://host:port/db)")
     try:
         from server.records.sinks.redis import RedisStreamSink
@@ -54,4 +67,9 @@ def _redis_sink(url: str, key: str, maxlen: int, timeout_s: float) -> Sink:
             "MCP_RECORDS=redis needs the redis package: "
             "pip install redis (from a checkout: pip install -e '.[redis]')"
         ) from missing
-    return RedisStreamSink(url, key=key, maxlen=maxlen, timeout_s=timeout_s)
+    return RedisStreamSink(
+        options.redis_url,
+        key=options.redis_key,
+        maxlen=options.redis_maxlen,
+        timeout_s=options.redis_timeout_s,
+    )

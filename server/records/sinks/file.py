@@ -20,10 +20,9 @@ import os
 import shutil
 import stat
 import sys
-import time
 from pathlib import Path
 
-from server.records.sinks.base import BACKLOG_BYTES, BACKLOG_LINES, Backlog, SinkBacklogged
+from server.records.sinks.base import BACKLOG_BYTES, BACKLOG_LINES, RETRY_S, RetryingSink
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +54,10 @@ class StdoutSink:
 # fastest level, since higher ones cost more than the rest of the writer's work for a record
 # (docs/decisions.md#rotation-compression).
 ROTATED_COMPRESSLEVEL = 1
-DELIVER_LINES = 1000  # backlog lines per write when catching up
-# After a failure, batches join the backlog without a try for this long: a full disk costs a
-# failing write (and the cut back) per interval, not per batch.
-RETRY_S = 0.5
 OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
 
-class JsonlFileSink:
+class JsonlFileSink(RetryingSink):
     """Appends to ``path``; past ``max_bytes`` it rotates to ``path.1`` (``.1.gz``) ... ``.N``.
 
     Rotation is decided line by line: a line that would take the file past ``max_bytes`` goes
@@ -73,6 +68,7 @@ class JsonlFileSink:
     """
 
     name = "file"
+    verb = "write"
 
     def __init__(
         self,
@@ -86,80 +82,43 @@ class JsonlFileSink:
         retry_s: float = RETRY_S,
     ) -> None:
         self.path = Path(path)
+        super().__init__(
+            f"the records file {self.path}",
+            backlog_lines=backlog_lines,
+            backlog_bytes=backlog_bytes,
+            retry_s=retry_s,
+        )
         self.max_bytes = max_bytes
         self.backups = backups
         self.compress = compress
-        self.retry_s = retry_s
         self._fd: int | None = None
         self._identity = (0, 0)  # (st_dev, st_ino) of the open file
         self._size = 0
         # The file ends inside a line (a crash mid-write, or a cut that failed): the next write
         # starts a new line, so that fragment stays one malformed line, not a corrupt record.
         self._open_line = False
-        self._backlog = Backlog(
-            f"the records file {self.path}", max_lines=backlog_lines, max_bytes=backlog_bytes
-        )
-        self._error = ""
-        self._retry_at = 0.0
 
-    @property
-    def backlog(self) -> int:
-        """Lines kept, waiting for the file to take them."""
-        return len(self._backlog)
+    # -- what RetryingSink asks of it --------------------------------------------------------
 
-    @property
-    def shed(self) -> int:
-        """Lines given up on, ever (backlog full, or undelivered at close)."""
-        return self._backlog.shed
+    def _send(self, lines: list[bytes]) -> tuple[int, bool]:
+        written, failure = self._append(lines)
+        return written, failure is None
 
-    def open(self) -> None:
-        """Deliver the backlog, or open the file (again, if it was removed or replaced); OSError
-        (SinkBacklogged while lines are kept) if it cannot be."""
-        if self._backlog:
-            if not self._deliver():
-                raise self._backlogged()
-            return
+    def _reach(self) -> None:
+        """Open the file (again, if it was removed or replaced)."""
         try:
             self._check()
         except OSError as failure:
             self._fault(failure)
             raise
 
-    def write(self, lines: list[bytes]) -> None:
-        if self._deliver():
-            written, failure = self._append(lines)
-            if failure is None:
-                return
-            lines = lines[written:]
-        self._backlog.keep(lines)
-        raise self._backlogged()
-
-    def close(self) -> None:
-        self._retry_at = 0.0  # one last try, whatever the retry interval says
-        if not self._deliver():
-            lost = self._backlog.give_up()
-            log.error(
-                "request records: %d records could not be written to %s (%s)",
-                lost,
-                self.path,
-                self._error,
-            )
+    def _release(self) -> None:
         self._close_file()
 
-    # -- internals -----------------------------------------------------------------------------
+    def _lost_to(self) -> str:
+        return f"written to {self.path}"
 
-    def _deliver(self) -> bool:
-        """The backlog to the file, oldest first; True once it is empty."""
-        backlog = self._backlog
-        while backlog:
-            if time.monotonic() < self._retry_at:
-                return False
-            chunk = backlog.oldest(DELIVER_LINES)
-            written, failure = self._append(chunk)
-            backlog.delivered(written)
-            if failure is not None:
-                return False
-        return True
+    # -- internals -----------------------------------------------------------------------------
 
     def _append(self, lines: list[bytes]) -> tuple[int, OSError | None]:
         """Write ``lines`` whole, rotating where they pass ``max_bytes``: how many were written
@@ -323,9 +282,8 @@ class JsonlFileSink:
             self.path.unlink(missing_ok=True)
         self._open()
 
-    def _fault(self, failure: OSError) -> None:
-        self._error = str(failure) or type(failure).__name__
-        self._retry_at = time.monotonic() + self.retry_s
+    def _fault(self, failure: BaseException) -> None:
+        super()._fault(failure)
         self._close_file()  # the next try opens again: the fd may be what broke
 
     def _close_file(self) -> None:
@@ -333,6 +291,3 @@ class JsonlFileSink:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-    def _backlogged(self) -> SinkBacklogged:
-        return SinkBacklogged(f"{self._error}; {len(self._backlog)} records kept to write later")

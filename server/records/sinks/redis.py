@@ -18,19 +18,18 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from server.records.sinks.base import BACKLOG_BYTES, BACKLOG_LINES, Backlog, SinkBacklogged
+from server.records.sinks.base import BACKLOG_BYTES, BACKLOG_LINES, RETRY_S, RetryingSink
 
 log = logging.getLogger(__name__)
 
 FIELD = "r"
-DELIVER_LINES = 1000  # backlog lines per pipeline when catching up
-RETRY_S = 0.5
 # Raised by the client for an unreachable, slow or refusing server.
 FAULTS = (redis.RedisError, OSError)
 
 
-class RedisStreamSink:
+class RedisStreamSink(RetryingSink):
     name = "redis"
+    verb = "add"
 
     def __init__(
         self,
@@ -43,9 +42,14 @@ class RedisStreamSink:
         backlog_bytes: int = BACKLOG_BYTES,
         retry_s: float = RETRY_S,
     ) -> None:
+        super().__init__(
+            f"the Redis stream {key}",
+            backlog_lines=backlog_lines,
+            backlog_bytes=backlog_bytes,
+            retry_s=retry_s,
+        )
         self.key = key
         self.maxlen = maxlen
-        self.retry_s = retry_s
         # No retries inside the client: one try per operation, bounded by the timeout; the
         # backlog is the retry.
         self._client = redis.Redis.from_url(
@@ -54,36 +58,18 @@ class RedisStreamSink:
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
         )
-        self._backlog = Backlog(
-            f"the Redis stream {key}", max_lines=backlog_lines, max_bytes=backlog_bytes
-        )
         self._reachable: bool | None = None  # None: not tried yet
-        self._error = ""
-        self._retry_at = 0.0
 
-    @property
-    def backlog(self) -> int:
-        """Lines kept, waiting for Redis."""
-        return len(self._backlog)
+    # -- what RetryingSink asks of it --------------------------------------------------------
 
-    @property
-    def shed(self) -> int:
-        """Lines given up on, ever (backlog full, or undelivered at close)."""
-        return self._backlog.shed
+    def _entries(self, lines: list[bytes]) -> list[bytes]:
+        return [line[:-1] if line.endswith(b"\n") else line for line in lines]
 
-    def write(self, lines: list[bytes]) -> None:
-        entries = [line[:-1] if line.endswith(b"\n") else line for line in lines]
-        if self._deliver() and self._add(entries):
-            return
-        self._backlog.keep(entries)
-        raise self._backlogged()
+    def _send(self, lines: list[bytes]) -> tuple[int, bool]:
+        return (len(lines), True) if self._add(lines) else (0, False)
 
-    def open(self) -> None:
-        """Deliver the backlog, or check Redis answers; OSError (SinkBacklogged) if not."""
-        if self._backlog:
-            if not self._deliver():
-                raise self._backlogged()
-            return
+    def _reach(self) -> None:
+        """Check Redis answers; OSError if not."""
         if self._reachable:
             return
         if time.monotonic() >= self._retry_at:
@@ -96,17 +82,14 @@ class RedisStreamSink:
                 return
         raise OSError(f"Redis unreachable ({self._error})")
 
-    def close(self) -> None:
-        self._retry_at = 0.0  # one last try, whatever the retry interval says
-        if not self._deliver():
-            lost = self._backlog.give_up()
-            log.error(
-                "request records: %d records could not be added to the Redis stream %s (%s)",
-                lost,
-                self.key,
-                self._error,
-            )
+    def _release(self) -> None:
         self._client.close()
+
+    def _lost_to(self) -> str:
+        return f"added to the Redis stream {self.key}"
+
+    def _why(self) -> str:
+        return f"Redis unreachable ({self._error})"
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -126,21 +109,6 @@ class RedisStreamSink:
         self._retry_at = 0.0
         return True
 
-    def _deliver(self) -> bool:
-        """The backlog to Redis, oldest first; True once it is empty."""
-        while self._backlog:
-            chunk = self._backlog.oldest(DELIVER_LINES)
-            if not self._add(chunk):
-                return False
-            self._backlog.delivered(len(chunk))
-        return True
-
     def _fault(self, failure: BaseException) -> None:
+        super()._fault(failure)
         self._reachable = False
-        self._error = str(failure) or type(failure).__name__
-        self._retry_at = time.monotonic() + self.retry_s
-
-    def _backlogged(self) -> SinkBacklogged:
-        return SinkBacklogged(
-            f"Redis unreachable ({self._error}); {len(self._backlog)} records kept to add later"
-        )

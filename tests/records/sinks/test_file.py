@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from server.records.recorder import Recorder
-from server.records.sinks import build_sinks
+from server.records.sinks import SinkOptions, build_sinks
 from server.records.sinks.base import SinkBacklogged
 from server.records.sinks.file import JsonlFileSink, StdoutSink
 
@@ -285,7 +285,9 @@ def test_stdout_sink_writes_the_lines_as_they_are(
 
 def build(names: list[str], tmp_path: Path) -> list[Any]:
     return build_sinks(
-        names, path=str(tmp_path / "r.jsonl"), max_bytes=1000, backups=3, compress=False
+        SinkOptions(
+            names=names, path=str(tmp_path / "r.jsonl"), max_bytes=1000, backups=3, compress=False
+        )
     )
 
 

@@ -1,13 +1,13 @@
-"""Which records a report covers: ``--since``, ``--until``, ``--client``, ``--method``.
+"""Where the report's records come from and which it keeps: record files, and the filters.
 
-Times are compared as the records write them (UTC, ISO 8601 with milliseconds, which sort as
-strings), so a bound is turned into that form once: an ISO date or time (``2026-11-30``,
-``2026-11-30T06:07``, with seconds, fractions, ``Z`` or an offset; a time without an offset is
-UTC) or a duration before now (``90s``, ``15m``, ``2h``, ``7d``). ``--since`` keeps records at
-or after it, ``--until`` those before it. ``--client`` keeps clients whose name or user agent
-contains one of the texts given (case-insensitive); ``--method`` keeps records whose method
-matches one of the patterns given (``tools/call``, ``tools/*``). A client's and a method's verdict
-is computed once and remembered, so filtering costs a dictionary lookup per record.
+Files are read as batches of lines, plain or gzipped (known by its magic bytes, not its name),
+from disk or stdin, in large chunks split on newlines; an absurdly long line becomes a
+malformed marker, never held whole; a corrupt or truncated gzip raises one of
+:data:`READ_ERRORS` after what came before it. The filters: ``--since`` and ``--until`` (an ISO
+date or time, UTC unless it says otherwise, or a duration before now such as ``15m``, ``7d``),
+compared as the records write times (they sort as strings); ``--client`` (a text in the name or
+user agent, any case); ``--method`` (``tools/call``, ``tools/*``). A client's and a method's
+verdict is remembered, so filtering costs a dictionary lookup per record.
 """
 
 from __future__ import annotations
@@ -15,8 +15,79 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import BinaryIO
+
+CHUNK_BYTES = 1 << 22
+# A record line is a few KB (params are capped by the writer); anything this long is junk.
+MAX_LINE_BYTES = 1 << 24
+OVERLONG = b"(line too long)"
+GZIP_MAGIC = b"\x1f\x8b"
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
+
+
+def line_batches(stream: BinaryIO) -> Iterator[list[bytes]]:
+    """The stream's lines, a chunk's worth at a time, without their newlines."""
+    carry = b""
+    skipping = False  # inside a line too long to keep: drop bytes until its newline
+    try:
+        for chunk in chunks(stream):
+            lines = (carry + chunk if carry else chunk).split(b"\n")
+            carry = lines.pop()
+            if skipping and lines:
+                del lines[0]
+                skipping = False
+            if len(carry) > MAX_LINE_BYTES:
+                if not skipping:
+                    lines.append(OVERLONG)
+                carry, skipping = b"", True
+            yield lines
+    except READ_ERRORS:
+        if carry and not skipping:
+            yield [carry]
+        raise
+    if carry and not skipping:
+        yield [carry]
+
+
+def chunks(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream's bytes in large pieces, gunzipped when it starts like a gzip file."""
+    first = stream.read(CHUNK_BYTES)
+    if first.startswith(GZIP_MAGIC):
+        yield from _gunzip(first, stream)
+        return
+    while first:
+        yield first
+        first = stream.read(CHUNK_BYTES)
+
+
+def _gunzip(data: bytes, stream: BinaryIO) -> Iterator[bytes]:
+    # zlib directly rather than GzipFile: faster, and max_length bounds the memory a small
+    # compressed file can claim (a rotated file could be a decompression bomb). Members are
+    # read one after another, as gzip allows.
+    inflater = zlib.decompressobj(wbits=31)
+    pending = False  # a member has started and not yet ended
+    while data:
+        while data:
+            out = inflater.decompress(data, CHUNK_BYTES)
+            pending = True
+            if out:
+                yield out
+            if inflater.eof:
+                data, pending = inflater.unused_data, False
+                inflater = zlib.decompressobj(wbits=31)
+            else:
+                data = inflater.unconsumed_tail
+        data = stream.read(CHUNK_BYTES)
+    if pending:
+        rest = inflater.flush()
+        if rest:
+            yield rest
+        raise EOFError("gzip data ends early (truncated file?)")
+
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

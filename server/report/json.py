@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from server.report.measures import Latency, error_name
 from server.report.model import ClientReport, FeatureReport, Report, TargetReport
+from server.report.tally import Latency, error_name
 
 JSON_FORMAT_VERSION = 1
 WIDTH = 100
