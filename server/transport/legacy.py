@@ -20,6 +20,7 @@ from functools import partial
 from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
+from server.catalog.visibility import View
 from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
@@ -65,6 +66,7 @@ class LegacyHttp:
         self.bus: Bus = bus or MemoryBus()
         self.mirror: StreamMirror = mirror or MemoryMirror()
         self.sessions = LegacySessions(era, runtimes, gate)
+        self.views = era.dispatcher.views
 
     # -- POST ------------------------------------------------------------------------------
 
@@ -124,8 +126,9 @@ class LegacyHttp:
 
     def resolve(self, request: Request, principal: Principal) -> Target:
         """What the request names, looked up once; a tool's scopes are checked here, before
-        its call starts, while a 403 can still be sent."""
-        target = self.era.resolve(request)
+        its call starts, while a 403 can still be sent. What is hidden from the caller is
+        not found."""
+        target = self.era.resolve(request, self.view(principal))
         if isinstance(target, Tool) and self.gate.authenticates:
             self.gate.require_tool(principal, target.scopes)
         return target
@@ -203,7 +206,13 @@ class LegacyHttp:
         request that carried it."""
         caller = None if principal.anonymous else principal
         key = self.gate.key(draft)
-        return LegacyCall(request, target, session, runtime, caller, headers, draft, key)
+        call = LegacyCall(request, target, session, runtime, caller, headers, draft, key)
+        call.view = self.view(principal)
+        return call
+
+    def view(self, principal: Principal) -> View | None:
+        """What ``principal`` may see; None (everything) unless some item is hidden."""
+        return self.views.view(principal) if self.views.hiding else None
 
     async def take(
         self, session: Session, runtime: SessionRuntime, message: Notification | Response

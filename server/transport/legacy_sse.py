@@ -266,7 +266,7 @@ class SseTransport:
         if not isinstance(message, Request):
             return None
         try:
-            target = self.era.resolve(message)
+            target = self.era.resolve(message, self.legacy.view(principal))
         except McpError as error:
             return error
         if isinstance(target, Tool) and self.gate.authenticates:

@@ -59,6 +59,7 @@ class ModernHttp:
         self.hub = hub
         self.gate = gate
         self.options = options
+        self.views = modern.dispatcher.views
 
     def post(
         self,
@@ -80,7 +81,10 @@ class ModernHttp:
             return send_empty(send, 202)
         if not isinstance(message, Request):  # the endpoint sends these to the legacy era
             raise InvalidRequest("Invalid request: batches and responses are legacy messages")
-        call = self.modern.validate(message, headers)
+        views = self.views
+        call = self.modern.validate(
+            message, headers, views.view(principal) if views.hiding else None
+        )
         # Who calls: tasks are bound to the subject, capped per client.
         call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
         if isinstance(call.target, Tool) and self.gate.authenticates:
