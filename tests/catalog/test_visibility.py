@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server import Catalog, create_app
-from server.catalog.visibility import Views
+from server.catalog.visibility import Views, Visibility
 from server.dispatch import Dispatcher
 from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
@@ -42,20 +42,22 @@ TOKENS = [
 def catalog_of(*, without: str = "", rule: bool = True) -> Catalog:
     """Tools in an order that puts hidden ones between visible ones, across pages of 2."""
     catalog = Catalog("views", "1.0.0")
-    for name, scopes, visibility in [
+    declared: list[tuple[str, tuple[str, ...], Visibility | None]] = [
         ("open_a", (), None),
         ("write_a", ("mcp:write",), None),
         ("read_a", ("mcp:read",), None),
         ("write_b", ("mcp:write",), None),
         ("admin", ("admin",), "listed"),  # listed to everyone whatever the setting
         ("open_b", (), None),
-    ]:
+    ]
+    for name, scopes, visibility in declared:
         if name != without:
 
             def tool(count: int) -> str:
                 return "ok"
 
             catalog.tool(tool, name=name, scopes=scopes, visibility=visibility)
+
     @catalog.prompt(name="open_prompt")  # so prompts and completions stay served
     def open_prompt(style: str) -> str:
         return style
@@ -83,8 +85,10 @@ def catalog_of(*, without: str = "", rule: bool = True) -> Catalog:
     if rule:
         # acme's items are acme's: prompts and templates named so are hidden from others.
         catalog.set_visibility_rule(
-            lambda caller, item: caller.tenant == "acme"
-            or "acme" not in getattr(item, "name", str(getattr(item, "template", "")))
+            lambda caller, item: (
+                caller.tenant == "acme"
+                or "acme" not in getattr(item, "name", str(getattr(item, "template", "")))
+            )
         )
     return catalog
 
@@ -224,7 +228,10 @@ HIDDEN_ASKS = [
     ),
     (
         "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "acme://{x}"}, "argument": {"name": "x", "value": ""}},
+        {
+            "ref": {"type": "ref/resource", "uri": "acme://{x}"},
+            "argument": {"name": "x", "value": ""},
+        },
         "acme://{x}",
     ),
     ("resources/read", {"uri": "acme://one"}, "acme://{x}"),
@@ -299,7 +306,7 @@ scope_sets = st.frozensets(st.sampled_from(SCOPES), max_size=3)
     use_rule=st.booleans(),
 )
 def test_no_page_ever_holds_an_item_the_callers_view_hides(
-    tools: list[tuple[frozenset[str], str | None, bool]],
+    tools: list[tuple[frozenset[str], Visibility | None, bool]],
     default: Any,
     callers: list[tuple[frozenset[str], str]],
     page_size: int,
