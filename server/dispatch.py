@@ -7,10 +7,9 @@ the catalog's derived capabilities); what a call names is looked up once
 (:meth:`Dispatcher.resolve`). Both eras run a call as a :class:`Handling`, started eagerly,
 with a handler timer only for a call that waits, and no :class:`~server.context.Context` for a
 plain tool (:meth:`Dispatcher.plain_tool`). Waiting handlers are known until they end, so the
-drain can stop them with an error (:meth:`Dispatcher.stop_waiting`). List pages are kept
-encoded (:class:`~server.pagination.EncodedResults`). Given a caller's
-:class:`~server.catalog.visibility.View`, what it may not see is absent: left out of its pages
-(paged, cached and tagged per view) and resolved as a name never declared.
+drain can stop them (:meth:`Dispatcher.stop_waiting`). What a caller's
+:class:`~server.catalog.visibility.View` hides is absent: left out of its list pages (kept
+encoded per view) and resolved as a name never declared.
 """
 
 from __future__ import annotations

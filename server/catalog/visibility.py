@@ -1,19 +1,13 @@
 """Which items a caller may see: ``MCP_SCOPED_ITEMS``, each item's ``visibility``, the rule.
 
-By default (``listed``) every item is listed to everyone and a call that lacks a tool's
-scopes gets 403 ``insufficient_scope``, the authorization spec's step-up path. An item whose
-visibility is ``hidden`` (its own keyword, else the setting) is seen only by callers that hold
-its scopes and that the catalog's rule (:meth:`~server.catalog.Catalog.visibility_rule`)
-accepts: lists leave it out and a call naming it answers as for a name never declared.
-
-A :class:`View` is what one caller may see, made once per caller per catalog version (the
-rule is asked once per item then, never per request: it must be a pure function of the
-caller and the item, and ``Catalog.visibility_changed`` starts over when what it reads
-changes). Its ``keys`` say, per list, which names are hidden: equal keys are equal lists, so
-the era's cached pages are kept per key, and cursors carry a digest of the key (a cursor of one
-view is refused by another; a list change that changes a caller's view ends its walks). With no
-hidden item anywhere :meth:`Views.view` is never asked (``Views.hiding`` is False): the
-default costs a request one attribute read.
+By default (``listed``) every item is listed to everyone (a call lacking a tool's scopes gets the
+step-up 403). An item whose visibility is ``hidden`` (its keyword, else the setting) is seen only
+by callers holding its scopes whom the catalog's rule accepts: lists leave it out, and a call
+naming it answers as for a name never declared. A :class:`View` is what one caller may see, made
+once per caller per catalog version (the rule is a pure function of caller and item). Its
+``keys`` (per list, the names hidden) key the cached pages, and cursors carry their digest.
+With nothing hidden :meth:`Views.view` is never asked (``Views.hiding`` is False).
+docs/security.md#scoped-items says when to choose which.
 """
 
 from __future__ import annotations
