@@ -57,6 +57,8 @@ class Catalog(Protocol):
 
     def subscribe(self, listener: Callable[[Any], None]) -> Callable[[], None]: ...
 
+    def find_resource(self, uri: str, hidden: Callable[[object], bool] | None = None) -> Any: ...
+
 
 def check_visibility(owner: str, visibility: Any) -> Visibility | None:
     """A declaration's ``visibility`` keyword: None (follow MCP_SCOPED_ITEMS) or one of
@@ -182,3 +184,43 @@ class Views:
             # Fails closed: an item the rule cannot judge is not shown.
             log.exception("the visibility rule failed on %r: hidden", item)
             return False
+
+    def visible(self, caller: Caller, field: str) -> tuple[dict[str, Any], ...]:
+        """The list ``field`` as ``caller`` sees it now."""
+        everything: tuple[dict[str, Any], ...] = getattr(self.catalog.snapshot, field)
+        view = self.view(caller)
+        return everything if view is None else view.items(field, everything)
+
+    def watch(self, caller: Caller) -> ListWatch:
+        """What tells ``caller``'s notification stream which changes concern it."""
+        return ListWatch(self, caller)
+
+
+class ListWatch:
+    """Whether a catalog change changed what one caller sees, for its notification stream: a
+    list change only when its list (as the caller sees it) did change, a resource update
+    unless the resource is hidden from it; anything else goes through."""
+
+    __slots__ = ("_caller", "_seen", "_views")
+
+    def __init__(self, views: Views, caller: Caller) -> None:
+        self._views, self._caller = views, caller
+        self._seen = {field: views.visible(caller, field) for field in LIST_KEYS}
+
+    def __call__(self, change: Any) -> bool:
+        kind = getattr(change, "kind", None)
+        if kind == "resource_updated":
+            view = self._views.view(self._caller)
+            if view is None:
+                return True
+            find = self._views.catalog.find_resource
+            return find(change.uri) is None or find(change.uri, view.hides) is not None
+        if kind not in ("tools", "prompts", "resources"):
+            return True
+        changed = False
+        for field in ("resources", "templates") if kind == "resources" else (kind,):
+            now, before = self._views.visible(self._caller, field), self._seen[field]
+            if len(now) != len(before) or any(a is not b for a, b in zip(now, before, strict=True)):
+                changed = True
+            self._seen[field] = now
+        return changed

@@ -101,12 +101,21 @@ class SessionRuntime:
         self._finished.pop(stream.id, None)
 
     def standalone_stream(
-        self, hub: Hub, capabilities: Callable[[], dict[str, Any]]
+        self,
+        hub: Hub,
+        capabilities: Callable[[], dict[str, Any]],
+        concerns: Callable[[Event], bool] | None = None,
     ) -> EventStream:
-        """The session's GET stream, created (and fed by the hub) on first use."""
+        """The session's GET stream, created (and fed by the hub) on first use; ``concerns``
+        (when items are hidden from its caller) says which changes it is told of."""
         if self.standalone is None:
             self.standalone = self.open_stream(standalone=True)
-            self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
+
+            def feed(change: Event) -> None:
+                if concerns is None or concerns(change):
+                    self._offer(change, capabilities())
+
+            self._feed = hub.subscribe(feed)
         return self.standalone
 
     def _offer(self, change: Event, capabilities: dict[str, Any]) -> None:

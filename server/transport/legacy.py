@@ -20,7 +20,7 @@ from functools import partial
 from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
-from server.catalog.visibility import View
+from server.catalog.visibility import ListWatch, View
 from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
@@ -210,6 +210,13 @@ class LegacyHttp:
         call.view = self.view(principal)
         return call
 
+    def concerns(self, principal: Principal | None) -> ListWatch | None:
+        """What tells a GET stream of ``principal`` which changes concern it, when items
+        are hidden from some callers (None: every change)."""
+        if principal is None or not self.views.hiding:
+            return None
+        return self.views.watch(principal)
+
     def view(self, principal: Principal) -> View | None:
         """What ``principal`` may see; None (everything) unless some item is hidden."""
         return self.views.view(principal) if self.views.hiding else None
@@ -289,7 +296,14 @@ class LegacyHttp:
     # -- GET and DELETE --------------------------------------------------------------------
 
     async def get(
-        self, receive: Receive, send: Send, headers: Headers, draft: Draft, *, sse_ok: bool
+        self,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        draft: Draft,
+        *,
+        sse_ok: bool,
+        principal: Principal | None = None,
     ) -> None:
         """The standalone stream (unsolicited notifications), or the resumption of a stream."""
         if not sse_ok:
@@ -307,7 +321,9 @@ class LegacyHttp:
             # The standalone stream offers resource updates: it needs the subscriptions.
             await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
             stream = runtime.standalone_stream(
-                self.hub, lambda: self.era.capabilities(session.protocol_version)
+                self.hub,
+                lambda: self.era.capabilities(session.protocol_version),
+                self.concerns(principal),
             )
             after = stream.last_seq
         standalone = stream is runtime.standalone

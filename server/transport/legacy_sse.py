@@ -117,7 +117,9 @@ class SseTransport:
                 path = _path(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":
-                    await self.stream(scope, draft.observe_receive(receive), observed_send, draft)
+                    await self.stream(
+                        scope, draft.observe_receive(receive), observed_send, draft, principal
+                    )
                 elif path == self.options.messages_path and verb == "POST":
                     later = await self.message(
                         scope, receive, observed_send, headers, draft, principal
@@ -135,7 +137,14 @@ class SseTransport:
 
     # -- GET: the stream --------------------------------------------------------------------
 
-    async def stream(self, scope: Scope, receive: Receive, send: Send, draft: Draft) -> None:
+    async def stream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        draft: Draft,
+        principal: Principal | None = None,
+    ) -> None:
         """Open a session and its stream: the ``endpoint`` event, then every message of the
         session until the client leaves, stops reading, or the server ends it."""
         draft.era, draft.transport = "legacy", TRANSPORT
@@ -158,19 +167,27 @@ class SseTransport:
             self.gate.session_started(session.id, session_slot)
             draft.session_id = session.id
             try:
-                await self._follow(scope, receive, send, session, draft)
+                await self._follow(scope, receive, send, session, draft, principal)
             finally:
                 self._close_session(session.id)
         finally:
             stream_slot.release()
 
     async def _follow(
-        self, scope: Scope, receive: Receive, send: Send, session: Session, draft: Draft
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        session: Session,
+        draft: Draft,
+        principal: Principal | None = None,
     ) -> None:
         runtime = self.legacy.runtimes.get(session.id)
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
         stream = runtime.standalone_stream(
-            self.legacy.hub, lambda: self.era.capabilities(session.protocol_version)
+            self.legacy.hub,
+            lambda: self.era.capabilities(session.protocol_version),
+            self.legacy.concerns(principal),
         )
         runtime.standalone_followers += 1
         self.held[session.id] = runtime

@@ -354,3 +354,31 @@ def test_no_page_ever_holds_an_item_the_callers_view_hides(
             if cursor is None:
                 break
         assert seen == [name for name in catalog.tools if may_see(caller, name)]
+
+
+# -- notifications ----------------------------------------------------------------------------
+
+
+def test_a_stream_is_told_only_of_changes_to_what_its_caller_sees() -> None:
+    from server.catalog import Change
+
+    catalog = catalog_of()
+    views = Views(catalog, "hidden")
+    alice = Principal("alice", frozenset({"mcp:read", "mcp:write"}), tenant="acme")
+    bob = Principal("bob", frozenset({"mcp:read"}), tenant="globex")
+    watches = {"alice": views.watch(alice), "bob": views.watch(bob)}
+
+    def told(change: Change) -> dict[str, bool]:
+        return {who: watch(change) for who, watch in watches.items()}
+
+    catalog.tool(lambda: "x", name="write_c", scopes=["mcp:write"])
+    assert told(Change("tools")) == {"alice": True, "bob": False}
+    catalog.tool(lambda: "x", name="open_c")
+    assert told(Change("tools")) == {"alice": True, "bob": True}
+    assert told(Change("tools")) == {"alice": False, "bob": False}  # nothing new since
+    catalog.remove_tool("write_c")
+    assert told(Change("tools")) == {"alice": True, "bob": False}
+    # A resource update: not for those it is hidden from; an unknown URI goes to all.
+    assert told(Change("resource_updated", "acme://one")) == {"alice": True, "bob": False}
+    assert told(Change("resource_updated", "open://readme")) == {"alice": True, "bob": True}
+    assert told(Change("resource_updated", "else://x")) == {"alice": True, "bob": True}
