@@ -190,7 +190,8 @@ class ModernEra:
         call = ModernCall(
             request, version, capabilities, client_info, log_level, progress_token, target
         )
-        call.view = view
+        if view is not None:
+            call.view = view
         return call
 
     def serves(self, method: str) -> bool:
