@@ -22,7 +22,15 @@ from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
 from server.security.auth import Principal
 from server.settings import Settings
-from tests.support.mcp_client import initialize, legacy, legacy_headers, modern, modern_headers
+from tests.support.live_server import ServerThread
+from tests.support.mcp_client import (
+    SSE,
+    initialize,
+    legacy,
+    legacy_headers,
+    modern,
+    modern_headers,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -382,3 +390,60 @@ def test_a_stream_is_told_only_of_changes_to_what_its_caller_sees() -> None:
     assert told(Change("resource_updated", "acme://one")) == {"alice": True, "bob": False}
     assert told(Change("resource_updated", "open://readme")) == {"alice": True, "bob": True}
     assert told(Change("resource_updated", "else://x")) == {"alice": True, "bob": True}
+
+
+async def test_a_listen_stream_over_uvicorn_hears_only_of_its_own_view_changing() -> None:
+    catalog = catalog_of()
+
+    @catalog.tool
+    def grow(kind: str) -> str:
+        scopes = ["mcp:write"] if kind == "write" else []
+        catalog.tool(lambda: "x", name=f"{kind}_c", scopes=scopes)
+        return "grown"
+
+    @catalog.tool
+    def touch() -> str:  # a marker every listener hears, in order with what came before
+        catalog.notify_resource_updated("open://readme")
+        return "touched"
+
+    settings = Settings(
+        _env_file=None, auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", keepalive_s=0.2
+    )
+    running = ServerThread(create_app(settings, catalog), graceful_timeout=2, check_health=True)
+    running.start()
+    wanted = {"toolsListChanged": True, "resourceSubscriptions": ["open://readme"]}
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=5) as client:
+
+            async def call(name: str, **arguments: str) -> None:
+                params = {"name": name, "arguments": arguments}
+                answer = await modern_post(client, ALICE, "tools/call", params)
+                assert answer.status_code == 200, answer.text
+
+            @asynccontextmanager
+            async def listening(token: str) -> AsyncIterator[SSE]:
+                message = modern("subscriptions/listen", {"notifications": wanted})
+                headers = {**modern_headers(message), "Authorization": f"Bearer {token}"}
+                body = orjson.dumps(message)
+                async with client.stream("POST", "/mcp", content=body, headers=headers) as answer:
+                    assert answer.status_code == 200
+                    events = SSE(answer)
+                    assert await events.next() is not None  # the acknowledgement
+                    yield events
+
+            async def heard(events: SSE) -> str:
+                told = await events.next()
+                assert told is not None
+                return str(told["method"])
+
+            async with listening(ALICE) as alice, listening(BOB) as bob:
+                await call("grow", kind="write")  # only alice's view changes
+                await call("touch")
+                assert await heard(alice) == "notifications/tools/list_changed"
+                assert await heard(alice) == "notifications/resources/updated"
+                assert await heard(bob) == "notifications/resources/updated"  # nothing before
+                await call("grow", kind="open")  # both views change
+                assert await heard(bob) == "notifications/tools/list_changed"
+                assert await heard(alice) == "notifications/tools/list_changed"
+    finally:
+        running.stop()
