@@ -254,16 +254,16 @@ class Dispatcher:
         """A list page from ``cache``, encoded in the era's ``envelope`` (none: the page as
         it is) when first asked for; -32602 for a cursor this list never issued. A private
         list's pages are kept per view: callers who see the same items share them."""
-        offset = self.page_offset(method, cursor, view)
-        field = LIST_METHODS[method][0]
-        key: tuple[Any, ...] = (
-            (method, offset)
-            if view is None or not view.depends(field)
-            else (method, offset, view.keys[field])
-        )
+        key: tuple[Any, ...]
+        if view is None:  # the default, as before views (the fast path of every list)
+            key = (method, self.pager.offset(LIST_METHODS[method][0], cursor))
+        else:
+            field = LIST_METHODS[method][0]
+            offset = self.page_offset(method, cursor, view)
+            key = (method, offset, view.keys[field]) if view.depends(field) else (method, offset)
         found = cache.get(key)
         if found is None:
-            page = self.list_page_at(method, offset, view)
+            page = self.list_page_at(method, key[1], view)
             found = cache.put(key, page if envelope is None else envelope(method, page))
         return found
 

@@ -341,7 +341,9 @@ class ModernEra:
             if found is None:
                 found = self._encoded.put((method, 0), self.discover_result())
             return found
-        private = view is not None and view.depends(LIST_METHODS[method][0])
+        if view is None:  # the default: as before views
+            return self.dispatcher.cached_page(method, cursor, self._encoded, self._envelope)
+        private = view.depends(LIST_METHODS[method][0])
         envelope = self._private_envelope if private else self._envelope
         return self.dispatcher.cached_page(method, cursor, self._encoded, envelope, view)
 
