@@ -7,8 +7,9 @@ the catalog's derived capabilities); what a call names is looked up once
 (:meth:`Dispatcher.resolve`). Both eras run a call as a :class:`Handling`, started eagerly,
 with a handler timer only for a call that waits, and no :class:`~server.context.Context` for a
 plain tool (:meth:`Dispatcher.plain_tool`). Waiting handlers are known until they end, so the
-drain can stop them with an error (:meth:`Dispatcher.stop_waiting`). :class:`EncodedResults`
-keeps list pages and ``server/discover`` encoded.
+drain can stop them (:meth:`Dispatcher.stop_waiting`). What a caller's
+:class:`~server.catalog.visibility.View` hides is absent: left out of its list pages (kept
+encoded per view) and resolved as a name never declared.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from server.catalog.completion import run_completer
 from server.catalog.prompts import Prompt
 from server.catalog.resources import Resource, ResourceTemplate
 from server.catalog.tools import Tool, error_result
+from server.catalog.visibility import View, Views
 from server.context import Context
 from server.errors import InternalError, InvalidParams, ResourceNotFound, ServiceUnavailable
-from server.pagination import Pager
+from server.pagination import EncodedResults, Pager
 from server.protocol import METHOD_CAPABILITY, TOOLS_CALL
 
 # What a call names, looked up once (Dispatcher.resolve): a tool, a prompt, or the resource a
@@ -65,9 +67,17 @@ def optional_object(params: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 
 class Dispatcher:
-    def __init__(self, catalog: Catalog, pager: Pager, *, handler_timeout_s: float = 0) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        pager: Pager,
+        *,
+        handler_timeout_s: float = 0,
+        views: Views | None = None,
+    ) -> None:
         self.catalog = catalog
         self.pager = pager
+        self.views = Views(catalog) if views is None else views
         self.handler_timeout_s = handler_timeout_s
         # The tasks whose handler is waiting, with why the server stopped it (None: running).
         self._waiting: dict[asyncio.Task[Any], str | None] = {}
@@ -82,19 +92,39 @@ class Dispatcher:
         capability = METHOD_CAPABILITY.get(method)
         return capability is not None and capability in self.catalog.snapshot.capabilities
 
-    def resolve(self, method: str, params: Mapping[str, Any]) -> Target:
-        """What a ``tools/call``, ``prompts/get`` or ``resources/read`` names, looked up once
-        so the era's checks (header params, scopes) and the handler share it. Never raises:
-        a missing or unknown name is the handler's error to report, in its order."""
-        if method == TOOLS_CALL:
+    def resolve(self, method: str, params: Mapping[str, Any], view: View | None = None) -> Target:
+        """What a ``tools/call``, ``prompts/get``, ``resources/read`` or
+        ``completion/complete`` names, looked up once so the era's checks (header params,
+        scopes) and the handler share it; what ``view`` hides is not found. Never raises: a
+        missing or unknown name is the handler's error to report, in its order."""
+        found: Target
+        if method == TOOLS_CALL:  # the hottest: first, as before views
             name = params.get("name")
-            return self.catalog.tools.get(name) if isinstance(name, str) else None
-        if method == "prompts/get":
+            found = self.catalog.tools.get(name) if isinstance(name, str) else None
+        elif method == "prompts/get":
             name = params.get("name")
-            return self.catalog.prompts.get(name) if isinstance(name, str) else None
-        if method == "resources/read":
+            found = self.catalog.prompts.get(name) if isinstance(name, str) else None
+        elif method == "resources/read":
             uri = params.get("uri")
-            return self.catalog.find_resource(uri) if isinstance(uri, str) and uri else None
+            hidden = None if view is None else view.hides
+            return self.catalog.find_resource(uri, hidden) if isinstance(uri, str) and uri else None
+        elif method == "completion/complete":
+            found = self._completed(params.get("ref"))
+        else:
+            return None
+        if view is None or found is None:
+            return found
+        return None if view.hides(found[0] if isinstance(found, tuple) else found) else found
+
+    def _completed(self, ref: Any) -> Target:
+        """The prompt or template a completion's ``ref`` names, if declared."""
+        if not isinstance(ref, dict):
+            return None
+        if ref.get("type") == "ref/prompt" and isinstance(name := ref.get("name"), str):
+            return self.catalog.prompts.get(name)
+        if ref.get("type") == "ref/resource" and isinstance(uri := ref.get("uri"), str):
+            template = self.catalog.templates.get(uri)
+            return None if template is None else (template, {})
         return None
 
     def call(
@@ -183,17 +213,26 @@ class Dispatcher:
                 stopped += 1
         return stopped
 
-    def page_offset(self, method: str, cursor: Any) -> int:
-        """Where the page a cursor names starts (-32602 for a cursor this list never issued)."""
-        return self.pager.offset(LIST_METHODS[method][0], cursor)
+    @staticmethod
+    def _kind(method: str, view: View | None) -> str:
+        """What a list's cursors name: the list, and the view's tag when it is private."""
+        field = LIST_METHODS[method][0]
+        return field if view is None or not view.depends(field) else f"{field}~{view.tag(field)}"
 
-    def list_page(self, method: str, cursor: Any) -> dict[str, Any]:
-        return self.list_page_at(method, self.page_offset(method, cursor))
+    def page_offset(self, method: str, cursor: Any, view: View | None = None) -> int:
+        """Where the page a cursor names starts (-32602 for a cursor this list never issued,
+        or issued to a caller with another view)."""
+        return self.pager.offset(self._kind(method, view), cursor)
 
-    def list_page_at(self, method: str, offset: int) -> dict[str, Any]:
+    def list_page(self, method: str, cursor: Any, view: View | None = None) -> dict[str, Any]:
+        return self.list_page_at(method, self.page_offset(method, cursor, view), view)
+
+    def list_page_at(self, method: str, offset: int, view: View | None = None) -> dict[str, Any]:
         field, key = LIST_METHODS[method]
         items = getattr(self.catalog.snapshot, field)
-        page, next_cursor = self.pager.page_at(field, items, offset)
+        if view is not None:
+            items = view.items(field, items)
+        page, next_cursor = self.pager.page_at(self._kind(method, view), items, offset)
         result: dict[str, Any] = {key: list(page)}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
@@ -205,13 +244,21 @@ class Dispatcher:
         cursor: Any,
         cache: EncodedResults,
         envelope: Envelope | None = None,
+        view: View | None = None,
     ) -> orjson.Fragment:
         """A list page from ``cache``, encoded in the era's ``envelope`` (none: the page as
-        it is) when first asked for; -32602 for a cursor this list never issued."""
-        key = (method, self.page_offset(method, cursor))
+        it is) when first asked for; -32602 for a cursor this list never issued. A private
+        list's pages are kept per view: callers who see the same items share them."""
+        key: tuple[Any, ...]
+        if view is None:  # the default, as before views (the fast path of every list)
+            key = (method, self.pager.offset(LIST_METHODS[method][0], cursor))
+        else:
+            field = LIST_METHODS[method][0]
+            offset = self.page_offset(method, cursor, view)
+            key = (method, offset, view.keys[field]) if view.depends(field) else (method, offset)
         found = cache.get(key)
         if found is None:
-            page = self.list_page_at(method, key[1])
+            page = self.list_page_at(method, key[1], view)
             found = cache.put(key, page if envelope is None else envelope(method, page))
         return found
 
@@ -268,17 +315,21 @@ class Dispatcher:
             raise InvalidParams("params.argument needs string name and value")
         supplied = optional_object(optional_object(params, "context"), "arguments")
         kind = ref.get("type")
+        # What resolve found; while items may be hidden the era always resolves (with the
+        # caller's view), so nothing found is nothing this caller may complete.
+        found = target if target is not None or self.views.hiding else self._completed(ref)
         if kind == "ref/prompt":
-            prompt = self.catalog.prompts.get(require_str(ref, "name"))
-            if prompt is None:
+            require_str(ref, "name")
+            prompt = found
+            if not isinstance(prompt, Prompt):
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
             if name not in prompt.parameters.names:
                 raise InvalidParams(f"Prompt {prompt.name} has no argument {name!r}")
             completer = prompt.completers.get(name)
         elif kind == "ref/resource":
             uri = require_str(ref, "uri")
-            template = self.catalog.templates.get(uri)
-            if template is None:
+            template = found[0] if isinstance(found, tuple) else None
+            if not isinstance(template, ResourceTemplate):
                 raise InvalidParams(f"Unknown resource template: {uri}")
             if name not in template.template.variables:
                 raise InvalidParams(f"Template {uri} has no variable {name!r}")
@@ -330,32 +381,3 @@ class Handling(Started[R]):
         rest = Started.__await__(self)
         # An R, or a tool's timeout result in the era's envelope (a dict, as a tool's R is).
         return (yield from self._dispatcher._finish(self._method, rest, self._envelope))  # type: ignore[return-value]
-
-
-class EncodedResults:
-    """Results that change only with the catalog, encoded once and spliced into answers as
-    ``orjson.Fragment``, until the catalog's version moves on. Keys are what the server
-    verified (a method and a page's offset), never client text, so this holds at most one entry
-    per page the server itself issued a cursor for."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
-        self._version = -1
-        self._encoded: dict[tuple[str, int], orjson.Fragment] = {}
-
-    def __len__(self) -> int:
-        return len(self._encoded)
-
-    def get(self, key: tuple[str, int]) -> orjson.Fragment | None:
-        """What is kept for ``key`` at the catalog's current version, if anything."""
-        version = self._catalog.snapshot.version
-        if version != self._version:
-            self._encoded = {}
-            self._version = version
-        return self._encoded.get(key)
-
-    def put(self, key: tuple[str, int], result: dict[str, Any]) -> orjson.Fragment:
-        """``result`` encoded and kept for ``key`` (built after :meth:`get` found nothing)."""
-        encoded = orjson.Fragment(orjson.dumps(result))
-        self._encoded[key] = encoded
-        return encoded

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     discover_ttl_ms: int = Field(300_000, ge=0)
     # Empty: private when authentication is on (results may differ per caller), else public.
     cache_scope: Literal["", "public", "private"] = ""
+    # Items a caller may not use: listed (403 insufficient_scope on a call, the step-up path)
+    # or hidden (left out of its lists, and answered as unknown).
+    scoped_items: Literal["listed", "hidden"] = "listed"
 
     state_secret: SecretStr = SecretStr("")
     request_state_ttl_s: int = Field(600, ge=1)

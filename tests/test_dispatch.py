@@ -8,9 +8,9 @@ import pytest
 from server.aio import coarse_timers
 from server.catalog import Catalog
 from server.catalog.content import Completion
-from server.dispatch import Dispatcher, EncodedResults, Handling
+from server.dispatch import Dispatcher, Handling
 from server.errors import InternalError, InvalidParams, ResourceNotFound
-from server.pagination import Pager
+from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
 from server.settings import Settings
 from server.testing import Client

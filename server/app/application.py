@@ -25,6 +25,7 @@ from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.catalog.offload import set_thread_limit
+from server.catalog.visibility import Views
 from server.dispatch import Dispatcher
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
@@ -95,7 +96,11 @@ class Application:
         )
         self.hub = Hub(settings.listen_queue_size)
         self.dispatcher = dispatcher = Dispatcher(
-            catalog, Pager(sealer, settings.page_size), handler_timeout_s=settings.handler_timeout_s
+            catalog,
+            Pager(sealer, settings.page_size),
+            handler_timeout_s=settings.handler_timeout_s,
+            # Item scopes hide only from callers who are told apart (not with MCP_AUTH=none).
+            views=Views(catalog, settings.scoped_items, scoped=self.gate.authenticates),
         )
         # The worker threads of sync handlers are the process's (one pool): the last app built
         # sets their bound.

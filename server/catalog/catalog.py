@@ -39,6 +39,7 @@ from server.catalog.resources import (
 from server.catalog.skills import SkillSet, load_skills, skill_resource
 from server.catalog.tools import Tool, ToolOptions
 from server.catalog.uritemplate import MAX_TEMPLATED_URI_CHARS
+from server.catalog.visibility import VisibilityRule
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class Catalog:
         self.templates: dict[str, ResourceTemplate] = {}
         self.extensions: dict[str, Extension] = {}
         self.skills = SkillSet()
+        self.visibility_rule: VisibilityRule | None = None
         self._listeners: list[Listener] = []
         self.lifespan = CatalogLifespan(self, lifespan)  # around serving, in every way of it
         self._version = 0
@@ -122,7 +124,8 @@ class Catalog:
         """Declare a tool: ``@catalog.tool`` or ``@catalog.tool(name=..., annotations=...)``.
 
         ``scopes``: OAuth scopes a caller must hold to call it (403 ``insufficient_scope``
-        otherwise), on top of the endpoint's required scopes.
+        otherwise), on top of the endpoint's required scopes. ``visibility``: ``"hidden"`` or
+        ``"listed"``, else ``MCP_SCOPED_ITEMS`` decides (docs/security.md#scoped-items).
 
         ``task_support``: ``"optional"`` or ``"required"`` lets a call run as a task (the
         client polls for its result instead of holding the request open): for a client that
@@ -296,19 +299,34 @@ class Catalog:
         self.extensions[SKILLS_EXTENSION] = merged.extension(directory_read=directory_read)
         self._changed("resources")
 
+    def set_visibility_rule(self, rule: VisibilityRule | None) -> VisibilityRule | None:
+        """Who sees each hidden item besides its scopes: ``rule(caller, item) -> bool``, a pure
+        function of both (asked once per caller per catalog version). Usable as a decorator."""
+        self.visibility_rule = rule
+        self.visibility_changed()
+        return rule
+
+    def visibility_changed(self) -> None:
+        """What the rule reads has changed: views are made again and every list announced."""
+        self._rebuild()
+        for kind in ("tools", "prompts", "resources"):
+            self._emit(Change(kind))
+
     # -- finding ---------------------------------------------------------------------------
 
-    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+    def find_resource(
+        self, uri: str, hidden: Callable[[object], bool] | None = None
+    ) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
         """The resource serving ``uri``: an exact resource first, then templates in order
-        (for a URI of at most ``MAX_TEMPLATED_URI_CHARS``)."""
+        (for a URI of at most ``MAX_TEMPLATED_URI_CHARS``), skipping what ``hidden`` says."""
         exact = self.resources.get(uri)
-        if exact is not None:
+        if exact is not None and (hidden is None or not hidden(exact)):
             return exact, {}
         if len(uri) > MAX_TEMPLATED_URI_CHARS:
             return None
         for template in self.templates.values():
             variables = template.match(uri)
-            if variables is not None:
+            if variables is not None and (hidden is None or not hidden(template)):
                 return template, variables
         return None
 

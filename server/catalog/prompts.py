@@ -15,6 +15,7 @@ from server.catalog.completion import Completer
 from server.catalog.content import CONTENT_TYPES, Icon, PromptMessage, Text
 from server.catalog.offload import invoker
 from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
+from server.catalog.visibility import Visibility, check_visibility
 from server.context import Context
 from server.errors import InvalidParams
 
@@ -28,6 +29,7 @@ class PromptOptions(TypedDict, total=False):
     icons: Sequence[Icon] | None
     meta: Mapping[str, Any] | None
     blocking: bool
+    visibility: Visibility | None
 
 
 class Prompt:
@@ -41,8 +43,10 @@ class Prompt:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         blocking: bool = True,
+        visibility: Visibility | None = None,
     ) -> None:
         self.name = name or func.__name__
+        self.visibility = check_visibility(f"prompt {self.name}", visibility)
         self.handler = func
         self.is_async = inspect.iscoroutinefunction(func)
         self.invoke = invoker(func, blocking=blocking)

@@ -16,6 +16,7 @@ from server.catalog.content import BlobContents, Icon, TextContents
 from server.catalog.offload import Invoke, invoker
 from server.catalog.signatures import ArgumentsInvalid, description_from_doc, read_parameters
 from server.catalog.uritemplate import UriTemplate
+from server.catalog.visibility import Visibility, check_visibility
 from server.context import Context
 from server.errors import ResourceNotFound
 
@@ -74,6 +75,7 @@ class TemplateOptions(TypedDict, total=False):
     ttl_ms: int | None
     cache_scope: CacheScope | None
     blocking: bool
+    visibility: Visibility | None
 
 
 class ResourceOptions(TemplateOptions, total=False):
@@ -127,8 +129,10 @@ class Resource(_Readable):
         ttl_ms: int | None = None,
         cache_scope: CacheScope | None = None,
         blocking: bool = True,
+        visibility: Visibility | None = None,
     ) -> None:
         self.uri = uri
+        self.visibility = check_visibility(f"resource {uri}", visibility)
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type
@@ -172,8 +176,10 @@ class ResourceTemplate(_Readable):
         ttl_ms: int | None = None,
         cache_scope: CacheScope | None = None,
         blocking: bool = True,
+        visibility: Visibility | None = None,
     ) -> None:
         self.template = UriTemplate(uri_template)
+        self.visibility = check_visibility(f"template {uri_template}", visibility)
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)
         self.mime_type = mime_type

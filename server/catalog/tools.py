@@ -33,6 +33,7 @@ from server.catalog.signatures import (
     read_output,
     read_parameters,
 )
+from server.catalog.visibility import Visibility, check_visibility
 from server.context import Context
 from server.errors import McpError, ToolError
 
@@ -55,6 +56,7 @@ class ToolOptions(TypedDict, total=False):
     icons: Sequence[Icon] | None
     meta: Mapping[str, Any] | None
     scopes: Sequence[str]
+    visibility: Visibility | None
     task_support: TaskSupport
     defer_task: bool
     blocking: bool
@@ -104,6 +106,7 @@ class Tool:
         icons: Sequence[Icon] | None,
         meta: Mapping[str, Any] | None,
         scopes: Sequence[str] = (),
+        visibility: Visibility | None = None,
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
         output_check: OutputSchemaCheck | None = None,
@@ -120,6 +123,7 @@ class Tool:
         self.name = name
         self.handler = handler
         self.scopes = tuple(scopes)
+        self.visibility = check_visibility(f"tool {name}", visibility)
         self.task_support: TaskSupport = task_support
         self.defer_task = defer_task
         self.parameters = parameters
@@ -166,6 +170,7 @@ class Tool:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
+        visibility: Visibility | None = None,
         task_support: TaskSupport = "forbidden",
         defer_task: bool = False,
         blocking: bool = True,
@@ -193,6 +198,7 @@ class Tool:
             icons=icons,
             meta=meta,
             scopes=scopes,
+            visibility=visibility,
             task_support=task_support,
             defer_task=defer_task,
             blocking=blocking,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from server.catalog.visibility import View
 from server.context import Caller, Recorded
 from server.dispatch import Target
 from server.jsonrpc import Request
@@ -35,3 +36,5 @@ class LegacyCall:
     client_key: str | None = None
     # Set by the era once the call has run: the task it created or showed, for its record.
     task: dict[str, str] | None = None
+    # What the caller may see, when some item is hidden from someone (None: everything).
+    view: View | None = None

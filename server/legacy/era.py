@@ -20,8 +20,9 @@ import orjson
 
 from server.call_note import noted
 from server.catalog import Catalog
+from server.catalog.visibility import View
 from server.context import Caller, Context, Recorded
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Handling, Target
+from server.dispatch import LIST_METHODS, Dispatcher, Handling, Target
 from server.errors import InvalidParams, MethodNotFound
 from server.hub import MAX_URI_LENGTH
 from server.jsonrpc import (
@@ -35,6 +36,7 @@ from server.legacy.exchange import LegacyExchange, Outbox
 from server.legacy.runtime import SessionRuntime
 from server.legacy.sessions import Session, SessionStore
 from server.legacy.tasks import TASKS_CAPABILITY, LegacyTasks
+from server.pagination import EncodedResults
 from server.protocol import (
     LEGACY_METHODS,
     LEGACY_TASK_METHODS,
@@ -42,6 +44,7 @@ from server.protocol import (
     LOG_LEVEL_RANK,
     META_LOG_LEVEL,
     PRIMING_SINCE,
+    TOOLS_CALL,
 )
 from server.tasks.service import TaskService
 
@@ -237,10 +240,11 @@ class LegacyEra:
             return session.log_level
         return self.default_log_level
 
-    def resolve(self, request: Request) -> Target:
+    def resolve(self, request: Request, view: View | None = None) -> Target:
         """What the request names (its tool, prompt or resource), looked up once: the HTTP side
-        checks a tool's scopes with it and :meth:`handle` calls it."""
-        return self.dispatcher.resolve(request.method, request.params)
+        checks a tool's scopes with it and :meth:`handle` calls it. What ``view`` hides is not
+        found."""
+        return self.dispatcher.resolve(request.method, request.params, view)
 
     def start(self, call: LegacyCall, outbox: Outbox) -> Handling[dict[str, Any] | orjson.Fragment]:
         """``call`` started: answered already, or to be awaited within the handler timeout
@@ -279,7 +283,9 @@ class LegacyEra:
             client_key=call.client_key,
         )
         try:
-            return await self.handle(session, call.runtime, call.request, context, call.target)
+            return await self.handle(
+                session, call.runtime, call.request, context, call.target, call.view
+            )
         finally:
             context.finish()
             call.task = context.task_outcome
@@ -291,18 +297,22 @@ class LegacyEra:
         request: Request,
         context: Context,
         target: Target,
+        view: View | None = None,
     ) -> dict[str, Any] | orjson.Fragment:
-        """The result of a request in a session; ``target`` is what :meth:`resolve` found."""
+        """The result of a request in a session; ``target`` is what :meth:`resolve` found,
+        ``view`` what the caller may see."""
         method, params = request.method, request.params
         if not self.serves(method, session.protocol_version):
             raise MethodNotFound(method)
-        if self.tasks is not None and self.tasks.routes(session, request):
+        # A tool hidden from the caller (not found) is not a task either.
+        tasks = self.tasks is not None and (method != TOOLS_CALL or target is not None)
+        if tasks and self.tasks is not None and self.tasks.routes(session, request):
             return await self.tasks.handle(session, request, context, runtime.standalone)
         own = self._own.get(method)
         if own is not None:
             return await own(session, runtime, method, params)
         if method in LIST_METHODS:
-            return self.dispatcher.cached_page(method, params.get("cursor"), self._pages)
+            return self.dispatcher.cached_page(method, params.get("cursor"), self._pages, view=view)
         return noted(await self.dispatcher.call(method, params, context, target))
 
     # -- the methods only this era serves (initialize aside: its transport opens a session) --

@@ -116,12 +116,19 @@ class SessionRuntime:
         capabilities: Callable[[], dict[str, Any]],
         *,
         sent_once: int | None = None,
+        concerns: Callable[[Event], bool] | None = None,
     ) -> EventStream:
         """The session's GET stream, created (and fed by the hub) on first use; ``sent_once``
-        makes it the one stream of an HTTP+SSE session (:meth:`open_stream`)."""
+        makes it the one stream of an HTTP+SSE session (:meth:`open_stream`); ``concerns``
+        (when items are hidden from its caller) says which changes it is told of."""
         if self.standalone is None:
             self.standalone = self.open_stream(standalone=True, sent_once=sent_once)
-            self._feed = hub.subscribe(lambda change: self._offer(change, capabilities()))
+
+            def feed(change: Event) -> None:
+                if concerns is None or concerns(change):
+                    self._offer(change, capabilities())
+
+            self._feed = hub.subscribe(feed)
         return self.standalone
 
     def _offer(self, change: Event, capabilities: dict[str, Any]) -> None:

@@ -21,8 +21,9 @@ import orjson
 from server.call_note import INPUT_REQUIRED, note_outcome, noted
 from server.catalog import Catalog
 from server.catalog.tools import Tool
+from server.catalog.visibility import View
 from server.context import Caller, Context, Recorded
-from server.dispatch import LIST_METHODS, Dispatcher, EncodedResults, Handling, Target
+from server.dispatch import LIST_METHODS, Dispatcher, Handling, Target
 from server.errors import (
     MalformedMeta,
     MethodNotFound,
@@ -40,6 +41,7 @@ from server.modern.input_required import (
 )
 from server.modern.listen import ListenFilter, ListenFrames
 from server.modern.tasks import ModernTasks
+from server.pagination import EncodedResults
 from server.protocol import (
     CACHEABLE_METHODS,
     INPUT_REQUIRED_METHODS,
@@ -79,6 +81,8 @@ class ModernCall:
     key_of: Callable[[], str] | None = None
     # The task the answer created or showed ({"id", "status"}), for the request's record.
     task: dict[str, str] | None = None
+    # What the caller may see, when some item is hidden from someone (None: everything).
+    view: View | None = None
 
     @property
     def client_key(self) -> str:
@@ -130,16 +134,17 @@ class ModernEra:
 
     # -- validation ------------------------------------------------------------------------
 
-    def validate(self, request: Request, headers: Mapping[bytes, bytes]) -> ModernCall:
+    def validate(
+        self, request: Request, headers: Mapping[bytes, bytes], view: View | None = None
+    ) -> ModernCall:
         meta = request.params.get("_meta")
         if not isinstance(meta, dict):
             raise MalformedMeta("params._meta is required in protocol version 2026-07-28")
         version = meta.get(META_PROTOCOL_VERSION)
         if not isinstance(version, str) or not version:
             raise MalformedMeta(f"params._meta[{META_PROTOCOL_VERSION!r}] is required")
-        # Shape only: unlike initialize's (server.jsonrpc.declared_problem), nothing of these
-        # outlives the answer, the body cap bounds them, and the record caps them; measuring
-        # them would cost every request an encoding.
+        # Shape only: nothing of these outlives the answer (unlike initialize's), the body cap
+        # bounds them; measuring them would cost every request an encoding.
         capabilities = meta.get(META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
             raise MalformedMeta(f"params._meta[{META_CLIENT_CAPABILITIES!r}] must be an object")
@@ -172,13 +177,21 @@ class ModernEra:
                 mirror.check(headers, b"mcp-name", "Mcp-Name", name)
         if not self.serves(method):
             raise MethodNotFound(method)
-        # Only the methods with a name header name something to look up (lists do not).
-        target = self.dispatcher.resolve(request.method, request.params) if name_field else None
+        # Only the methods with a name header name something to look up (lists do not), and
+        # completions, whose ref may be hidden (resolved only when something is).
+        target = (
+            self.dispatcher.resolve(method, request.params, view)
+            if name_field or view is not None
+            else None
+        )
         if isinstance(target, Tool) and target.header_params:
             mirror.check_params(target, request.params, headers)
-        return ModernCall(
+        call = ModernCall(
             request, version, capabilities, client_info, log_level, progress_token, target
         )
+        if view is not None:
+            call.view = view
+        return call
 
     def serves(self, method: str) -> bool:
         return (
@@ -223,8 +236,7 @@ class ModernEra:
         method = call.request.method
         target, params = call.target, call.request.params
         if self.dispatcher.plain_tool(target, params):
-            # A tool that takes no Context never sees one, and asks nothing: none is made
-            # (its making was a tenth of such a call). No extension takes tools/call.
+            # A tool that takes no Context asks nothing: none is made (a tenth of such a call).
             try:
                 result = await self.dispatcher.call_tool(params, None, target)
             except InputRequired as suspended:  # raised by the tool itself: a first round
@@ -326,16 +338,26 @@ class ModernEra:
         without waiting or sending anything first; None for any other method."""
         method = call.request.method
         if method == "server/discover" or method in LIST_METHODS:
-            return self._cached(method, call.request.params.get("cursor"))
+            return self._cached(method, call.request.params.get("cursor"), call.view)
         return None
 
-    def _cached(self, method: str, cursor: Any) -> orjson.Fragment:
+    def _cached(self, method: str, cursor: Any, view: View | None = None) -> orjson.Fragment:
         if method == "server/discover":
             found = self._encoded.get((method, 0))
             if found is None:
                 found = self._encoded.put((method, 0), self.discover_result())
             return found
-        return self.dispatcher.cached_page(method, cursor, self._encoded, self._envelope)
+        if view is None:  # the default: as before views
+            return self.dispatcher.cached_page(method, cursor, self._encoded, self._envelope)
+        private = view.depends(LIST_METHODS[method][0])
+        envelope = self._private_envelope if private else self._envelope
+        return self.dispatcher.cached_page(method, cursor, self._encoded, envelope, view)
+
+    def _private_envelope(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A list page that depends on who asks: no shared cache may keep it for others."""
+        result = self._envelope(method, result)
+        result["cacheScope"] = "private"
+        return result
 
     def discover_result(self) -> dict[str, Any]:
         result: dict[str, Any] = {

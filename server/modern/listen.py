@@ -9,11 +9,12 @@ streams themselves are the era-neutral :mod:`server.hub`'s; their HTTP side is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from server.catalog.extensions import TASKS_EXTENSION
+from server.catalog.visibility import ListWatch
 from server.errors import InvalidParams, MissingClientCapability
 from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH, Event, TaskNews, covers
 from server.jsonrpc import encode_notification
@@ -155,3 +156,16 @@ def _task_ids(
     if TASKS_EXTENSION not in capabilities.get("extensions", {}):
         return _NO_TASKS
     return frozenset(requested)
+
+
+class WatchedFrames:
+    """A listen stream's frames for a caller some items are hidden from: a change goes on
+    only if it changed what the caller sees (:class:`~server.catalog.visibility.ListWatch`)."""
+
+    __slots__ = ("_frames", "_watch")
+
+    def __init__(self, frames: Callable[[Event], bytes | None], watch: ListWatch) -> None:
+        self._frames, self._watch = frames, watch
+
+    def __call__(self, change: Event) -> bytes | None:
+        return self._frames(change) if self._watch(change) else None

@@ -47,8 +47,7 @@ class EndpointOptions:
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     max_body_bytes: int
-    # Messages in one batch at most: a batch is one HTTP request whose cost grows with its
-    # length (a task, a stream and an answer per call).
+    # Messages in one batch at most: a request whose cost grows with its length.
     max_batch: int
     trusted_proxies: tuple[Network, ...]
     # Request headers: all of them together, how many, one value (431 above; see Settings).
@@ -206,14 +205,20 @@ class McpEndpoint:
                 await self.post(scope, receive, observed_send, headers, draft, principal, decoded)
             else:
                 await self.get_or_delete(
-                    scope, draft.observe_receive(receive), observed_send, headers, draft
+                    scope, draft.observe_receive(receive), observed_send, headers, draft, principal
                 )
         finally:
             CALL_NOTE.reset(bound)
             draft.finish(self.recorder.record)
 
     async def get_or_delete(
-        self, scope: Scope, receive: Receive, send: Send, headers: Headers, draft: Draft
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        draft: Draft,
+        principal: Principal | None = None,
     ) -> None:
         """A request that is not a POST: GET opens a legacy session's stream (or the HTTP+SSE
         fallback's), DELETE ends a session, any other method is 405."""
@@ -227,14 +232,15 @@ class McpEndpoint:
                     and b"mcp-session-id" not in headers
                     and b"text/event-stream" in headers.get(b"accept", b"")
                 ):
-                    # A client falling back to the 2024-11-05 transport (spec: after a POST
-                    # refused with 400, 404 or 405, GET the same URL and expect `endpoint`);
-                    # it names the type (a bare */* is a curl or a probe, and gets the 400).
+                    # A client falling back to 2024-11-05 (a POST refused with 400, 404 or 405:
+                    # GET and expect `endpoint`) names the type (a bare */* gets the 400).
                     await self.sse.stream(scope, receive, send, draft)
                     return
                 slot = self.gate.stream_slot(draft)
                 try:
-                    await self.legacy.get(receive, send, headers, draft, sse_ok=sse_ok)
+                    await self.legacy.get(
+                        receive, send, headers, draft, sse_ok=sse_ok, principal=principal
+                    )
                 finally:
                     slot.release()
             elif method == "DELETE":

@@ -20,6 +20,7 @@ from functools import partial
 from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
+from server.catalog.visibility import ListWatch, View
 from server.dispatch import Target
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
@@ -69,6 +70,7 @@ class LegacyHttp:
         self.bus: Bus = bus or MemoryBus()
         self.mirror: StreamMirror = mirror or MemoryMirror()
         self.sessions = LegacySessions(era, runtimes, gate)
+        self.views = era.dispatcher.views
 
     # -- POST ------------------------------------------------------------------------------
 
@@ -128,8 +130,10 @@ class LegacyHttp:
 
     def resolve(self, request: Request, principal: Principal) -> Target:
         """What the request names, looked up once; a tool's scopes are checked here, before
-        its call starts, while a 403 can still be sent."""
-        target = self.era.resolve(request)
+        its call starts, while a 403 can still be sent. What is hidden from the caller is
+        not found."""
+        views = self.views
+        target = self.era.resolve(request, views.view(principal) if views.hiding else None)
         if isinstance(target, Tool) and self.gate.authenticates:
             self.gate.require_tool(principal, target.scopes)
         return target
@@ -209,7 +213,21 @@ class LegacyHttp:
         request that carried it."""
         caller = None if principal.anonymous else principal
         key = self.gate.key(draft)
-        return LegacyCall(request, target, session, runtime, caller, headers, draft, key)
+        call = LegacyCall(request, target, session, runtime, caller, headers, draft, key)
+        if self.views.hiding:
+            call.view = self.views.view(principal)
+        return call
+
+    def concerns(self, principal: Principal | None) -> ListWatch | None:
+        """What tells a GET stream of ``principal`` which changes concern it, when items
+        are hidden from some callers (None: every change)."""
+        if principal is None or not self.views.hiding:
+            return None
+        return self.views.watch(principal)
+
+    def view(self, principal: Principal) -> View | None:
+        """What ``principal`` may see; None (everything) unless some item is hidden."""
+        return self.views.view(principal) if self.views.hiding else None
 
     async def take(
         self, session: Session, runtime: SessionRuntime, message: Notification | Response
@@ -285,7 +303,14 @@ class LegacyHttp:
     # -- GET and DELETE --------------------------------------------------------------------
 
     async def get(
-        self, receive: Receive, send: Send, headers: Headers, draft: Draft, *, sse_ok: bool
+        self,
+        receive: Receive,
+        send: Send,
+        headers: Headers,
+        draft: Draft,
+        *,
+        sse_ok: bool,
+        principal: Principal | None = None,
     ) -> None:
         """The standalone stream (unsolicited notifications), or the resumption of a stream."""
         if not sse_ok:
@@ -303,7 +328,9 @@ class LegacyHttp:
             # The standalone stream offers resource updates: it needs the subscriptions.
             await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
             stream = runtime.standalone_stream(
-                self.hub, lambda: self.era.capabilities(session.protocol_version)
+                self.hub,
+                lambda: self.era.capabilities(session.protocol_version),
+                concerns=self.concerns(principal),
             )
             after = stream.last_seq
         standalone = stream is runtime.standalone

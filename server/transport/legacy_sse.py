@@ -98,7 +98,9 @@ class SseTransport:
                 path = path_of(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":
-                    await self.stream(scope, draft.observe_receive(receive), observed_send, draft)
+                    await self.stream(
+                        scope, draft.observe_receive(receive), observed_send, draft, principal
+                    )
                 elif path == self.options.messages_path and verb == "POST":
                     later = await self.message(
                         scope, receive, observed_send, headers, draft, principal
@@ -116,7 +118,14 @@ class SseTransport:
 
     # -- GET: the stream --------------------------------------------------------------------
 
-    async def stream(self, scope: Scope, receive: Receive, send: Send, draft: Draft) -> None:
+    async def stream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        draft: Draft,
+        principal: Principal | None = None,
+    ) -> None:
         """Open a session and its stream: the ``endpoint`` event, then every message of the
         session until the client leaves, stops reading, or the server ends it."""
         draft.era, draft.transport = "legacy", TRANSPORT
@@ -139,7 +148,7 @@ class SseTransport:
             self.gate.session_started(session.id, session_slot)
             draft.session_id = session.id
             try:
-                await self._follow(scope, receive, send, session, draft)
+                await self._follow(scope, receive, send, session, draft, principal)
             finally:
                 try:
                     await self._name_client(session.id, draft)
@@ -149,7 +158,13 @@ class SseTransport:
             stream_slot.release()
 
     async def _follow(
-        self, scope: Scope, receive: Receive, send: Send, session: Session, draft: Draft
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        session: Session,
+        draft: Draft,
+        principal: Principal | None = None,
     ) -> None:
         runtime = self.legacy.runtimes.get(session.id)
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
@@ -158,6 +173,7 @@ class SseTransport:
             self.legacy.hub,
             lambda: self.era.capabilities(session.protocol_version),
             sent_once=self.options.max_queued_bytes,
+            concerns=self.legacy.concerns(principal),
         )
         # Ended before the pump starts (an overflow while the endpoint event was sent, a
         # shutdown) is ended for the pump too.
@@ -273,7 +289,7 @@ class SseTransport:
         if not isinstance(message, Request):
             return None
         try:
-            target = self.era.resolve(message)
+            target = self.era.resolve(message, self.legacy.view(principal))
         except McpError as error:
             return error
         if isinstance(target, Tool) and self.gate.authenticates:

@@ -27,6 +27,7 @@ from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
 from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
 from server.modern.era import ModernCall, ModernEra
+from server.modern.listen import WatchedFrames
 from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.gate import Gate
@@ -62,6 +63,7 @@ class ModernHttp:
         # MCP_QUOTAS, when set (server.security.quotas): no call pays for a check otherwise.
         self.quotas: Quotas | None = None
         self.options = options
+        self.views = modern.dispatcher.views
 
     def post(
         self,
@@ -83,7 +85,10 @@ class ModernHttp:
             return send_empty(send, 202)
         if not isinstance(message, Request):  # the endpoint sends these to the legacy era
             raise InvalidRequest("Invalid request: batches and responses are legacy messages")
-        call = self.modern.validate(message, headers)
+        views = self.views
+        call = self.modern.validate(
+            message, headers, views.view(principal) if views.hiding else None
+        )
         # Who calls: tasks are bound to the subject, capped per client.
         call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
         if isinstance(call.target, Tool) and self.gate.authenticates:
@@ -91,7 +96,8 @@ class ModernHttp:
             self.gate.require_tool(principal, call.target.scopes)
         if message.method == "subscriptions/listen":
             # What the stream gets is all it needs: nothing of the request itself is kept.
-            return self.listen(receive, send, *self.open_listen(call, draft, sse_ok=sse_ok), draft)
+            opened = self.open_listen(call, draft, sse_ok=sse_ok, caller=principal)
+            return self.listen(receive, send, *opened, draft)
         if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
         caller = None if principal.anonymous else principal
@@ -226,7 +232,7 @@ class ModernHttp:
         return encode_error(call.request.id, wire.body), 200 if committed else wire.status
 
     def open_listen(
-        self, call: ModernCall, draft: Draft, *, sse_ok: bool
+        self, call: ModernCall, draft: Draft, *, sse_ok: bool, caller: Principal | None = None
     ) -> tuple[OpenListen, Slot]:
         """Take the client's stream slot (429 past its cap), check a ``subscriptions/listen``
         request and attach the stream to the hub; raises McpError (answered by the endpoint)
@@ -240,7 +246,10 @@ class ModernHttp:
                 )
             granted, ack = self.modern.listen(call)
             request_id = call.request.id
-            stream = self.hub.attach(self.modern.listen_frame(granted, request_id))
+            frames = self.modern.listen_frame(granted, request_id)
+            if caller is not None and self.views.hiding:  # told only what changes its view
+                frames = WatchedFrames(frames, self.views.watch(caller))
+            stream = self.hub.attach(frames)
         except BaseException:
             slot.release()
             raise
