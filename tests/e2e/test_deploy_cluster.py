@@ -173,7 +173,7 @@ def test_the_ingress_says_how_to_close_idle_pod_connections_before_the_pods_do()
     assert int(value) < server_keepalive_s(settings_from(k8s_env(load_k8s())))
 
 
-def test_the_ingress_routes_the_endpoint_and_its_metadata_only() -> None:
+def test_the_ingress_routes_the_endpoint_its_metadata_and_what_they_point_to_only() -> None:
     k8s = load_k8s()
     ingress, settings = k8s["Ingress"], settings_from(k8s_env(k8s))
     ports = {port["name"] for port in k8s["Service"]["spec"]["ports"]}
@@ -186,8 +186,14 @@ def test_the_ingress_routes_the_endpoint_and_its_metadata_only() -> None:
             assert service["port"]["name"] in ports
             routed.add(path["path"])
     assert settings.root_path + settings.path in routed
+    # The metadata; the HTTP+SSE transport (its endpoint event names /messages); the server
+    # card's catalog (the card itself is under the endpoint's path). Nothing else: no /metrics,
+    # no admin report, no probes from outside.
     assert {path for path in routed if path != settings.path} <= {
-        "/.well-known/oauth-protected-resource"
+        "/.well-known/oauth-protected-resource",
+        settings.sse_transport_path,
+        settings.sse_transport_messages_path,
+        "/.well-known/mcp",
     }
     for metadata in metadata_paths(settings.path):
         assert any(metadata.startswith(prefix) for prefix in routed), metadata
