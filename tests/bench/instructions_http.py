@@ -1,7 +1,7 @@
 """Instructions per request over real HTTP, by layer: a whole served process under callgrind.
 
     python tests/bench/instructions_http.py [--n1 50] [--n2 250] [--servers this uvicorn limit]
-        [--no-layers] [--keep DIR]
+        [--no-layers] [--plain] [--server-root TREE] [--keep DIR]
 
 Serves the bench catalog of ``http_bench.py`` (``async def echo`` and ``def echo_sync``) on
 127.0.0.1 with ``python -m server`` under ``valgrind --tool=callgrind``: ``this`` on this
@@ -12,18 +12,14 @@ after a warm-up the counters are zeroed (``callgrind_control``), then N1 calls, 
 calls, a dump, for the async tool and then the sync one. (N2 - N1) divides the difference of
 the two dumps, so start-up and each phase's connection cancel out, as in ``instructions.sh``.
 
-Layers: Python code cannot be told apart in callgrind (every Python function is the
-interpreter's loop), so the process runs with a small C extension built here (gcc and the
-interpreter's headers; CPython 3.11 only) that installs a frame evaluation hook (PEP 523):
-each Python frame is classed once by its file into a layer, and a frame whose layer differs
-from its caller's is evaluated through a C function named for the (caller's layer, its layer)
-pair. The inclusive cost callgrind records for the calls of those functions, summed per pair,
-gives each layer's own instructions (what it runs minus what it calls in other layers; C code
-such as orjson, httptools' parser or uvloop's writes counts for the Python code that called
-it). The hook costs instructions itself and turns off 3.11's inlined Python-to-Python calls,
-so the layered total is higher than a plain run's: both are printed (``--no-layers`` for the
-plain total alone), and the table's shares are what to read. Needs valgrind (Debian package):
-about a minute per server with the defaults on a quiet machine.
+Layers: callgrind sees every Python function as the interpreter's loop, so the process runs
+with a C extension built here (``layer_hook.c``; gcc, CPython 3.11) that installs a frame
+evaluation hook (PEP 523): each Python frame is classed once by its file (``RULES``), and a
+frame whose layer differs from its caller's runs through a C function named for the pair. The
+inclusive costs callgrind records for those calls give each layer's own instructions (C code
+such as orjson, httptools or uvloop's writes counts for the Python code that called it). The
+hook costs instructions and turns off 3.11's inlined Python calls: ``--plain`` adds a run
+without it, whose total is printed beside. Needs valgrind; about 1.5 min per run.
 """
 
 from __future__ import annotations
@@ -94,6 +90,7 @@ RULES = [
     ("/starlette/", "admission"),
     ("{root}/server/", "era and dispatch"),
     ("bench_catalog.py", "the tool"),
+    ("{root}/server/catalog/offload.py", "handler hop"),
     ("/concurrent/futures/", "handler hop"),
     ("/threading.py", "inherit"),
     ("/queue.py", "inherit"),
@@ -112,10 +109,19 @@ def classify(code):
         if part in name:
             return layer
     return 0
+kind, target = sys.argv[1], sys.argv[2]
 if os.environ.get("MCP_BENCH_LAYERS") == "1":
     import _mcplayers
     _mcplayers.install(classify)
-kind, target = sys.argv[1], sys.argv[2]
+if kind == "module":
+    # The disconnect watch starts on a request slower than 20 ms: under callgrind's slowdown
+    # every sync call would be; scaled, as the other timers are not (they are per second).
+    try:
+        from server.transport.disconnect import DisconnectWatch
+        DisconnectWatch.WATCH_AFTER_S *= 50
+    except (ImportError, AttributeError):  # a tree without it
+        pass
+
 sys.argv = sys.argv[2:]
 if kind == "module":
     runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -124,7 +130,7 @@ else:
 """
 
 
-def build_hook(directory: Path) -> None:
+def build_hook(directory: Path, root: Path) -> None:
     n = len(LAYERS)
     pairs = "\n".join(f"PAIR({i}, {j})" for i in range(n) for j in range(n))
     table = ",".join(
@@ -157,7 +163,7 @@ def build_hook(directory: Path) -> None:
         cwd=directory,
         check=True,
     )
-    rules = [(part.format(root=ROOT), INDEX[layer]) for part, layer in RULES]
+    rules = [(part.format(root=root), INDEX[layer]) for part, layer in RULES]
     (directory / "layer_boot.py").write_text(BOOT.format(rules=rules))
 
 
@@ -193,11 +199,13 @@ def parse(path: Path) -> tuple[int, list[int]]:
 class Served:
     """One process under callgrind; its dumps are taken with callgrind_control."""
 
-    def __init__(self, work: Path, name: str, command: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, work: Path, root: Path, name: str, command: list[str], env: dict[str, str]
+    ) -> None:
         self.work, self.name, self.port = work, name, free_port()
         self.out = work / f"{name}.cg"
         self.dumps = 0
-        env = {**env, "PYTHONHASHSEED": "0", "PYTHONPATH": f"{ROOT}{os.pathsep}{work}"}
+        env = {**env, "PYTHONHASHSEED": "0", "PYTHONPATH": f"{root}{os.pathsep}{work}"}
         with (work / f"{name}.log").open("wb") as log:
             self.process = subprocess.Popen(
                 [
@@ -293,8 +301,7 @@ def table(title: str, total: int, own: list[int], plain: int | None) -> list[str
     for (name, _), value in sorted(zip(LAYERS, own, strict=True), key=lambda p: -p[1]):
         if value:
             lines.append(f"| {name} | {value:,} | {value / total:.1%} |")
-    summed = sum(own)
-    lines.append(f"| **sum of the lines** | {summed:,} | {summed / total:.1%} |")
+    lines.append(f"| **sum of the lines** | {sum(own):,} | {sum(own) / total:.1%} |")
     lines.append(f"| measured total (with the layer hook) | {total:,} | 100% |")
     if plain is not None:
         lines.append(f"| measured total, plain run (no hook) | {plain:,} | {plain / total:.1%} |")
@@ -333,7 +340,9 @@ def run_server(
     numbers: dict[tuple[str, bool], list[list[int]]] = {}
     for layered in modes:
         name = f"{server}-{'layers' if layered else 'plain'}"
-        served = Served(work, name, command, {**env, "MCP_BENCH_LAYERS": "01"[layered]})
+        served = Served(
+            work, args.server_root, name, command, {**env, "MCP_BENCH_LAYERS": "01"[layered]}
+        )
         try:
             served.wait(calls["async"], path, 600)
             for workload in calls.values():
@@ -355,13 +364,17 @@ def main() -> int:
     parser.add_argument("--servers", nargs="+", default=["this", "uvicorn", "limit"])
     parser.add_argument("--no-layers", action="store_true", help="plain totals only")
     parser.add_argument("--plain", action="store_true", help="also a plain run for each total")
+    parser.add_argument(
+        "--server-root", type=Path, default=ROOT, help="the checkout whose server/ is served"
+    )
     parser.add_argument("--keep", type=Path, help="keep the callgrind files in this folder")
     args = parser.parse_args()
     if sys.version_info[:2] != (3, 11):
         raise SystemExit("the layer hook reads CPython 3.11's frames: run it with Python 3.11")
     work = args.keep or Path(tempfile.mkdtemp(prefix="instructions-http-"))
     work.mkdir(parents=True, exist_ok=True)
-    build_hook(work)
+    args.server_root = args.server_root.resolve()
+    build_hook(work, args.server_root)
     (work / "bench_catalog.py").write_text(bench_catalog_source())
     (work / "limit_app.py").write_text(LIMIT_APP)
     result: dict[str, object] = {}  # this server's answer: the limit answers the same bytes
@@ -377,7 +390,7 @@ def main() -> int:
             elif plain:
                 out.append(f"{server}, {kind} tool: {plain[0][0]:,} instructions per request")
         print(f"{server} done", flush=True)
-    print(f"N1={args.n1} N2={args.n2}; files in {work}")
+    print(f"{args.server_root}: N1={args.n1} N2={args.n2}; files in {work}")
     print("\n".join(out))
     return 0
 
