@@ -1,7 +1,7 @@
 """Instructions per request over real HTTP, by layer: a whole served process under callgrind.
 
     python tests/bench/instructions_http.py [--n1 50] [--n2 250] [--servers this uvicorn limit]
-        [--no-layers] [--plain] [--server-root TREE] [--keep DIR]
+        [--no-layers] [--plain] [--records file|none] [--server-root TREE] [--keep DIR]
 
 Serves the bench catalog of ``http_bench.py`` (``async def echo`` and ``def echo_sync``) on
 127.0.0.1 with ``python -m server`` under ``valgrind --tool=callgrind``: ``this`` on this
@@ -144,8 +144,7 @@ def build_hook(directory: Path, root: Path) -> None:
     )
     (directory / "mcplayers.c").write_text(source)
     include = sysconfig.get_paths()["include"]
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    output = f"_mcplayers{suffix}"
+    output = f"_mcplayers{sysconfig.get_config_var('EXT_SUFFIX')}"
     subprocess.run(
         # -fno-ipa-icf: the pairs' functions are identical, and must not be folded into one
         [
@@ -328,7 +327,7 @@ def run_server(
             "MCP_PORT": "@PORT@",
             "MCP_LOG_LEVEL": "warning",
             "MCP_CATALOG": "bench_catalog:catalog_calls",
-            "MCP_RECORDS": "file",
+            "MCP_RECORDS": args.records,
             "MCP_RECORDS_FILE": str(work / "records.jsonl"),
             "MCP_RECORDS_COMPRESS": "false",
             "MCP_RATE_LIMIT_RPS": "1000000000",  # its cost counted, never refusing
@@ -363,6 +362,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--servers", nargs="+", default=["this", "uvicorn", "limit"])
     parser.add_argument("--no-layers", action="store_true", help="plain totals only")
+    parser.add_argument("--records", choices=["file", "none"], default="file")
     parser.add_argument("--plain", action="store_true", help="also a plain run for each total")
     parser.add_argument(
         "--server-root", type=Path, default=ROOT, help="the checkout whose server/ is served"
