@@ -55,12 +55,12 @@ LAYERS = [
     ("HTTP protocol", "uvicorn, httptools, server/serving/"),
     ("admission", "server/app/, asgi, transport endpoint and guards, security/ (gate, rate)"),
     ("era and dispatch", "server/modern/, transport/modern, dispatch, jsonrpc, catalog, ..."),
-    ("handler hop", "concurrent.futures, asyncio threads: the sync tool's thread"),
+    ("handler hop", "catalog/offload (the worker pool), concurrent.futures, asyncio threads"),
     ("the tool", "bench_catalog.py: echo / echo_sync"),
     ("records", "server/records/: the draft, the line and the writer thread"),
     ("metrics", "server/observe/"),
     ("response write", "server/transport/response_writer, send, sse"),
-    ("timers and watches", "server/aio.py, transport/disconnect, serving/idle_sweep, stalls"),
+    ("timers and watches", "transport/disconnect, serving/idle_sweep and stalled_clients"),
     ("bare app", "limit_app.py: http_bench's bare ASGI limit"),
 ]
 # "inherit": the caller's layer (a lock or a queue counts for whoever waits on it)
@@ -71,7 +71,8 @@ RULES = [
     ("{root}/server/records/", "records"),
     ("{root}/server/observe/", "metrics"),
     ("/prometheus_client/", "metrics"),
-    ("{root}/server/aio.py", "timers and watches"),
+    ("{root}/server/catalog/offload.py", "handler hop"),
+    ("{root}/server/aio.py", "inherit"),  # loop and task helpers, for whoever calls them
     ("{root}/server/transport/disconnect.py", "timers and watches"),
     ("{root}/server/serving/idle_sweep.py", "timers and watches"),
     ("{root}/server/serving/stalled_clients.py", "timers and watches"),
@@ -90,7 +91,6 @@ RULES = [
     ("/starlette/", "admission"),
     ("{root}/server/", "era and dispatch"),
     ("bench_catalog.py", "the tool"),
-    ("{root}/server/catalog/offload.py", "handler hop"),
     ("/concurrent/futures/", "handler hop"),
     ("/threading.py", "inherit"),
     ("/queue.py", "inherit"),
