@@ -12,6 +12,7 @@ earlier name) and ``/.well-known/ai-catalog.json`` (its current one).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -172,6 +173,17 @@ def default_name(host: str, server: str) -> str:
     """``com.example.mcp/<server>`` from a host ``mcp.example.com[:port]``: the reverse-DNS
     name the card needs when ``MCP_SERVER_CARD_NAME`` does not give one."""
     name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    if name.startswith("["):  # [v6 address]:port
+        name = name[1:].partition("]")[0]
+    try:  # an address has no domain to reverse: its digits, as one label
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        address = None
+    if address is not None:
+        namespace = (
+            "localhost" if address.is_loopback else "ip-" + re.sub(r"[.:]+", "-", str(address))
+        )
+        return f"{namespace}/{_NOT_NAME.sub('-', server).strip('-') or 'server'}"
     labels = [label for label in re.split(r"[^a-zA-Z0-9-]+", name.lower()) if label]
     namespace = ".".join(reversed(labels)) or "localhost"
     return f"{namespace}/{_NOT_NAME.sub('-', server).strip('-') or 'server'}"

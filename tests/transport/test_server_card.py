@@ -197,3 +197,12 @@ async def test_off_switch() -> None:
     async with serve(server_card=False) as client:
         for path in ("/mcp/server-card", "/.well-known/mcp/catalog.json"):
             assert (await client.get(path)).status_code == 404
+
+
+def test_a_card_named_from_an_address_host_names_no_reversed_digits() -> None:
+    from server.transport.server_card import default_name
+
+    assert default_name("mcp.example.com:443", "probe") == "com.example.mcp/probe"
+    assert default_name("127.0.0.1:8000", "probe") == "localhost/probe"
+    assert default_name("[::1]:8000", "probe") == "localhost/probe"
+    assert default_name("10.1.2.3", "probe") == "ip-10-1-2-3/probe"
