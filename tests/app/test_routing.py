@@ -19,6 +19,9 @@ from server.security.auth import token_digest
 from server.settings import Settings
 from tests.support.live_server import ServerThread
 
+# Each test starts a real uvicorn (the forwarded scope must be what uvicorn builds).
+pytestmark = pytest.mark.slow
+
 TOKEN = "routing-test-token"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 STYLES = {

@@ -20,7 +20,7 @@ from server.settings import Settings
 from tests.support.deploy_helpers import ROOT, ServerProcess
 from tests.support.live_server import ServerThread
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # real uvicorns and a proxy
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,9 @@ from tests.transport.test_legacy_sse import (
 
 BIG = 3_500_000  # the size of the answers that showed the findings
 
+# Real uvicorns (and a redis-server) at the sizes of issue 34: outside the inner loop.
+pytestmark = pytest.mark.slow
+
 
 def call(request_id: int | str, name: str, **arguments: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments}
