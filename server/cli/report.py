@@ -138,17 +138,10 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
         return write_tenants(args, scan)
     if scan is not None:
         return write_retire(args, scan, report)
-    data = RENDERERS[args.format](report).encode("utf-8", "replace")
-    if args.output:
-        try:
-            with open(args.output, "wb") as out:
-                out.write(data)
-        except OSError as failure:
-            return complain(f"cannot write {args.output}: {failure.strerror or failure}")
-    else:
-        write_stdout(data)
-    warn_about_input(report)
-    return 0
+    written = write_text(args, RENDERERS[args.format](report))
+    if not written:
+        warn_about_input(report)
+    return written
 
 
 def retire_scan(args: argparse.Namespace) -> RetireScan | None:

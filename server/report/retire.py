@@ -12,21 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from html import escape
 from typing import Any
 
 import orjson
 
-from server.retirement.plan import Item, parse_item
+from server.report.html import h
+from server.report.json import plain
+from server.retirement.plan import FEATURE_CAPABILITY, Item, parse_item
 
 MAX_CLIENTS = 1000
 MAX_SUBJECTS = 20
 MAX_PROCESSES = 100
-FEATURE_CAPABILITY = {
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-    "elicitation/create": "elicitation",
-}
 # What to tell a client that still uses an item, by a word of its name or user agent.
 ADVICE: dict[str, tuple[tuple[str, str], ...]] = {
     "sse": (
@@ -182,9 +178,9 @@ def render_retire_text(scan: RetireScan) -> str:
         version = client["client"]["version"] or "-"
         subjects = ", ".join(client["subjects"]) or "-"
         lines.append(
-            f"- {printable(who)} {printable(version)}: {client['requests']} requests,"
+            f"- {plain(who)} {plain(version)}: {client['requests']} requests,"
             f" {client['first_seen']} .. {client['last_seen']}, {client['processes']}"
-            f" server process(es), callers: {printable(subjects)}\n  advice: {client['advice']}"
+            f" server process(es), callers: {plain(subjects)}\n  advice: {client['advice']}"
         )
     if not view["clients"] and not view["other_clients"]:
         lines.append("Nobody: it can be switched off.")
@@ -208,7 +204,7 @@ def render_retire_markdown(scan: RetireScan) -> str:
             str(client["processes"]),
             client["advice"],
         )
-        rows.append("| " + " | ".join(printable(c).replace("|", "\\|") for c in cells) + " |")
+        rows.append("| " + " | ".join(plain(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -218,7 +214,7 @@ def render_retire_html(scan: RetireScan) -> str:
     rows = "".join(
         "<tr>"
         + "".join(
-            f"<td>{escape(printable(cell))}</td>"
+            f"<td>{h(cell)}</td>"
             for cell in (
                 client["client"]["name"] or client["user_agent"] or "(unidentified)",
                 client["client"]["version"] or "-",
@@ -237,13 +233,8 @@ def render_retire_html(scan: RetireScan) -> str:
         for name in ("client", "version", "requests", "first seen", "last seen", "processes")
     )
     return (
-        f'<section id="retire"><h2>Who still uses {escape(view["item"])}</h2>'
+        f'<section id="retire"><h2>Who still uses {h(view["item"])}</h2>'
         f"<p>{len(view['clients'])} clients, {view['requests']} requests.</p>"
         f"<table><thead><tr>{head}<th>advice</th></tr></thead><tbody>{rows}</tbody></table>"
         "</section>"
     )
-
-
-def printable(text: str) -> str:
-    """Control characters shown as escapes: a client chose these names."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from server.report.json import plain
+
 MAX_TENANTS = 200
 MAX_TOOLS = 100
 MAX_SUBJECTS = 100
@@ -131,9 +133,9 @@ def render_tenants_text(scan: TenantScan) -> str:
     for row in view["tenants"]:
         tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
         lines.append(
-            f"- {printable(row['tenant'])}: {row['requests']} requests, {row['errors']} errors,"
+            f"- {plain(row['tenant'])}: {row['requests']} requests, {row['errors']} errors,"
             f" {row['p50_ms']}/{row['p95_ms']} ms, {len(row['callers'])} callers"
-            + (f", tools: {printable(tools)}" if tools else "")
+            + (f", tools: {plain(tools)}" if tools else "")
         )
     return "\n".join(lines) + "\n"
 
@@ -152,10 +154,5 @@ def render_tenants_markdown(scan: TenantScan) -> str:
             str(len(row["callers"])),
             tools,
         )
-        rows.append("| " + " | ".join(printable(c).replace("|", "\\|") for c in cells) + " |")
+        rows.append("| " + " | ".join(plain(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
-
-
-def printable(text: str) -> str:
-    """Control characters shown as escapes: tenants and tools are named by callers' tokens."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)

@@ -26,8 +26,14 @@ from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, MODERN_METHODS, MOD
 Phase = Literal["deprecated", "retired"]
 Kind = Literal["sse", "initialize", "version", "method"]
 
-# What the server asks a client for: retiring one turns the feature off for every client.
-CLIENT_FEATURES = ("sampling/createMessage", "roots/list", "elicitation/create")
+# What the server asks a client for, and the capability a client declares for it: retiring
+# one turns the feature off for every client.
+FEATURE_CAPABILITY = {
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+    "elicitation/create": "elicitation",
+}
+CLIENT_FEATURES = tuple(FEATURE_CAPABILITY)
 # Extension methods a client may send (tasks, skills), beside both eras' own.
 EXTENSION_METHODS = (
     "tasks/get",

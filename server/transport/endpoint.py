@@ -1,14 +1,11 @@
 """The MCP endpoint: one ASGI callable for ``/mcp``, the thin shell around the eras.
 
-It owns only HTTP: admission (header sizes, Host/Origin, the auth gate, the rate; a refusal
-before authentication is charged to the address too), Content-Type and Accept,
-reading and decoding the body, describing it to the request record, and choosing the era from
-headers and ``_meta``; then one call, ``post`` of the era's HTTP half
-(:class:`~server.transport.modern.ModernHttp`, :class:`~server.transport.legacy.LegacyHttp`),
-which takes the message the rest of the way down and its answer back. No MCP method is named
-here. Every refusal raised before a response starts is written here, the one place that adds
-the headers a refusal needs (Allow, and through :meth:`~server.security.gate.Gate.headers`
-WWW-Authenticate and Retry-After), with what :func:`server.errors.wire_error` makes of it.
+It owns only HTTP: admission (header sizes, Host/Origin, retirements, the auth gate, the rate),
+Content-Type and Accept, reading and decoding the body, describing it to the record, choosing
+the era; then one call, ``post`` of the era's HTTP half (``ModernHttp``, ``LegacyHttp``), which
+takes the message the rest of the way and its answer back. No MCP method is named here. Every
+refusal raised before a response starts is written here, the one place that adds the headers a
+refusal needs (Allow, WWW-Authenticate, Retry-After; a retirement's problem details).
 """
 
 from __future__ import annotations
@@ -184,8 +181,7 @@ class McpEndpoint:
         )
         if from_proxy or b"traceparent" in headers:
             draft.carry(headers, from_proxy)
-        # The request this task serves: its log lines name it, and the code that runs its call
-        # notes what the call came to into its record (server.logs, server.call_note).
+        # The request this task serves, for its log lines and call notes (logs, call_note).
         bound = bind_request(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
@@ -196,7 +192,9 @@ class McpEndpoint:
             try:
                 if self.retiring is not None:
                     decoded = await self.retirement_check(scope, receive, headers, draft)
-                principal = await self.admitted(scope, headers, draft)
+                principal = await self.admitted(
+                    scope, headers, draft, head_checked=self.retiring is not None
+                )
             except Exception as error:
                 era: Era = "legacy" if draft.era == "legacy" else "modern"
                 await self.refuse(observed_send, error, era, None, draft, scope)
@@ -227,13 +225,7 @@ class McpEndpoint:
         try:
             if method == "GET":
                 _, sse_ok = negotiate(header_text(headers, b"accept"))
-                if (
-                    self.sse is not None
-                    and b"mcp-session-id" not in headers
-                    and b"text/event-stream" in headers.get(b"accept", b"")
-                ):
-                    # A client falling back to 2024-11-05 (a POST refused with 400, 404 or 405:
-                    # GET and expect `endpoint`) names the type (a bare */* gets the 400).
+                if self.sse is not None and self.sse_fallback(headers):
                     await self.sse.stream(scope, receive, send, draft)
                     return
                 slot = self.gate.stream_slot(draft)
@@ -253,23 +245,27 @@ class McpEndpoint:
                 raise  # the answer has begun: too late to refuse
             await self.refuse(send, error, "legacy", None, draft, scope)
 
+    def sse_fallback(self, headers: Headers) -> bool:
+        """A GET on the MCP path that opens the HTTP+SSE stream: no session, and it takes SSE
+        by name (a client falling back to the 2024-11-05 transport; a bare */* is a probe)."""
+        return (
+            self.sse is not None
+            and b"mcp-session-id" not in headers
+            and b"text/event-stream" in headers.get(b"accept", b"")
+        )
+
     async def retirement_check(
         self, scope: Scope, receive: Receive, headers: Headers, draft: Draft
     ) -> Message | list[Message] | None:
-        """What a retirement says of the request, before authentication (raises
-        :class:`Retired` for one retired now); a POST's body is read and decoded for it, and
-        returned for :meth:`post` to go on with."""
+        """What a retirement says of the request, before authentication (:class:`Retired`
+        when retired now), after :meth:`check_head`; a POST's body is decoded for it, and
+        returned for :meth:`post`."""
         assert self.retiring is not None
-        self.admit(scope, headers)  # the head's sizes and Host/Origin come first
+        self.check_head(scope, headers, draft)
         version = header_text(headers, b"mcp-protocol-version")
         version = version.strip() if version is not None else None
         if scope["method"] != "POST":
-            sse = (
-                self.sse is not None
-                and scope["method"] == "GET"
-                and b"mcp-session-id" not in headers
-                and b"text/event-stream" in headers.get(b"accept", b"")
-            )
+            sse = scope["method"] == "GET" and self.sse_fallback(headers)
             self.retiring.check(draft, sse=sse, era="legacy", version=version)
             return None
         body = await read_body(receive, headers, self.options.max_body_bytes, draft)
@@ -279,27 +275,32 @@ class McpEndpoint:
         self.retiring.check_message(draft, message, era, version)
         return message
 
-    async def admitted(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
+    async def admitted(
+        self, scope: Scope, headers: Headers, draft: Draft, *, head_checked: bool = False
+    ) -> Principal:
         """The checks every request on an MCP path passes (this endpoint's and the HTTP+SSE
-        transport's): headers and Host/Origin, then the gate; the caller it lets in."""
-        try:
-            self.admit(scope, headers)
-        except McpError:
-            # A refusal before authentication costs a record: charged to the address
-            # (RateLimited, answered 429, once over its rate).
-            self.gate.charge_refusal(scope, headers, draft)
-            raise
+        transport's): :meth:`check_head` (unless done already), then the gate; the caller."""
+        if not head_checked:
+            self.check_head(scope, headers, draft)
         if self.gate.authenticates:
             return await self.gate.enter(scope, headers, draft)
         return self.gate.enter_anonymous(scope, headers, draft)
+
+    def check_head(self, scope: Scope, headers: Headers, draft: Draft) -> None:
+        """:meth:`admit`, a refusal charged to the address: before authentication it costs a
+        record (RateLimited, answered 429, once over its rate)."""
+        try:
+            self.admit(scope, headers)
+        except McpError:
+            self.gate.charge_refusal(scope, headers, draft)
+            raise
 
     def admit(self, scope: Scope, headers: Headers) -> None:
         """Header sizes (431), and DNS-rebinding protection, for every method."""
         options = self.options
         raw = scope["headers"]
         # The usual head is shorter than one value may be, which settles every size limit at
-        # once: this server's protocol tells the head's size (HEAD_BYTES); otherwise one C
-        # join instead of a loop over the headers (check_header_sizes).
+        # once: the head's size (HEAD_BYTES) or one C join, not a loop over the headers.
         small = self._small_head
         if not (
             type(raw) is list

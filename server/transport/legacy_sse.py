@@ -92,9 +92,11 @@ class SseTransport:
             try:
                 if retiring is not None:  # before authentication, like the MCP path's
                     draft.era, draft.transport = "legacy", TRANSPORT
-                    self.endpoint.admit(scope, headers)
+                    self.endpoint.check_head(scope, headers, draft)
                     retiring.check(draft, sse=True, era="legacy")
-                principal = await self.endpoint.admitted(scope, headers, draft)
+                principal = await self.endpoint.admitted(
+                    scope, headers, draft, head_checked=retiring is not None
+                )
                 path = path_of(scope)
                 verb = scope["method"]
                 if path == self.options.stream_path and verb == "GET":

@@ -26,18 +26,10 @@ from server.legacy.runtime import SessionRuntime
 from server.memo import BoundedMemo
 from server.protocol import LOG_LEVEL_RANK, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 from server.records.draft import Draft
-from server.retirement.plan import CLIENT_FEATURES, Item, Plan, Retirement
+from server.retirement.plan import FEATURE_CAPABILITY, Item, Plan, Retirement
 from server.retirement.wire import Retired, deprecation_headers, describe
 
 log = logging.getLogger("server.retirement")
-
-# The capability a client declares for each feature the server may ask it for.
-FEATURE_CAPABILITY = {
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-    "elicitation/create": "elicitation",
-}
-assert set(FEATURE_CAPABILITY) == set(CLIENT_FEATURES)
 
 
 def utc_now() -> datetime:
