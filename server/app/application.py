@@ -293,7 +293,7 @@ class Application:
             probes=probes,
             cards=ServerCards(
                 self.modern.discover_result,
-                legacy_era.supported_versions,
+                legacy_era.offered_versions,
                 mcp_path=settings.path,
                 sse_path=settings.sse_transport_path if settings.sse_transport else None,
                 authenticated=settings.auth != "none",

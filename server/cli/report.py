@@ -26,9 +26,9 @@ from server.report.json import render_json
 from server.report.model import Report
 from server.report.retire import (
     RetireScan,
-    render_retire_html,
     render_retire_markdown,
     render_retire_text,
+    with_retire_section,
 )
 from server.report.sources import RecordFilter, line_batches, parse_time
 from server.report.tenants import TenantScan, render_tenants_markdown, render_tenants_text
@@ -170,13 +170,16 @@ def tenant_scan(args: argparse.Namespace) -> TenantScan | None:
     scan = TenantScan(
         args.tenant, parse_time(since) if since else None, parse_time(until) if until else None
     )
-    scan.with_report = False
     return scan
+
+
+def scan_json(scan: RetireScan | TenantScan) -> str:
+    return orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def write_tenants(args: argparse.Namespace, scan: TenantScan) -> int:
     if args.format == "json":
-        text = orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = scan_json(scan)
     elif args.format == "markdown":
         text = render_tenants_markdown(scan)
     else:
@@ -214,13 +217,11 @@ def teed(
 def write_retire(args: argparse.Namespace, scan: RetireScan, report: Report) -> int:
     """The ``--retire`` answer in the format asked for; 1 while anyone used the item."""
     if args.format == "json":
-        text = orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = scan_json(scan)
     elif args.format == "markdown":
         text = render_retire_markdown(scan)
     elif args.format == "html":  # the whole report, with the section at its top
-        page = render_html(report)
-        cut = page.index("</h1>") + len("</h1>") if "</h1>" in page else 0
-        text = page[:cut] + render_retire_html(scan) + page[cut:]
+        text = with_retire_section(render_html(report), scan)
     else:
         text = render_retire_text(scan)
     written = write_text(args, text)

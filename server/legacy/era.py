@@ -102,13 +102,18 @@ class LegacyEra:
 
     def negotiate(self, requested: Any) -> str:
         """The requested version when served, else the newest legacy version (never an error)."""
-        supported = self.supported_versions
-        if self.versions_now is not None:  # retired versions are never offered
-            offered = set(self.versions_now())
-            supported = tuple(v for v in supported if v in offered) or supported
+        supported = self.offered_versions()
         if isinstance(requested, str) and requested in supported:
             return requested
         return supported[0]
+
+    def offered_versions(self) -> tuple[str, ...]:
+        """The versions ``initialize`` offers now: retired ones never (server.retirement)."""
+        supported = self.supported_versions
+        if self.versions_now is None:
+            return supported
+        offered = set(self.versions_now())
+        return tuple(v for v in supported if v in offered) or supported
 
     def capabilities(self, version: str) -> dict[str, Any]:
         capabilities = dict(self.catalog.snapshot.capabilities)
@@ -305,9 +310,13 @@ class LegacyEra:
         if not self.serves(method, session.protocol_version):
             raise MethodNotFound(method)
         # A tool hidden from the caller (not found) is not a task either.
-        tasks = self.tasks is not None and (method != TOOLS_CALL or target is not None)
-        if tasks and self.tasks is not None and self.tasks.routes(session, request):
-            return await self.tasks.handle(session, request, context, runtime.standalone)
+        tasks = self.tasks
+        if (
+            tasks is not None
+            and (method != TOOLS_CALL or target is not None)
+            and tasks.routes(session, request)
+        ):
+            return await tasks.handle(session, request, context, runtime.standalone)
         own = self._own.get(method)
         if own is not None:
             return await own(session, runtime, method, params)

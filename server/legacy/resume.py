@@ -72,29 +72,23 @@ def locate(
     resume = named(last_event_id)
     stream = runtime.streams.get(resume[0]) if resume else None
     after = resume[1] if resume and stream is not None else 0
-    missed: tuple[tuple[str, bytes], ...] = ()
     follow = False
     if resume and stream is None and is_standalone_id(resume[0]):
         # The GET stream was on another replica, alive, drained or crashed: replay what its
         # copy kept after the id (if any), then carry on with this replica's own (it hears
         # every change too). Never a 410: a client told that stops listening for good.
         stream_id = resume[0]
-        if copy is not None:
-            missed = tuple((f"{stream_id}_{number}", data) for number, data in copy.events)
-        return Resume(None, 0, missed)
+        events = copy.events if copy is not None else ()
+        return Resume(None, 0, tuple((f"{stream_id}_{number}", data) for number, data in events))
     if resume and stream is None and copy is not None:
         # A call running (or done) on another replica: follow its copy from here.
         stream_id, seq = resume
         stream = copy.stream(stream_id, seq, capacity)
         after, follow = seq, not copy.finished
-    if (
-        resume
-        and not missed
-        and (stream is None or (stream.finished and not stream.events_after(after)))
-    ):
+    if resume and (stream is None or (stream.finished and not stream.events_after(after))):
         raise InvalidRequest(
             f"Nothing to resume after event '{resume[0]}_{resume[1]}': the stream is complete "
             "or no longer kept",
             http_status=410,
         )
-    return Resume(stream, after, missed, follow)
+    return Resume(stream, after, follow=follow)

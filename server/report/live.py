@@ -24,7 +24,7 @@ from server.report.counters import LIVE_LIMITS
 from server.report.html import render_html
 from server.report.json import render_json
 from server.report.model import Report
-from server.report.retire import RetireScan, render_retire_html
+from server.report.retire import RetireScan, with_retire_section
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +68,18 @@ class LiveReport:
     def render(self, form: str, retire: str | None = None) -> str:
         """The report as ``json`` or the live ``html`` page; with ``retire`` (an item of
         MCP_RETIRE), who still uses it: as JSON, or a section on top of the page."""
-        report = self.report()
         scan = self.retire_scans.get(retire) if retire is not None else None
-        if scan is not None and form == "json":
+        if scan is not None and form == "json":  # the scan alone: no report to build
             with self._lock:
                 return orjson.dumps(scan.to_json()).decode()
+        report = self.report()
         page = (
             render_json(report) if form == "json" else render_html(report, refresh_s=self.refresh_s)
         )
-        if scan is None or "</h1>" not in page:
+        if scan is None or form == "json":
             return page
         with self._lock:
-            section = render_retire_html(scan)
-        cut = page.index("</h1>") + len("</h1>")
-        return page[:cut] + section + page[cut:]
+            return with_retire_section(page, scan)
 
 
 def open_live_report(

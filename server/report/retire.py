@@ -208,6 +208,12 @@ def render_retire_markdown(scan: RetireScan) -> str:
     return "\n".join(rows) + "\n"
 
 
+def with_retire_section(page: str, scan: RetireScan) -> str:
+    """The report's HTML page with the section of ``scan`` right under its title."""
+    cut = page.index("</h1>") + len("</h1>") if "</h1>" in page else 0
+    return page[:cut] + render_retire_html(scan) + page[cut:]
+
+
 def render_retire_html(scan: RetireScan) -> str:
     """A section for the HTML report: every value escaped (clients chose them)."""
     view = scan.to_json()

@@ -66,7 +66,7 @@ class TenantScan:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
             return
-        if not isinstance(record, dict):
+        if not isinstance(record, dict) or record.get("kind") != "request":
             return
         when = record.get("time")
         if not isinstance(when, str) or (self.since and when < self.since):

@@ -21,6 +21,7 @@ from server.asgi import Headers, Scope
 from server.errors import ConfigurationError, McpError, ServiceUnavailable
 from server.memo import BoundedMemo
 from server.records.draft import Draft
+from server.records.schema import clip
 from server.security.auth import (
     ANONYMOUS,
     Authenticator,
@@ -77,8 +78,7 @@ class Gate:
             log.warning(warning)
         self.settings = settings
         self.auth: Authenticator = build_authenticator(settings)
-        # Whether callers are authenticated at all: without it every caller is ANONYMOUS
-        # (nothing to await) and per-tool scopes mean nothing (nothing to check).
+        # Without authentication every caller is ANONYMOUS and per-tool scopes mean nothing.
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
@@ -121,7 +121,7 @@ class Gate:
         """The caller's subject into its record, and its request against its rate."""
         draft.subject = None if principal is ANONYMOUS else principal.subject
         if principal.tenant is not None:
-            draft.tenant = principal.tenant
+            draft.tenant = clip(principal.tenant)
         if draft.subject is not None or not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
 

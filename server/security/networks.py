@@ -4,11 +4,12 @@ names, and whether a host is this machine.
 The app itself, not the ASGI server, believes forwarded headers, and only from the peer that
 sent them when it is a trusted proxy (``MCP_TRUSTED_PROXIES``): the endpoint reads the client's
 address with :func:`client_address`, the routes that answer only some callers (``/metrics``,
-the live report) with :func:`forwarded_client`, and the scheme of the URLs the server builds
-comes from :func:`forwarded_scheme`. (A server that rewrote the scope's client itself would
-leave the app unable to tell its proxy's headers, ``X-Request-Id`` above all, from a
-client's.) The gate exempts networks from the rate limit (``MCP_RATE_LIMIT_EXEMPT``), and the
-start-up checks refuse to serve without authentication beyond loopback (:func:`is_loopback`).
+the live report) with :func:`forwarded_client`; the scheme, host and prefix of the URLs the
+server builds come from :mod:`server.security.forwarded`. (A server that rewrote the scope's
+client itself would leave the app unable to tell its proxy's headers, ``X-Request-Id`` above
+all, from a client's.) The gate exempts networks from the rate limit
+(``MCP_RATE_LIMIT_EXEMPT``), and the start-up checks refuse to serve without authentication
+beyond loopback (:func:`is_loopback`).
 """
 
 from __future__ import annotations
@@ -53,17 +54,6 @@ def forwarded_client(
     if peer is None or (proxied and not in_networks(peer, trusted)):
         return None
     return client_address(peer, forwarded_for, trusted)
-
-
-def forwarded_scheme(
-    peer: str | None, proto: str | None, trusted: tuple[Network, ...]
-) -> str | None:
-    """The scheme a trusted proxy says the client used (its X-Forwarded-Proto, ``http`` or
-    ``https``), else None."""
-    if proto is None or peer is None or not in_networks(peer, trusted):
-        return None
-    proto = proto.strip().lower()
-    return proto if proto in ("http", "https") else None
 
 
 def in_networks(address: str, networks: tuple[Network, ...]) -> bool:

@@ -80,7 +80,7 @@ class SseStreams(Protocol):
     that falls back to it on the MCP path."""
 
     def stream(
-        self, scope: Scope, receive: Receive, send: Send, draft: Draft
+        self, scope: Scope, receive: Receive, send: Send, draft: Draft, principal: Principal | None
     ) -> Awaitable[None]: ...
 
 
@@ -226,7 +226,7 @@ class McpEndpoint:
             if method == "GET":
                 _, sse_ok = negotiate(header_text(headers, b"accept"))
                 if self.sse is not None and self.sse_fallback(headers):
-                    await self.sse.stream(scope, receive, send, draft)
+                    await self.sse.stream(scope, receive, send, draft, principal)  # its view
                     return
                 slot = self.gate.stream_slot(draft)
                 try:

@@ -132,8 +132,7 @@ class LegacyHttp:
         """What the request names, looked up once; a tool's scopes are checked here, before
         its call starts, while a 403 can still be sent. What is hidden from the caller is
         not found."""
-        views = self.views
-        target = self.era.resolve(request, views.view(principal) if views.hiding else None)
+        target = self.era.resolve(request, self.view(principal))
         if isinstance(target, Tool) and self.gate.authenticates:
             self.gate.require_tool(principal, target.scopes)
         return target
@@ -214,8 +213,7 @@ class LegacyHttp:
         caller = None if principal.anonymous else principal
         key = self.gate.key(draft)
         call = LegacyCall(request, target, session, runtime, caller, headers, draft, key)
-        if self.views.hiding:
-            call.view = self.views.view(principal)
+        call.view = self.view(principal)
         return call
 
     def concerns(self, principal: Principal | None) -> ListWatch | None:

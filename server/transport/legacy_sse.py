@@ -126,7 +126,7 @@ class SseTransport:
         receive: Receive,
         send: Send,
         draft: Draft,
-        principal: Principal | None = None,
+        principal: Principal | None,
     ) -> None:
         """Open a session and its stream: the ``endpoint`` event, then every message of the
         session until the client leaves, stops reading, or the server ends it."""
@@ -166,7 +166,7 @@ class SseTransport:
         send: Send,
         session: Session,
         draft: Draft,
-        principal: Principal | None = None,
+        principal: Principal | None,
     ) -> None:
         runtime = self.legacy.runtimes.get(session.id)
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))

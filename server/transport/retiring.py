@@ -207,7 +207,8 @@ class Retiring:
 
     def _warn_once(self, draft: Draft, retirement: Retirement, now: datetime) -> None:
         who = draft.client_name or draft.user_agent or draft.client_address or "?"
-        key = f"{retirement.item.name}|{now.date()}|{who}"
+        # Hashed: a long client name would pass the memo's key bound and log every request.
+        key = f"{retirement.item.name}|{now.date()}|{hash(who)}"
         if key in self._warned:
             return
         self._warned.remember(key, True)

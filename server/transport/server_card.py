@@ -49,7 +49,7 @@ class ServerCards:
     def __init__(
         self,
         discover: Callable[[], dict[str, Any]],
-        legacy_versions: Sequence[str],
+        legacy_versions: Callable[[], Sequence[str]],
         *,
         mcp_path: str,
         sse_path: str | None,
@@ -58,19 +58,23 @@ class ServerCards:
         allowed_hosts: Sequence[str],
     ) -> None:
         self.discover = discover
-        self.legacy_versions = list(legacy_versions)
+        # What initialize offers now (retired versions leave it), read for each answer.
+        self.legacy_versions = legacy_versions
         self.mcp_path = mcp_path
         self.sse_path = sse_path
         self.authenticated = authenticated
         self.name = name
         self.allowed_hosts = tuple(allowed_hosts)
-        self._answers: BoundedMemo[tuple[str, str], tuple[bytes, str]] = BoundedMemo(self.KEPT)
+        self._answers: BoundedMemo[tuple[str, str, tuple[str, ...]], tuple[bytes, str]] = (
+            BoundedMemo(self.KEPT)
+        )
 
     def card(self, base: str, host: str) -> dict[str, Any]:
         """The server card for clients that reach the app at ``base`` (origin and prefix)."""
         result = self.discover()
         info: dict[str, Any] = result["_meta"][META_SERVER_INFO]
         modern = list(result["supportedVersions"])
+        legacy = list(self.legacy_versions())
         headers = (
             [
                 {
@@ -88,8 +92,7 @@ class ServerCards:
         streamable: dict[str, Any] = {
             "type": "streamable-http",
             "url": base + self.mcp_path,
-            "supportedProtocolVersions": modern
-            + [v for v in self.legacy_versions if v not in modern],
+            "supportedProtocolVersions": modern + [v for v in legacy if v not in modern],
         }
         remotes = [streamable]
         if self.sse_path is not None:
@@ -97,7 +100,7 @@ class ServerCards:
                 {
                     "type": "sse",
                     "url": base + self.sse_path,
-                    "supportedProtocolVersions": [self.legacy_versions[-1]],
+                    "supportedProtocolVersions": [legacy[-1]],
                 }
             )
         for remote in remotes:
@@ -146,7 +149,7 @@ class ServerCards:
         base = origin(scope.get("scheme", "http"), host) + (scope.get("root_path") or "").rstrip(
             "/"
         )
-        key = (kind, base)
+        key = (kind, base, tuple(self.legacy_versions()))  # a retired version: a new card
         answer = self._answers.get(key)
         if answer is None:
             document = self.card(base, host) if kind == "card" else self.catalog(base, host)
