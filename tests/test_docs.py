@@ -5,8 +5,8 @@ name of ``server`` and ``server.testing`` (and the public methods of ``Catalog``
 and ``Client``) in the reference, every setting in the configuration page with the default of
 ``.env.example``, every link to a file or an anchor that exists, every
 ``docs/decisions.md#anchor`` in the code an anchor of that page. The examples themselves run in
-``tests/e2e/test_readme.py``; the architecture page's module tables are
-``tests/test_architecture_doc.py``.
+``tests/e2e/test_readme.py``; the generated module page is
+``tests/test_module_page.py``.
 """
 
 from __future__ import annotations

@@ -114,8 +114,9 @@ def record_filter(args: argparse.Namespace) -> RecordFilter:
 
 def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     try:
-        aggregator = Aggregator(record_filter(args))
-        scan = retire_scan(args) or tenant_scan(args)
+        chosen = record_filter(args)  # --since/--until read once: the scans share the bounds
+        aggregator = Aggregator(chosen)
+        scan = retire_scan(args, chosen) or tenant_scan(args, chosen)
     except ValueError as bad_argument:
         return complain(str(bad_argument))
     for name in args.files:
@@ -144,33 +145,26 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
     return written
 
 
-def retire_scan(args: argparse.Namespace) -> RetireScan | None:
+def retire_scan(args: argparse.Namespace, chosen: RecordFilter) -> RetireScan | None:
     """The ``--retire`` scan asked for, over the period of ``--since``/``--until``."""
     item = getattr(args, "retire", None)
     if item is None:
         return None
-    since, until = getattr(args, "since", None), getattr(args, "until", None)
     try:
-        scan = RetireScan(
-            item, parse_time(since) if since else None, parse_time(until) if until else None
-        )
+        scan = RetireScan(item, chosen.since, chosen.until)
     except PlanError as unknown:
         raise ValueError(f"--retire: {unknown}") from None
     scan.with_report = args.format == "html"  # the section goes into the whole report
     return scan
 
 
-def tenant_scan(args: argparse.Namespace) -> TenantScan | None:
+def tenant_scan(args: argparse.Namespace, chosen: RecordFilter) -> TenantScan | None:
     """The ``--by-tenant`` view asked for, over the period of ``--since``/``--until``."""
     if not getattr(args, "by_tenant", False):
         if getattr(args, "tenant", None) is not None:
             raise ValueError("--tenant goes with --by-tenant")
         return None
-    since, until = getattr(args, "since", None), getattr(args, "until", None)
-    scan = TenantScan(
-        args.tenant, parse_time(since) if since else None, parse_time(until) if until else None
-    )
-    return scan
+    return TenantScan(args.tenant, chosen.since, chosen.until)
 
 
 def scan_json(scan: RetireScan | TenantScan) -> str:

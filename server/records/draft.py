@@ -241,6 +241,12 @@ class Draft:
             "streaming": self.streaming,
             "params": self.params,
         }
+        self.optional_fields(record)
+        return record
+
+    def optional_fields(self, record: dict[str, Any]) -> None:
+        """The fields a request record has only for some requests, in their order (the line
+        writer, :mod:`server.records.lines`, adds them the same way)."""
         if self.batch_size is not None:
             record["batch_size"] = self.batch_size
         if self.advertised is not None:
@@ -260,7 +266,6 @@ class Draft:
                 record["outcome"] = "retired"
         if self.tenant is not None:
             record["tenant"] = self.tenant
-        return record
 
     def stream_record(self) -> dict[str, Any]:
         first = self.first_event_clock

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from server.memo import BoundedMemo
-from server.protocol import CALL_METHODS
 from server.records.draft import Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
@@ -203,33 +202,10 @@ class LineWriter:
             record["bytes_out"] = draft.bytes_out
             record["streaming"] = draft.streaming
             record["params"] = written
-            _optional_fields(draft, record)
+            draft.optional_fields(record)
             return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
         except orjson.JSONEncodeError:
             return None
-
-
-def _optional_fields(draft: Draft, record: dict[str, Any]) -> None:
-    """The fields a request record has only for some requests, in Draft.request_record's order."""
-    if draft.batch_size is not None:
-        record["batch_size"] = draft.batch_size
-    if draft.advertised is not None:
-        record["advertised"] = draft.advertised
-    if draft.method in CALL_METHODS:
-        record["target"] = draft.target
-        record["outcome"] = draft.call_outcome()
-    if draft.task is not None:
-        record["task"] = draft.task
-    if draft.traceparent is not None:
-        record["traceparent"] = draft.traceparent
-    if draft.transport is not None:
-        record["transport"] = draft.transport
-    if draft.retiring is not None:
-        record["retiring"] = draft.retiring
-        if draft.outcome == "retired":
-            record["outcome"] = "retired"
-    if draft.tenant is not None:
-        record["tenant"] = draft.tenant
 
 
 # What ``params.get("_meta", _ABSENT)`` gives for params without the key (never a parsed value).

@@ -197,7 +197,7 @@ class Aggregator(Tally):
         histogram = histograms.get(method)
         if histogram is None:
             histogram = self.histogram_for(histograms, method)
-        # measures.bucket, written out.
+        # tally.bucket, written out.
         index = int(_log2(1.0 + duration * 1000.0) * _PER_DOUBLING) if duration > 0 else 0
         histogram[index] = histogram.get(index, 0) + 1
         return duration

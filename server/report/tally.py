@@ -216,7 +216,7 @@ class Targets:
     ) -> bool:
         """A streamed call's outcome, from its stream record, in place of the ``unknown`` its
         request record counted; whether it failed as a call."""
-        failed = outcome in ("is_error", "crash")
+        failed = outcome in FAILED_OUTCOMES
         index = OUTCOME_INDEX.get(outcome)
         if index is None or type(record.get("target")) is not str:
             return failed

@@ -21,7 +21,7 @@ from itertools import pairwise
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, MODERN_METHODS, MODERN_VERSIONS
+from server.protocol import LEGACY_VERSIONS, METHOD_NAMES, MODERN_VERSIONS
 
 Phase = Literal["deprecated", "retired"]
 Kind = Literal["sse", "initialize", "version", "method"]
@@ -34,18 +34,9 @@ FEATURE_CAPABILITY = {
     "elicitation/create": "elicitation",
 }
 CLIENT_FEATURES = tuple(FEATURE_CAPABILITY)
-# Extension methods a client may send (tasks, skills), beside both eras' own.
-EXTENSION_METHODS = (
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "tasks/result",
-    "tasks/list",
-    "skills/list",
-    "skills/get",
-    "resources/directory/read",
-)
-KNOWN_METHODS = frozenset((*LEGACY_METHODS, *MODERN_METHODS, *EXTENSION_METHODS))
+# Every method a client may send: the method table's (both eras, tasks), and the skills
+# extension's, which its catalog declares.
+KNOWN_METHODS = METHOD_NAMES | {"skills/list", "skills/get", "resources/directory/read"}
 KNOWN_VERSIONS = (*MODERN_VERSIONS, *LEGACY_VERSIONS)
 MAX_RETIREMENTS = 32
 MAX_WINDOWS = 64
@@ -134,9 +125,6 @@ class Plan:
 
     def __bool__(self) -> bool:
         return bool(self.retirements)
-
-    def get(self, item: Item) -> Retirement | None:
-        return self.by_name.get(item.name)
 
     def phase(self, item: Item, now: datetime) -> Phase | None:
         retirement = self.by_name.get(item.name)
