@@ -454,3 +454,31 @@ async def test_a_listen_stream_over_uvicorn_hears_only_of_its_own_view_changing(
                 assert await heard(alice) == "notifications/tools/list_changed"
     finally:
         running.stop()
+
+
+async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> None:
+    """A GET on the MCP path that falls back to the 2024-11-05 transport follows the stream
+    with its caller, so what is hidden from the caller is not told on it."""
+    catalog = catalog_of()
+    settings = Settings(
+        auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", cache_scope="public"
+    )
+    app = create_app(settings, catalog=catalog)
+    assert app.sse is not None
+    callers: list[Any] = []
+
+    async def stream(scope: Any, receive: Any, send: Any, draft: Any, principal: Any) -> None:
+        callers.append(principal)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    app.sse.stream = stream  # type: ignore[method-assign]
+    async with (
+        app.lifespan(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as client,
+    ):
+        headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {BOB}"}
+        assert (await client.get("/mcp", headers=headers)).status_code == 200
+    assert [caller.subject for caller in callers] == ["bob"]

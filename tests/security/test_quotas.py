@@ -137,3 +137,13 @@ async def test_a_tenants_quota_holds_across_replicas_sharing_redis(redis_server)
     finally:
         for client in clients:
             await client.aclose()
+
+
+async def test_a_wildcard_quota_counts_every_tenant_and_tool_apart() -> None:
+    quotas = Quotas([Quota("*", "*", 1, 60)], MemoryQuotaCounter())
+    await quotas.charge("acme", "search")
+    await quotas.charge("globex", "search")  # another tenant: its own count
+    await quotas.charge("acme", "other")  # another tool: its own count
+    await quotas.charge(None, "search")  # no tenant: "(none)"
+    with pytest.raises(QuotaExceeded):
+        await quotas.charge("acme", "search")

@@ -92,3 +92,13 @@ def test_a_retired_client_feature_is_taken_out_of_the_declared_capabilities() ->
     retired = retiring({"item": "method:sampling/createMessage", "sunset": "2026-12-01"})
     assert retired.without_retired_features(declared) == {"roots": {}}
     retired.check(draft(), capabilities=declared)  # a feature is switched off, not a 410
+
+
+def test_one_warning_a_day_for_a_client_with_a_very_long_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checks = retiring({"item": "sse", "sunset": "2027-01-01"})
+    with caplog.at_level(logging.WARNING, logger="server.retirement"):
+        for _ in range(3):
+            checks.check(draft("n" * 600), sse=True)
+    assert len([r for r in caplog.records if r.name == "server.retirement"]) == 1
