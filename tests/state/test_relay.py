@@ -28,7 +28,7 @@ from server.legacy.runtime import SessionRuntime
 from server.settings import Settings
 from server.state.bus import Deliver
 from server.state.memory import MemoryBus, MemorySessionStore
-from server.state.messages import DECODERS
+from server.state.messages import DECODERS, publish_subscription
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.relay import BusRelay
@@ -245,16 +245,16 @@ async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
     assert runtime.subscriptions.uris == {"file:///a", "db://b"}
 
 
-def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
+def test_publish_subscription_publishes_one_uri_not_the_set() -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
     class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
-    app.relay.bus = RecordingBus()
-    app.relay.announce_subscriptions("s1", "file:///a", True)
-    app.relay.announce_subscriptions("s1", "file:///a", False)
+    bus = RecordingBus()
+    publish_subscription(bus, "s1", "file:///a", True)
+    publish_subscription(bus, "s1", "file:///a", False)
     assert published == [
         ("subs", {"sid": "s1", "add": "file:///a"}),
         ("subs", {"sid": "s1", "remove": "file:///a"}),
