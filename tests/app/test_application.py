@@ -165,6 +165,7 @@ def test_mcp_retire_and_mcp_quotas_are_parsed_once_by_the_settings_and_used_as_p
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import server.app.application
+    import server.retirement.plan
     import server.settings
     import server.settings_checks
 
@@ -177,7 +178,7 @@ def test_mcp_retire_and_mcp_quotas_are_parsed_once_by_the_settings_and_used_as_p
 
         return parsing
 
-    plan, quotas = server.settings.parse_plan, server.settings_checks.quotas
+    plan, quotas = server.retirement.plan.parse_plan, server.settings_checks.quotas
     monkeypatch.setattr(server.settings, "parse_plan", counted("retire", plan))
     monkeypatch.setattr(server.settings_checks, "quotas", counted("quotas", quotas))
     # Where the app parsed them again before (gone now, so raising=False).
