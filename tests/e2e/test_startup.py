@@ -106,8 +106,8 @@ def starts(wanted: str, **settings: str) -> Callable[[Path], list[str]]:
     def run(tmp_path: Path) -> list[str]:
         env = server_env(MCP_LOG_LEVEL="info", **settings)
         server = ServerProcess(tmp_path, **{k: v for k, v in env.items() if k.startswith("MCP_")})
-        server.start()
         try:
+            server.start()
             return wait_for_line(server, wanted)
         finally:
             server.stop()
@@ -286,3 +286,16 @@ def test_a_json_log_reports_a_configuration_error_as_one_json_line(tmp_path: Pat
 def test_the_refusal_is_printed_even_at_the_critical_level(tmp_path: Path) -> None:
     (line,) = refused(MCP_PORT="abc", MCP_LOG_LEVEL="critical")(tmp_path)
     assert " CRITICAL server: cannot start: MCP_PORT='abc'" in line
+
+
+def test_a_server_that_does_not_come_up_in_time_is_stopped_not_left_running(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(tmp_path, MCP_RECORDS="none")
+    try:
+        with pytest.raises(AssertionError, match="server did not start"):
+            server.start(timeout=0)
+        assert server.process is not None
+        assert server.process.poll() is not None, "still running after a failed start"
+    finally:
+        server.stop()
