@@ -32,6 +32,7 @@ from server.state.messages import DECODERS, publish_subscription
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.relay import BusRelay
+from tests.support.http_sse import sse_get_scope
 from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
@@ -440,20 +441,7 @@ class SseStream:
             await self.left.wait()
             return {"type": "http.disconnect"}
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/sse",
-            "raw_path": b"/sse",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"127.0.0.1"), (b"accept", b"text/event-stream")],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = sse_get_scope(b"127.0.0.1")
 
         async def send(message: MutableMapping[str, Any]) -> None:
             await self.sent.put(dict(message))

@@ -3,12 +3,14 @@
 A ``GET /sse`` stream opens with one ``endpoint`` event naming where to POST; the answers follow
 on the same stream. :func:`endpoint_of` (``aiter_lines()``) and :func:`endpoint_of_blocking`
 (``iter_lines()``) read that first event and leave the lines to be read on; :func:`sse_endpoint`
-opens a stream only for the URL it names. ``mcp_client.py`` speaks Streamable HTTP.
+opens a stream only for the URL it names; :func:`sse_get_scope` is the ASGI scope of the GET, for
+tests that drive the app without httpx. ``mcp_client.py`` speaks Streamable HTTP.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -58,3 +60,21 @@ def sse_endpoint(url: str, headers: dict[str, str] | None = None, timeout: float
     with httpx.stream("GET", url, headers=sent, timeout=timeout) as response:
         assert response.status_code == 200, response.read()
         return endpoint_of_blocking(response.iter_lines())
+
+
+def sse_get_scope(host: bytes = b"127.0.0.1:8000", path: str = "/sse") -> dict[str, Any]:
+    """The ASGI scope of a ``GET /sse`` from 127.0.0.1, for a test that calls the app itself."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", host), (b"accept", b"text/event-stream")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+    }

@@ -24,6 +24,7 @@ import pytest
 from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
 from server.report.aggregate import aggregate
+from tests.support.http_sse import sse_get_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import messages_of
 from tests.support.polling import wait_until as eventually
@@ -261,20 +262,7 @@ class SlowReader:
             await asyncio.sleep(self.pause)
 
     def start(self) -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/sse",
-            "raw_path": b"/sse",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"127.0.0.1:8000"), (b"accept", b"text/event-stream")],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = sse_get_scope()
         self.task = asyncio.ensure_future(self.app(scope, self.receive, self.send))
 
     async def endpoint(self) -> str:
