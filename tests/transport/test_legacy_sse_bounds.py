@@ -24,14 +24,13 @@ import pytest
 from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
 from server.report.aggregate import aggregate
-from tests.support.http_sse import sse_get_scope
+from tests.support.http_sse import endpoint_of, sse_get_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import messages_of
 from tests.support.polling import wait_until as eventually
 from tests.support.redis_server import fresh_prefix
 from tests.transport.test_legacy_sse import (
     INITIALIZE,
-    endpoint_of,
     next_message,
     raw_stream,
     records,
