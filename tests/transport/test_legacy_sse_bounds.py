@@ -24,7 +24,7 @@ import pytest
 from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
 from server.report.aggregate import aggregate
-from tests.support.http_sse import endpoint_of, sse_get_scope
+from tests.support.http_sse import endpoint_of, endpoint_of_blocking, sse_get_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import messages_of
 from tests.support.polling import wait_until as eventually
@@ -266,9 +266,7 @@ class SlowReader:
 
     async def endpoint(self) -> str:
         await eventually(lambda: bool(self.frames))
-        first = self.frames[0].decode()
-        assert first.startswith("event: endpoint")
-        return first.split("data: ", 1)[1].strip()
+        return endpoint_of_blocking(iter(self.frames[0].decode().splitlines()))
 
     def messages(self) -> list[dict[str, Any]]:
         # Each send is one whole event; the first is the endpoint event, not a message.
