@@ -15,6 +15,8 @@ from typing import Any
 import anyio
 import httpx
 
+from tests.support.core_helpers import post_scope
+
 
 class _EndpointEvent:
     """The first event's fields, line by line (comments and blank lines before it skipped)."""
@@ -64,17 +66,5 @@ def sse_endpoint(url: str, headers: dict[str, str] | None = None, timeout: float
 
 def sse_get_scope(host: bytes = b"127.0.0.1:8000", path: str = "/sse") -> dict[str, Any]:
     """The ASGI scope of a ``GET /sse`` from 127.0.0.1, for a test that calls the app itself."""
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", host), (b"accept", b"text/event-stream")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = post_scope([(b"host", host), (b"accept", b"text/event-stream")], path)
+    return {**scope, "method": "GET", "server": ("127.0.0.1", 8000)}
