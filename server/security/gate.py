@@ -44,12 +44,7 @@ from server.security.limits import (
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
 from server.settings import Settings
-from server.settings_checks import (
-    TokenEntry,
-    check_token_entries,
-    token_entry,
-    token_file_entries,
-)
+from server.settings_checks import TokenEntry, check_token_entries, token_file_entries
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +69,12 @@ PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 class Gate:
     def __init__(self, settings: Settings, tool_scopes: Callable[[], Iterable[str]]) -> None:
-        for warning in check_auth_mode(settings):
+        # The static tokens, read (MCP_AUTH_TOKENS_FILE) and checked once for both calls.
+        tokens = static_tokens(settings) if settings.auth == "tokens" else []
+        for warning in check_auth_mode(settings, tokens):
             log.warning(warning)
         self.settings = settings
-        self.auth: Authenticator = build_authenticator(settings)
+        self.auth: Authenticator = build_authenticator(settings, tokens)
         # Without authentication every caller is ANONYMOUS and per-tool scopes mean nothing.
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
@@ -237,10 +234,10 @@ class Gate:
 # -- from the settings ----------------------------------------------------------------------
 
 
-def check_auth_mode(settings: Settings) -> list[str]:
-    """Startup check of the authentication settings: ConfigurationError for a configuration
-    that must not run, and the warnings (to log loudly) for one that runs but deserves
-    attention."""
+def check_auth_mode(settings: Settings, tokens: list[TokenEntry] | None = None) -> list[str]:
+    """Startup check of the authentication settings (``tokens``: :func:`static_tokens`, read
+    here when not given): ConfigurationError for a configuration that must not run, and the
+    warnings (to log loudly) for one that runs but deserves attention."""
     warnings: list[str] = []
     mode = settings.auth
     if mode == "none":
@@ -276,17 +273,12 @@ def check_auth_mode(settings: Settings) -> list[str]:
             f"MCP_AUTH_REQUIRED_SCOPES or MCP_AUTH_TOKEN_SCOPES: {bad}; use OAuth scope names"
         ) from bad
     if mode == "tokens":
-        from_file = tokens_file_entries(settings)
-        if not settings.auth_tokens and not from_file:
+        entries = static_tokens(settings) if tokens is None else tokens
+        if not entries:
             raise ConfigurationError(
                 "MCP_AUTH=tokens needs MCP_AUTH_TOKENS or MCP_AUTH_TOKENS_FILE (python -m "
                 "server token prints one)"
             )
-        entries = [token_entry(text) for text in settings.auth_tokens] + from_file
-        try:
-            check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
-        except ValueError as bad:
-            raise ConfigurationError(str(bad)) from None
         if {entry.digest for entry in entries} == {PLACEHOLDER_DIGEST}:
             warnings.append(
                 "MCP_AUTH_TOKENS holds only the placeholder digest of the examples, which "
@@ -316,13 +308,15 @@ def check_auth_mode(settings: Settings) -> list[str]:
     return warnings
 
 
-def build_authenticator(settings: Settings) -> Authenticator:
+def build_authenticator(
+    settings: Settings, tokens: list[TokenEntry] | None = None
+) -> Authenticator:
     """The authenticator ``MCP_AUTH`` names (call :func:`check_auth_mode` first)."""
     if settings.auth == "none":
         return NoAuth()
     if settings.auth == "tokens":
         return StaticTokens(
-            [*settings.auth_tokens, *tokens_file_entries(settings)],
+            static_tokens(settings) if tokens is None else tokens,
             settings.auth_token_scopes,
             settings.auth_required_scopes,
         )
@@ -352,12 +346,13 @@ def build_authenticator(settings: Settings) -> Authenticator:
     )
 
 
-def tokens_file_entries(settings: Settings) -> list[TokenEntry]:
-    """The entries of ``MCP_AUTH_TOKENS_FILE`` (none when unset); ConfigurationError naming
-    the file and line of a bad one."""
+def static_tokens(settings: Settings) -> list[TokenEntry]:
+    """``MCP_AUTH_TOKENS`` (parsed by the settings) and the entries of ``MCP_AUTH_TOKENS_FILE``
+    (read here), checked together; ConfigurationError naming the file and line of a bad one."""
+    entries = settings.token_entries
     path = settings.auth_tokens_file
     if not path:
-        return []
+        return entries
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read(1024 * 1024 + 1)
@@ -368,9 +363,11 @@ def tokens_file_entries(settings: Settings) -> list[TokenEntry]:
     if len(text) > 1024 * 1024:
         raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
     try:
-        return token_file_entries(text, path)
+        entries += token_file_entries(text, path)
+        check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
     except ValueError as bad:
         raise ConfigurationError(str(bad)) from None
+    return entries
 
 
 def protected_resource_document(

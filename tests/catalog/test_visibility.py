@@ -22,15 +22,9 @@ from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
 from server.security.auth import Principal
 from server.settings import Settings
+from tests.support.app import serve
 from tests.support.live_server import ServerThread
-from tests.support.mcp_client import (
-    SSE,
-    initialize,
-    legacy,
-    legacy_headers,
-    modern,
-    modern_headers,
-)
+from tests.support.mcp_client import SSE, LegacySession, legacy, modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -111,13 +105,7 @@ async def client_of(catalog: Catalog, **options: Any) -> AsyncIterator[httpx.Asy
         "page_size": 2,
         "cache_scope": "public",
     }
-    app = create_app(Settings(**{**fields, **options}), catalog=catalog)
-    async with (
-        app.lifespan(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
-        ) as client,
-    ):
+    async with serve(catalog, **{**fields, **options}) as (client, _):
         yield client
 
 
@@ -129,34 +117,10 @@ async def modern_post(
     return await client.post("/mcp", content=orjson.dumps(message), headers=headers)
 
 
-class Legacy:
-    """A legacy session of one token."""
-
-    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
-        self.client, self.token, self.session = client, token, ""
-
-    async def open(self) -> Legacy:
-        answer = await self.client.post(
-            "/mcp", json=initialize(), headers={**self.headers(), "Authorization": self.bearer}
-        )
-        assert answer.status_code == 200, answer.text
-        self.session = answer.headers["mcp-session-id"]
-        return self
-
-    @property
-    def bearer(self) -> str:
-        return f"Bearer {self.token}"
-
-    def headers(self) -> dict[str, str]:
-        if not self.session:
-            return legacy_headers(None, None)
-        return legacy_headers(self.session)
-
-    async def post(self, method: str, params: dict[str, Any]) -> httpx.Response:
-        headers = {**self.headers(), "Authorization": self.bearer}
-        return await self.client.post(
-            "/mcp", content=orjson.dumps(legacy(method, params)), headers=headers
-        )
+async def legacy_of(client: httpx.AsyncClient, token: str) -> Any:
+    """A legacy session of one token, as ``pages`` posts: ``post(method, params)``."""
+    session = await LegacySession(client, headers={"Authorization": f"Bearer {token}"}).initialize()
+    return lambda method, params: session.post(legacy(method, params, session.next_id()))
 
 
 async def pages(post: Any, method: str = "tools/list") -> list[dict[str, Any]]:
@@ -187,23 +151,23 @@ async def test_two_tokens_are_listed_what_they_may_use_in_both_eras_across_pages
         def modern_of(token: str) -> Any:
             return lambda method, params: modern_post(client, token, method, params)
 
-        alice_legacy = await Legacy(client, ALICE).open()
-        bob_legacy = await Legacy(client, BOB).open()
+        alice_legacy = await legacy_of(client, ALICE)
+        bob_legacy = await legacy_of(client, BOB)
         for _ in range(2):  # the second time from the cached bytes, warmed by both
             for who, sees in ((ALICE, ALICE_SEES), (BOB, BOB_SEES)):
                 listed = await pages(modern_of(who))
                 assert names(listed) == sees
                 assert all(page["cacheScope"] == "private" for page in listed)
-            assert names(await pages(alice_legacy.post)) == ALICE_SEES
-            assert names(await pages(bob_legacy.post)) == BOB_SEES
+            assert names(await pages(alice_legacy)) == ALICE_SEES
+            assert names(await pages(bob_legacy)) == BOB_SEES
         # acme's template is acme's alone; every template page is private.
         alice_templates = await pages(modern_of(ALICE), "resources/templates/list")
         bob_templates = await pages(modern_of(BOB), "resources/templates/list")
         assert names(alice_templates, "resourceTemplates", "uriTemplate") == ["acme://{x}"]
         assert names(bob_templates, "resourceTemplates", "uriTemplate") == []
-        bob_prompts = await pages(bob_legacy.post, "prompts/list")
+        bob_prompts = await pages(bob_legacy, "prompts/list")
         assert names(bob_prompts, "prompts") == ["open_prompt"]
-        alice_prompts = await pages(alice_legacy.post, "prompts/list")
+        alice_prompts = await pages(alice_legacy, "prompts/list")
         assert names(alice_prompts, "prompts") == ["open_prompt", "acme_prompt"]
 
         # A cursor is the caller's: another view cannot follow it.
@@ -216,8 +180,8 @@ async def test_two_tokens_are_listed_what_they_may_use_in_both_eras_across_pages
         catalog.tool(lambda: "x", name="open_c")
         assert names(await pages(modern_of(ALICE))) == [*ALICE_SEES, "write_c", "open_c"]
         assert names(await pages(modern_of(BOB))) == [*BOB_SEES, "open_c"]
-        assert names(await pages(bob_legacy.post)) == [*BOB_SEES, "open_c"]
-        assert names(await pages(alice_legacy.post)) == [*ALICE_SEES, "write_c", "open_c"]
+        assert names(await pages(bob_legacy)) == [*BOB_SEES, "open_c"]
+        assert names(await pages(alice_legacy)) == [*ALICE_SEES, "write_c", "open_c"]
 
 
 async def test_the_default_lists_everything_to_everyone() -> None:
@@ -261,8 +225,7 @@ async def test_a_hidden_item_answers_byte_for_byte_as_one_never_declared(
     for first, catalog in ((True, catalog_of()), (False, catalog_of(without=missing))):
         async with client_of(catalog, scoped_items="hidden") as client:
             modern_answer = await modern_post(client, BOB, method, params)
-            session = await Legacy(client, BOB).open()
-            legacy_answer = await session.post(method, params)
+            legacy_answer = await (await legacy_of(client, BOB))(method, params)
             answers.append(
                 (
                     modern_answer.status_code,
@@ -293,8 +256,7 @@ async def test_with_the_default_a_call_without_the_scope_is_the_step_up_403() ->
             "message": "Insufficient scope: missing mcp:write",
             "data": {"error": "insufficient_scope", "scope": "mcp:write"},
         }
-        session = await Legacy(client, BOB).open()
-        legacy_answer = await session.post(
+        legacy_answer = await (await legacy_of(client, BOB))(
             "tools/call", {"name": "write_a", "arguments": {"count": 1}}
         )
         assert legacy_answer.status_code == 403
@@ -459,12 +421,6 @@ async def test_a_listen_stream_over_uvicorn_hears_only_of_its_own_view_changing(
 async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> None:
     """A GET on the MCP path that falls back to the 2024-11-05 transport follows the stream
     with its caller, so what is hidden from the caller is not told on it."""
-    catalog = catalog_of()
-    settings = Settings(
-        auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", cache_scope="public"
-    )
-    app = create_app(settings, catalog=catalog)
-    assert app.sse is not None
     callers: list[Any] = []
 
     async def stream(scope: Any, receive: Any, send: Any, draft: Any, principal: Any) -> None:
@@ -472,13 +428,11 @@ async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> No
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    app.sse.stream = stream  # type: ignore[method-assign]
-    async with (
-        app.lifespan(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
-        ) as client,
-    ):
+    async with serve(
+        catalog_of(), auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", cache_scope="public"
+    ) as (client, app):
+        assert app.sse is not None
+        app.sse.stream = stream  # type: ignore[method-assign]
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {BOB}"}
         assert (await client.get("/mcp", headers=headers)).status_code == 200
     assert [caller.subject for caller in callers] == ["bob"]

@@ -25,7 +25,9 @@ from mcp.client.sse import sse_client
 
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support.http_sse import endpoint_of
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until
 
 PROBE_NAME = "mcp-http-server-probe"
@@ -170,15 +172,6 @@ async def raw_stream(
         yield got, got.aiter_lines()
 
 
-async def endpoint_of(lines: AsyncIterator[str]) -> str:
-    with anyio.fail_after(5):
-        assert await anext(lines) == "event: endpoint"
-        data = await anext(lines)
-        assert data.startswith("data: ")
-        assert await anext(lines) == ""
-    return data[len("data: ") :]
-
-
 async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
     with anyio.fail_after(5):
         async for line in lines:
@@ -188,16 +181,7 @@ async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
     raise AssertionError("the stream ended")
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2024-11-05",
-        "capabilities": {},
-        "clientInfo": {"name": "raw-sse", "version": "1.0"},
-    },
-}
+INITIALIZE = initialize("2024-11-05", client_info={"name": "raw-sse", "version": "1.0"}, id=1)
 
 
 @pytest.mark.anyio
