@@ -68,6 +68,12 @@ def check_visibility(owner: str, visibility: Any) -> Visibility | None:
     raise ValueError(f"{owner}: visibility must be 'listed' or 'hidden', not {visibility!r}")
 
 
+def item_scopes(catalog: Catalog) -> set[str]:
+    """Every scope some item of ``catalog`` asks for (``scopes_supported`` lists them)."""
+    kinds = (catalog.tools, catalog.prompts, catalog.resources, catalog.templates)
+    return {scope for items in kinds for item in items.values() for scope in item.scopes}
+
+
 class View:
     """What one caller may see: per list, the names hidden from it (``keys``), the items
     themselves (``hides``), and the tag its cursors carry (:meth:`tag`)."""

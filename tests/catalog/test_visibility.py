@@ -482,3 +482,160 @@ async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> No
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {BOB}"}
         assert (await client.get("/mcp", headers=headers)).status_code == 200
     assert [caller.subject for caller in callers] == ["bob"]
+
+
+# -- scopes on prompts, resources and templates --------------------------------------------
+
+WRITE_CHALLENGE = 'Bearer error="insufficient_scope", scope="mcp:write"'
+
+
+def items_catalog(without: str = "") -> Catalog:
+    """A prompt, a resource and a template that need ``mcp:write`` (Bob lacks it), each with
+    an open twin so the methods stay served."""
+    catalog = Catalog("items", "1.0.0")
+
+    @catalog.prompt(name="open_prompt")
+    def open_prompt(style: str) -> str:
+        return style
+
+    @catalog.resource("open://readme")
+    def readme() -> str:
+        return "read me"
+
+    if without != "write_prompt":
+
+        @catalog.prompt(name="write_prompt", scopes=["mcp:write"])
+        def write_prompt(style: str) -> str:
+            return style
+
+        catalog.completion(prompt="write_prompt", argument="style")(lambda v, a: ["warm"])
+    if without != "secret://fixed":
+
+        @catalog.resource("secret://fixed", scopes=["mcp:write"])
+        def secret() -> str:
+            return "secret"
+
+    if without != "notes://{x}":
+
+        @catalog.resource_template("notes://{x}", scopes=["mcp:write"])
+        def notes(x: str) -> str:
+            return x
+
+        catalog.completion(template="notes://{x}", argument="x")(lambda v, a: ["one"])
+    return catalog
+
+
+# Each: the method, its params, and the item a catalog without it would be missing.
+SCOPED_ASKS = [
+    ("prompts/get", {"name": "write_prompt", "arguments": {"style": "x"}}, "write_prompt"),
+    (
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "write_prompt"},
+            "argument": {"name": "style", "value": "w"},
+        },
+        "write_prompt",
+    ),
+    (
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "notes://{x}"},
+            "argument": {"name": "x", "value": ""},
+        },
+        "notes://{x}",
+    ),
+    ("resources/read", {"uri": "secret://fixed"}, "secret://fixed"),
+    ("resources/read", {"uri": "notes://one"}, "notes://{x}"),  # a URI the template matches
+    ("resources/subscribe", {"uri": "secret://fixed"}, "secret://fixed"),  # legacy only
+]
+
+
+@pytest.mark.parametrize(("method", "params", "missing"), SCOPED_ASKS)
+async def test_listed_items_need_their_scopes_the_step_up_403_in_both_eras(
+    method: str, params: dict[str, Any], missing: str
+) -> None:
+    async with client_of(items_catalog()) as client:
+        answers = []
+        if method != "resources/subscribe":
+            answers.append(await modern_post(client, BOB, method, params))
+            assert (await modern_post(client, ALICE, method, params)).status_code == 200
+        answers.append(await (await Legacy(client, BOB).open()).post(method, params))
+        alice = await (await Legacy(client, ALICE).open()).post(method, params)
+        assert alice.status_code == 200, alice.text
+        assert "error" not in alice.json()
+        for answer in answers:
+            assert answer.status_code == 403, answer.text
+            assert answer.headers["www-authenticate"] == WRITE_CHALLENGE
+            assert answer.json()["error"]["data"] == {
+                "error": "insufficient_scope",
+                "scope": "mcp:write",
+            }
+        # Listed to everyone all the same: the client may ask for the scope.
+        listed = await pages(lambda m, p: modern_post(client, BOB, m, p), "prompts/list")
+        assert names(listed, "prompts") == ["open_prompt", "write_prompt"]
+
+
+async def test_a_listen_naming_a_resource_without_its_scope_is_the_step_up_403() -> None:
+    wanted = {"resourceSubscriptions": ["open://readme", "secret://fixed"]}
+    async with client_of(items_catalog()) as client:
+        answer = await modern_post(client, BOB, "subscriptions/listen", {"notifications": wanted})
+        assert answer.status_code == 403, answer.text
+        assert answer.headers["www-authenticate"] == WRITE_CHALLENGE
+    # Hidden, the resource is an unknown URI: the stream opens, as for any URI.
+    settings = Settings(_env_file=None, auth="tokens", auth_tokens=TOKENS, scoped_items="hidden")
+    running = ServerThread(create_app(settings, items_catalog()), check_health=True)
+    running.start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=5) as client:
+            message = modern("subscriptions/listen", {"notifications": wanted})
+            headers = {**modern_headers(message), "Authorization": f"Bearer {BOB}"}
+            body = orjson.dumps(message)
+            async with client.stream("POST", "/mcp", content=body, headers=headers) as opened:
+                assert opened.status_code == 200
+                assert await SSE(opened).next() is not None  # the acknowledgement
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize(("method", "params", "missing"), SCOPED_ASKS)
+async def test_hidden_scoped_items_answer_byte_for_byte_as_ones_never_declared(
+    method: str, params: dict[str, Any], missing: str
+) -> None:
+    answers: list[tuple[Any, ...]] = []
+    for catalog in (items_catalog(), items_catalog(without=missing)):
+        async with client_of(catalog, scoped_items="hidden") as client:
+            seen: list[Any] = []
+            if method != "resources/subscribe":
+                modern_answer = await modern_post(client, BOB, method, params)
+                seen += [modern_answer.status_code, modern_answer.content]
+            legacy_answer = await (await Legacy(client, BOB).open()).post(method, params)
+            seen += [legacy_answer.status_code, legacy_answer.content]
+            answers.append(tuple(seen))
+    hidden, unknown = answers
+    assert hidden == unknown
+    assert 403 not in hidden
+
+
+async def test_hidden_scoped_items_are_listed_only_to_callers_holding_their_scopes() -> None:
+    async with client_of(items_catalog(), scoped_items="hidden") as client:
+        for who, extra in ((ALICE, True), (BOB, False)):
+            session = await Legacy(client, who).open()
+            for post in (lambda m, p, who=who: modern_post(client, who, m, p), session.post):
+                prompts = names(await pages(post, "prompts/list"), "prompts")
+                resources = names(await pages(post, "resources/list"), "resources", "uri")
+                templates = await pages(post, "resources/templates/list")
+                assert prompts == ["open_prompt", *(["write_prompt"] if extra else [])]
+                assert resources == ["open://readme", *(["secret://fixed"] if extra else [])]
+                uris = names(templates, "resourceTemplates", "uriTemplate")
+                assert uris == (["notes://{x}"] if extra else [])
+
+
+async def test_scopes_supported_lists_every_items_scopes_and_the_named_tokens() -> None:
+    catalog = items_catalog()
+    catalog.tool(lambda: "x", name="admin_tool", scopes=["admin"])
+    async with client_of(catalog, auth_servers=["https://as.example"]) as client:
+        answer = await client.get("/.well-known/oauth-protected-resource/mcp")
+        assert answer.status_code == 200, answer.text
+        # admin: a tool's; mcp:write: the prompt's, resource's and template's; mcp:read: the
+        # named tokens' own (no item needs it).
+        assert answer.json()["scopes_supported"] == ["admin", "mcp:read", "mcp:write"]
