@@ -78,7 +78,7 @@ class Gate:
             log.warning(warning)
         self.settings = settings
         self.auth: Authenticator = build_authenticator(settings)
-        # Without authentication every caller is ANONYMOUS and per-tool scopes mean nothing.
+        # Without authentication every caller is ANONYMOUS and per-item scopes mean nothing.
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)

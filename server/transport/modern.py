@@ -2,7 +2,7 @@
 
 :meth:`ModernHttp.post` is the whole way of a modern message once the endpoint has read it: a
 notification is accepted (202); a request is validated (what it names looked up once), its
-per-tool scopes checked while a 403 can still be sent, then answered or turned into a listen
+per-item scopes checked while a 403 can still be sent, then answered or turned into a listen
 stream. Cached list pages and ``server/discover`` are written as bytes at once
 (docs/decisions.md#cached-answers). Other calls run inline as a
 :class:`~server.dispatch.Handling`; one that waits gets its timer and disconnect watch then,

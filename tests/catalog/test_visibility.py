@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server import Catalog, create_app
-from server.catalog.visibility import Views, Visibility
-from server.dispatch import Dispatcher
+from server.catalog.visibility import LIST_KEYS, Views, Visibility
+from server.dispatch import LIST_METHODS, Dispatcher
 from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
 from server.security.auth import Principal
@@ -369,6 +369,106 @@ def test_no_page_ever_holds_an_item_the_callers_view_hides(
             if cursor is None:
                 break
         assert seen == [name for name in catalog.tools if may_see(caller, name)]
+
+
+KINDS = ("tool", "prompt", "resource", "template")
+
+
+def declare(catalog: Catalog, kind: str, index: int, scopes: list[str], visibility: Any) -> Any:
+    """One item of ``kind`` with these scopes; returns it and the name its list shows."""
+    if kind == "tool":
+        catalog.tool(lambda: "x", name=f"t{index}", scopes=scopes, visibility=visibility)
+        return catalog.tools[f"t{index}"], f"t{index}"
+    if kind == "prompt":
+        catalog.prompt(lambda: "x", name=f"p{index}", scopes=scopes, visibility=visibility)
+        return catalog.prompts[f"p{index}"], f"p{index}"
+    if kind == "resource":
+        uri = f"res://r{index}"
+        catalog.resource(uri, scopes=scopes, visibility=visibility)(lambda: "x")
+        return catalog.resources[uri], uri
+    uri = f"tpl{index}://{{x}}"
+
+    def read(x: str) -> str:
+        return x
+
+    catalog.resource_template(uri, scopes=scopes, visibility=visibility)(read)
+    return catalog.templates[uri], uri
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            scope_sets,
+            st.sampled_from([None, "hidden", "listed"]),
+            st.booleans(),
+        ),
+        min_size=0,
+        max_size=12,
+    ),
+    default=st.sampled_from(["listed", "hidden"]),
+    callers=st.lists(st.tuples(scope_sets, st.sampled_from(["t1", "t2"])), min_size=1, max_size=4),
+    page_size=st.integers(1, 4),
+    order=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    use_rule=st.booleans(),
+)
+def test_no_page_of_any_list_holds_an_item_the_callers_scopes_or_rule_hide(
+    items: list[tuple[str, frozenset[str], Visibility | None, bool]],
+    default: Any,
+    callers: list[tuple[frozenset[str], str]],
+    page_size: int,
+    order: list[int],
+    use_rule: bool,
+) -> None:
+    """Prompts, resources and templates with scopes as tools: every list of every caller,
+    from one shared page cache, with a list change midway."""
+    catalog = Catalog()
+    declared: dict[str, tuple[Any, bool]] = {}  # listed name -> (item, tenant t1's only)
+    for index, (kind, scopes, visibility, t1_only) in enumerate(items):
+        item, name = declare(catalog, kind, index, sorted(scopes), visibility)
+        declared[name] = (item, t1_only)
+    by_id = {id(item): t1_only for item, t1_only in declared.values()}
+    if use_rule:
+        catalog.set_visibility_rule(
+            lambda caller, item: caller.tenant == "t1" or not by_id[id(item)]
+        )
+    views = Views(catalog, default)
+    dispatcher = Dispatcher(catalog, Pager(Sealer(b"p" * 32), page_size), views=views)
+    cache = EncodedResults(catalog)
+
+    def may_see(caller: Principal, name: str) -> bool:
+        item, t1_only = declared[name]
+        if (item.visibility or default) == "listed":
+            return True
+        if not set(item.scopes) <= caller.scopes:
+            return False
+        return not (use_rule and t1_only and caller.tenant != "t1")
+
+    principals = [
+        Principal(f"caller{i}", scopes, tenant=tenant) for i, (scopes, tenant) in enumerate(callers)
+    ]
+    for step, pick in enumerate(order):
+        caller = principals[pick % len(principals)]
+        if step == len(order) // 2 and "p0" in catalog.prompts:
+            catalog.remove_prompt("p0")  # a list change midway
+            del declared["p0"]
+        view = views.view(caller)
+        for method, (field, key) in LIST_METHODS.items():
+            if not dispatcher.serves(method):
+                continue
+            seen, cursor = [], None
+            while True:
+                page = orjson.loads(
+                    orjson.dumps(dispatcher.cached_page(method, cursor, cache, view=view))
+                )
+                seen += [entry[LIST_KEYS[field]] for entry in page[key]]
+                cursor = page.get("nextCursor")
+                if cursor is None:
+                    break
+            assert all(may_see(caller, name) for name in seen), (caller, method, seen)
+            everything = [d[LIST_KEYS[field]] for d in getattr(catalog.snapshot, field)]
+            assert seen == [name for name in everything if may_see(caller, name)]
 
 
 # -- notifications ----------------------------------------------------------------------------
