@@ -25,7 +25,7 @@ from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.catalog.offload import set_thread_limit
-from server.catalog.visibility import Views
+from server.catalog.visibility import Views, item_scopes
 from server.dispatch import Dispatcher
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
@@ -89,9 +89,7 @@ class Application:
             add_doctor_tools(catalog, settings)  # python -m server doctor's side, when asked
         sealer = Sealer(settings.sealing_key())
         # Refuses to start with authentication off on a non-loopback address (unless asked).
-        self.gate = Gate(
-            settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
-        )
+        self.gate = Gate(settings, lambda: item_scopes(catalog))
         self.hub = Hub(settings.listen_queue_size)
         self.dispatcher = dispatcher = Dispatcher(
             catalog,

@@ -201,6 +201,8 @@ class Authenticator(Protocol):
 
     mode: str
     required_scopes: frozenset[str]
+    # Every scope some token of this server holds, when it knows (static tokens): advertised.
+    held_scopes: frozenset[str]
 
     async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
         """The caller; raises :class:`AuthError` (400, 401, 403) or, in jwt mode, 503 when the
@@ -216,6 +218,7 @@ class NoAuth:
 
     mode = "none"
     required_scopes: frozenset[str] = frozenset()
+    held_scopes: frozenset[str] = frozenset()
 
     async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
         return ANONYMOUS
@@ -230,6 +233,7 @@ class BearerAuthenticator:
     mode = "bearer"
     # What a request without a token is told (the 401's JSON-RPC message).
     missing = "Authentication required"
+    held_scopes: frozenset[str] = frozenset()  # a JWT's are the authorization server's
 
     def __init__(self, required_scopes: Iterable[str] = ()) -> None:
         self.required_scopes = frozenset(required_scopes)
@@ -313,6 +317,7 @@ class StaticTokens(BearerAuthenticator):
             )
             for digest, entry in zip(self.digests, entries, strict=True)
         }
+        self.held_scopes = frozenset().union(*(p.scopes for p in self.principals.values()))
 
     async def verify(self, token: str) -> Principal:
         presented = hashlib.sha256(token.encode("utf-8")).digest()

@@ -68,14 +68,14 @@ PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
 class Gate:
-    def __init__(self, settings: Settings, tool_scopes: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, settings: Settings, item_scopes: Callable[[], Iterable[str]]) -> None:
         # The static tokens, read (MCP_AUTH_TOKENS_FILE) and checked once for both calls.
         tokens = static_tokens(settings) if settings.auth == "tokens" else []
         for warning in check_auth_mode(settings, tokens):
             log.warning(warning)
         self.settings = settings
         self.auth: Authenticator = build_authenticator(settings, tokens)
-        # Without authentication every caller is ANONYMOUS and per-tool scopes mean nothing.
+        # Without authentication every caller is ANONYMOUS and per-item scopes mean nothing.
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
@@ -86,7 +86,7 @@ class Gate:
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
-        self._tool_scopes = tool_scopes
+        self._item_scopes = item_scopes
 
     async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The caller, or an McpError (400/401/403/429/503) to answer with. Without
@@ -177,8 +177,8 @@ class Gate:
     def key(draft: Draft) -> str:
         return client_key(draft.subject, draft.client_address)
 
-    def require_tool(self, principal: Principal, scopes: Sequence[str]) -> None:
-        """403 ``insufficient_scope`` unless the caller holds what the tool needs."""
+    def require_item(self, principal: Principal, scopes: Sequence[str]) -> None:
+        """403 ``insufficient_scope`` unless the caller holds what the item it names needs."""
         if scopes:
             self.auth.require(principal, scopes)
 
@@ -203,7 +203,7 @@ class Gate:
         ``used`` (as the client wrote it: scheme, host and prefix after trusted-proxy
         handling): its ``resource`` is ``used`` unless a setting pins it, and a pinned one that
         differs is logged once, naming both."""
-        scopes = sorted(set(self._tool_scopes()))
+        scopes = sorted({*self._item_scopes(), *self.auth.held_scopes})
         document = protected_resource_document(self.settings, scopes, used)
         if document is not None and document["resource"] != used and not self._resource_warned:
             self._resource_warned = True
@@ -379,8 +379,8 @@ def protected_resource_document(
     token's ``aud`` must hold), and is otherwise ``used``: the MCP endpoint's URL as the client
     reached it (RFC 9728: the resource the client used).
 
-    ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
-    the required scopes (and, in tokens mode, the scopes the tokens hold). None when
+    ``scopes``: the catalog items' and the named tokens' scopes, listed in ``scopes_supported``
+    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when
     ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
     ``MCP_AUTH_ISSUER``), or no resource is pinned nor ``used``: then the paths answer 404
     and challenges carry no ``resource_metadata``.

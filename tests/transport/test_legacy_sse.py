@@ -378,6 +378,45 @@ async def test_auth_is_checked_as_on_the_mcp_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_prompt_or_resource_needing_scopes_is_the_step_up_403_here_too(
+    tmp_path: Path,
+) -> None:
+    """An item's scopes are checked for the POST itself, as on the MCP path: a prompt's get
+    and a resource's read, not only a tool's call."""
+    from server import Catalog
+
+    catalog = Catalog("scoped-sse", "1.0.0")
+    catalog.prompt(lambda: "x", name="write_prompt", scopes=["mcp:write"])
+    catalog.resource("secret://fixed", scopes=["mcp:write"])(lambda: "secret")
+    digest = "sha256:" + hashlib.sha256(b"sesame").hexdigest()
+    tokens = [f"{digest};name=bob;scopes=mcp:read"]
+    running = ServerThread(
+        create_app(settings_for(tmp_path, auth="tokens", auth_tokens=tokens), catalog)
+    ).start()
+    bearer = {"authorization": "Bearer sesame"}
+    try:
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse", **bearer) as (_, lines),
+        ):
+            endpoint = await endpoint_of(lines)
+            assert (await http.post(endpoint, json=INITIALIZE, headers=bearer)).status_code == 202
+            await next_message(lines)
+            for method, params in (
+                ("prompts/get", {"name": "write_prompt"}),
+                ("resources/read", {"uri": "secret://fixed"}),
+            ):
+                message = {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+                refused = await http.post(endpoint, json=message, headers=bearer)
+                assert refused.status_code == 403, refused.text
+                assert refused.headers["www-authenticate"] == (
+                    'Bearer error="insufficient_scope", scope="mcp:write"'
+                )
+    finally:
+        running.stop()
+
+
+@pytest.mark.anyio
 async def test_shutdown_sends_the_running_calls_answers_then_closes(tmp_path: Path) -> None:
     running = ServerThread(create_app(settings_for(tmp_path)), graceful_timeout=10).start()
     try:
