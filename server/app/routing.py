@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.app.lifecycle import Lifecycle
-from server.asgi import Receive, Scope, Send, read_headers
+from server.asgi import Receive, Scope, Send, path_of, read_headers
 from server.logs import bounded
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
@@ -154,11 +154,7 @@ class Router:
             refusal = self._forwarded(scope)
             if refusal is not None:
                 return self._refuse(scope, receive, send, *refusal)
-        path = scope.get("path", "")
-        # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
         if path in self.sse_paths and scope["type"] == "http" and self.sse is not None:
@@ -203,10 +199,7 @@ class Router:
         await JSONResponse(body, status_code=status)(scope, receive, send)
 
     def _error_body(self, scope: Scope, message: str) -> dict[str, Any]:
-        path = scope.get("path", "")
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         if path in self.mcp_paths:
             return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
         return {"error": message}
@@ -215,10 +208,7 @@ class Router:
         if not self._not_started_warned:
             self._not_started_warned = True
             log.warning("%s", NOT_STARTED)
-        path = scope.get("path", "")
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         body: dict[str, Any] = (
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": NOT_STARTED}}
             if path in self.mcp_paths

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import Headers, Receive, Scope, Send, header_text, path_of, read_headers
 from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
@@ -44,7 +44,6 @@ from server.transport.legacy_sse_parts import (
     endpoint_frame,
     forward,
     open_draft,
-    path_of,
     session_param,
 )
 from server.transport.send import send_body, send_empty

@@ -73,14 +73,6 @@ def session_param(query_string: bytes) -> str:
     return session_id
 
 
-def path_of(scope: Scope) -> str:
-    path: str = scope.get("path", "")
-    root = scope.get("root_path") or ""
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    return path
-
-
 def open_draft(scope: Scope, headers: Headers, endpoint: McpEndpoint) -> Draft:
     """The request's record, opened as the MCP path opens its own."""
     peer = scope.get("client")
