@@ -26,7 +26,6 @@ from starlette.types import ASGIApp
 
 from server.app.lifecycle import Lifecycle
 from server.asgi import Receive, Scope, Send, path_of, read_headers
-from server.logs import bounded
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
 from server.security.forwarded import MalformedForwarding, forwarding
@@ -38,7 +37,6 @@ from server.security.networks import Network, in_networks, parse_networks
 from server.settings import Settings
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import McpEndpoint
-from server.transport.guards import host_allowed
 from server.transport.health import Probes
 from server.transport.legacy_sse import SseTransport
 from server.transport.server_card import CARD_SUFFIX, CATALOG_PATHS, ServerCards
@@ -98,7 +96,6 @@ class Router:
         metrics_networks = parse_networks(settings.metrics_networks)
         proxies = endpoint.options.trusted_proxies
         self._proxies: tuple[Network, ...] = proxies
-        self._allowed_hosts = tuple(settings.allowed_hosts)
         # MCP_ROOT_PATH pins the public prefix: a forwarded one that differs is logged once.
         self._pinned_root = settings.root_path
         self._root_warned = False
@@ -164,7 +161,9 @@ class Router:
     def _forwarded(self, scope: Scope) -> tuple[int, str] | None:
         """A trusted proxy's forwarding headers written into the scope (the URLs the server
         builds are the client's: see security.forwarded), once per request; the answer
-        instead when one is malformed (400) or names a host not in MCP_ALLOWED_HOSTS (403)."""
+        instead when one is malformed (400). The forwarded Host is checked where a Host
+        matters, as a direct request's is (the endpoint's HostGuard, the metadata, the card):
+        the probes and /metrics answer whatever the Host."""
         peer = scope.get("client")
         if peer is None or not in_networks(peer[0], self._proxies):
             return None
@@ -173,12 +172,6 @@ class Router:
             return None
         try:
             found = read_forwarded(headers, self._proxies)
-            if found.host is not None and not host_allowed(found.host, self._allowed_hosts):
-                log.warning(
-                    "Refused a request forwarded for host %r: not in MCP_ALLOWED_HOSTS",
-                    bounded(found.host, 100),
-                )
-                return 403, f"Host {bounded(found.host, 100)!r} is not allowed"
         except MalformedForwarding as bad:
             return 400, str(bad)
         unapplied = apply_forwarded(scope, found, self._pinned_root)
