@@ -36,10 +36,9 @@ from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
-from server.transport.legacy_calls import Outcome, start_in_task
+from server.transport.legacy_calls import DuplicateId, Outcome, start_in_task
 from server.transport.legacy_sse_parts import (
     TRANSPORT,
-    DuplicateId,
     SseOptions,
     endpoint_frame,
     forward,
@@ -267,8 +266,6 @@ class SseTransport:
                 await self._initialize(session, each, draft)
             else:
                 if each.id in runtime.inflight and not isinstance(target, McpError):
-                    # Its id names the running one: it would be beyond cancellation, the
-                    # session's end and the pending cap, which all go by id.
                     named: Any = DuplicateId(each.id)
                 else:
                     named = target
