@@ -342,8 +342,7 @@ class McpEndpoint:
                 draft.describe(message)
                 era = draft.era = choose_era(message, headers)
             else:
-                # Read, described and its era chosen before authentication, for a retirement.
-                message, era = decoded
+                message, era = decoded  # described, its era chosen, for a retirement check
                 del decoded
             # What reads on (a stream's disconnect watcher) tells the draft the client left.
             receive = draft.observe_receive(receive)
