@@ -83,6 +83,7 @@ class Gate:
         self._exempt_memo: BoundedMemo[str, bool] = BoundedMemo(4096)
         self._warned_untrusted_proxy = False
         self._resource_warned = False
+        self.serves_metadata = serves_metadata(settings)  # a challenge's question, asked once
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
@@ -220,7 +221,7 @@ class Gate:
         """The response headers a refusal needs besides its JSON-RPC body."""
         if isinstance(error, AuthError):
             url = None
-            if host and protected_resource_document(self.settings, (), "-") is not None:
+            if host and self.serves_metadata:
                 # The scope's root_path is where the app answers: MCP_ROOT_PATH under uvicorn,
                 # and the mount prefix (with the host's own) when a host app mounts it.
                 root = scope.get("root_path") or self.settings.root_path
@@ -370,6 +371,11 @@ def static_tokens(settings: Settings) -> list[TokenEntry]:
     return entries
 
 
+def serves_metadata(settings: Settings) -> bool:
+    """Whether the metadata is served (auth on, an authorization server known): decided once."""
+    return settings.auth != "none" and bool(settings.auth_servers or settings.auth_issuer)
+
+
 def protected_resource_document(
     settings: Settings, scopes: Iterable[str] = (), used: str = ""
 ) -> dict[str, Any] | None:
@@ -380,17 +386,14 @@ def protected_resource_document(
     reached it (RFC 9728: the resource the client used).
 
     ``scopes``: the catalog items' and the named tokens' scopes, listed in ``scopes_supported``
-    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when
-    ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
-    ``MCP_AUTH_ISSUER``), or no resource is pinned nor ``used``: then the paths answer 404
-    and challenges carry no ``resource_metadata``.
+    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when not
+    :func:`serves_metadata` (no ``MCP_AUTH_SERVERS`` nor ``MCP_AUTH_ISSUER``) or no resource
+    is pinned nor ``used``: the paths answer 404, challenges carry no ``resource_metadata``.
     """
-    if settings.auth == "none":
-        return None
     resource = settings.auth_resource or settings.auth_audience or used
-    servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
-    if not resource or not servers:
+    if not serves_metadata(settings) or not resource:
         return None
+    servers = settings.auth_servers or [settings.auth_issuer]
     supported = {*settings.auth_required_scopes, *scopes}
     if settings.auth == "tokens":
         supported.update(settings.auth_token_scopes)

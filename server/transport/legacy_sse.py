@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import Headers, Receive, Scope, Send, header_text, path_of, read_headers
 from server.call_note import CALL_NOTE
 from server.dispatch import target_scopes
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
@@ -36,15 +36,13 @@ from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
-from server.transport.legacy_calls import Outcome, start_in_task
+from server.transport.legacy_calls import DuplicateId, Outcome, start_in_task
 from server.transport.legacy_sse_parts import (
     TRANSPORT,
-    DuplicateId,
     SseOptions,
     endpoint_frame,
     forward,
     open_draft,
-    path_of,
     session_param,
 )
 from server.transport.send import send_body, send_empty
@@ -268,8 +266,6 @@ class SseTransport:
                 await self._initialize(session, each, draft)
             else:
                 if each.id in runtime.inflight and not isinstance(target, McpError):
-                    # Its id names the running one: it would be beyond cancellation, the
-                    # session's end and the pending cap, which all go by id.
                     named: Any = DuplicateId(each.id)
                 else:
                     named = target
