@@ -21,7 +21,7 @@ from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
 from server.catalog.visibility import ListWatch, View
-from server.dispatch import Target, target_scopes
+from server.dispatch import Target, target_name, target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
@@ -128,12 +128,14 @@ class LegacyHttp:
         await self.take(session, runtime, message)
         await send_empty(send, 202)
 
-    def resolve(self, request: Request, principal: Principal) -> Target:
+    def resolve(self, request: Request, principal: Principal, draft: Draft | None = None) -> Target:
         """What the request names, looked up once; its item's scopes are checked here, before
-        its call starts, while a 403 can still be sent. What is hidden from the caller is
-        not found."""
+        its call starts, while a 403 can still be sent (the ``draft`` of a request alone then
+        names what it refused). What is hidden from the caller is not found."""
         target = self.era.resolve(request, self.view(principal))
         if target is not None and self.gate.authenticates:
+            if draft is not None:
+                draft.target = target_name(target)
             self.gate.require_item(principal, target_scopes(target))
         return target
 
@@ -149,7 +151,7 @@ class LegacyHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
-        target = self.resolve(request, principal)
+        target = self.resolve(request, principal, draft)
         check_version_header(headers)
         if request.method == "initialize":
             slot = self.gate.session_slot(draft)  # 429 past this client's session cap
@@ -173,6 +175,7 @@ class LegacyHttp:
         if request.id in runtime.inflight:
             raise DuplicateId(request.id)
         if self.quotas is not None and isinstance(target, Tool):
+            draft.target = target.name
             await self.quotas.charge(principal.tenant, target.name)  # 429 before the call
         call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(

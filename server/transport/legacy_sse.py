@@ -22,7 +22,8 @@ from urllib.parse import quote
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, path_of, read_headers
 from server.call_note import CALL_NOTE
-from server.dispatch import target_scopes
+from server.catalog.tools import Tool
+from server.dispatch import target_name, target_scopes
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
@@ -251,13 +252,19 @@ class SseTransport:
         session, runtime = await self.legacy.sessions.find(found, draft)
         await self.sessions.check_held(session.id)
         # The tool scopes of every request are checked before any starts (403 for the whole).
-        targets = [self._resolve(each, principal) for each in messages]
+        alone = None if isinstance(message, list) else draft  # names what a refusal refused
+        targets = [self._resolve(each, principal, alone) for each in messages]
         starting = sum(1 for each in messages if isinstance(each, Request))
         if len(runtime.inflight) + starting > self.options.max_pending:
             raise TooManyPending(
                 f"At most {self.options.max_pending} requests of a session may run at once; "
                 "wait for an answer first"
             )
+        if self.legacy.quotas is not None:  # MCP_QUOTAS: 429 for the POST, before any starts
+            for target in targets:
+                if isinstance(target, Tool):
+                    draft.target = target.name if alone else None
+                    await self.legacy.quotas.charge(principal.tenant, target.name)
         started: tuple[LegacyCall, asyncio.Task[Outcome]] | None = None
         for each, target in zip(messages, targets, strict=True):
             if not isinstance(each, Request):
@@ -281,7 +288,7 @@ class SseTransport:
         task.add_done_callback(lambda done: self._recorded(draft, call, done))
         return True
 
-    def _resolve(self, message: Message, principal: Principal) -> Any:
+    def _resolve(self, message: Message, principal: Principal, draft: Draft | None) -> Any:
         """What a request names, or the error to answer it with on the stream; its item's
         scopes are checked here (a 403 for the POST itself, as on the MCP path)."""
         if not isinstance(message, Request):
@@ -291,6 +298,8 @@ class SseTransport:
         except McpError as error:
             return error
         if target is not None and self.gate.authenticates:
+            if draft is not None:
+                draft.target = target_name(target)
             self.gate.require_item(principal, target_scopes(target))
         return target
 
