@@ -128,7 +128,7 @@ class HttpProtocol(HttpToolsProtocol):
         scope["asgi"] = {"version": self.asgi_version, "spec_version": "2.3"}
         scope["headers"] = self.headers
         scope["state"] = self.app_state.copy()
-        self.scope = scope
+        self.scope = scope  # type: ignore[assignment]
         self._head_bytes = 0
 
     def _refuse_head(self) -> None:

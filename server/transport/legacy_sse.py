@@ -33,7 +33,7 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
 from server.state.messages import publish_sse
-from server.transport.endpoint import McpEndpoint, read_body
+from server.transport.endpoint import McpEndpoint
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import Outcome, start_in_task
@@ -47,6 +47,7 @@ from server.transport.legacy_sse_parts import (
     path_of,
     session_param,
 )
+from server.transport.request_body import read_body
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
 from server.transport.sse_sessions import SseSessions
