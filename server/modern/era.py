@@ -175,15 +175,15 @@ class ModernEra:
             name = request.params.get(name_field)
             if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
                 mirror.check(headers, b"mcp-name", "Mcp-Name", name)
-        if not self.serves(method):
-            raise MethodNotFound(method)
         # Only the methods with a name header name something to look up (lists do not), and
-        # completions, whose ref may be hidden (resolved only when something is).
+        # completions while something is hidden. resolve never raises; a tool found is served.
         target = (
             self.dispatcher.resolve(method, request.params, view)
             if name_field or view is not None
             else None
         )
+        if type(target) is not Tool and not self.serves(method):
+            raise MethodNotFound(method)
         if isinstance(target, Tool) and target.header_params:
             mirror.check_params(target, request.params, headers)
         call = ModernCall(

@@ -27,7 +27,6 @@ from server.asgi import (
 from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
-from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
@@ -160,8 +159,9 @@ class McpEndpoint:
         )
         if from_proxy or b"traceparent" in headers:
             draft.carry(headers, from_proxy)
-        # The request this task serves, for its log lines and call notes (logs, call_note).
-        bound = bind_request(draft)
+        # The request this task serves, for its log lines and call notes (logs.bind_request,
+        # written out: a call fewer).
+        bound = CALL_NOTE.set(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         decoded: Message | list[Message] | None = None
