@@ -175,15 +175,15 @@ class ModernEra:
             name = request.params.get(name_field)
             if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
                 mirror.check(headers, b"mcp-name", "Mcp-Name", name)
-        if not self.serves(method):
-            raise MethodNotFound(method)
-        # Only the methods with a name header name something to look up (lists do not), and
-        # completions, whose ref may be hidden or need scopes.
+        # What names something is looked up (lists do not; completions' refs may be hidden or
+        # scoped). resolve never raises, and a tool it finds is served.
         target = (
             self.dispatcher.resolve(method, request.params, view)
             if name_field or view is not None or method == "completion/complete"
             else None
         )
+        if type(target) is not Tool and not self.serves(method):
+            raise MethodNotFound(method)
         if isinstance(target, Tool) and target.header_params:
             mirror.check_params(target, request.params, headers)
         call = ModernCall(

@@ -28,13 +28,13 @@ from server.protocol import (
     META_PROTOCOL_VERSION,
 )
 from server.records.schema import (
+    ID_PREFIX_BYTES,
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
     MAX_KEPT_BODY,
     SCHEMA_VERSION,
     clip,
     iso_time,
-    request_id_bytes,
     request_id_of,
 )
 
@@ -373,12 +373,15 @@ class Draft:
                         if name == b"content-type" and value.startswith(b"text/event-stream"):
                             self.streaming = True
                 # The id of this request's record and log lines, for the client to quote.
+                # (request_id_bytes written out: a call fewer on every request)
                 inbound = self.inbound_id
                 message["headers"] = [
                     *headers,
                     (
                         b"x-request-id",
-                        request_id_bytes(self.serial) if inbound is None else inbound.encode(),
+                        ID_PREFIX_BYTES + b"%08x" % (self.serial & 0xFFFFFFFF)
+                        if inbound is None
+                        else inbound.encode(),
                     ),
                 ]
             return send(message)

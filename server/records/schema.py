@@ -51,7 +51,7 @@ _ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32
 _ID_PREFIX_HEX = (_ID_PREFIX >> 32).to_bytes(4).hex()
 
 
-_ID_PREFIX_BYTES = _ID_PREFIX_HEX.encode()
+ID_PREFIX_BYTES = _ID_PREFIX_HEX.encode()
 
 
 def request_id_of(serial: int) -> str:
@@ -61,7 +61,7 @@ def request_id_of(serial: int) -> str:
 
 def request_id_bytes(serial: int) -> bytes:
     """:func:`request_id_of` as the header value it becomes."""
-    return _ID_PREFIX_BYTES + b"%08x" % (serial & 0xFFFFFFFF)
+    return ID_PREFIX_BYTES + b"%08x" % (serial & 0xFFFFFFFF)
 
 
 # ".000Z" to ".999Z" (and ".1000Z": ``timestamp % 1 * 1000`` can round up to 1000).

@@ -33,16 +33,16 @@ class HeaderLines:
     request) is checked every time, never kept."""
 
     def __init__(self) -> None:
-        self._known: BoundedMemo[tuple[bytes, bytes], tuple[bytes, int, int]] = BoundedMemo(
+        self.known: BoundedMemo[tuple[bytes, bytes], tuple[bytes, int, int]] = BoundedMemo(
             _LINES_KEPT
         )
 
     def line(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int, int]:
         try:
-            known = self._known.get(pair)
+            known = self.known.get(pair)
         except TypeError:  # a two-item list (ASGI allows any iterable pair): as a tuple
             pair = (pair[0], pair[1])
-            known = self._known.get(pair)
+            known = self.known.get(pair)
         if known is None:
             known = self._learn(pair)
         return known
@@ -70,4 +70,4 @@ class HeaderLines:
         if name in _NEW_EACH_RESPONSE:
             # Never seen again: keeping it would only push the lines that repeat out.
             return known
-        return self._known.remember(pair, known, len(name) + len(value))
+        return self.known.remember(pair, known, len(name) + len(value))

@@ -8,7 +8,9 @@ and for safety a request head past a cap is refused with 431 while it arrives.
   the end of the loop's turn and go out as one, so a response costs one system call instead of
   two and the responses of one turn wake their clients together.
 - **Header lines are checked once** per distinct (name, value), not on every response
-  (:mod:`server.serving.header_lines`); the framing rules are uvicorn's.
+  (:mod:`server.serving.header_lines`); the framing rules are uvicorn's. What repeats in a
+  request is read once too: its URL (parsed once per distinct target) and the scope's keys
+  that stay for the connection's life.
 - **Keep-alive costs no timer per response**: one sweep per loop closes idle connections
   (:mod:`server.serving.idle_sweep`), never one whose next request waits unread.
 - **An idle connection holds no containers it does not use**
@@ -23,21 +25,18 @@ closes it, and a close waits until the buffered bytes are written (megabytes, fo
 never reads again: tests/transport/test_send_timeouts.py); there the kernel drops it at the
 same bound (:mod:`server.serving.stalled_clients`).
 
-:class:`HttpProtocol` and :class:`Cycle` copy a few of uvicorn's methods with these changes;
-they follow uvicorn 0.54 (unchanged in 0.55), and :func:`server.serving.http_protocol` uses them
-only on the releases in ``VERIFIED_UVICORN`` (uvicorn's own protocol on any other, so a newer
-uvicorn installs and serves, with a warning). tests/serving/test_uvicorn_protocol.py fails when
-the uvicorn code they copy changes, and checks the wire bytes against uvicorn's.
+:class:`HttpProtocol` and its :class:`~server.serving.cycle.Cycle` copy a few of uvicorn's
+methods with these changes; they follow uvicorn 0.54 (unchanged in 0.55), and
+:func:`server.serving.http_protocol` uses them only on the releases in ``VERIFIED_UVICORN``
+(uvicorn's own protocol on any other, so a newer uvicorn installs and serves, with a warning).
+tests/serving/test_uvicorn_protocol.py fails when the uvicorn code they copy changes, and checks
+the wire bytes against uvicorn's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-import struct
 import urllib.parse
-from itertools import chain
 from typing import Any
 
 import httptools
@@ -46,24 +45,20 @@ from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
     STATUS_LINE,
     HttpToolsProtocol,
-    RequestResponseCycle,
 )
 from uvicorn.protocols.utils import (
-    get_client_addr,
     get_local_addr,
-    get_path_with_query_string,
     get_remote_addr,
     is_ssl,
 )
 
 from server.asgi import HEAD_BYTES
+from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
-from server.serving.flow import FlowControl, Signal
-from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
+from server.serving.cycle import Cycle
+from server.serving.flow import FlowControl
 from server.serving.idle_sweep import holds_request, idle_sweep
 
-# SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
-_RESET = struct.pack("ii", 1, 0)
 # A request head (request line and headers) larger than this is refused with 431 before it is
 # all read, unless the server's configuration says otherwise (server.serving.uvicorn_options).
 MAX_HEAD_BYTES = 80 * 1024
@@ -72,181 +67,7 @@ HEAD_TOO_LARGE = (
     b'"message":"Request header fields too large"}}'
 )
 
-_LINES = HeaderLines()
-
-
-class Cycle(RequestResponseCycle):
-    """One request and its response: uvicorn's ``send``, with the head built from
-    :class:`~server.serving.header_lines.HeaderLines`, and its ``run_asgi``, aborting a stalled
-    unfinished response."""
-
-    def __init__(self, protocol: HttpProtocol, scope: Any, keep_alive: bool) -> None:
-        # uvicorn's __init__, its arguments read from the protocol here instead of passed by
-        # keyword (eleven of them, on every request).
-        self.scope = scope
-        self.transport = protocol.transport
-        self.flow = protocol.flow
-        self.logger = protocol.logger
-        self.access_logger = protocol.access_logger
-        self.access_log = protocol.access_log
-        self.default_headers = protocol.server_state.default_headers
-        self.message_event = Signal()  # type: ignore[assignment]
-        self.on_response = protocol.on_response_complete
-        self.disconnected = False
-        self.keep_alive = keep_alive
-        self.waiting_for_100_continue = protocol.expect_100_continue
-        self.body = bytearray()
-        self.more_body = True
-        self.response_started = False
-        self.response_complete = False
-        self.chunked_encoding: bool | None = None
-        self.expected_content_length = 0
-
-    async def receive(self) -> Any:
-        # uvicorn's, but a body that has arrived already (most: one packet) is taken without
-        # the coroutine of waiting on the event.
-        if self.waiting_for_100_continue and not self.transport.is_closing():
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self.waiting_for_100_continue = False
-        if not self.disconnected and not self.response_complete:
-            self.flow.resume_reading()
-            if not self.message_event.is_set():
-                await self.message_event.wait()
-            self.message_event.clear()
-        if self.disconnected or self.response_complete:
-            return {"type": "http.disconnect"}
-        message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
-        self.body = bytearray()
-        return message
-
-    async def send(self, message: Any) -> None:
-        if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
-        if self.disconnected:
-            return
-        if not self.response_started:
-            if message["type"] != "http.response.start":
-                raise RuntimeError(
-                    f"Expected ASGI message 'http.response.start', but got '{message['type']}'."
-                )
-            self._start(message["status"], message.get("headers", ()))
-            return
-        if self.response_complete:
-            raise RuntimeError(
-                f"Unexpected ASGI message '{message['type']}' sent, after response already "
-                "completed."
-            )
-        if message["type"] != "http.response.body":
-            raise RuntimeError(
-                f"Expected ASGI message 'http.response.body', but got '{message['type']}'."
-            )
-        body = message.get("body", b"")
-        more_body = message.get("more_body", False)
-        data = body
-        if self.scope["method"] == "HEAD":
-            self.expected_content_length = 0
-            data = b""
-        elif self.chunked_encoding:
-            data = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
-            if not more_body:
-                data += b"0\r\n\r\n"
-        else:
-            if len(body) > self.expected_content_length:
-                raise RuntimeError("Response content longer than Content-Length")
-            self.expected_content_length -= len(body)
-        if data:
-            self.transport.write(data)
-        if not more_body:
-            if self.expected_content_length != 0:
-                raise RuntimeError("Response content shorter than Content-Length")
-            self.response_complete = True
-            self.message_event.set()
-            if not self.keep_alive:
-                self.transport.close()
-            self.on_response()
-
-    async def run_asgi(self, app: Any) -> None:
-        # uvicorn's, but a response the app leaves unfinished while the client is not reading
-        # (its writes paused: the app gave up on a send timeout) is aborted. uvicorn closes
-        # it, and a close waits until the unsent bytes are written: for a client that never
-        # reads again, forever, with its megabytes held.
-        try:
-            result = await app(self.scope, self.receive, self.send)
-        except BaseException as exc:
-            self.logger.error("Exception in ASGI application\n", exc_info=exc)
-            if not self.response_started:
-                await self.send_500_response()
-            else:
-                self._end_unfinished()
-        else:
-            if result is not None:
-                msg = "ASGI callable should return None, but returned '%s'."
-                self.logger.error(msg, result)
-                self.transport.close()
-            elif not self.response_started and not self.disconnected:
-                self.logger.error("ASGI callable returned without starting response.")
-                await self.send_500_response()
-            elif not self.response_complete and not self.disconnected:
-                if not self.flow.write_paused:
-                    self.logger.error("ASGI callable returned without completing response.")
-                self._end_unfinished()
-        finally:
-            self.on_response = lambda: None
-
-    def _end_unfinished(self) -> None:
-        """A response cut short: closed once what was written has gone out, or aborted at
-        once if the client has stopped reading (the bytes would never go out)."""
-        if self.flow.write_paused:
-            self.disconnected = True  # nothing more is sent on it
-            sock = self.transport.get_extra_info("socket")
-            if sock is not None:
-                # A reset, not a close: a closed socket keeps its unsent bytes in the kernel
-                # (megabytes on loopback) and goes on offering them to the client.
-                with contextlib.suppress(OSError):  # gone already: nothing to drop
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
-            self.transport.abort()
-        else:
-            self.transport.close()
-
-    def _start(self, status: int, headers: Any) -> None:
-        self.response_started = True
-        self.waiting_for_100_continue = False
-        if self.access_log:
-            self.access_logger.info(
-                '%s - "%s %s HTTP/%s" %d',
-                get_client_addr(self.scope),
-                self.scope["method"],
-                get_path_with_query_string(self.scope),
-                self.scope["http_version"],
-                status,
-            )
-        content = [STATUS_LINE[status]]
-        has_connection_close = False
-        # The server's own headers (the date) first, under the same rules, as uvicorn does.
-        for pair in chain(self.default_headers, headers):
-            line, meaning, length = _LINES.line(pair)
-            if meaning == LENGTH:
-                if self.chunked_encoding is None:
-                    self.expected_content_length = length
-                    self.chunked_encoding = False
-            elif meaning == CHUNKED:
-                self.expected_content_length = 0
-                self.chunked_encoding = True
-            elif meaning == CLOSE:
-                self.keep_alive = False
-                has_connection_close = True
-            content.append(line)
-        if not self.keep_alive and not has_connection_close:
-            content.append(b"connection: close\r\n")
-        if (
-            self.chunked_encoding is None
-            and self.scope["method"] != "HEAD"
-            and status not in (204, 304)
-        ):
-            self.chunked_encoding = True
-            content.append(b"transfer-encoding: chunked\r\n")
-        content.append(b"\r\n")
-        self.transport.write(b"".join(content))
+_URLS: BoundedMemo[bytes, tuple[str, bytes, bytes]] = BoundedMemo(256)
 
 
 class HttpProtocol(HttpToolsProtocol):
@@ -257,7 +78,7 @@ class HttpProtocol(HttpToolsProtocol):
     # 28 attributes, and an instance dict of 30 keys no longer shares its keys with the
     # class's other instances, which costs every open connection (CPython 3.11;
     # docs/decisions.md#own-http-protocol).
-    __slots__ = ("_chunk_bytes", "_head_bytes", "_max_head_bytes", "_sweep")
+    __slots__ = ("_chunk_bytes", "_head_bytes", "_max_head_bytes", "_scope_base", "_sweep")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -278,15 +99,36 @@ class HttpProtocol(HttpToolsProtocol):
         self.pipeline = _Pipeline()  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        # uvicorn's own, written out (a call fewer per chunk), and the head count: keep in step.
         self._chunk_bytes = len(data)
-        super().data_received(data)
+        self._sweep.idle.pop(self, None)  # _unset_keepalive_if_required
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
         if self._head_bytes >= 0:  # still in a head after this chunk: count all of it
             self._head_bytes += len(data)
             if self._head_bytes > self._max_head_bytes:
                 self._refuse_head()
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # uvicorn's own, but the scope's keys that stay for the connection's life copied from
+        # one dict made when it opened (a display of nine keys per request otherwise).
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        scope = self._scope_base.copy()
+        scope["asgi"] = {"version": self.asgi_version, "spec_version": "2.3"}
+        scope["headers"] = self.headers
+        scope["state"] = self.app_state.copy()
+        self.scope = scope  # type: ignore[assignment]
         self._head_bytes = 0
 
     def _refuse_head(self) -> None:
@@ -318,6 +160,18 @@ class HttpProtocol(HttpToolsProtocol):
         self.server = get_local_addr(transport)
         self.client = get_remote_addr(transport)
         self.scheme = "https" if is_ssl(transport) else "http"
+        # uvicorn's scope but for what each request sets (on_message_begin), in its order.
+        self._scope_base: dict[str, Any] = {
+            "type": "http",
+            "asgi": None,
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": None,
+            "state": None,
+        }
         if self.logger.level <= TRACE_LOG_LEVEL:
             prefix = f"{self.client[0]}:{self.client[1]} - " if self.client else ""
             self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", prefix)
@@ -362,14 +216,18 @@ class HttpProtocol(HttpToolsProtocol):
             self.scope["http_version"] = http_version
         if self.parser.should_upgrade() and self._should_upgrade():
             return
-        parsed_url = httptools.parse_url(self.url)
-        raw_path = parsed_url.path
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = urllib.parse.unquote(path)
-        self.scope["path"] = self.root_path + path
-        self.scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-        self.scope["query_string"] = parsed_url.query or b""
+        # A client asks for the same URL on every request: parsed once (_URLS, bounded).
+        url = self.url
+        known = _URLS.get(url)
+        if known is None:
+            known = _parse_url(url)
+        path, raw_path, query = known
+        if self.root_path:
+            path = self.root_path + path
+            raw_path = self.root_path.encode("ascii") + raw_path
+        self.scope["path"] = path
+        self.scope["raw_path"] = raw_path
+        self.scope["query_string"] = query
         app = self.app
         if self.limit_concurrency is not None and (
             len(self.connections) >= self.limit_concurrency
@@ -389,6 +247,16 @@ class HttpProtocol(HttpToolsProtocol):
             # Pipelined requests wait their turn.
             self.flow.pause_reading()
             self.pipeline.appendleft((self.cycle, app))
+
+
+def _parse_url(url: bytes) -> tuple[str, bytes, bytes]:
+    """uvicorn's reading of a request target: (path, raw path, query string), remembered."""
+    parsed_url = httptools.parse_url(url)
+    raw_path = parsed_url.path
+    path = raw_path.decode("ascii")
+    if "%" in path:
+        path = urllib.parse.unquote(path)
+    return _URLS.remember(url, (path, raw_path, parsed_url.query or b""))
 
 
 class _Pipeline(list[tuple[Cycle, Any]]):

@@ -15,11 +15,18 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Protocol
 
-from server.asgi import HEAD_BYTES, Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import (
+    HEAD_BYTES,
+    Headers,
+    Receive,
+    Scope,
+    Send,
+    header_text,
+    read_headers,
+)
 from server.call_note import CALL_NOTE
 from server.errors import Era, InvalidRequest, McpError, RequestId, wire_error
 from server.jsonrpc import Message, Request, Response, decode, encode_error
-from server.logs import bind_request
 from server.protocol import LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from server.records.draft import Draft
 from server.records.recorder import Recorder
@@ -35,6 +42,12 @@ from server.transport.guards import (
     negotiate,
 )
 from server.transport.legacy import LegacyHttp
+from server.transport.request_body import (
+    check_declared_length,
+    read_body,
+    read_rest,
+    whole_body,
+)
 from server.transport.retiring import Retiring
 from server.transport.send import send_json
 
@@ -103,44 +116,6 @@ def choose_era(message: Message | list[Message], headers: Headers) -> Era:
     return "legacy" if version is None else "modern"
 
 
-def _too_large(limit: int) -> InvalidRequest:
-    return InvalidRequest(f"Request body larger than {limit} bytes", http_status=413)
-
-
-async def read_body(receive: Receive, headers: Headers, limit: int, draft: Draft) -> bytes:
-    """The whole body, counted into the draft's bytes in as it arrives (read from the server's
-    own ``receive``: the draft's observing one would add a coroutine to every request)."""
-    declared = headers.get(b"content-length")
-    if (
-        declared is not None
-        and declared.isascii()
-        and declared.isdigit()
-        and (len(declared) > 18 or int(declared) > limit)
-    ):
-        raise _too_large(limit)
-    message = await receive()
-    if message["type"] == "http.request" and not message.get("more_body", False):
-        body: bytes = message.get("body", b"")  # the whole body in one message: the usual case
-        draft.bytes_in += len(body)
-        if len(body) > limit:
-            raise _too_large(limit)
-        return body
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        if message["type"] == "http.disconnect":
-            raise ConnectionAbortedError("client went away while sending the body")
-        chunk = message.get("body", b"")
-        draft.bytes_in += len(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-        message = await receive()
-
-
 class McpEndpoint:
     def __init__(
         self,
@@ -171,18 +146,22 @@ class McpEndpoint:
         from_proxy = bool(trusted) and address is not None and in_networks(address, trusted)
         if from_proxy:
             address = client_address(address, header_text(headers, b"x-forwarded-for"), trusted)
+        # header_text written out: two calls fewer on every request.
+        agent = headers.get(b"user-agent")
+        version = headers.get(b"mcp-protocol-version")
         # By position, on every request (docs/decisions.md#positional-draft).
         draft = Draft(
             scope["method"],  # verb
             scope["path"],
-            header_text(headers, b"user-agent"),
+            None if agent is None else agent.decode("latin-1"),
             address,
-            header_text(headers, b"mcp-protocol-version"),
+            None if version is None else version.decode("latin-1"),
         )
         if from_proxy or b"traceparent" in headers:
             draft.carry(headers, from_proxy)
-        # The request this task serves, for its log lines and call notes (logs, call_note).
-        bound = bind_request(draft)
+        # The request this task serves, for its log lines and call notes (logs.bind_request,
+        # written out: a call fewer).
+        bound = CALL_NOTE.set(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
         decoded: tuple[Message | list[Message], Era] | None = None
@@ -192,9 +171,12 @@ class McpEndpoint:
             try:
                 if self.retiring is not None:
                     decoded = await self.retirement_check(scope, receive, headers, draft)
-                principal = await self.admitted(
-                    scope, headers, draft, head_checked=self.retiring is not None
-                )
+                    principal = await self.admitted(scope, headers, draft, head_checked=True)
+                elif self.gate.authenticates:
+                    principal = await self.admitted(scope, headers, draft)
+                else:  # admitted() without its coroutine: the usual case, nothing to await
+                    self.check_head(scope, headers, draft)
+                    principal = self.gate.enter_anonymous(scope, headers, draft)
             except Exception as error:
                 era: Era = "legacy" if draft.era == "legacy" else "modern"
                 await self.refuse(observed_send, error, era, None, draft, scope)
@@ -336,7 +318,14 @@ class McpEndpoint:
         try:
             json_ok, sse_ok = answerable(headers.get(b"content-type"), headers.get(b"accept"))
             if decoded is None:
-                body = await read_body(receive, headers, self.options.max_body_bytes, draft)
+                # read_body written out: no coroutine of its own for a body in one message.
+                limit = self.options.max_body_bytes
+                check_declared_length(headers, limit)
+                first = await receive()
+                body = whole_body(first, limit, draft)
+                if body is None:
+                    body = await read_rest(receive, first, limit, draft)
+                del first
                 message = decode(body, max_batch=self.options.max_batch)
                 del body
                 draft.describe(message)

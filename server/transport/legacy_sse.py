@@ -34,7 +34,7 @@ from server.records.draft import Draft
 from server.security.auth import Principal
 from server.security.limits import TooManyPending
 from server.state.messages import publish_sse
-from server.transport.endpoint import McpEndpoint, read_body
+from server.transport.endpoint import McpEndpoint
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
 from server.transport.legacy_calls import DuplicateId, Outcome, start_in_task
@@ -46,6 +46,7 @@ from server.transport.legacy_sse_parts import (
     open_draft,
     session_param,
 )
+from server.transport.request_body import read_body
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
 from server.transport.sse_sessions import SseSessions

@@ -2,6 +2,7 @@
 
     python tests/bench/instructions_http.py [--n1 50] [--n2 250] [--servers this uvicorn limit]
         [--no-layers] [--plain] [--records file|none] [--server-root TREE] [--keep DIR]
+        [--sync-on-loop]
 
 Serves the bench catalog of ``http_bench.py`` (``async def echo`` and ``def echo_sync``) on
 127.0.0.1 with ``python -m server`` under ``valgrind --tool=callgrind``: ``this`` on this
@@ -19,7 +20,9 @@ frame whose layer differs from its caller's runs through a C function named for 
 inclusive costs callgrind records for those calls give each layer's own instructions (C code
 such as orjson, httptools or uvloop's writes counts for the Python code that called it). The
 hook costs instructions and turns off 3.11's inlined Python calls: ``--plain`` adds a run
-without it, whose total is printed beside. Needs valgrind; about 1.5 min per run.
+without it, whose total is printed beside. ``--sync-on-loop`` declares ``echo_sync`` with
+``blocking=False`` (run on the event loop, not in a worker thread). Needs valgrind; about
+1.5 min per run.
 """
 
 from __future__ import annotations
@@ -97,6 +100,20 @@ RULES = [
     ("/asyncio/threads.py", "handler hop"),
     ("limit_app.py", "bare app"),
 ]
+
+# --sync-on-loop: the bench's two tools, the sync one promised not to block (blocking=False).
+SYNC_ON_LOOP_CATALOG = """
+from bench_catalog import echo, echo_sync
+
+
+def catalog_calls_loop():
+    from server import Catalog
+
+    catalog = Catalog("bench-tools", "1.0.0")
+    catalog.tool(echo)
+    catalog.tool(echo_sync, blocking=False)
+    return catalog
+"""
 
 HOOK_C = HERE / "layer_hook.c"  # @PAIRS@, @TABLE@ and @N@ filled in by build_hook
 
@@ -326,10 +343,16 @@ def run_server(
             "MCP_HOST": "127.0.0.1",
             "MCP_PORT": "@PORT@",
             "MCP_LOG_LEVEL": "warning",
-            "MCP_CATALOG": "bench_catalog:catalog_calls",
+            "MCP_CATALOG": "layer_boot_catalog:catalog_calls_loop"
+            if args.sync_on_loop
+            else "bench_catalog:catalog_calls",
             "MCP_RECORDS": args.records,
             "MCP_RECORDS_FILE": str(work / "records.jsonl"),
             "MCP_RECORDS_COMPRESS": "false",
+            # The writer writes full batches of 64, as under load: on its 200 ms timer,
+            # valgrind's slowdown (more so on a loaded machine) made batches of 1 to 20, and
+            # their fixed cost moved totals by 5% from run to run.
+            "MCP_RECORDS_FLUSH_MS": "10000",
             "MCP_RATE_LIMIT_RPS": "1000000000",  # its cost counted, never refusing
             "MCP_RATE_LIMIT_BURST": "1000000000",
             "MCP_DRAIN_TIMEOUT_S": "2",
@@ -368,6 +391,9 @@ def main() -> int:
         "--server-root", type=Path, default=ROOT, help="the checkout whose server/ is served"
     )
     parser.add_argument("--keep", type=Path, help="keep the callgrind files in this folder")
+    parser.add_argument(
+        "--sync-on-loop", action="store_true", help="echo_sync declared with blocking=False"
+    )
     args = parser.parse_args()
     if sys.version_info[:2] != (3, 11):
         raise SystemExit("the layer hook reads CPython 3.11's frames: run it with Python 3.11")
@@ -376,6 +402,7 @@ def main() -> int:
     args.server_root = args.server_root.resolve()
     build_hook(work, args.server_root)
     (work / "bench_catalog.py").write_text(bench_catalog_source())
+    (work / "layer_boot_catalog.py").write_text(SYNC_ON_LOOP_CATALOG)
     (work / "limit_app.py").write_text(LIMIT_APP)
     result: dict[str, object] = {}  # this server's answer: the limit answers the same bytes
     out: list[str] = []

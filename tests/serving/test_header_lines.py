@@ -26,7 +26,7 @@ def test_remembered_header_lines_stay_bounded() -> None:
     lines = HeaderLines()
     for length in range(5000):
         lines.line((b"content-length", str(length).encode()))
-    assert len(lines._known) <= 1024
+    assert len(lines.known) <= 1024
 
 
 def test_big_header_lines_are_checked_but_never_kept() -> None:
@@ -34,7 +34,7 @@ def test_big_header_lines_are_checked_but_never_kept() -> None:
     for number in range(20):
         value = b"v" * 8192 + str(number).encode()
         assert lines.line((b"x-echo", value))[0] == b"x-echo: " + value + b"\r\n"
-    assert len(lines._known) == 0
+    assert len(lines.known) == 0
 
 
 def test_a_request_id_line_is_checked_each_time_and_never_pushes_out_the_lines_that_repeat():
@@ -46,6 +46,6 @@ def test_a_request_id_line_is_checked_each_time_and_never_pushes_out_the_lines_t
         assert (
             lines.line((b"x-request-id", request_id))[0] == b"x-request-id: " + request_id + b"\r\n"
         )
-    assert list(lines._known) == [common]
+    assert list(lines.known) == [common]
     with pytest.raises(RuntimeError, match="header value"):
         lines.line((b"x-request-id", b"a\r\nb"))

@@ -448,6 +448,7 @@ UVICORN_CODE = {
     "HttpToolsProtocol.on_response_complete": "64e254f28e389e76",
     "HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
     "HttpToolsProtocol.connection_made": "6efb565ff3d36b91",
+    "HttpToolsProtocol.on_message_begin": "96d377fdc7c2baef",
     "RequestResponseCycle.receive": "8124ae006be71184",
     "RequestResponseCycle.__init__": "4d2f220910c33c12",
     "RequestResponseCycle.send": "abdd8601b326a8da",

@@ -19,10 +19,7 @@ import pytest
 
 from server import Catalog
 from server.app import create_app
-from server.errors import McpError, http_status
-from server.records.draft import Draft
 from server.settings import Settings
-from server.transport.endpoint import read_body
 from tests.support.app import make_catalog, serving
 from tests.support.core_helpers import post_scope
 from tests.support.mcp_client import (
@@ -608,26 +605,6 @@ async def test_missing_accept_is_served_as_json() -> None:
         del built.headers["accept"]
         assert "accept" not in built.headers
         result_of(await client.send(built))
-
-
-@pytest.mark.anyio
-async def test_read_body_counts_what_arrives_into_the_draft() -> None:
-    chunks = [b'{"jsonrpc":', b'"2.0"}', b""]
-
-    async def receive() -> dict[str, Any]:
-        body = chunks.pop(0)
-        return {"type": "http.request", "body": body, "more_body": bool(chunks)}
-
-    draft = Draft("POST", "/mcp", None, None, None)
-    assert await read_body(receive, {}, 100, draft) == b'{"jsonrpc":"2.0"}'
-    assert draft.bytes_in == 17
-    # Refused past the limit: what arrived is still counted (the record says how much came).
-    chunks[:] = [b"x" * 60, b"y" * 60]
-    draft = Draft("POST", "/mcp", None, None, None)
-    with pytest.raises(McpError) as refused:
-        await read_body(receive, {}, 100, draft)
-    assert http_status(refused.value, "modern") == 413
-    assert draft.bytes_in == 120
 
 
 @pytest.mark.anyio

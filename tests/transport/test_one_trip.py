@@ -175,9 +175,14 @@ async def test_a_modern_tool_call_is_served_and_started_once(
             body = await post_modern(
                 client, "tools/call", {"name": "echo", "arguments": {"text": "x"}}
             )
+            # A tool that resolves is a tool served: the capability is not asked; a name that
+            # does not resolve asks it once (and the handler names the unknown tool).
+            assert served == []
+            unknown = await post_modern(client, "tools/call", {"name": "nope", "arguments": {}})
+            assert served == ["tools/call"]
     assert body["result"]["content"] == [{"type": "text", "text": "x"}]
-    assert served == ["tools/call"]
-    assert len(starts) == 1
+    assert "nope" in unknown["error"]["message"]
+    assert len(starts) == 2
     assert all(type(started) is Handling for started in starts)
 
 

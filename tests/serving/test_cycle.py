@@ -1,0 +1,55 @@
+"""server.serving.cycle: the response head built from remembered header lines, the same for
+a header given as a tuple or as a two-item list (ASGI allows any iterable pair)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import uvicorn
+
+from server.serving import VERIFIED_UVICORN
+
+if uvicorn.__version__ not in VERIFIED_UVICORN:
+    pytest.skip("the server runs on uvicorn's own protocol", allow_module_level=True)
+
+from server.serving.cycle import Cycle
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def cycle(transport: Transport) -> Cycle:
+    protocol: Any = SimpleNamespace(
+        transport=transport,
+        flow=SimpleNamespace(write_paused=False),
+        logger=None,
+        access_logger=None,
+        access_log=False,
+        server_state=SimpleNamespace(default_headers=[(b"server", b"test")]),
+        on_response_complete=lambda: None,
+        expect_100_continue=False,
+    )
+    return Cycle(protocol, {"method": "POST", "http_version": "1.1"}, True)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_a_head_is_the_same_for_tuple_and_list_pairs(as_list: bool) -> None:
+    transport = Transport()
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", b"2")]
+    if as_list:
+        headers = [list(pair) for pair in headers]
+    cycle(transport)._start(200, headers)
+    assert transport.written == [
+        b"HTTP/1.1 200 OK\r\nserver: test\r\ncontent-type: application/json\r\n"
+        b"content-length: 2\r\n\r\n"
+    ]
