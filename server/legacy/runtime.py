@@ -17,13 +17,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Container
 from typing import Any, Protocol
 
+from server.catalog import Change, ChangeKind
 from server.hub import Event, Hub, TaskNews, covers
 from server.jsonrpc import encode_notification
 from server.legacy.eventstream import EventStream, SentOnce
 from server.legacy.sessions import LiveSubscriptions
 
 MAX_STREAMS_PER_SESSION = 32
-LIST_CHANGED = {
+LIST_CHANGED: dict[ChangeKind, str] = {
     "tools": "notifications/tools/list_changed",
     "prompts": "notifications/prompts/list_changed",
     "resources": "notifications/resources/list_changed",
@@ -73,16 +74,23 @@ class SessionRuntime:
         # Read from the store when a GET stream opens, then kept current by deltas.
         self.subscriptions = LiveSubscriptions()
         self._feed: Callable[[], None] | None = None
+        self._concerns: Callable[[Event], bool] | None = None
+        self._capabilities: Callable[[], dict[str, Any]] = dict
         # The retirements this session was told of in a log message (server.retirement).
         self.retirements_told: set[str] = set()
 
     def open_stream(
-        self, *, standalone: bool = False, replayable: bool = True, sent_once: int | None = None
+        self,
+        *,
+        standalone: bool = False,
+        replayable: bool = True,
+        sent_once: int | None = None,
+        request_id: str | int | None = None,
     ) -> EventStream:
         """A new stream of the session. ``replayable=False``: nothing will ever resume it (the
         HTTP+SSE transport's), so it keeps no event and is not copied to the mirror;
         ``sent_once``: it is a :class:`~server.legacy.eventstream.SentOnce` of that many
-        bytes at most, the one stream of an HTTP+SSE session."""
+        bytes at most, the one stream of an HTTP+SSE session; ``request_id``: the call's."""
         # The random prefix keeps ids unique across replicas (and restarts) of one session.
         stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
         stream: EventStream
@@ -91,6 +99,7 @@ class SessionRuntime:
         else:
             stream = EventStream(stream_id, self._events_per_stream if replayable else 0)
         stream.on_finish = self._stream_finished
+        stream.request_id = request_id
         if self._on_stream is not None and replayable and sent_once is None:
             self._on_stream(self.session_id, stream)
         self.streams[stream_id] = stream
@@ -123,6 +132,7 @@ class SessionRuntime:
         (when items are hidden from its caller) says which changes it is told of."""
         if self.standalone is None:
             self.standalone = self.open_stream(standalone=True, sent_once=sent_once)
+            self._concerns, self._capabilities = concerns, capabilities
 
             def feed(change: Event) -> None:
                 if concerns is None or concerns(change):
@@ -131,26 +141,51 @@ class SessionRuntime:
             self._feed = hub.subscribe(feed)
         return self.standalone
 
-    def _offer(self, change: Event, capabilities: dict[str, Any]) -> None:
+    def catch_up(self, missed: list[Change] | None, after: int) -> None:
+        """Tell the standalone stream (opened by a resume) the changes its previous holder,
+        on another replica, did not: ``missed`` in order, or, when they cannot be known
+        (None), that every list and subscribed resource may have changed. A notification
+        the stream already carries after ``after`` (a change heard meanwhile) is not
+        repeated: these say "read again", and a later one says it too."""
+        stream = self.standalone
+        if stream is None:
+            return
+        if missed is None:
+            lists = [Change(kind) for kind in LIST_CHANGED]
+            missed = [*lists, *(Change("resource_updated", uri) for uri in self.subscriptions)]
+        told = {event.payload for _, event in stream.events_after(after)}
+        capabilities, concerns = self._capabilities(), self._concerns
+        for change in missed:
+            if concerns is None or concerns(change):
+                self._offer(change, capabilities, told)
+
+    def _offer(
+        self, change: Event, capabilities: dict[str, Any], told: set[bytes] | None = None
+    ) -> None:
         stream = self.standalone
         if stream is None or stream.finished:
             return
+        payload = self._notification(change, capabilities)
+        if payload is not None and (told is None or payload not in told):
+            stream.publish(payload)
+            if told is not None:
+                told.add(payload)
+
+    def _notification(self, change: Event, capabilities: dict[str, Any]) -> bytes | None:
+        """What the standalone stream says of ``change``; None if nothing."""
         if isinstance(change, TaskNews):
             # 2025-11-25: a task's status goes to the stream of the session that created it.
             record = change.record
             if record.session == self.session_id:
-                stream.publish(
-                    encode_notification("notifications/tasks/status", record.task(legacy=True))
-                )
-            return
+                return encode_notification("notifications/tasks/status", record.task(legacy=True))
+            return None
         if change.kind == "resource_updated":
             assert change.uri is not None
             if any(covers(uri, change.uri) for uri in self.subscriptions):
-                stream.publish(
-                    encode_notification("notifications/resources/updated", {"uri": change.uri})
-                )
+                return encode_notification("notifications/resources/updated", {"uri": change.uri})
         elif change.kind in capabilities:
-            stream.publish(encode_notification(LIST_CHANGED[change.kind]))
+            return encode_notification(LIST_CHANGED[change.kind])
+        return None
 
     def next_request_id(self) -> str:
         # Unique across replicas: the answer may reach another replica, which relays it.

@@ -71,12 +71,19 @@ def publish_change(bus: Bus, change: Change) -> None:
     bus.publish("change", {"kind": change.kind, "uri": change.uri})
 
 
-def _decode_change(to: Receivers, data: dict[str, Any]) -> None:
+def change_of(data: dict[str, Any]) -> Change | None:
+    """The change a ``change`` message's data describes; None if malformed."""
     change_kind, uri = data.get("kind"), data.get("uri")
     # A list change has no uri; a resource update must name one (streams rely on it).
     uri_ok = isinstance(uri, str) if change_kind == "resource_updated" else uri is None
     if isinstance(change_kind, str) and change_kind in _CHANGE_KINDS and uri_ok:
-        to.hub.publish(Change(cast(ChangeKind, change_kind), uri))
+        return Change(cast(ChangeKind, change_kind), uri)
+    return None
+
+
+def _decode_change(to: Receivers, data: dict[str, Any]) -> None:
+    if (change := change_of(data)) is not None:
+        to.hub.publish(change)
 
 
 # -- task: published by TaskService.announce (op wake / cancel / status) ------------------------

@@ -29,7 +29,7 @@ from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
 from server.legacy.eventstream import EventStream
 from server.legacy.resume import elsewhere, locate
-from server.legacy.runtime import Runtimes, SessionRuntime
+from server.legacy.runtime import Runtimes, SessionRuntime, is_standalone_id
 from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
 from server.records.draft import Draft
@@ -319,18 +319,20 @@ class LegacyHttp:
         session, runtime = await self.sessions.find(headers, draft)
         last_event_id = header_text(headers, b"last-event-id")
         wanted = elsewhere(runtime, last_event_id)
+        own: tuple[EventStream, int] | None = None
+        if wanted is not None and is_standalone_id(wanted[0]):
+            # Another replica's GET stream: this one's opens first, so that nothing changes
+            # unheard while what the other missed is read.
+            own = await self.standalone(session, runtime, principal)
         copy = await self.mirror.open(session.id, *wanted) if wanted else None
         found = locate(runtime, last_event_id, copy, self.runtimes.events_per_stream)
         stream, after, follow = found.stream, found.after, found.follow
         if stream is None:
-            # The standalone stream offers resource updates: it needs the subscriptions.
-            await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
-            stream = runtime.standalone_stream(
-                self.hub,
-                lambda: self.era.capabilities(session.protocol_version),
-                concerns=self.concerns(principal),
-            )
-            after = stream.last_seq
+            stream, after = own or await self.standalone(session, runtime, principal)
+            if own is not None:
+                # What changed after the other replica's stream last wrote: while nobody held
+                # it (it drained or crashed), or heard here before this stream opened.
+                runtime.catch_up(await self.mirror.missed(copy), after)
         standalone = stream is runtime.standalone
         if standalone and runtime.standalone_followers:
             raise InvalidRequest(
@@ -368,6 +370,19 @@ class LegacyHttp:
             if feeder is not None:
                 runtime.remote_followers -= 1
                 feeder.cancel()
+
+    async def standalone(
+        self, session: Session, runtime: SessionRuntime, principal: Principal | None
+    ) -> tuple[EventStream, int]:
+        """The session's GET stream here, and its newest event (a GET follows it from there)."""
+        # It offers resource updates: it needs the subscriptions.
+        await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
+        stream = runtime.standalone_stream(
+            self.hub,
+            lambda: self.era.capabilities(session.protocol_version),
+            concerns=self.concerns(principal),
+        )
+        return stream, stream.last_seq
 
     async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
         session, _ = await self.sessions.find(headers, draft)

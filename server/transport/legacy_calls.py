@@ -88,6 +88,7 @@ async def run_inline(era: LegacyEra, call: LegacyCall, answer: Answer) -> Outcom
     inline = InlineCall(owner)
     inflight, request_id = call.runtime.inflight, call.request.id
     inflight[request_id] = inline
+    answer.request_id = request_id
     try:
         return await outcome_of(era, call, answer, answer)
     except asyncio.CancelledError:
@@ -113,7 +114,7 @@ def start_in_task(
     nothing when not ``replayable``). The task's result is the call's outcome; it is cancelled
     when the call is."""
     runtime, request_id = call.runtime, call.request.id
-    stream = runtime.open_stream(replayable=replayable)
+    stream = runtime.open_stream(replayable=replayable, request_id=request_id)
     task = create_task(_in_task(era, call, stream))
     runtime.inflight[request_id] = task
 

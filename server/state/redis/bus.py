@@ -8,7 +8,8 @@ send meanwhile is lost), and ``resync`` once subscribed again. A stalled Redis c
 so the listener pings on its own connection when the channel is quiet: silence for
 ``MCP_REDIS_TIMEOUT_S`` past a ping is a lost subscription too. A message for a session's
 stream that did not go out (Redis failed, or nobody was subscribed) comes back locally as
-``unsent``, so the replica that ran the call learns its answer was lost.
+``unsent``, so the replica that ran the call learns its answer was lost. A ``change`` is also
+kept in the change log (:mod:`server.state.redis.changes`) as it is published.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from redis.asyncio.client import PubSub
 from server.aio import next_batch, stop_task
 from server.errors import ServiceUnavailable
 from server.state.bus import Deliver
+from server.state.redis.changes import ChangeLog
 from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
@@ -34,12 +36,20 @@ QUEUE_LIMIT = 10_000
 PUBLISH_BATCH = 256
 
 
+def replica_channel(link: RedisLink, origin: str) -> str:
+    """The channel a replica stays subscribed to while it runs: Redis drops the subscription
+    with its connection, so another replica can tell it is gone (PUBSUB NUMSUB)."""
+    return f"{link.key('bus')}:r:{origin}"
+
+
 class RedisBus:
-    def __init__(self, link: RedisLink) -> None:
+    def __init__(self, link: RedisLink, changes: ChangeLog | None = None) -> None:
         self.link = link
         self.channel = link.key("bus")
         self.origin = secrets.token_hex(8)
-        self._queue: asyncio.Queue[tuple[str, bytes]] | None = None
+        self.changes = changes
+        # (channel, message, whether it is a change to log)
+        self._queue: asyncio.Queue[tuple[str, bytes, bool]] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._local: Deliver | None = None
         # The channels of the HTTP+SSE streams held here, each with its SUBSCRIBE confirmed.
@@ -67,10 +77,14 @@ class RedisBus:
         channel = self.channel
         if kind == "sse" and isinstance(session_id, str):
             channel = self._stream_channel(session_id)  # only the replica holding it hears it
+        logged = kind == "change" and self.changes is not None
         try:
-            self._queue.put_nowait((channel, message))
+            self._queue.put_nowait((channel, message, logged))
         except asyncio.QueueFull:
             self.dropped += 1
+            return
+        if logged and self.changes is not None:
+            self.changes.queued()
 
     def start(self, deliver: Deliver) -> None:
         self._local = deliver
@@ -111,11 +125,15 @@ class RedisBus:
                 for _ in batch:
                     queue.task_done()
 
-    async def _publish(self, batch: list[tuple[str, bytes]]) -> None:
+    async def _publish(self, batch: list[tuple[str, bytes, bool]]) -> None:
+        changes = self.changes
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
-                for channel, message in batch:
-                    pipe.publish(channel, message)
+                for channel, message, logged in batch:
+                    if logged and changes is not None:
+                        await changes.publish(pipe, channel, message)
+                    else:
+                        pipe.publish(channel, message)
                 receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
         except Exception:
@@ -124,11 +142,14 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
-            self._unsent([message for _, message in batch])
+            self._unsent([message for _, message, _ in batch])
             return
+        finally:
+            if changes is not None:
+                changes.sent(sum(logged for _, _, logged in batch))
         # Nobody subscribed: for a stream's message, no replica holds that stream any more.
         heard = zip(batch, receivers, strict=True)
-        self._unsent([message for (_, message), count in heard if count == 0])
+        self._unsent([message for (_, message, _), count in heard if count == 0])
 
     def _unsent(self, messages: list[bytes]) -> None:
         """Tell this replica which sessions' stream messages did not go out (once each)."""
@@ -151,7 +172,9 @@ class RedisBus:
             pubsub: PubSub = self.link.client.pubsub()
             try:
                 channels = list(self._held)
-                await pubsub.subscribe(self.channel, *channels)
+                await pubsub.subscribe(
+                    self.channel, replica_channel(self.link, self.origin), *channels
+                )
                 self._pubsub = pubsub  # from now on hold() subscribes on it itself
                 if missing := [channel for channel in self._held if channel not in channels]:
                     await pubsub.subscribe(*missing)  # held while this one subscribed
@@ -198,6 +221,9 @@ class RedisBus:
                         self._away(deliver)
                     self.subscribed = True
                     self.link.seen()
+                    if self.changes is not None and self.changes.seen is None:
+                        with contextlib.suppress(Exception):  # then copies carry no position
+                            await self.changes.start()
                     if self._missed:
                         self._missed = False
                         deliver("resync", {})
@@ -273,6 +299,8 @@ class RedisBus:
             return
         try:
             event = orjson.loads(message["data"])
+            if self.changes is not None and "p" in event:
+                self.changes.saw(event["p"])  # applied below (or where it was made)
             if event["o"] == self.origin:
                 sent = event.get("t")
                 if type(sent) is float:
