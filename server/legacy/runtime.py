@@ -51,15 +51,32 @@ def is_standalone_id(stream_id: str) -> bool:
     return stream_id.endswith("g")
 
 
+def asked_by(request_id: object) -> str | None:
+    """The replica that sent the request ``request_id`` names (its answer goes there); None
+    for an id that names none (one process, or an id the client made up)."""
+    if not isinstance(request_id, str):
+        return None
+    parts = request_id.split("-")
+    if len(parts) != 4 or parts[0] != "srv" or len(parts[1]) != 16:
+        return None
+    return parts[1] if all(c in "0123456789abcdef" for c in parts[1]) else None
+
+
 class SessionRuntime:
     def __init__(
-        self, session_id: str, events_per_stream: int, on_stream: StreamHook | None = None
+        self,
+        session_id: str,
+        events_per_stream: int,
+        on_stream: StreamHook | None = None,
+        replica: str = "",
     ) -> None:
         self.session_id = session_id
         self._events_per_stream = events_per_stream
         self._on_stream = on_stream
         self._stream_numbers = itertools.count(1)
         self._stream_prefix = secrets.token_hex(3)
+        # Requests to the client name the replica that waits for their answers (asked_by).
+        self._asker = f"{replica}-{self._stream_prefix}" if replica else self._stream_prefix
         self.streams: OrderedDict[str, EventStream] = OrderedDict()
         # The kept streams that have finished, oldest first: what may be forgotten when the
         # session holds too many, found without scanning the running ones.
@@ -189,7 +206,7 @@ class SessionRuntime:
 
     def next_request_id(self) -> str:
         # Unique across replicas: the answer may reach another replica, which relays it.
-        return f"srv-{self._stream_prefix}-{next(self._outgoing_ids)}"
+        return f"srv-{self._asker}-{next(self._outgoing_ids)}"
 
     def close(self) -> None:
         """End everything: running calls are cancelled, waiting questions fail, streams end."""
@@ -222,8 +239,11 @@ class Runtimes:
         events_per_stream: int,
         on_stream: StreamHook | None = None,
         on_end: Callable[[str], None] | None = None,
+        *,
+        replica: str = "",
     ) -> None:
         self._runtimes: dict[str, SessionRuntime] = {}
+        self._replica = replica
         self.events_per_stream = events_per_stream
         self._on_stream = on_stream
         # Told when a session that had a runtime here ends (deleted, expired, closed), after
@@ -234,7 +254,9 @@ class Runtimes:
     def get(self, session_id: str) -> SessionRuntime:
         runtime = self._runtimes.get(session_id)
         if runtime is None:
-            runtime = SessionRuntime(session_id, self.events_per_stream, self._on_stream)
+            runtime = SessionRuntime(
+                session_id, self.events_per_stream, self._on_stream, self._replica
+            )
             self._runtimes[session_id] = runtime
         return runtime
 

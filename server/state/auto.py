@@ -133,8 +133,6 @@ def shared_state(
     # The mirror's change log: the bus writes it, the mirror reads it for a resume.
     changes = mirror.changes if isinstance(mirror, RedisMirror) else None
     bus = RedisBus(link, changes)
-    if isinstance(mirror, RedisMirror):
-        mirror.replica = bus.origin  # its copies name it: a resume can tell it is gone
     return SharedState(redis_store, bus, mirror, link, RedisTaskStore(link), RedisSpentStates(link))
 
 

@@ -23,6 +23,11 @@ class Bus(Protocol):
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         """Announce an event to the other replicas; never blocks, never raises."""
 
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        """:meth:`publish`, waiting (at most ``MCP_REDIS_TIMEOUT_S``) to learn whether any
+        replica heard it: None with no other replica (one process); ServiceUnavailable if it
+        did not go out."""
+
     def start(self, deliver: Deliver) -> None:
         """Begin delivering other replicas' events to ``deliver`` (called on the loop)."""
 

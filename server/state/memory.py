@@ -295,6 +295,9 @@ class MemoryBus:
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         return None
 
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        return None
+
     def start(self, deliver: Deliver) -> None:
         return None
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, get_args
 
 from server.catalog import Change, ChangeKind
+from server.errors import InvalidRequest
 from server.hub import Hub
 from server.jsonrpc import Response, is_valid_id
 from server.state.bus import Bus
@@ -130,13 +131,41 @@ def publish_ended(bus: Bus, session_id: str) -> None:
 
 def publish_answer(bus: Bus, session_id: str, response: Response) -> None:
     """A client's answer to a question that may wait on another replica."""
+    bus.publish("answer", _answer(session_id, response))
+
+
+def _answer(session_id: str, response: Response) -> dict[str, Any]:
     answer = {"id": response.id, "result": response.result, "error": response.error}
-    bus.publish("answer", {"sid": session_id, **answer})
+    return {"sid": session_id, **answer}
+
+
+async def send_answer(bus: Bus, session_id: str, response: Response, *, wait: bool) -> None:
+    """:func:`publish_answer`; with ``wait`` (a POST of its own) it learns whether it arrived:
+    the answer goes only to the replica that asked (its id names it), so nobody hearing it
+    means that replica is gone with the call that asked (404: that call's stream ends with an
+    error); Redis away is a 503 (post the answer again)."""
+    if not wait:
+        publish_answer(bus, session_id, response)
+    elif await bus.send("answer", _answer(session_id, response)) is False:
+        raise InvalidRequest(
+            f"Not found: no request {response.id!r} waits for this answer any more: the "
+            "replica that sent it stopped, and its call ended with it",
+            http_status=404,
+        )
 
 
 def publish_cancel(bus: Bus, session_id: str, params: Mapping[str, Any]) -> None:
     """A client's cancellation of a call that may run on another replica."""
     bus.publish("cancel", {"sid": session_id, "params": dict(params)})
+
+
+async def send_cancel(bus: Bus, session_id: str, params: Mapping[str, Any], *, wait: bool) -> None:
+    """:func:`publish_cancel`; with ``wait`` (a POST of its own), Redis away is a 503 (send
+    it again), never a 202 for a cancellation nobody could hear."""
+    if wait:
+        await bus.send("cancel", {"sid": session_id, "params": dict(params)})
+    else:
+        publish_cancel(bus, session_id, params)
 
 
 def publish_subscription(bus: Bus, session_id: str, uri: str, subscribed: bool) -> None:

@@ -38,7 +38,7 @@ from server.security.gate import Gate
 from server.security.quotas import Quotas
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror
-from server.state.messages import publish_answer, publish_cancel, publish_ended
+from server.state.messages import publish_ended, send_answer, send_cancel
 from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
 from server.transport.legacy_calls import Outcome, run_inline, start_in_task
@@ -125,7 +125,7 @@ class LegacyHttp:
             ]
             await self.batch(send, session, runtime, calls)
             return
-        await self.take(session, runtime, message)
+        await self.take(session, runtime, message, alone=True)
         await send_empty(send, 202)
 
     def resolve(self, request: Request, principal: Principal) -> Target:
@@ -228,20 +228,24 @@ class LegacyHttp:
         return self.views.view(principal) if self.views.hiding else None
 
     async def take(
-        self, session: Session, runtime: SessionRuntime, message: Notification | Response
+        self,
+        session: Session,
+        runtime: SessionRuntime,
+        message: Notification | Response,
+        *,
+        alone: bool = False,
     ) -> None:
-        """A client's notification, or its answer to a question of the server's."""
+        """A client's notification or answer; ``alone`` (no batch): its POST learns if heard."""
         if isinstance(message, Response):
-            if not self.era.accept_response(runtime, message):
-                # The question may wait on another replica; a stray answer is dropped there.
-                publish_answer(self.bus, session.id, message)
+            if not self.era.accept_response(runtime, message):  # it may wait on another replica
+                await send_answer(self.bus, session.id, message, wait=alone)
         elif message.method == "notifications/initialized":
             await self.era.initialized(session)
         elif message.method == "notifications/cancelled" and not self.era.cancel(
             runtime, message.params
         ):
             # The call may run on another replica.
-            publish_cancel(self.bus, session.id, message.params)
+            await send_cancel(self.bus, session.id, message.params, wait=alone)
 
     async def batch(
         self,
@@ -319,19 +323,15 @@ class LegacyHttp:
         session, runtime = await self.sessions.find(headers, draft)
         last_event_id = header_text(headers, b"last-event-id")
         wanted = elsewhere(runtime, last_event_id)
-        own: tuple[EventStream, int] | None = None
+        own = None  # another replica's GET stream: this one's opens first (nothing unheard)
         if wanted is not None and is_standalone_id(wanted[0]):
-            # Another replica's GET stream: this one's opens first, so that nothing changes
-            # unheard while what the other missed is read.
             own = await self.standalone(session, runtime, principal)
         copy = await self.mirror.open(session.id, *wanted) if wanted else None
         found = locate(runtime, last_event_id, copy, self.runtimes.events_per_stream)
         stream, after, follow = found.stream, found.after, found.follow
         if stream is None:
             stream, after = own or await self.standalone(session, runtime, principal)
-            if own is not None:
-                # What changed after the other replica's stream last wrote: while nobody held
-                # it (it drained or crashed), or heard here before this stream opened.
+            if own is not None:  # what changed since the other's copy, while nobody held it
                 runtime.catch_up(await self.mirror.missed(copy), after)
         standalone = stream is runtime.standalone
         if standalone and runtime.standalone_followers:
@@ -374,8 +374,8 @@ class LegacyHttp:
     async def standalone(
         self, session: Session, runtime: SessionRuntime, principal: Principal | None
     ) -> tuple[EventStream, int]:
-        """The session's GET stream here, and its newest event (a GET follows it from there)."""
-        # It offers resource updates: it needs the subscriptions.
+        """The session's GET stream here (it offers resource updates: subscriptions loaded),
+        and its newest event (a GET follows it from there)."""
         await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
         stream = runtime.standalone_stream(
             self.hub,

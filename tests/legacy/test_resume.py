@@ -257,7 +257,8 @@ async def _call_cut(replicas: Replicas, a: str, b: str) -> None:
             os.kill(server.pid, signal.SIGKILL)
         assert server.process is not None
         await asyncio.to_thread(server.process.wait, 20)
-        assert last_id is not None and not last_id.rpartition("_")[0].endswith("g")
+        assert last_id is not None
+        assert not last_id.rpartition("_")[0].endswith("g")  # a call's stream
 
         resume = {**sse_get_headers(sid), "Last-Event-ID": last_id}
         loop = asyncio.get_running_loop()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ from redis.asyncio.client import PubSub
 
 from server.aio import next_batch, stop_task
 from server.errors import ServiceUnavailable
+from server.legacy.runtime import asked_by
 from server.state.bus import Deliver
 from server.state.redis.changes import ChangeLog
 from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 10_000
 PUBLISH_BATCH = 256
+
+# (channel, message, whether it is a change to log, what waits to learn if it was heard)
+Queued = tuple[str, bytes, bool, "asyncio.Future[bool] | None"]
 
 
 def replica_channel(link: RedisLink, origin: str) -> str:
@@ -46,10 +49,9 @@ class RedisBus:
     def __init__(self, link: RedisLink, changes: ChangeLog | None = None) -> None:
         self.link = link
         self.channel = link.key("bus")
-        self.origin = secrets.token_hex(8)
+        self.origin = link.replica
         self.changes = changes
-        # (channel, message, whether it is a change to log)
-        self._queue: asyncio.Queue[tuple[str, bytes, bool]] | None = None
+        self._queue: asyncio.Queue[Queued] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._local: Deliver | None = None
         # The channels of the HTTP+SSE streams held here, each with its SUBSCRIBE confirmed.
@@ -69,22 +71,38 @@ class RedisBus:
         self.lag_s: float | None = None
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
+        self._enqueue(kind, data, None)
+
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if not self._enqueue(kind, data, future):
+            raise _bus_away()
+        try:
+            async with asyncio.timeout(self.link.timeout_s):
+                return await future
+        except TimeoutError:
+            raise _bus_away() from None
+
+    def _enqueue(self, kind: str, data: dict[str, Any], heard: asyncio.Future[bool] | None) -> bool:
         if self._queue is None:
             self.dropped += 1
-            return
+            return False
         message = orjson.dumps({"o": self.origin, "k": kind, "d": data, "t": time.monotonic()})
         session_id = data.get("sid")
         channel = self.channel
         if kind == "sse" and isinstance(session_id, str):
             channel = self._stream_channel(session_id)  # only the replica holding it hears it
+        elif kind == "answer" and (asker := asked_by(data.get("id"))) is not None:
+            channel = replica_channel(self.link, asker)  # only the replica that asked
         logged = kind == "change" and self.changes is not None
         try:
-            self._queue.put_nowait((channel, message, logged))
+            self._queue.put_nowait((channel, message, logged, heard))
         except asyncio.QueueFull:
             self.dropped += 1
-            return
+            return False
         if logged and self.changes is not None:
             self.changes.queued()
+        return True
 
     def start(self, deliver: Deliver) -> None:
         self._local = deliver
@@ -125,11 +143,11 @@ class RedisBus:
                 for _ in batch:
                     queue.task_done()
 
-    async def _publish(self, batch: list[tuple[str, bytes, bool]]) -> None:
+    async def _publish(self, batch: list[Queued]) -> None:
         changes = self.changes
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
-                for channel, message, logged in batch:
+                for channel, message, logged, _ in batch:
                     if logged and changes is not None:
                         await changes.publish(pipe, channel, message)
                     else:
@@ -142,14 +160,27 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
-            self._unsent([message for _, message, _ in batch])
+            self._tell(batch, None)
+            self._unsent([message for _, message, _, _ in batch])
             return
         finally:
             if changes is not None:
-                changes.sent(sum(logged for _, _, logged in batch))
+                changes.sent(sum(logged for _, _, logged, _ in batch))
+        self._tell(batch, receivers)
         # Nobody subscribed: for a stream's message, no replica holds that stream any more.
         heard = zip(batch, receivers, strict=True)
-        self._unsent([message for (_, message, _), count in heard if count == 0])
+        self._unsent([message for (_, message, _, _), count in heard if count == 0])
+
+    @staticmethod
+    def _tell(batch: list[Queued], receivers: list[Any] | None) -> None:
+        """Tell those waiting whether their message was heard (None: it did not go out)."""
+        for index, (_, _, _, heard) in enumerate(batch):
+            if heard is None or heard.done():
+                continue
+            if receivers is None:
+                heard.set_exception(_bus_away())
+            else:
+                heard.set_result(int(receivers[index]) > 0)
 
     def _unsent(self, messages: list[bytes]) -> None:
         """Tell this replica which sessions' stream messages did not go out (once each)."""
@@ -317,3 +348,9 @@ class RedisBus:
             deliver(kind, data)
         except Exception:
             log.exception("handling a %r bus event failed", kind)
+
+
+def _bus_away() -> ServiceUnavailable:
+    return ServiceUnavailable(
+        "The bus between replicas does not answer; retry shortly", retry_after=PING_LOST_S
+    )

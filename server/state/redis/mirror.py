@@ -66,8 +66,7 @@ class RedisMirror:
         self._forgotten: dict[str, None] = {}
         self._drop = link.client.register_script(DROP)
         self.changes = ChangeLog(link, ttl_s=ttl_s)
-        # This replica's id on the bus (its liveness channel), set once the bus is made.
-        self.replica: str | None = None
+        self.replica = link.replica  # its copies name it: a resume can tell it is gone
 
     def _key(self, session_id: str, stream_id: str) -> str:
         return self.link.key("events", session_id, stream_id)
@@ -159,9 +158,7 @@ class RedisMirror:
     ) -> dict[FieldT, EncodableT]:
         """A copy's newest fields: this replica, how far a GET stream's replica had applied
         the changes, the request a call's stream answers."""
-        fields: dict[FieldT, EncodableT] = {}
-        if self.replica is not None:
-            fields["r"] = self.replica
+        fields: dict[FieldT, EncodableT] = {"r": self.replica}
         if position is not None and is_standalone_id(key):
             fields["p"] = position
         if request is not None:
