@@ -39,7 +39,7 @@ TIMEOUT_S = 2.0  # MCP_REDIS_TIMEOUT_S, its default
 MARGIN_S = 2.0  # the shared 2-core machine's scheduling, and the 1 s steps of the bus's checks
 CALL_S = 3.0  # the silent call: count_slowly, 2 steps of 1.5 s
 STALL_S = 10.0
-ELICIT = {"elicitation": {}}
+ELICIT: dict[str, Any] = {"elicitation": {}}
 
 
 @pytest.fixture

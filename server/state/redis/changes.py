@@ -92,12 +92,15 @@ class ChangeLog:
                 await self._logged.wait()
         async with self.link.client.pipeline(transaction=False) as pipe:
             pipe.xinfo_stream(self.key)
+            pipe.xrange(self.key, position, position, count=1)
             pipe.xrange(self.key, f"({position}", "+", count=LIMIT)
-            info, entries = await self.link.run(pipe.execute(raise_on_error=False))
+            info, kept, entries = await self.link.run(pipe.execute(raise_on_error=False))
         if isinstance(info, Exception):  # no log at all: no change since it expired
             return []
-        deleted = position_of(info.get("max-deleted-entry-id", "0-0"))
-        if deleted is None or deleted > (position_of(position) or (0, 0)):
+        # Trimming goes oldest first: the position's own entry still there, all after it is.
+        # A log begun after the position ("0-0": none when this replica started) must have
+        # kept every entry it was given.
+        if not kept and not (position == "0-0" and info.get("entries-added") == info.get("length")):
             return None
         changes = []
         for _, fields in entries if isinstance(entries, list) else ():
