@@ -3,10 +3,11 @@
 A ``change`` goes on the bus through :data:`PUBLISH_CHANGE`: one step adds it to
 ``<prefix>:changes`` (the newest :data:`LIMIT` entries, expiring with the sessions) and publishes
 it with its entry id as ``p``. Each replica notes the newest id it applied (:attr:`ChangeLog.seen`)
-and the mirror writes it beside every copied event of a session's GET stream, so a replica that
+and the mirror writes it on the copy of each session's GET stream as it copies, so a replica that
 resumes that stream after its holder drained or crashed replays the changes after it
 (:meth:`ChangeLog.after`): those made while nobody held the stream. One write per change,
-whatever the number of sessions; filtering for the session happens on the resume.
+whatever the number of sessions; filtering for the session happens on the resume
+(docs/decisions.md#change-log says why not a log per session).
 """
 
 from __future__ import annotations

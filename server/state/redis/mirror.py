@@ -4,12 +4,11 @@ Every event of every legacy stream goes to ``<prefix>:events:<session>:<stream>`
 ``0-<seq>``: the SSE sequence number is the Redis id; about ``capacity`` entries, expiring with
 the session), and an end marker when the stream finishes. Copying never makes a call wait:
 events queue (bounded) for one writer task; while Redis is away they are dropped and counted.
-The copies go with their session: each session's are listed in ``<prefix>:streams:<session>``
-(a set, same expiry), and :meth:`RedisMirror.forget` (the session deleted, closed or expired,
-told to every replica that held a stream of it) deletes them all after whatever was queued, and
-copies nothing more of that session. A GET stream's entries also carry the newest change the
-replica had applied (``p``, :mod:`server.state.redis.changes`): a resume elsewhere replays the
-changes logged after it (:meth:`RedisMirror.missed`).
+They go with their session (listed in ``<prefix>:streams:<session>``; :meth:`RedisMirror.forget`
+deletes them after what was queued). Each write's newest entry of a copy names its replica
+(``r``), a call's request (``i``), and for a GET stream the newest change its replica applied
+(``p``, :mod:`server.state.redis.changes`): a resume elsewhere replays the changes logged
+after it (:meth:`RedisMirror.missed`), and ends a call whose replica is gone.
 """
 
 from __future__ import annotations
