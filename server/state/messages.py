@@ -142,15 +142,16 @@ def _answer(session_id: str, response: Response) -> dict[str, Any]:
 async def send_answer(bus: Bus, session_id: str, response: Response, *, wait: bool) -> None:
     """:func:`publish_answer`; with ``wait`` (a POST of its own) it learns whether it arrived:
     the answer goes only to the replica that asked (its id names it), so nobody hearing it
-    means that replica is gone with the call that asked (404: that call's stream ends with an
-    error); Redis away is a 503 (post the answer again)."""
+    means that replica is gone with the call that asked (410, not the 404 that would tell the
+    client its session is gone; that call's stream ends with an error); Redis away is a 503
+    (post the answer again)."""
     if not wait:
         publish_answer(bus, session_id, response)
     elif await bus.send("answer", _answer(session_id, response)) is False:
         raise InvalidRequest(
             f"Not found: no request {response.id!r} waits for this answer any more: the "
             "replica that sent it stopped, and its call ended with it",
-            http_status=404,
+            http_status=410,
         )
 
 

@@ -252,7 +252,8 @@ async def test_an_answer_reaches_the_replica_that_asked_or_its_post_learns_it_is
 ) -> None:
     # A call on replica A asks the client (elicitation); the client posts its answer to B.
     # Alive, A gets it over the bus (only A hears it: its id names A). SIGKILLed, nobody
-    # hears it: the POST was a 202 into the void (issue 35), it is a 404 now.
+    # hears it: the POST was a 202 into the void (issue 35), it is a 410 now (a 404 would
+    # tell the client its session is gone).
     with Replicas(2, redis=redis, nginx=False, workdir=tmp_path) as running:
         a, b = running.replica_urls
         async with httpx.AsyncClient(timeout=30) as http:
@@ -277,7 +278,7 @@ async def test_an_answer_reaches_the_replica_that_asked_or_its_post_learns_it_is
                 answer["result"] = {"action": "accept", "content": {"name": "Ada"}}
                 posted = await http.post(f"{b}/mcp", json=answer, headers=headers)
                 if crash:
-                    assert posted.status_code == 404, posted.text
+                    assert posted.status_code == 410, posted.text
                     assert "stopped" in posted.json()["error"]["message"]
                     return
                 assert posted.status_code == 202, posted.text
