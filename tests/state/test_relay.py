@@ -379,6 +379,10 @@ class PairedBus:
             wire = json.loads(json.dumps(data))
             asyncio.get_running_loop().call_soon(peer.deliver, kind, wire)
 
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        self.publish(kind, data)
+        return self.peer is not None and self.peer.deliver is not None
+
     def start(self, deliver: Deliver) -> None:
         self.deliver = deliver
 
