@@ -21,11 +21,15 @@ import orjson
 from server.state.redis.link import RedisLink
 
 LIMIT = 10_000
+# A change's message is logged only up to this size (a resource's URI may be long): a bigger
+# one is logged as a mark that makes a resume tell everything again. At most about 10 MiB.
+MAX_LOGGED = 1024
+TOO_BIG = b"{}"
 
-# KEYS[1]: the change log. ARGV: channel, message (a JSON object), limit, ttl (ms). The
-# message is published with the entry's id first in it (``{"p":"<id>",...``).
+# KEYS[1]: the change log. ARGV: channel, message (a JSON object), limit, ttl (ms), what to
+# log. The message is published with the entry's id first in it (``{"p":"<id>",...``).
 PUBLISH_CHANGE = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[2])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return redis.call('PUBLISH', ARGV[1], '{"p":"' .. id .. '",' .. string.sub(ARGV[2], 2))
 """
@@ -65,7 +69,8 @@ class ChangeLog:
 
     async def publish(self, pipe: Any, channel: str, message: bytes) -> None:
         """Queue ``message`` (a ``change``) on ``pipe``: logged, then published with its id."""
-        args: list[str | bytes | int] = [channel, message, LIMIT, self._ttl_ms]
+        logged = message if len(message) <= MAX_LOGGED else TOO_BIG
+        args: list[str | bytes | int] = [channel, message, LIMIT, self._ttl_ms, logged]
         await self._publish(keys=[self.key], args=args, client=pipe)
 
     def queued(self) -> None:
@@ -111,7 +116,8 @@ class ChangeLog:
             try:
                 message = orjson.loads(fields[b"m"])
             except (KeyError, orjson.JSONDecodeError):
-                continue
-            if isinstance(message, dict) and isinstance(data := message.get("d"), dict):
-                changes.append(data)
+                return None
+            if not isinstance(message, dict) or not isinstance(data := message.get("d"), dict):
+                return None  # one too big to keep: what it was is unknown
+            changes.append(data)
         return changes

@@ -91,7 +91,7 @@ async def test_a_change_is_logged_once_and_heard_with_its_position(
     assert await two.changes.after(newest) == []
 
 
-async def test_a_position_trimmed_away_is_unknown_not_empty(
+async def test_a_position_trimmed_away_or_a_change_too_big_is_unknown_not_empty(
     pair: tuple[Replica, Replica],
 ) -> None:
     one, _ = pair
@@ -101,6 +101,13 @@ async def test_a_position_trimmed_away_is_unknown_not_empty(
         one.bus.publish("change", {"kind": "resource_updated", "uri": f"mem://{n}"})
     await wait_until(lambda: one.changes.seen != start, limit=5)
     assert len(await one.changes.after(start) or []) == 3
+    newest = one.changes.seen
+    assert newest is not None
+    # A change too big to log whole (a long URI) is a mark: what came after is unknown.
+    one.bus.publish("change", {"kind": "resource_updated", "uri": "mem://" + "x" * 2000})
+    await wait_until(lambda: one.changes.seen != newest, limit=5)
+    assert await one.changes.after(newest) is None
+    assert await one.changes.after(start) is None
     await one.link.client.xtrim(one.changes.key, maxlen=1, approximate=False)
     assert await one.changes.after(start) is None  # some of what came after it is gone
     assert await one.changes.after("not an id") is None
