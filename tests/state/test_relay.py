@@ -125,6 +125,25 @@ async def test_resync_offers_the_three_list_changes(app: Application) -> None:
     assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
 
 
+async def test_resync_with_what_the_log_says_offers_exactly_that(app: Application) -> None:
+    # Issue 35: the change log told what the lost subscription missed: those changes, each
+    # list told once, and no list the log does not name.
+    stream = attach(app)
+    missed = [
+        {"kind": "resource_updated", "uri": "file:///a"},
+        {"kind": "tools", "uri": None},
+        {"kind": "resource_updated", "uri": "file:///a"},
+        {"kind": "tools", "uri": None},
+        {"kind": "nonsense"},
+    ]
+    app.relay.deliver("resync", {"changes": missed})
+    assert frames(stream) == [
+        b"resource_updated file:///a",
+        b"tools None",
+        b"resource_updated file:///a",
+    ]
+
+
 def test_announce_change_publishes_on_the_bus(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 

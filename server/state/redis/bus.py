@@ -27,7 +27,7 @@ from server.aio import next_batch, stop_task
 from server.errors import ServiceUnavailable
 from server.legacy.runtime import asked_by
 from server.state.bus import Deliver
-from server.state.redis.changes import ChangeLog
+from server.state.redis.changes import ChangeLog, position_of
 from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ class RedisBus:
         self._pubsub: PubSub | None = None
         self._releases: set[asyncio.Task[None]] = set()
         self._missed = False  # the subscription was lost: resync once it is back
+        # The newest change a resync replayed from the log: not applied again when it comes.
+        self._replayed: tuple[int, int] | None = None
         # How often a quiet subscription is checked with a ping, and how long it may stay
         # silent past one before it counts as lost.
         self.check_s = min(1.0, link.timeout_s / 2)
@@ -257,7 +259,7 @@ class RedisBus:
                             await self.changes.start()
                     if self._missed:
                         self._missed = False
-                        deliver("resync", {})
+                        deliver("resync", await self._missed_changes())
                 elif kind == "message":
                     self._deliver(message, deliver)
                 continue
@@ -325,12 +327,34 @@ class RedisBus:
         except Exception:
             log.exception("handling the bus's lost subscription failed")
 
+    async def _missed_changes(self) -> dict[str, Any]:
+        """For ``resync``: the changes logged since the last one applied here (``changes``),
+        read once subscribed again; nothing when they cannot be known."""
+        changes = self.changes
+        if changes is None or changes.seen is None:
+            return {}
+        try:
+            logged = await changes.after(changes.seen)
+        except Exception:  # Redis went again: every list and subscription is re-read
+            return {}
+        if logged is None:
+            return {}
+        # What comes on the new subscription and was in the log is applied once.
+        changes.saw(changes.read_upto)
+        self._replayed = position_of(changes.read_upto)
+        return {"changes": logged}
+
     def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
         if message.get("type") != "message":
             return
         try:
             event = orjson.loads(message["data"])
             if self.changes is not None and "p" in event:
+                position = position_of(event["p"])
+                if self._replayed is not None and position is not None:
+                    if position <= self._replayed:
+                        return  # replayed from the log after a lost subscription
+                    self._replayed = None
                 self.changes.saw(event["p"])  # applied below (or where it was made)
             if event["o"] == self.origin:
                 sent = event.get("t")

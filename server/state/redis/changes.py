@@ -59,6 +59,8 @@ class ChangeLog:
         # This replica's own changes not yet in the log: a resume waits for them first.
         self._unlogged = 0
         self._logged = asyncio.Event()
+        # The id of the newest change the last :meth:`after` returned (or its position).
+        self.read_upto: str | None = None
 
     def saw(self, position: object) -> None:
         """A change up to ``position`` was applied here (ids only move forward)."""
@@ -112,7 +114,9 @@ class ChangeLog:
         if not kept and not (position == "0-0" and info.get("entries-added") == info.get("length")):
             return None
         changes = []
-        for _, fields in entries if isinstance(entries, list) else ():
+        self.read_upto = position
+        for entry_id, fields in entries if isinstance(entries, list) else ():
+            self.read_upto = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
             try:
                 message = orjson.loads(fields[b"m"])
             except (KeyError, orjson.JSONDecodeError):

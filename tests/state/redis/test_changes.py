@@ -125,3 +125,34 @@ async def test_an_answer_goes_to_the_replica_that_asked_and_its_sender_learns_if
     assert await one.bus.send("answer", {"sid": "s1", "id": gone, "result": {}}) is False
     # An id that names no replica goes to every replica, as before.
     assert await one.bus.send("answer", {"sid": "s1", "id": 7, "result": {}}) is True
+
+
+async def test_a_lost_subscription_is_resynced_with_exactly_the_changes_it_missed(
+    pair: tuple[Replica, Replica], redis_client: Any
+) -> None:
+    # Issue 35: a replica stalled past MCP_REDIS_TIMEOUT_S subscribes again, and what was
+    # published meanwhile was lost; its GET streams were told the lists changed, never the
+    # resource updates. Now the log says exactly what it missed, and what also comes on the
+    # new subscription is not applied twice.
+    one, two = pair
+    await redis_client.client_kill_filter(_type="pubsub")  # every replica's subscription
+    sent = [
+        {"kind": "resource_updated", "uri": "mem://missed"},
+        {"kind": "tools", "uri": None},
+        {"kind": "resource_updated", "uri": "mem://missed"},
+    ]
+    for data in sent:
+        one.bus.publish("change", data)
+
+    def applied() -> list[dict[str, Any]]:
+        changes: list[dict[str, Any]] = []
+        for kind, data in two.heard:
+            changes += data.get("changes", []) if kind == "resync" else []
+            changes += [data] if kind == "change" else []
+        return changes
+
+    await wait_until(lambda: len(applied()) >= 3 and two.bus.subscribed, limit=10)
+    assert any(kind == "resync" and "changes" in data for kind, data in two.heard)
+    one.bus.publish("change", {"kind": "prompts", "uri": None})
+    await wait_until(lambda: len(applied()) >= 4, limit=5)
+    assert applied() == [*sent, {"kind": "prompts", "uri": None}]
