@@ -136,7 +136,7 @@ async def test_a_lost_subscription_is_resynced_with_exactly_the_changes_it_misse
     # new subscription is not applied twice.
     one, two = pair
     await redis_client.client_kill_filter(_type="pubsub")  # every replica's subscription
-    sent = [
+    sent: list[dict[str, Any]] = [
         {"kind": "resource_updated", "uri": "mem://missed"},
         {"kind": "tools", "uri": None},
         {"kind": "resource_updated", "uri": "mem://missed"},
