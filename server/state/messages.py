@@ -100,19 +100,16 @@ def _decode_task(to: Receivers, data: dict[str, Any]) -> None:
 
 
 def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
-    # Changes may have been missed while the bus was away: those its log says (``changes``),
-    # else clients re-read every list; subscriptions are read again.
+    # Changes may have been missed while the bus was away: the resource updates its log
+    # names (``changes``), and every list (a change whose publishing failed while Redis was
+    # away is in no log); subscriptions are read again.
     logged = data.get("changes")
-    if isinstance(logged, list):
-        changes = [c for each in logged if isinstance(each, dict) and (c := change_of(each))]
-        lists = {change for change in changes if change.uri is None}  # each list told once
-        for change in changes:
-            if change.uri is not None or change in lists:
-                lists.discard(change)
-                to.hub.publish(change)
-    else:
-        for list_kind in _LIST_KINDS:
-            to.hub.publish(Change(list_kind))
+    for each in logged if isinstance(logged, list) else ():
+        change = change_of(each) if isinstance(each, dict) else None
+        if change is not None and change.uri is not None:
+            to.hub.publish(change)
+    for list_kind in _LIST_KINDS:
+        to.hub.publish(Change(list_kind))
     to.sessions.subscriptions_missed()
 
 

@@ -125,9 +125,11 @@ async def test_resync_offers_the_three_list_changes(app: Application) -> None:
     assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
 
 
-async def test_resync_with_what_the_log_says_offers_exactly_that(app: Application) -> None:
-    # Issue 35: the change log told what the lost subscription missed: those changes, each
-    # list told once, and no list the log does not name.
+async def test_resync_with_what_the_log_says_offers_its_updates_and_every_list(
+    app: Application,
+) -> None:
+    # Issue 35: the change log told what the lost subscription missed: its resource
+    # updates, then every list (one changed where publishing failed is in no log).
     stream = attach(app)
     missed = [
         {"kind": "resource_updated", "uri": "file:///a"},
@@ -139,8 +141,10 @@ async def test_resync_with_what_the_log_says_offers_exactly_that(app: Applicatio
     app.relay.deliver("resync", {"changes": missed})
     assert frames(stream) == [
         b"resource_updated file:///a",
-        b"tools None",
         b"resource_updated file:///a",
+        b"tools None",
+        b"prompts None",
+        b"resources None",
     ]
 
 
