@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Container
 from typing import Any, Protocol
 
@@ -162,31 +162,33 @@ class SessionRuntime:
         """Tell the standalone stream (opened by a resume) the changes its previous holder,
         on another replica, did not: ``missed`` in order, or, when they cannot be known
         (None), that every list and subscribed resource may have changed. A notification
-        the stream already carries after ``after`` (a change heard meanwhile) is not
-        repeated: these say "read again", and a later one says it too."""
+        the stream already carries after ``after`` (the same change, heard meanwhile) is not
+        repeated, once per time it carries it."""
         stream = self.standalone
         if stream is None:
             return
         if missed is None:
             lists = [Change(kind) for kind in LIST_CHANGED]
             missed = [*lists, *(Change("resource_updated", uri) for uri in self.subscriptions)]
-        told = {event.payload for _, event in stream.events_after(after)}
+        told = Counter(event.payload for _, event in stream.events_after(after))
         capabilities, concerns = self._capabilities(), self._concerns
         for change in missed:
             if concerns is None or concerns(change):
                 self._offer(change, capabilities, told)
 
     def _offer(
-        self, change: Event, capabilities: dict[str, Any], told: set[bytes] | None = None
+        self, change: Event, capabilities: dict[str, Any], told: Counter[bytes] | None = None
     ) -> None:
         stream = self.standalone
         if stream is None or stream.finished:
             return
         payload = self._notification(change, capabilities)
-        if payload is not None and (told is None or payload not in told):
-            stream.publish(payload)
-            if told is not None:
-                told.add(payload)
+        if payload is None:
+            return
+        if told is not None and told[payload] > 0:
+            told[payload] -= 1  # heard here already: the same change
+            return
+        stream.publish(payload)
 
     def _notification(self, change: Event, capabilities: dict[str, Any]) -> bytes | None:
         """What the standalone stream says of ``change``; None if nothing."""

@@ -223,11 +223,13 @@ def test_a_resume_catches_up_with_what_its_previous_holder_did_not_tell() -> Non
             Change("resource_updated", "test://other"),
             Change("prompts"),  # not a capability of the session
             Change("tools"),  # already told
+            Change("resource_updated", "test://docs/1"),  # a second update: told again
         ],
         after,
     )
     assert [message["method"] for message in messages(stream)] == [
         "notifications/tools/list_changed",
+        "notifications/resources/updated",
         "notifications/resources/updated",
     ]
     assert messages(stream)[1]["params"] == {"uri": "test://docs/1"}
