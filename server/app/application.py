@@ -105,7 +105,12 @@ class Application:
         # mirror first, the sessions' runtimes that feed it, then the store told of them.
         link = state_link(settings)
         mirror = stream_mirror(settings, link)
-        self.runtimes = Runtimes(settings.events_per_stream, mirror.track, mirror.forget)
+        self.runtimes = Runtimes(
+            settings.events_per_stream,
+            mirror.track,
+            mirror.forget,
+            replica=link.replica if link is not None else "",
+        )
         self.shared = shared_state(
             settings,
             link,

@@ -65,6 +65,9 @@ class EventStream:
         # Bumped to end the current connections without ending the stream (SSE polling).
         self._generation = 0
         self.end_reason = "complete"
+        # A call's stream: the request it answers. A copy of another replica's: that replica.
+        self.request_id: str | int | None = None
+        self.holder: str | None = None
 
     @property
     def priming_id(self) -> str:
@@ -176,15 +179,21 @@ class SentOnce(EventStream):
 
 @dataclass(frozen=True, slots=True)
 class Copy:
-    """What another replica kept of a stream after some event: its events, and whether the
-    stream had finished (read from the :mod:`server.state` mirror)."""
+    """What another replica kept of a stream after some event: its events, whether the
+    stream had finished (read from the :mod:`server.state` mirror), and for a GET stream the
+    newest shared change its replica had applied when it last wrote (None if unknown)."""
 
     events: list[tuple[int, bytes]]
     finished: bool
+    position: str | None = None
+    # Which replica wrote it (its bus id) and, a call's stream, the request it answers.
+    holder: str | None = None
+    request_id: str | int | None = None
 
     def stream(self, stream_id: str, after: int, capacity: int) -> EventStream:
         """A stream of this process standing for the other replica's, from ``after`` on."""
         stream = EventStream(stream_id, capacity, start_seq=after)
+        stream.holder, stream.request_id = self.holder, self.request_id
         for seq, payload in self.events:
             stream.skip_to(seq - 1)
             stream.publish(payload)

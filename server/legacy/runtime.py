@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Container
 from typing import Any, Protocol
 
+from server.catalog import Change, ChangeKind
 from server.hub import Event, Hub, TaskNews, covers
 from server.jsonrpc import encode_notification
 from server.legacy.eventstream import EventStream, SentOnce
 from server.legacy.sessions import LiveSubscriptions
 
 MAX_STREAMS_PER_SESSION = 32
-LIST_CHANGED = {
+LIST_CHANGED: dict[ChangeKind, str] = {
     "tools": "notifications/tools/list_changed",
     "prompts": "notifications/prompts/list_changed",
     "resources": "notifications/resources/list_changed",
@@ -50,15 +51,32 @@ def is_standalone_id(stream_id: str) -> bool:
     return stream_id.endswith("g")
 
 
+def asked_by(request_id: object) -> str | None:
+    """The replica that sent the request ``request_id`` names (its answer goes there); None
+    for an id that names none (one process, or an id the client made up)."""
+    if not isinstance(request_id, str):
+        return None
+    parts = request_id.split("-")
+    if len(parts) != 4 or parts[0] != "srv" or len(parts[1]) != 16:
+        return None
+    return parts[1] if all(c in "0123456789abcdef" for c in parts[1]) else None
+
+
 class SessionRuntime:
     def __init__(
-        self, session_id: str, events_per_stream: int, on_stream: StreamHook | None = None
+        self,
+        session_id: str,
+        events_per_stream: int,
+        on_stream: StreamHook | None = None,
+        replica: str = "",
     ) -> None:
         self.session_id = session_id
         self._events_per_stream = events_per_stream
         self._on_stream = on_stream
         self._stream_numbers = itertools.count(1)
         self._stream_prefix = secrets.token_hex(3)
+        # Requests to the client name the replica that waits for their answers (asked_by).
+        self._asker = f"{replica}-{self._stream_prefix}" if replica else self._stream_prefix
         self.streams: OrderedDict[str, EventStream] = OrderedDict()
         # The kept streams that have finished, oldest first: what may be forgotten when the
         # session holds too many, found without scanning the running ones.
@@ -73,16 +91,23 @@ class SessionRuntime:
         # Read from the store when a GET stream opens, then kept current by deltas.
         self.subscriptions = LiveSubscriptions()
         self._feed: Callable[[], None] | None = None
+        self._concerns: Callable[[Event], bool] | None = None
+        self._capabilities: Callable[[], dict[str, Any]] = dict
         # The retirements this session was told of in a log message (server.retirement).
         self.retirements_told: set[str] = set()
 
     def open_stream(
-        self, *, standalone: bool = False, replayable: bool = True, sent_once: int | None = None
+        self,
+        *,
+        standalone: bool = False,
+        replayable: bool = True,
+        sent_once: int | None = None,
+        request_id: str | int | None = None,
     ) -> EventStream:
         """A new stream of the session. ``replayable=False``: nothing will ever resume it (the
         HTTP+SSE transport's), so it keeps no event and is not copied to the mirror;
         ``sent_once``: it is a :class:`~server.legacy.eventstream.SentOnce` of that many
-        bytes at most, the one stream of an HTTP+SSE session."""
+        bytes at most, the one stream of an HTTP+SSE session; ``request_id``: the call's."""
         # The random prefix keeps ids unique across replicas (and restarts) of one session.
         stream_id = f"{self._stream_prefix}{next(self._stream_numbers)}{'g' if standalone else ''}"
         stream: EventStream
@@ -91,6 +116,7 @@ class SessionRuntime:
         else:
             stream = EventStream(stream_id, self._events_per_stream if replayable else 0)
         stream.on_finish = self._stream_finished
+        stream.request_id = request_id
         if self._on_stream is not None and replayable and sent_once is None:
             self._on_stream(self.session_id, stream)
         self.streams[stream_id] = stream
@@ -123,6 +149,7 @@ class SessionRuntime:
         (when items are hidden from its caller) says which changes it is told of."""
         if self.standalone is None:
             self.standalone = self.open_stream(standalone=True, sent_once=sent_once)
+            self._concerns, self._capabilities = concerns, capabilities
 
             def feed(change: Event) -> None:
                 if concerns is None or concerns(change):
@@ -131,30 +158,57 @@ class SessionRuntime:
             self._feed = hub.subscribe(feed)
         return self.standalone
 
-    def _offer(self, change: Event, capabilities: dict[str, Any]) -> None:
+    def catch_up(self, missed: list[Change] | None, after: int) -> None:
+        """Tell the standalone stream (opened by a resume) the changes its previous holder,
+        on another replica, did not: ``missed`` in order, or, when they cannot be known
+        (None), that every list and subscribed resource may have changed. A notification
+        the stream already carries after ``after`` (the same change, heard meanwhile) is not
+        repeated, once per time it carries it."""
+        stream = self.standalone
+        if stream is None:
+            return
+        if missed is None:
+            lists = [Change(kind) for kind in LIST_CHANGED]
+            missed = [*lists, *(Change("resource_updated", uri) for uri in self.subscriptions)]
+        told = Counter(event.payload for _, event in stream.events_after(after))
+        capabilities, concerns = self._capabilities(), self._concerns
+        for change in missed:
+            if concerns is None or concerns(change):
+                self._offer(change, capabilities, told)
+
+    def _offer(
+        self, change: Event, capabilities: dict[str, Any], told: Counter[bytes] | None = None
+    ) -> None:
         stream = self.standalone
         if stream is None or stream.finished:
             return
+        payload = self._notification(change, capabilities)
+        if payload is None:
+            return
+        if told is not None and told[payload] > 0:
+            told[payload] -= 1  # heard here already: the same change
+            return
+        stream.publish(payload)
+
+    def _notification(self, change: Event, capabilities: dict[str, Any]) -> bytes | None:
+        """What the standalone stream says of ``change``; None if nothing."""
         if isinstance(change, TaskNews):
             # 2025-11-25: a task's status goes to the stream of the session that created it.
             record = change.record
             if record.session == self.session_id:
-                stream.publish(
-                    encode_notification("notifications/tasks/status", record.task(legacy=True))
-                )
-            return
+                return encode_notification("notifications/tasks/status", record.task(legacy=True))
+            return None
         if change.kind == "resource_updated":
             assert change.uri is not None
             if any(covers(uri, change.uri) for uri in self.subscriptions):
-                stream.publish(
-                    encode_notification("notifications/resources/updated", {"uri": change.uri})
-                )
+                return encode_notification("notifications/resources/updated", {"uri": change.uri})
         elif change.kind in capabilities:
-            stream.publish(encode_notification(LIST_CHANGED[change.kind]))
+            return encode_notification(LIST_CHANGED[change.kind])
+        return None
 
     def next_request_id(self) -> str:
         # Unique across replicas: the answer may reach another replica, which relays it.
-        return f"srv-{self._stream_prefix}-{next(self._outgoing_ids)}"
+        return f"srv-{self._asker}-{next(self._outgoing_ids)}"
 
     def close(self) -> None:
         """End everything: running calls are cancelled, waiting questions fail, streams end."""
@@ -187,8 +241,11 @@ class Runtimes:
         events_per_stream: int,
         on_stream: StreamHook | None = None,
         on_end: Callable[[str], None] | None = None,
+        *,
+        replica: str = "",
     ) -> None:
         self._runtimes: dict[str, SessionRuntime] = {}
+        self._replica = replica
         self.events_per_stream = events_per_stream
         self._on_stream = on_stream
         # Told when a session that had a runtime here ends (deleted, expired, closed), after
@@ -199,7 +256,9 @@ class Runtimes:
     def get(self, session_id: str) -> SessionRuntime:
         runtime = self._runtimes.get(session_id)
         if runtime is None:
-            runtime = SessionRuntime(session_id, self.events_per_stream, self._on_stream)
+            runtime = SessionRuntime(
+                session_id, self.events_per_stream, self._on_stream, self._replica
+            )
             self._runtimes[session_id] = runtime
         return runtime
 

@@ -128,9 +128,12 @@ def shared_state(
         busy=busy,
         ended=ended,
     )
-    return SharedState(
-        redis_store, RedisBus(link), mirror, link, RedisTaskStore(link), RedisSpentStates(link)
-    )
+    from server.state.redis.mirror import RedisMirror
+
+    # The mirror's change log: the bus writes it, the mirror reads it for a resume.
+    changes = mirror.changes if isinstance(mirror, RedisMirror) else None
+    bus = RedisBus(link, changes)
+    return SharedState(redis_store, bus, mirror, link, RedisTaskStore(link), RedisSpentStates(link))
 
 
 def quota_counter(link: RedisLink | None) -> QuotaCounter:

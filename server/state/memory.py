@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from server.catalog import Change
 from server.hub import MAX_RESOURCE_SUBSCRIPTIONS
 from server.legacy.eventstream import Copy, EventStream
 from server.legacy.sessions import Session, SessionLimit, SubscriptionLimit, new_session_id
@@ -294,6 +295,9 @@ class MemoryBus:
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         return None
 
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        return None
+
     def start(self, deliver: Deliver) -> None:
         return None
 
@@ -321,6 +325,9 @@ class MemoryMirror:
 
     async def open(self, session_id: str, stream_id: str, after: int) -> Copy | None:
         return None
+
+    async def missed(self, copy: Copy | None) -> list[Change] | None:
+        return []  # every change reached this process's streams
 
     def forget(self, session_id: str) -> None:
         pass  # the streams went with the session's runtime

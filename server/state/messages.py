@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, get_args
 
 from server.catalog import Change, ChangeKind
+from server.errors import InvalidRequest
 from server.hub import Hub
 from server.jsonrpc import Response, is_valid_id
 from server.state.bus import Bus
@@ -71,12 +72,19 @@ def publish_change(bus: Bus, change: Change) -> None:
     bus.publish("change", {"kind": change.kind, "uri": change.uri})
 
 
-def _decode_change(to: Receivers, data: dict[str, Any]) -> None:
+def change_of(data: dict[str, Any]) -> Change | None:
+    """The change a ``change`` message's data describes; None if malformed."""
     change_kind, uri = data.get("kind"), data.get("uri")
     # A list change has no uri; a resource update must name one (streams rely on it).
     uri_ok = isinstance(uri, str) if change_kind == "resource_updated" else uri is None
     if isinstance(change_kind, str) and change_kind in _CHANGE_KINDS and uri_ok:
-        to.hub.publish(Change(cast(ChangeKind, change_kind), uri))
+        return Change(cast(ChangeKind, change_kind), uri)
+    return None
+
+
+def _decode_change(to: Receivers, data: dict[str, Any]) -> None:
+    if (change := change_of(data)) is not None:
+        to.hub.publish(change)
 
 
 # -- task: published by TaskService.announce (op wake / cancel / status) ------------------------
@@ -92,7 +100,14 @@ def _decode_task(to: Receivers, data: dict[str, Any]) -> None:
 
 
 def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
-    # Changes may have been missed while Redis was away: clients re-read the lists.
+    # Changes may have been missed while the bus was away: the resource updates its log
+    # names (``changes``), and every list (a change whose publishing failed while Redis was
+    # away is in no log); subscriptions are read again.
+    logged = data.get("changes")
+    for each in logged if isinstance(logged, list) else ():
+        change = change_of(each) if isinstance(each, dict) else None
+        if change is not None and change.uri is not None:
+            to.hub.publish(change)
     for list_kind in _LIST_KINDS:
         to.hub.publish(Change(list_kind))
     to.sessions.subscriptions_missed()
@@ -123,13 +138,42 @@ def publish_ended(bus: Bus, session_id: str) -> None:
 
 def publish_answer(bus: Bus, session_id: str, response: Response) -> None:
     """A client's answer to a question that may wait on another replica."""
+    bus.publish("answer", _answer(session_id, response))
+
+
+def _answer(session_id: str, response: Response) -> dict[str, Any]:
     answer = {"id": response.id, "result": response.result, "error": response.error}
-    bus.publish("answer", {"sid": session_id, **answer})
+    return {"sid": session_id, **answer}
+
+
+async def send_answer(bus: Bus, session_id: str, response: Response, *, wait: bool) -> None:
+    """:func:`publish_answer`; with ``wait`` (a POST of its own) it learns whether it arrived:
+    the answer goes only to the replica that asked (its id names it), so nobody hearing it
+    means that replica is gone with the call that asked (410, not the 404 that would tell the
+    client its session is gone; that call's stream ends with an error); Redis away is a 503
+    (post the answer again)."""
+    if not wait:
+        publish_answer(bus, session_id, response)
+    elif await bus.send("answer", _answer(session_id, response)) is False:
+        raise InvalidRequest(
+            f"Not found: no request {response.id!r} waits for this answer any more: the "
+            "replica that sent it stopped, and its call ended with it",
+            http_status=410,
+        )
 
 
 def publish_cancel(bus: Bus, session_id: str, params: Mapping[str, Any]) -> None:
     """A client's cancellation of a call that may run on another replica."""
     bus.publish("cancel", {"sid": session_id, "params": dict(params)})
+
+
+async def send_cancel(bus: Bus, session_id: str, params: Mapping[str, Any], *, wait: bool) -> None:
+    """:func:`publish_cancel`; with ``wait`` (a POST of its own), Redis away is a 503 (send
+    it again), never a 202 for a cancellation nobody could hear."""
+    if wait:
+        await bus.send("cancel", {"sid": session_id, "params": dict(params)})
+    else:
+        publish_cancel(bus, session_id, params)
 
 
 def publish_subscription(bus: Bus, session_id: str, uri: str, subscribed: bool) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from server.catalog import Change
 from server.legacy.eventstream import Copy, EventStream
 
 
@@ -24,6 +25,10 @@ class StreamMirror(Protocol):
 
     async def open(self, session_id: str, stream_id: str, after: int) -> Copy | None:
         """The events after ``after`` of a stream another replica holds; None if unknown."""
+
+    async def missed(self, copy: Copy | None) -> list[Change] | None:
+        """The changes made after ``copy`` (of another replica's GET stream, or None) was last
+        written, which its replica may not have told; None if they cannot be known."""
 
     async def tail(self, session_id: str, stream: EventStream) -> None:
         """Feed ``stream`` (a local copy) with the events still to come, until it finishes."""

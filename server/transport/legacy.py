@@ -13,23 +13,22 @@ and ending sessions is :mod:`server.transport.legacy_sessions`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Container
 from functools import partial
 
-from server.aio import create_task, current_task
+from server.aio import create_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
 from server.catalog.visibility import ListWatch, View
 from server.dispatch import Target, target_name, target_scopes
-from server.errors import InvalidRequest, wire_error
+from server.errors import InvalidRequest
 from server.hub import Hub
-from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
+from server.jsonrpc import Message, Notification, Request, Response, encode_result
 from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
 from server.legacy.eventstream import EventStream
 from server.legacy.resume import elsewhere, locate
-from server.legacy.runtime import Runtimes, SessionRuntime
+from server.legacy.runtime import Runtimes, SessionRuntime, is_standalone_id
 from server.legacy.sessions import Session
 from server.protocol import PRIMING_SINCE
 from server.records.draft import Draft
@@ -38,12 +37,11 @@ from server.security.gate import Gate
 from server.security.quotas import Quotas
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror
-from server.state.messages import publish_answer, publish_cancel, publish_ended
+from server.state.messages import publish_ended, send_answer, send_cancel
 from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
-from server.transport.legacy_calls import DuplicateId, Outcome, run_inline, start_in_task
+from server.transport.legacy_calls import DuplicateId, answer_batch, run_inline
 from server.transport.legacy_sessions import LegacySessions, check_version_header
-from server.transport.response_writer import ResponseWriter
 from server.transport.send import send_body, send_empty, send_json
 from server.transport.sse import SSE_HEADERS, pump, sse_frame
 
@@ -125,7 +123,7 @@ class LegacyHttp:
             ]
             await self.batch(send, session, runtime, calls, draft)
             return
-        await self.take(session, runtime, message)
+        await self.take(session, runtime, message, alone=True)
         await send_empty(send, 202)
 
     def resolve(self, request: Request, principal: Principal, draft: Draft | None = None) -> Target:
@@ -233,20 +231,24 @@ class LegacyHttp:
         return self.views.view(principal) if self.views.hiding else None
 
     async def take(
-        self, session: Session, runtime: SessionRuntime, message: Notification | Response
+        self,
+        session: Session,
+        runtime: SessionRuntime,
+        message: Notification | Response,
+        *,
+        alone: bool = False,
     ) -> None:
-        """A client's notification, or its answer to a question of the server's."""
+        """A client's notification or answer; ``alone`` (no batch): its POST learns if heard."""
         if isinstance(message, Response):
-            if not self.era.accept_response(runtime, message):
-                # The question may wait on another replica; a stray answer is dropped there.
-                publish_answer(self.bus, session.id, message)
+            if not self.era.accept_response(runtime, message):  # it may wait on another replica
+                await send_answer(self.bus, session.id, message, wait=alone)
         elif message.method == "notifications/initialized":
             await self.era.initialized(session)
         elif message.method == "notifications/cancelled" and not self.era.cancel(
             runtime, message.params
         ):
             # The call may run on another replica.
-            publish_cancel(self.bus, session.id, message.params)
+            await send_cancel(self.bus, session.id, message.params, wait=alone)
 
     async def batch(
         self,
@@ -257,57 +259,9 @@ class LegacyHttp:
         draft: Draft,
     ) -> None:
         """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH): its
-        requests come as calls (:meth:`call`), each run in a task of its own; one whose id is
-        running already (before, or earlier in the batch) is refused, in the record too."""
-        if session.protocol_version != "2025-03-26":
-            raise InvalidRequest(
-                "Invalid request: batches exist only in protocol version 2025-03-26"
-            )
-        running: list[bytes | tuple[asyncio.Task[Outcome], EventStream]] = []
-        for message in messages:
-            if not isinstance(message, LegacyCall):
-                await self.take(session, runtime, message)
-            elif message.request.method == "initialize":
-                refusal = InvalidRequest("initialize must not be part of a batch")
-                running.append(encode_error(message.request.id, wire_error(refusal, "legacy").body))
-            elif message.request.id in runtime.inflight:
-                wire = wire_error(DuplicateId(message.request.id), "legacy")
-                draft.error(wire.code, wire.message)
-                running.append(encode_error(message.request.id, wire.body))
-            else:
-                running.append(start_in_task(self.era, message))
-        # A batch is answered as one JSON array, whatever the Accept: padded with whitespace
-        # while its calls are silent, so that an idle timeout on the way does not cut it.
-        writer = ResponseWriter(
-            send,
-            json_ok=True,
-            sse_ok=False,
-            keepalive_s=self.options.keepalive_s,
-            send_timeout_s=self.options.send_timeout_s,
-            stall_cancels=False,  # the calls end as they would for a client that left
-        )
-        owner = current_task()
-        assert owner is not None
-        writer.watch_silence(owner)
-        try:
-            answers = []
-            for each in running:
-                if isinstance(each, bytes):
-                    answers.append(each)
-                    continue
-                task, stream = each
-                await asyncio.wait((task,))  # waiting cancels nothing if the batch is cancelled
-                runtime.drop_stream(stream)
-                if not task.cancelled() and (final := task.result()[0]) is not None:
-                    answers.append(final)  # a cancelled call has no answer
-            if not answers and not writer.padded:
-                await send_empty(send, 202)
-                return
-            await writer.finish(b"[" + b",".join(answers) + b"]" if answers else b"")
-        except TimeoutError:
-            return  # the client stopped reading: the server's HTTP protocol resets it
-        finally:
-            writer.close()
+        requests come as calls (:meth:`call`); :func:`answer_batch` runs them."""
+        take = partial(self.take, session, runtime)
+        await answer_batch(send, self.era, self.options, session, runtime, messages, draft, take)
 
     # -- GET and DELETE --------------------------------------------------------------------
 
@@ -330,18 +284,16 @@ class LegacyHttp:
         session, runtime = await self.sessions.find(headers, draft)
         last_event_id = header_text(headers, b"last-event-id")
         wanted = elsewhere(runtime, last_event_id)
+        own = None  # another replica's GET stream: this one's opens first (nothing unheard)
+        if wanted is not None and is_standalone_id(wanted[0]):
+            own = await self.standalone(session, runtime, principal)
         copy = await self.mirror.open(session.id, *wanted) if wanted else None
         found = locate(runtime, last_event_id, copy, self.runtimes.events_per_stream)
         stream, after, follow = found.stream, found.after, found.follow
         if stream is None:
-            # The standalone stream offers resource updates: it needs the subscriptions.
-            await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
-            stream = runtime.standalone_stream(
-                self.hub,
-                lambda: self.era.capabilities(session.protocol_version),
-                concerns=self.concerns(principal),
-            )
-            after = stream.last_seq
+            stream, after = own or await self.standalone(session, runtime, principal)
+            if own is not None:  # what changed since the other's copy, while nobody held it
+                runtime.catch_up(await self.mirror.missed(copy), after)
         standalone = stream is runtime.standalone
         if standalone and runtime.standalone_followers:
             raise InvalidRequest(
@@ -379,6 +331,19 @@ class LegacyHttp:
             if feeder is not None:
                 runtime.remote_followers -= 1
                 feeder.cancel()
+
+    async def standalone(
+        self, session: Session, runtime: SessionRuntime, principal: Principal | None
+    ) -> tuple[EventStream, int]:
+        """The session's GET stream here (it offers resource updates: subscriptions loaded),
+        and its newest event (a GET follows it from there)."""
+        await runtime.subscriptions.load(partial(self.era.store.subscriptions, session.id))
+        stream = runtime.standalone_stream(
+            self.hub,
+            lambda: self.era.capabilities(session.protocol_version),
+            concerns=self.concerns(principal),
+        )
+        return stream, stream.last_seq
 
     async def delete(self, send: Send, headers: Headers, draft: Draft) -> None:
         session, _ = await self.sessions.find(headers, draft)

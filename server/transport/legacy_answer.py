@@ -51,6 +51,7 @@ class Answer:
         "over",
         "padding",
         "priming",
+        "request_id",
         "runtime",
         "silenced",
         "sse_ok",
@@ -72,6 +73,7 @@ class Answer:
         self._receive = receive
         self._send = send
         self._options = options
+        self.request_id: str | int | None = None  # the call's, for its stream's copy
         self.runtime = runtime
         self.priming = priming
         self.sse_ok = sse_ok
@@ -96,7 +98,7 @@ class Answer:
         takes SSE and is there."""
         stream = self.stream
         if stream is None:
-            stream = self.stream = self.runtime.open_stream()
+            stream = self.stream = self.runtime.open_stream(request_id=self.request_id)
             self._quiet()
             if self.sse_ok and not self.left:
                 self.writer = create_task(self.write(stream, stream.generation))

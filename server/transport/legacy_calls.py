@@ -5,24 +5,31 @@ The era starts the call (:meth:`~server.legacy.era.LegacyEra.start`, a
 while it waits, and turns a failure into its wire error. :func:`run_inline` runs a single
 request's call in the request's own task (docs/decisions.md#inline-legacy-calls), cancelled
 through the :class:`InlineCall` in the session's in-flight table; :func:`start_in_task` gives
-the calls of a batch and of the HTTP+SSE transport a task each, their stream open from the
-start. A call never moves between tasks; whatever happens, its stream is finished and it
-leaves the in-flight table.
+the calls of a batch (:func:`answer_batch`) and of the HTTP+SSE transport a task each, their
+stream open from the start. A call never moves between tasks; whatever happens, its stream is
+finished and it leaves the in-flight table.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 
 from server.aio import create_task, current_task
+from server.asgi import Send
 from server.errors import InvalidRequest, wire_error
-from server.jsonrpc import encode_error, encode_result
+from server.jsonrpc import Notification, Response, encode_error, encode_result
 from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
 from server.legacy.eventstream import EventStream
 from server.legacy.exchange import Outbox
-from server.transport.legacy_answer import Answer
+from server.legacy.runtime import SessionRuntime
+from server.legacy.sessions import Session
+from server.records.draft import Draft
+from server.transport.legacy_answer import Answer, LegacyOptions
+from server.transport.response_writer import ResponseWriter
+from server.transport.send import send_empty
 
 # A call's answer: the response (None: cancelled, the spec wants no response at all), its HTTP
 # status, and the wire error's (code, message) for the record when it failed.
@@ -99,6 +106,7 @@ async def run_inline(era: LegacyEra, call: LegacyCall, answer: Answer) -> Outcom
     inline = InlineCall(owner)
     inflight, request_id = call.runtime.inflight, call.request.id
     inflight[request_id] = inline
+    answer.request_id = request_id
     try:
         return await outcome_of(era, call, answer, answer)
     except asyncio.CancelledError:
@@ -124,7 +132,7 @@ def start_in_task(
     nothing when not ``replayable``). The task's result is the call's outcome; it is cancelled
     when the call is."""
     runtime, request_id = call.runtime, call.request.id
-    stream = runtime.open_stream(replayable=replayable)
+    stream = runtime.open_stream(replayable=replayable, request_id=request_id)
     task = create_task(_in_task(era, call, stream))
     runtime.inflight[request_id] = task
 
@@ -148,3 +156,65 @@ async def _in_task(era: LegacyEra, call: LegacyCall, stream: EventStream) -> Out
             del inflight[call.request.id]
     stream.finish(outcome[0])
     return outcome
+
+
+async def answer_batch(
+    send: Send,
+    era: LegacyEra,
+    options: LegacyOptions,
+    session: Session,
+    runtime: SessionRuntime,
+    messages: list[LegacyCall | Notification | Response],
+    draft: Draft,
+    take: Callable[[Notification | Response], Awaitable[None]],
+) -> None:
+    """A JSON-RPC batch (2025-03-26 only): its notifications and answers ``take``n, each of its
+    calls run in a task of its own; one whose id is running already (before, or earlier in the
+    batch) is refused, in the record too. One JSON array answers it, whatever the Accept."""
+    if session.protocol_version != "2025-03-26":
+        raise InvalidRequest("Invalid request: batches exist only in protocol version 2025-03-26")
+    running: list[bytes | tuple[asyncio.Task[Outcome], EventStream]] = []
+    for message in messages:
+        if not isinstance(message, LegacyCall):
+            await take(message)
+        elif message.request.method == "initialize":
+            refusal = InvalidRequest("initialize must not be part of a batch")
+            running.append(encode_error(message.request.id, wire_error(refusal, "legacy").body))
+        elif message.request.id in runtime.inflight:
+            wire = wire_error(DuplicateId(message.request.id), "legacy")
+            draft.error(wire.code, wire.message)
+            running.append(encode_error(message.request.id, wire.body))
+        else:
+            running.append(start_in_task(era, message))
+    # A batch is answered as one JSON array, whatever the Accept: padded with whitespace
+    # while its calls are silent, so that an idle timeout on the way does not cut it.
+    writer = ResponseWriter(
+        send,
+        json_ok=True,
+        sse_ok=False,
+        keepalive_s=options.keepalive_s,
+        send_timeout_s=options.send_timeout_s,
+        stall_cancels=False,  # the calls end as they would for a client that left
+    )
+    owner = current_task()
+    assert owner is not None
+    writer.watch_silence(owner)
+    try:
+        answers = []
+        for each in running:
+            if isinstance(each, bytes):
+                answers.append(each)
+                continue
+            task, stream = each
+            await asyncio.wait((task,))  # waiting cancels nothing if the batch is cancelled
+            runtime.drop_stream(stream)
+            if not task.cancelled() and (final := task.result()[0]) is not None:
+                answers.append(final)  # a cancelled call has no answer
+        if not answers and not writer.padded:
+            await send_empty(send, 202)
+            return
+        await writer.finish(b"[" + b",".join(answers) + b"]" if answers else b"")
+    except TimeoutError:
+        return  # the client stopped reading: the server's HTTP protocol resets it
+    finally:
+        writer.close()

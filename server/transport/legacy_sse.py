@@ -269,7 +269,7 @@ class SseTransport:
         started: tuple[LegacyCall, asyncio.Task[Outcome]] | None = None
         for each, target in zip(messages, targets, strict=True):
             if not isinstance(each, Request):
-                await self.legacy.take(session, runtime, each)
+                await self.legacy.take(session, runtime, each, alone=each is message)
             elif each.method == "initialize":
                 await self._initialize(session, each, draft)
             else:

@@ -1,5 +1,6 @@
-"""server.legacy.resume across replica processes: a GET stream cut by its replica's drain or crash
-resumes on the other replica (issue 35). Two ``python -m server`` and a real redis-server."""
+"""server.legacy.resume across replica processes (issue 35), two ``python -m server`` and a real
+redis-server: a GET stream cut by its replica's drain or crash resumes on the other replica, and a
+call cut by a crash ends its resumed stream with an error."""
 
 import asyncio
 import contextlib
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server.state.redis.mirror import CALL_LOST
 from tests.support.deploy_helpers import (
     legacy_headers,
     modern_call,
@@ -32,7 +34,8 @@ def test_a_get_stream_cut_by_its_replica_stopping_resumes_on_the_other(
     # Two `python -m server` replicas sharing a real redis-server. A session's GET stream on
     # replica A hears two resource updates; A is then stopped (SIGTERM: it drains and ends the
     # stream; SIGKILL: the connection just breaks). The client's GET with Last-Event-ID on B
-    # must carry on there (it was a 410), and every update reaches the client once.
+    # must carry on there (it was a 410), and every update reaches the client once, the one
+    # made through B while no replica held the stream too (it was lost: nobody published it).
     with Replicas(n=2, nginx=False, workdir=tmp_path) as replicas:
         a, b = replicas.replica_urls
         asyncio.run(_cut_and_resume(replicas, a, b, sig))
@@ -77,6 +80,10 @@ async def _cut_and_resume(replicas: Replicas, a: str, b: str, sig: signal.Signal
         await asyncio.to_thread(server.process.wait, 20)
         assert last_id is not None
         assert last_id.rpartition("_")[0].endswith("g")
+        # Twice while no GET is open anywhere: only the change log keeps them (and two
+        # alike are two updates, each told).
+        await touch(b, 15)
+        await touch(b, 16)
 
         resume = {**sse_get_headers(sid), "Last-Event-ID": last_id}
         async with client.stream("GET", f"{b}/mcp", headers=resume) as resumed:
@@ -87,6 +94,10 @@ async def _cut_and_resume(replicas: Replicas, a: str, b: str, sig: signal.Signal
             assert priming.message is None
             assert priming.id is not None
             assert not priming.id.startswith(last_id.split("_")[0])
+            for _ in range(2):  # the updates made while nobody held the stream
+                frame = await anext(frames)
+                assert frame.message is not None
+                received.append(frame.message)
             await touch(b, 20)
             frame = await anext(frames)
             assert frame.message is not None
@@ -96,4 +107,67 @@ async def _cut_and_resume(replicas: Replicas, a: str, b: str, sig: signal.Signal
             "method": "notifications/resources/updated",
             "params": {"uri": COUNTER_URI},
         }
-        assert received == [updated] * 3
+        assert received == [updated] * 5
+
+
+def test_a_call_cut_by_its_replica_crashing_ends_its_resumed_stream_with_an_error(
+    tmp_path: Path,
+) -> None:
+    # Issue 35: a call's stream copied from a replica that was SIGKILLed has no end marker,
+    # and the GET resuming it on the other replica followed the copy for ever. It must end,
+    # within MCP_REDIS_TIMEOUT_S-ish, with a JSON-RPC error for the call (send it again).
+    with Replicas(n=2, nginx=False, workdir=tmp_path) as replicas:
+        a, b = replicas.replica_urls
+        asyncio.run(_call_cut(replicas, a, b))
+
+
+async def _call_cut(replicas: Replicas, a: str, b: str) -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        sid = await open_session(client, f"{a}/mcp")
+        call = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {
+                "name": "work",
+                "arguments": {"seconds": 120},
+                "_meta": {"progressToken": "p"},
+            },
+        }
+        last_id = None
+        async with client.stream(
+            "POST", f"{a}/mcp", json=call, headers=legacy_headers(sid)
+        ) as answer:
+            assert answer.status_code == 200
+            async for frame in sse_frames(answer, limit=5):
+                last_id = frame.id
+                if frame.message is not None:  # the progress notification
+                    break
+            await asyncio.sleep(0.3)  # A's copy of the stream is in Redis
+            server = replicas.servers[0]
+            os.kill(server.pid, signal.SIGKILL)
+        assert server.process is not None
+        await asyncio.to_thread(server.process.wait, 20)
+        assert last_id is not None
+        assert not last_id.rpartition("_")[0].endswith("g")  # a call's stream
+
+        resume = {**sse_get_headers(sid), "Last-Event-ID": last_id}
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client.stream("GET", f"{b}/mcp", headers=resume) as resumed:
+            assert resumed.status_code == 200
+            messages = [
+                frame.message async for frame in sse_frames(resumed, limit=8) if frame.message
+            ]
+        took = loop.time() - started
+        assert messages == [
+            {"jsonrpc": "2.0", "id": 7, "error": {"code": -32000, "message": CALL_LOST}}
+        ]
+        assert took < 8, took  # MCP_REDIS_TIMEOUT_S (2 s) and the shared machine's margin
+        # A second resume replays the error from the copy, now ended, and closes at once.
+        async with client.stream("GET", f"{b}/mcp", headers=resume) as again:
+            assert again.status_code == 200
+            replayed = [
+                frame.message async for frame in sse_frames(again, limit=5) if frame.message
+            ]
+        assert replayed == messages

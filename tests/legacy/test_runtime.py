@@ -15,6 +15,7 @@ from server.legacy.runtime import (
     MAX_STREAMS_PER_SESSION,
     Runtimes,
     SessionRuntime,
+    asked_by,
     is_standalone_id,
 )
 
@@ -125,6 +126,16 @@ def test_outgoing_request_ids_are_fresh_and_unique_across_runtimes() -> None:
     assert not set(ids) & {other.next_request_id() for _ in range(3)}
 
 
+def test_outgoing_request_ids_name_the_replica_that_waits_for_the_answer() -> None:
+    # Issue 35: with replicas, an answer goes only to the replica that asked.
+    runtime = SessionRuntime("session", events_per_stream=4, replica="0123456789abcdef")
+    request_id = runtime.next_request_id()
+    assert asked_by(request_id) == "0123456789abcdef"
+    assert asked_by(SessionRuntime("session", events_per_stream=4).next_request_id()) is None
+    for other in ("srv-1", 7, "srv-0123456789abcdeg-abc-1", "x-0123456789abcdef-abc-1", None):
+        assert asked_by(other) is None
+
+
 def test_standalone_streams_are_named_as_such() -> None:
     runtime = SessionRuntime("session", events_per_stream=4)
     call = runtime.open_stream()
@@ -195,6 +206,46 @@ def test_resource_updates_only_for_subscribed_uris_and_below() -> None:
     runtime.subscriptions.apply("test://dir/", False)
     hub.publish(Change("resource_updated", "test://docs"))
     assert len(messages(stream)) == 3
+
+
+def test_a_resume_catches_up_with_what_its_previous_holder_did_not_tell() -> None:
+    # Issue 35: the changes made while no replica held the GET stream, filtered as the hub's
+    # are (subscriptions, capabilities), and not repeated when heard meanwhile.
+    hub = Hub()
+    runtime = SessionRuntime("session", events_per_stream=16)
+    runtime.subscriptions.apply("test://docs", True)
+    stream = runtime.standalone_stream(hub, lambda: {"tools": {}})
+    after = stream.last_seq
+    hub.publish(Change("tools"))  # heard here after this stream opened
+    runtime.catch_up(
+        [
+            Change("resource_updated", "test://docs/1"),
+            Change("resource_updated", "test://other"),
+            Change("prompts"),  # not a capability of the session
+            Change("tools"),  # already told
+            Change("resource_updated", "test://docs/1"),  # a second update: told again
+        ],
+        after,
+    )
+    assert [message["method"] for message in messages(stream)] == [
+        "notifications/tools/list_changed",
+        "notifications/resources/updated",
+        "notifications/resources/updated",
+    ]
+    assert messages(stream)[1]["params"] == {"uri": "test://docs/1"}
+
+
+def test_a_resume_that_cannot_know_what_was_missed_tells_to_read_everything_again() -> None:
+    runtime = SessionRuntime("session", events_per_stream=16)
+    runtime.subscriptions.apply("test://docs", True)
+    stream = runtime.standalone_stream(Hub(), lambda: ALL_CAPS)
+    runtime.catch_up(None, stream.last_seq)
+    assert [(message["method"], message.get("params")) for message in messages(stream)] == [
+        ("notifications/tools/list_changed", None),
+        ("notifications/prompts/list_changed", None),
+        ("notifications/resources/list_changed", None),
+        ("notifications/resources/updated", {"uri": "test://docs"}),
+    ]
 
 
 def test_a_finished_standalone_stream_ignores_changes() -> None:

@@ -26,9 +26,11 @@ import pytest
 from server.app import create_app
 from server.settings import Settings
 from server.transport.sse_sessions import WATCH_S
+from tests.support.deploy_helpers import INITIALIZE, INITIALIZED, legacy_headers
 from tests.support.http_sse import endpoint_of
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import initialize
+from tests.support.mcp_client import sse_messages as mcp_sse_messages
 from tests.support.polling import wait_until_blocking
 from tests.support.redis_server import RedisServer, fresh_prefix
 from tests.support.replicas import PREFIX, Replicas
@@ -39,6 +41,7 @@ TIMEOUT_S = 2.0  # MCP_REDIS_TIMEOUT_S, its default
 MARGIN_S = 2.0  # the shared 2-core machine's scheduling, and the 1 s steps of the bus's checks
 CALL_S = 3.0  # the silent call: count_slowly, 2 steps of 1.5 s
 STALL_S = 10.0
+ELICIT: dict[str, Any] = {"elicitation": {}}
 
 
 @pytest.fixture
@@ -228,3 +231,47 @@ async def test_a_post_for_a_session_whose_holder_died_is_refused_and_its_call_st
     assert len(calls) == 1
     # Stopped before the post that was refused, not run to its 60 s end.
     assert calls[0]["duration_ms"] < waited_ms
+
+
+# -- the initialize era: a client's answer to a question of a replica that died ----------------
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["asker-alive", "asker-killed"])
+async def test_an_answer_reaches_the_replica_that_asked_or_its_post_learns_it_is_gone(
+    crash: bool, redis: RedisServer, tmp_path: Path
+) -> None:
+    # A call on replica A asks the client (elicitation); the client posts its answer to B.
+    # Alive, A gets it over the bus (only A hears it: its id names A). SIGKILLed, nobody
+    # hears it: the POST was a 202 into the void (issue 35), it is a 410 now (a 404 would
+    # tell the client its session is gone).
+    with Replicas(2, redis=redis, nginx=False, workdir=tmp_path) as running:
+        a, b = running.replica_urls
+        async with httpx.AsyncClient(timeout=30) as http:
+            initialize = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": ELICIT}}
+            opened = await http.post(f"{a}/mcp", json=initialize, headers=legacy_headers())
+            sid = opened.headers["mcp-session-id"]
+            done = await http.post(f"{a}/mcp", json=INITIALIZED, headers=legacy_headers(sid))
+            assert done.status_code == 202
+            call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
+            call["params"] = {"name": "ask_name", "arguments": {}}
+            headers = legacy_headers(sid)
+            async with http.stream("POST", f"{a}/mcp", json=call, headers=headers) as stream:
+                messages = mcp_sse_messages(stream, limit=10)
+                question = await anext(messages)
+                assert question["method"] == "elicitation/create"
+                if crash:
+                    process = running.servers[0].process
+                    assert process is not None
+                    process.kill()
+                    process.wait(10)
+                answer = {"jsonrpc": "2.0", "id": question["id"]}
+                answer["result"] = {"action": "accept", "content": {"name": "Ada"}}
+                posted = await http.post(f"{b}/mcp", json=answer, headers=headers)
+                if crash:
+                    assert posted.status_code == 410, posted.text
+                    assert "stopped" in posted.json()["error"]["message"]
+                    return
+                assert posted.status_code == 202, posted.text
+                result = await anext(messages)
+                assert result["id"] == 5
+                assert result["result"]["content"][0]["text"] == "Hello, Ada!"

@@ -127,6 +127,29 @@ async def test_resync_offers_the_three_list_changes(app: Application) -> None:
     assert frames(stream) == [b"tools None", b"prompts None", b"resources None"]
 
 
+async def test_resync_with_what_the_log_says_offers_its_updates_and_every_list(
+    app: Application,
+) -> None:
+    # Issue 35: the change log told what the lost subscription missed: its resource
+    # updates, then every list (one changed where publishing failed is in no log).
+    stream = attach(app)
+    missed = [
+        {"kind": "resource_updated", "uri": "file:///a"},
+        {"kind": "tools", "uri": None},
+        {"kind": "resource_updated", "uri": "file:///a"},
+        {"kind": "tools", "uri": None},
+        {"kind": "nonsense"},
+    ]
+    app.relay.deliver("resync", {"changes": missed})
+    assert frames(stream) == [
+        b"resource_updated file:///a",
+        b"resource_updated file:///a",
+        b"tools None",
+        b"prompts None",
+        b"resources None",
+    ]
+
+
 def test_announce_change_publishes_on_the_bus(app: Application) -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
@@ -380,6 +403,10 @@ class PairedBus:
         if peer is not None and peer.deliver is not None:
             wire = json.loads(json.dumps(data))
             asyncio.get_running_loop().call_soon(peer.deliver, kind, wire)
+
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        self.publish(kind, data)
+        return self.peer is not None and self.peer.deliver is not None
 
     def start(self, deliver: Deliver) -> None:
         self.deliver = deliver

@@ -8,7 +8,8 @@ send meanwhile is lost), and ``resync`` once subscribed again. A stalled Redis c
 so the listener pings on its own connection when the channel is quiet: silence for
 ``MCP_REDIS_TIMEOUT_S`` past a ping is a lost subscription too. A message for a session's
 stream that did not go out (Redis failed, or nobody was subscribed) comes back locally as
-``unsent``, so the replica that ran the call learns its answer was lost.
+``unsent``, so the replica that ran the call learns its answer was lost. A ``change`` is also
+kept in the change log (:mod:`server.state.redis.changes`) as it is published.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from typing import Any
 
@@ -25,7 +25,9 @@ from redis.asyncio.client import PubSub
 
 from server.aio import next_batch, stop_task
 from server.errors import ServiceUnavailable
+from server.legacy.runtime import asked_by
 from server.state.bus import Deliver
+from server.state.redis.changes import ChangeLog, position_of
 from server.state.redis.link import PING_LOST_S, RedisLink, command_refused, redis_failure
 
 log = logging.getLogger(__name__)
@@ -33,13 +35,23 @@ log = logging.getLogger(__name__)
 QUEUE_LIMIT = 10_000
 PUBLISH_BATCH = 256
 
+# (channel, message, whether it is a change to log, what waits to learn if it was heard)
+Queued = tuple[str, bytes, bool, "asyncio.Future[bool] | None"]
+
+
+def replica_channel(link: RedisLink, origin: str) -> str:
+    """The channel a replica stays subscribed to while it runs: Redis drops the subscription
+    with its connection, so another replica can tell it is gone (PUBSUB NUMSUB)."""
+    return f"{link.key('bus')}:r:{origin}"
+
 
 class RedisBus:
-    def __init__(self, link: RedisLink) -> None:
+    def __init__(self, link: RedisLink, changes: ChangeLog | None = None) -> None:
         self.link = link
         self.channel = link.key("bus")
-        self.origin = secrets.token_hex(8)
-        self._queue: asyncio.Queue[tuple[str, bytes]] | None = None
+        self.origin = link.replica
+        self.changes = changes
+        self._queue: asyncio.Queue[Queued] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._local: Deliver | None = None
         # The channels of the HTTP+SSE streams held here, each with its SUBSCRIBE confirmed.
@@ -47,6 +59,8 @@ class RedisBus:
         self._pubsub: PubSub | None = None
         self._releases: set[asyncio.Task[None]] = set()
         self._missed = False  # the subscription was lost: resync once it is back
+        # The newest change a resync replayed from the log: not applied again when it comes.
+        self._replayed: tuple[int, int] | None = None
         # How often a quiet subscription is checked with a ping, and how long it may stay
         # silent past one before it counts as lost.
         self.check_s = min(1.0, link.timeout_s / 2)
@@ -59,18 +73,38 @@ class RedisBus:
         self.lag_s: float | None = None
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
+        self._enqueue(kind, data, None)
+
+    async def send(self, kind: str, data: dict[str, Any]) -> bool | None:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if not self._enqueue(kind, data, future):
+            raise _bus_away()
+        try:
+            async with asyncio.timeout(self.link.timeout_s):
+                return await future
+        except TimeoutError:
+            raise _bus_away() from None
+
+    def _enqueue(self, kind: str, data: dict[str, Any], heard: asyncio.Future[bool] | None) -> bool:
         if self._queue is None:
             self.dropped += 1
-            return
+            return False
         message = orjson.dumps({"o": self.origin, "k": kind, "d": data, "t": time.monotonic()})
         session_id = data.get("sid")
         channel = self.channel
         if kind == "sse" and isinstance(session_id, str):
             channel = self._stream_channel(session_id)  # only the replica holding it hears it
+        elif kind == "answer" and (asker := asked_by(data.get("id"))) is not None:
+            channel = replica_channel(self.link, asker)  # only the replica that asked
+        logged = kind == "change" and self.changes is not None
         try:
-            self._queue.put_nowait((channel, message))
+            self._queue.put_nowait((channel, message, logged, heard))
         except asyncio.QueueFull:
             self.dropped += 1
+            return False
+        if logged and self.changes is not None:
+            self.changes.queued()
+        return True
 
     def start(self, deliver: Deliver) -> None:
         self._local = deliver
@@ -111,11 +145,15 @@ class RedisBus:
                 for _ in batch:
                     queue.task_done()
 
-    async def _publish(self, batch: list[tuple[str, bytes]]) -> None:
+    async def _publish(self, batch: list[Queued]) -> None:
+        changes = self.changes
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
-                for channel, message in batch:
-                    pipe.publish(channel, message)
+                for channel, message, logged, _ in batch:
+                    if logged and changes is not None:
+                        await changes.publish(pipe, channel, message)
+                    else:
+                        pipe.publish(channel, message)
                 receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
         except Exception:
@@ -124,11 +162,27 @@ class RedisBus:
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
-            self._unsent([message for _, message in batch])
+            self._tell(batch, None)
+            self._unsent([message for _, message, _, _ in batch])
             return
+        finally:
+            if changes is not None:
+                changes.sent(sum(logged for _, _, logged, _ in batch))
+        self._tell(batch, receivers)
         # Nobody subscribed: for a stream's message, no replica holds that stream any more.
         heard = zip(batch, receivers, strict=True)
-        self._unsent([message for (_, message), count in heard if count == 0])
+        self._unsent([message for (_, message, _, _), count in heard if count == 0])
+
+    @staticmethod
+    def _tell(batch: list[Queued], receivers: list[Any] | None) -> None:
+        """Tell those waiting whether their message was heard (None: it did not go out)."""
+        for index, (_, _, _, heard) in enumerate(batch):
+            if heard is None or heard.done():
+                continue
+            if receivers is None:
+                heard.set_exception(_bus_away())
+            else:
+                heard.set_result(int(receivers[index]) > 0)
 
     def _unsent(self, messages: list[bytes]) -> None:
         """Tell this replica which sessions' stream messages did not go out (once each)."""
@@ -151,7 +205,9 @@ class RedisBus:
             pubsub: PubSub = self.link.client.pubsub()
             try:
                 channels = list(self._held)
-                await pubsub.subscribe(self.channel, *channels)
+                await pubsub.subscribe(
+                    self.channel, replica_channel(self.link, self.origin), *channels
+                )
                 self._pubsub = pubsub  # from now on hold() subscribes on it itself
                 if missing := [channel for channel in self._held if channel not in channels]:
                     await pubsub.subscribe(*missing)  # held while this one subscribed
@@ -198,9 +254,12 @@ class RedisBus:
                         self._away(deliver)
                     self.subscribed = True
                     self.link.seen()
+                    if self.changes is not None and self.changes.seen is None:
+                        with contextlib.suppress(Exception):  # then copies carry no position
+                            await self.changes.start()
                     if self._missed:
                         self._missed = False
-                        deliver("resync", {})
+                        deliver("resync", await self._missed_changes())
                 elif kind == "message":
                     self._deliver(message, deliver)
                 continue
@@ -268,11 +327,35 @@ class RedisBus:
         except Exception:
             log.exception("handling the bus's lost subscription failed")
 
+    async def _missed_changes(self) -> dict[str, Any]:
+        """For ``resync``: the changes logged since the last one applied here (``changes``),
+        read once subscribed again; nothing when they cannot be known."""
+        changes = self.changes
+        if changes is None or changes.seen is None:
+            return {}
+        try:
+            logged = await changes.after(changes.seen)
+        except Exception:  # Redis went again: every list and subscription is re-read
+            return {}
+        if logged is None:
+            return {}
+        # What comes on the new subscription and was in the log is applied once.
+        changes.saw(changes.read_upto)
+        self._replayed = position_of(changes.read_upto)
+        return {"changes": logged}
+
     def _deliver(self, message: dict[str, Any], deliver: Deliver) -> None:
         if message.get("type") != "message":
             return
         try:
             event = orjson.loads(message["data"])
+            if self.changes is not None and "p" in event:
+                position = position_of(event["p"])
+                if self._replayed is not None and position is not None:
+                    if position <= self._replayed:
+                        return  # replayed from the log after a lost subscription
+                    self._replayed = None
+                self.changes.saw(event["p"])  # applied below (or where it was made)
             if event["o"] == self.origin:
                 sent = event.get("t")
                 if type(sent) is float:
@@ -289,3 +372,9 @@ class RedisBus:
             deliver(kind, data)
         except Exception:
             log.exception("handling a %r bus event failed", kind)
+
+
+def _bus_away() -> ServiceUnavailable:
+    return ServiceUnavailable(
+        "The bus between replicas does not answer; retry shortly", retry_after=PING_LOST_S
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -56,6 +57,9 @@ class CommandRefused(ServiceUnavailable):
 class RedisLink:
     def __init__(self, url: str, *, prefix: str, timeout_s: float) -> None:
         self.prefix = prefix
+        # This process among the replicas sharing Redis: its bus messages, its streams' copies
+        # and the ids of its requests to clients name it.
+        self.replica = secrets.token_hex(8)
         self.timeout_s = timeout_s
         self.client: Redis = Redis.from_url(
             url,
