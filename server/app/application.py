@@ -46,7 +46,8 @@ from server.retirement.plan import parse_plan
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
-from server.security.quotas import build_quotas
+from server.security.quotas import Quotas, build_quotas
+from server.security.shared_limits import SharedLimits
 from server.settings import Settings
 from server.settings_checks import quotas as quota_entries
 from server.state.auto import quota_counter, shared_state, state_link, stream_mirror
@@ -264,7 +265,9 @@ class Application:
             quota_counter(self.shared.link),
             fail_open=settings.quota_on_redis_failure == "open",
         )
-        self.legacy.quotas = modern_http.quotas = quotas
+        self.legacy.quotas = modern_http.quotas = share_limits(
+            self.gate, quotas, self.shared.limits
+        )
         self.lifecycle = Lifecycle(
             settings,
             catalog=catalog,
@@ -357,3 +360,13 @@ def sink_options(settings: Settings) -> SinkOptions:
         redis_maxlen=settings.records_redis_maxlen,
         redis_timeout_s=settings.redis_timeout_s,
     )
+
+
+def share_limits(gate: Gate, quotas: Quotas | None, limits: SharedLimits | None) -> Quotas | None:
+    """With Redis, the per-client limits counted there too (in the quota charge's call, for
+    a tool call); ``quotas`` returned."""
+    if limits is not None:
+        gate.shared, gate.shares = limits, True
+        if quotas is not None:
+            quotas.shared = limits
+    return quotas

@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl
 
-from server.errors import INVALID_REQUEST, McpError
-from server.settings_checks import TokenEntry, token_entry
+from server.errors import INVALID_REQUEST, ConfigurationError, McpError
+from server.settings_checks import TokenEntry, token_entry, token_file_entries
 
 AUTH_ERROR = -32001
 
@@ -330,3 +330,23 @@ def _parse_digest(line: str) -> bytes:
     if algorithm.lower() != "sha256" or not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigest):
         raise ValueError("MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests")
     return bytes.fromhex(hexdigest)
+
+
+def read_tokens_file(path: str) -> list[TokenEntry]:
+    """The entries of ``MCP_AUTH_TOKENS_FILE`` at ``path`` (none when it is ""):
+    ConfigurationError naming the file and line of a bad one."""
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read(1024 * 1024 + 1)
+    except OSError as failure:
+        raise ConfigurationError(
+            f"MCP_AUTH_TOKENS_FILE: cannot read {path}: {failure.strerror or failure}"
+        ) from None
+    if len(text) > 1024 * 1024:
+        raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
+    try:
+        return token_file_entries(text, path)
+    except ValueError as bad:
+        raise ConfigurationError(str(bad)) from None

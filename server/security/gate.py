@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
 from server.errors import ConfigurationError, McpError, ServiceUnavailable
+from server.jsonrpc import Message
 from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.records.schema import clip
@@ -30,6 +31,7 @@ from server.security.auth import (
     Principal,
     StaticTokens,
     check_scope_tokens,
+    read_tokens_file,
     single_authorization,
 )
 from server.security.limits import (
@@ -43,13 +45,9 @@ from server.security.limits import (
 )
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
+from server.security.shared_limits import SharedLimits
 from server.settings import Settings
-from server.settings_checks import (
-    TokenEntry,
-    check_token_entries,
-    token_entry,
-    token_file_entries,
-)
+from server.settings_checks import check_token_entries, token_entry
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +88,9 @@ class Gate:
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
         self._tool_scopes = tool_scopes
+        # With Redis, the limits counted across replicas too (each request's rate due there).
+        self.shared: SharedLimits | None = None
+        self.shares = False
 
     async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The caller, or an McpError (400/401/403/429/503) to answer with. Without
@@ -115,6 +116,7 @@ class Gate:
         # _charge for ANONYMOUS (no subject: the draft's is None already).
         if not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
+            draft.rate_due = self.shares
         return ANONYMOUS
 
     def _charge(self, draft: Draft, principal: Principal, scope: Scope, headers: Headers) -> None:
@@ -124,6 +126,7 @@ class Gate:
             draft.tenant = clip(principal.tenant)
         if draft.subject is not None or not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
+            draft.rate_due = self.shares
 
     def charge_refusal(self, scope: Scope, headers: Headers, draft: Draft) -> None:
         """A request refused before authentication (bad Host or Origin, headers too large, a
@@ -186,12 +189,27 @@ class Gate:
             self.auth.require(principal, scopes)
 
     def stream_slot(self, draft: Draft) -> Slot:
-        """A slot for one long-lived stream of this client (429 past the cap)."""
+        """A slot for one long-lived stream of this client (429 past the cap here; past the
+        cap across replicas once :meth:`settle` takes it there too)."""
         return self.streams.acquire(self.key(draft))
 
     def session_slot(self, draft: Draft) -> Slot:
-        """A slot for one more legacy session of this client (429 past the cap)."""
+        """A slot for one more legacy session of this client (as :meth:`stream_slot`)."""
         return self.sessions.acquire(self.key(draft))
+
+    async def settle(self, draft: Draft, *slots: Slot) -> None:
+        """With Redis: the due rate counted, ``slots`` taken there too (one store call)."""
+        if self.shared is not None:
+            await self.shared.settle(draft, slots=slots)
+
+    async def settle_message(self, draft: Draft, message: Message | list[Message]) -> None:
+        if self.shared is not None and not self.shared.settles_later(message):
+            extra = len(message) - 1 if isinstance(message, list) else 0  # a batch's
+            await self.shared.settle(draft, extra=extra)
+
+    async def settle_late(self, draft: Draft) -> None:
+        if self.shared is not None:
+            await self.shared.settle_late(draft)
 
     def session_started(self, session_id: str, slot: Slot) -> None:
         self._session_slots[session_id] = slot
@@ -276,7 +294,7 @@ def check_auth_mode(settings: Settings) -> list[str]:
             f"MCP_AUTH_REQUIRED_SCOPES or MCP_AUTH_TOKEN_SCOPES: {bad}; use OAuth scope names"
         ) from bad
     if mode == "tokens":
-        from_file = tokens_file_entries(settings)
+        from_file = read_tokens_file(settings.auth_tokens_file)
         if not settings.auth_tokens and not from_file:
             raise ConfigurationError(
                 "MCP_AUTH=tokens needs MCP_AUTH_TOKENS or MCP_AUTH_TOKENS_FILE (python -m "
@@ -322,7 +340,7 @@ def build_authenticator(settings: Settings) -> Authenticator:
         return NoAuth()
     if settings.auth == "tokens":
         return StaticTokens(
-            [*settings.auth_tokens, *tokens_file_entries(settings)],
+            [*settings.auth_tokens, *read_tokens_file(settings.auth_tokens_file)],
             settings.auth_token_scopes,
             settings.auth_required_scopes,
         )
@@ -350,27 +368,6 @@ def build_authenticator(settings: Settings) -> Authenticator:
             settings.auth_default_tenant if settings.auth_tenant_missing == "default" else None
         ),
     )
-
-
-def tokens_file_entries(settings: Settings) -> list[TokenEntry]:
-    """The entries of ``MCP_AUTH_TOKENS_FILE`` (none when unset); ConfigurationError naming
-    the file and line of a bad one."""
-    path = settings.auth_tokens_file
-    if not path:
-        return []
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read(1024 * 1024 + 1)
-    except OSError as failure:
-        raise ConfigurationError(
-            f"MCP_AUTH_TOKENS_FILE: cannot read {path}: {failure.strerror or failure}"
-        ) from None
-    if len(text) > 1024 * 1024:
-        raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
-    try:
-        return token_file_entries(text, path)
-    except ValueError as bad:
-        raise ConfigurationError(str(bad)) from None
 
 
 def protected_resource_document(
