@@ -167,6 +167,12 @@ class Refusing:
     ) -> Settled:
         return Settled(None, [], 0 if slots else None)
 
+    async def renew(self, held: Sequence[tuple[str, str]], lease_us: int) -> None:
+        raise AssertionError("nothing is held")
+
+    async def release(self, key: str, member: str) -> None:
+        raise AssertionError("nothing is held")
+
 
 async def test_a_slot_refused_across_replicas_is_the_counters_429() -> None:
     limits = SharedLimits(Refusing(), rate=1, burst=1, lease_s=30, fail_open=True)
