@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     # GET /metrics (Prometheus); answered only to these networks, 404 to others.
     metrics: bool = True
     metrics_networks: CommaList = ["127.0.0.1", "::1"]
+    # Tenants with a series of their own in mcp_tenant_*_total (the top N by requests; the
+    # rest are "other"); 0: no tenant metrics.
+    metrics_tenants: int = Field(20, ge=0, le=1000)
     otel: bool = False  # OpenTelemetry spans (the otel extra; OTEL_* configure the export)
 
     # Keep-alive period of every open response: SSE comments on streams; a call silent this

@@ -187,7 +187,7 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
-        self.metrics = Metrics(lambda name: name in catalog.tools)
+        self.metrics = Metrics(lambda name: name in catalog.tools, settings.metrics_tenants)
         # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
         self.live: LiveReport | None = None
         self.live_tail: Any = None
