@@ -59,6 +59,12 @@ class LimitStore(Protocol):
     """Where the shared counts live (:class:`server.state.redis.limits.RedisLimits`). A
     failure is :class:`~server.errors.ServiceUnavailable`."""
 
+    @property
+    def available(self) -> bool:
+        """False while the store is known to be away (lost, or stalled past its pings): then
+        nothing waits for it, the limits fail at once as configured."""
+        ...
+
     async def settle(
         self, rate: RateAsk | None, quotas: Sequence[tuple[str, int]], slots: Sequence[SlotAsk]
     ) -> Settled: ...
@@ -132,6 +138,8 @@ class SharedLimits:
         if rate is None and not quotas and not asks:
             return []
         try:
+            if not self.store.available:  # a request waits for Redis's timeout once, not twice
+                raise ServiceUnavailable("Shared state is unavailable; retry shortly")
             settled = await self.store.settle(rate, quotas, asks)
         except ServiceUnavailable:
             self._failed()

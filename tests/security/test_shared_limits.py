@@ -162,6 +162,8 @@ async def test_where_redis_cannot_count_limits_fail_as_configured_and_say_so_onc
 class Refusing:
     """A store that refuses the first slot it is asked for."""
 
+    available = True
+
     async def settle(
         self, rate: RateAsk | None, quotas: Sequence[tuple[str, int]], slots: Sequence[SlotAsk]
     ) -> Settled:

@@ -78,6 +78,13 @@ class RedisLimits:
         self._settle = link.client.register_script(_SETTLE)
         self._renew = link.client.register_script(_RENEW)
 
+    @property
+    def available(self) -> bool:
+        """Unless the link knows Redis is away (it lost it, or its ping is late), which only a
+        link that has connected once can know."""
+        link = self.link
+        return link.answering or not link.ever_connected
+
     async def settle(
         self, rate: RateAsk | None, quotas: Sequence[tuple[str, int]], slots: Sequence[SlotAsk]
     ) -> Settled:
