@@ -4,6 +4,7 @@ quota charge; where Redis cannot count, open (per process) or closed (503), logg
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from server.security.limits import StreamCounter, TooManyStreams
 from server.security.shared_limits import RateAsk, Settled, SharedLimits, SlotAsk
 from server.settings import Settings
 from tests.support.deploy_helpers import free_port
-from tests.support.mcp_client import modern, modern_headers
+from tests.support.mcp_client import initialize, legacy_headers, modern, modern_headers
 from tests.support.redis_server import fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -79,6 +80,12 @@ async def call(client: httpx.AsyncClient, n: int = 1) -> httpx.Response:
 async def test_a_clients_rate_holds_in_total_across_three_replicas(redis_server) -> None:
     async with replicas(settings(redis_server.url)) as clients:
         answers = [await call(clients[n % 3], n) for n in range(12)]
+        # The legacy era's requests count into the same rate: initialize takes its session
+        # slot and its rate in one call, and is refused too.
+        headers = {**legacy_headers(), "Authorization": f"Bearer {TOKEN}"}
+        opened = await clients[1].post("/mcp", json=initialize(), headers=headers)
+        assert opened.status_code == 429
+        assert opened.json()["error"]["data"]["limit"] == "rate"
     statuses = [answer.status_code for answer in answers]
     # A burst of 4 for the client, whichever replica serves: not 4 per replica (12).
     assert statuses == [200] * 4 + [429] * 8
@@ -184,3 +191,30 @@ async def test_a_slot_refused_across_replicas_is_the_counters_429() -> None:
         await limits.settle(Draft("GET", "/mcp", None, "192.0.2.1", None), slots=[slot])
     assert refused.value.data == {"limit": "streams", "max": 2}
     assert not limits.held
+
+
+async def test_a_clients_session_cap_holds_across_replicas_and_a_deleted_one_frees_its_slot(
+    redis_server,
+) -> None:
+    config = settings(redis_server.url, rate_limit_burst=100, max_sessions_per_client=2)
+    headers = {**legacy_headers(), "Authorization": f"Bearer {TOKEN}"}
+    async with replicas(config) as clients:
+        first = await clients[0].post("/mcp", json=initialize(), headers=headers)
+        second = await clients[1].post("/mcp", json=initialize(), headers=headers)
+        assert (first.status_code, second.status_code) == (200, 200)
+        third = await clients[2].post("/mcp", json=initialize(), headers=headers)
+        assert third.status_code == 429
+        assert third.json()["error"]["data"] == {"limit": "sessions", "max": 2}
+        session = legacy_headers(first.headers["mcp-session-id"])
+        ended = await clients[0].delete("/mcp", headers={**session, **auth()})
+        assert ended.status_code in (200, 204)
+        for _ in range(50):  # its slot is given back in Redis just after the answer
+            again = await clients[2].post("/mcp", json=initialize(), headers=headers)
+            if again.status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert again.status_code == 200
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKEN}"}
