@@ -41,6 +41,17 @@ Handler = Callable[[Mapping[str, Any], Context, Target], Coroutine[Any, Any, dic
 Envelope = Callable[[str, dict[str, Any]], dict[str, Any]]
 R = TypeVar("R")
 
+NO_SCOPES: tuple[str, ...] = ()
+
+
+def target_scopes(target: Target) -> tuple[str, ...]:
+    """The scopes a caller must hold to use what a request names (its item's ``scopes``)."""
+    if target is None:
+        return NO_SCOPES
+    item = target[0] if isinstance(target, tuple) else target
+    return item.scopes
+
+
 LIST_METHODS: dict[str, tuple[str, str]] = {
     # method -> (snapshot field, result key)
     "tools/list": ("tools", "tools"),
@@ -93,7 +104,7 @@ class Dispatcher:
         return capability is not None and capability in self.catalog.snapshot.capabilities
 
     def resolve(self, method: str, params: Mapping[str, Any], view: View | None = None) -> Target:
-        """What a ``tools/call``, ``prompts/get``, ``resources/read`` or
+        """What a ``tools/call``, ``prompts/get``, ``resources/read`` (or ``subscribe``) or
         ``completion/complete`` names, looked up once so the era's checks (header params,
         scopes) and the handler share it; what ``view`` hides is not found. Never raises: a
         missing or unknown name is the handler's error to report, in its order."""
@@ -104,7 +115,7 @@ class Dispatcher:
         elif method == "prompts/get":
             name = params.get("name")
             found = self.catalog.prompts.get(name) if isinstance(name, str) else None
-        elif method == "resources/read":
+        elif method in ("resources/read", "resources/subscribe"):
             uri = params.get("uri")
             hidden = None if view is None else view.hides
             return self.catalog.find_resource(uri, hidden) if isinstance(uri, str) and uri else None

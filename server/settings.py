@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from dotenv import dotenv_values
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 import server.settings_checks as checks
 from server.errors import ConfigurationError
-from server.retirement.plan import PlanError, parse_plan
+from server.retirement.plan import Plan, PlanError, parse_plan
 from server.settings_errors import explain, unknown_warnings
 
 CommaList = Annotated[list[str], NoDecode]
@@ -43,6 +50,9 @@ LogFormat = Literal["text", "json"]
 
 class Settings(BaseSettings):
     model_config = _SOURCES
+    _token_entries: list[checks.TokenEntry] = PrivateAttr(default_factory=list)
+    _retire_plan: Plan = PrivateAttr(default_factory=Plan)
+    _quota_entries: list[tuple[str, str, int, int]] = PrivateAttr(default_factory=list)
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -236,11 +246,6 @@ class Settings(BaseSettings):
     def _redis_scheme(cls, value: SecretStr) -> SecretStr:
         return SecretStr(checks.redis_url(value.get_secret_value()))
 
-    @field_validator("auth_tokens")
-    @classmethod
-    def _token_digests(cls, value: list[str]) -> list[str]:
-        return checks.token_digests(value)
-
     @field_validator("auth_algorithms")
     @classmethod
     def _asymmetric_algorithms(cls, value: list[str]) -> list[str]:
@@ -266,25 +271,38 @@ class Settings(BaseSettings):
     def _report_path_shape(cls, value: str) -> str:
         return checks.endpoint_path(value, "MCP_REPORT_PATH", "/admin/report")
 
-    @field_validator("quotas")
-    @classmethod
-    def _quotas(cls, value: str) -> str:
-        checks.quotas(value)
-        return value
-
-    @field_validator("retire")
-    @classmethod
-    def _retirements(cls, value: str) -> str:
-        try:
-            parse_plan(value)
-        except PlanError as error:
-            raise ValueError(str(error)) from None
-        return value
-
     @field_validator("sse_transport_path", "sse_transport_messages_path")
     @classmethod
     def _sse_path_shape(cls, value: str) -> str:
         return checks.sse_path(value)
+
+    @model_validator(mode="after")
+    def _parsed_once(self) -> Settings:
+        # Parsed here, once, and kept: start-up refuses what does not parse, and the app is
+        # built from what did (each message names its variable, as a field's would).
+        self._token_entries = checks.token_entries(self.auth_tokens)
+        self.auth_tokens = [entry.text() for entry in self._token_entries]  # digests lowered
+        try:
+            self._retire_plan = parse_plan(self.retire)
+        except PlanError as error:
+            raise ValueError(f"MCP_RETIRE: {error}") from None
+        self._quota_entries = checks.quotas(self.quotas)
+        return self
+
+    @property
+    def token_entries(self) -> list[checks.TokenEntry]:
+        """``MCP_AUTH_TOKENS``, parsed."""
+        return list(self._token_entries)
+
+    @property
+    def retire_plan(self) -> Plan:
+        """``MCP_RETIRE``, parsed (its phases are read against the clock when asked)."""
+        return self._retire_plan
+
+    @property
+    def quota_entries(self) -> list[tuple[str, str, int, int]]:
+        """``MCP_QUOTAS``, parsed: (tenant, tool, limit, window seconds) each."""
+        return list(self._quota_entries)
 
     @model_validator(mode="after")
     def _apart_and_in_range(self) -> Settings:

@@ -125,12 +125,12 @@ def token_entry(text: str, where: str = "MCP_AUTH_TOKENS") -> TokenEntry:
     return TokenEntry(digest, found.get("name"), found.get("tenant"), scopes)
 
 
-def token_digests(values: Sequence[str]) -> list[str]:
-    """``MCP_AUTH_TOKENS``: entries of :func:`token_entry`, their digests lower-cased; two
-    entries of one digest, or one name twice, are refused."""
+def token_entries(values: Sequence[str]) -> list[TokenEntry]:
+    """``MCP_AUTH_TOKENS``: entries of :func:`token_entry`; two entries of one digest, or one
+    name twice, are refused."""
     entries = [token_entry(value) for value in values]
     check_token_entries(entries, "MCP_AUTH_TOKENS")
-    return [entry.text() for entry in entries]
+    return entries
 
 
 def check_token_entries(entries: Sequence[TokenEntry], where: str) -> None:

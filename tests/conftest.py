@@ -22,6 +22,26 @@ sys.dont_write_bytecode = False
 
 E2E = Path(__file__).resolve().parent / "e2e"
 
+# pytest runs on `-n auto` (pyproject's addopts): one worker a core, at most this many, and
+# none (in process) for a single test file or node, where starting workers costs more than
+# it saves. `-n N` or PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
+MAX_WORKERS = 8
+
+
+def selects_one_file(args: list[str]) -> bool:
+    files = {arg.split("::", 1)[0] for arg in args if not arg.startswith("-")}
+    return len(files) == 1 and Path(next(iter(files))).is_file()
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    if selects_one_file(config.args):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cores or 1, MAX_WORKERS)
+    return workers if workers > 1 else 0
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Everything under tests/e2e/ starts processes, proxies or real clients: slow by folder,

@@ -9,7 +9,7 @@ from server.dispatch import LIST_METHODS, Dispatcher
 from server.legacy.era import LegacyEra
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
-from server.modern.tasks import TASK_METHODS
+from server.modern.tasks import TASK_HANDLERS
 from server.pagination import Pager
 from server.protocol import (
     CALL_KIND_BY_METHOD,
@@ -88,8 +88,9 @@ def handled() -> dict[str, str]:
         found[method] = "dispatch.LIST_METHODS"
     for method in legacy_era()._own:
         found[method] = "LegacyEra._own"
-    for method in TASK_METHODS:
-        found[method] = "ModernTasks"
+    for method in TASK_HANDLERS:
+        found[method] = "modern.tasks.TASK_HANDLERS"
+    # The legacy era's tasks methods are routed by the table's own list (legacy/tasks.py).
     for method in LEGACY_TASK_METHODS:
         found[method] = "LegacyTasks"
     for method in ERA_METHODS:
@@ -121,10 +122,10 @@ def test_each_era_advertises_exactly_its_rows_with_every_capability(era: str) ->
     assert set(expected) == {m.name for m in METHODS if era in m.eras and m.extension is None}
 
 
-def test_the_tasks_rows_are_what_each_era_tasks_serve() -> None:
-    assert {m.name for m in METHODS if m.extension == "tasks"} == set(TASK_METHODS) | set(
-        LEGACY_TASK_METHODS
-    )
+def test_the_modern_tasks_rows_are_the_methods_a_handler_answers() -> None:
+    rows = {m.name for m in METHODS if m.extension == "tasks" and "modern" in m.eras}
+    assert rows - set(TASK_HANDLERS) == set(), "a modern tasks row without a handler"
+    assert set(TASK_HANDLERS) - rows == set(), "a modern tasks handler without a row"
 
 
 def test_the_calls_that_name_something_are_the_input_required_ones_with_a_kind() -> None:

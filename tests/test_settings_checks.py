@@ -23,11 +23,11 @@ def test_the_redis_url_is_trimmed_and_its_scheme_one_redis_py_takes() -> None:
     assert "secret" not in str(refused.value)  # never the URL: it may hold a password
 
 
-def test_token_digests_and_algorithms() -> None:
+def test_token_entries_and_algorithms() -> None:
     digest = "SHA256:" + "A" * 64
-    assert checks.token_digests([digest]) == [digest.lower()]
+    assert [entry.text() for entry in checks.token_entries([digest])] == [digest.lower()]
     with pytest.raises(ValueError, match="sha256:<64 hex digits>"):
-        checks.token_digests(["plain-token"])
+        checks.token_entries(["plain-token"])
     assert checks.asymmetric_algorithms(["RS256", "EdDSA"]) == ["RS256", "EdDSA"]
     with pytest.raises(ValueError, match="HS256 not accepted"):
         checks.asymmetric_algorithms(["RS256", "HS256"])

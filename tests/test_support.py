@@ -74,9 +74,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         )
     },
     **{
-        (path, rule): (
-            "the 2024-11-05 HTTP+SSE transport's own wire (the endpoint event, messages POSTed to "
-            "/messages, answers on the one GET stream): mcp_client.py speaks Streamable HTTP"
+        (path, HAND_SSE): (
+            "the 2024-11-05 HTTP+SSE transport's own wire (answers on the one GET stream; the "
+            "endpoint event is support/http_sse.py's): mcp_client.py speaks Streamable HTTP"
         )
         for path in (
             "tests/transport/test_legacy_sse.py",
@@ -84,14 +84,7 @@ ALLOWED: dict[tuple[str, str], str] = {
             "tests/state/test_bus_faults.py",
             "tests/e2e/test_nginx_forwarded.py",
         )
-        for rule in (HAND_SSE, HAND_LEGACY)
     },
-    ("tests/app/test_routing.py", HAND_SSE): (
-        "reads the HTTP+SSE endpoint event through forwarded headers: the 2024-11-05 wire"
-    ),
-    ("tests/state/test_relay.py", HAND_LEGACY): (
-        "the 2024-11-05 HTTP+SSE transport's own wire: initialize POSTed to /messages"
-    ),
     ("tests/chaos/http_sse.py", HAND_SSE): (
         "the 2024-11-05 HTTP+SSE transport's own wire (the endpoint event, answers on the one GET "
         "stream): mcp_client.py speaks Streamable HTTP"

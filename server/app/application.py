@@ -25,7 +25,7 @@ from server.asgi import Receive, Scope, Send
 from server.catalog import Catalog
 from server.catalog.loading import load_catalog
 from server.catalog.offload import set_thread_limit
-from server.catalog.visibility import Views
+from server.catalog.visibility import Views, item_scopes
 from server.dispatch import Dispatcher
 from server.hub import Hub, TaskNews
 from server.legacy.era import LegacyEra
@@ -42,14 +42,12 @@ from server.records.privacy import Privacy
 from server.records.recorder import Recorder
 from server.records.sinks import SinkOptions, build_sinks
 from server.report.live import LiveReport, open_live_report
-from server.retirement.plan import parse_plan
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
 from server.security.quotas import Quotas, build_quotas
 from server.security.shared_limits import SharedLimits
 from server.settings import Settings
-from server.settings_checks import quotas as quota_entries
 from server.state.auto import quota_counter, shared_state, state_link, stream_mirror
 from server.state.messages import publish_subscription
 from server.state.relay import BusRelay
@@ -92,9 +90,7 @@ class Application:
             add_doctor_tools(catalog, settings)  # python -m server doctor's side, when asked
         sealer = Sealer(settings.sealing_key())
         # Refuses to start with authentication off on a non-loopback address (unless asked).
-        self.gate = Gate(
-            settings, lambda: [scope for tool in catalog.tools.values() for scope in tool.scopes]
-        )
+        self.gate = Gate(settings, lambda: item_scopes(catalog))
         self.hub = Hub(settings.listen_queue_size)
         self.dispatcher = dispatcher = Dispatcher(
             catalog,
@@ -135,8 +131,7 @@ class Application:
         )
         self.sessions = self.shared.store
         # What MCP_RETIRE names (nothing by default: then no request pays for a check).
-        plan = parse_plan(settings.retire)
-        retiring = self.retiring = Retiring(plan) if plan else None
+        retiring = self.retiring = Retiring(settings.retire_plan) if settings.retire_plan else None
         legacy_era = LegacyEra(
             catalog,
             dispatcher,
@@ -152,7 +147,9 @@ class Application:
             # holds: this needs only the bus, so the era need not wait for the relay.
             on_subscriptions=partial(publish_subscription, self.shared.bus),
             versions_now=(
-                (lambda: plan.supported_versions(retiring.now())) if retiring is not None else None
+                (lambda: retiring.plan.supported_versions(retiring.now()))
+                if retiring is not None
+                else None
             ),
         )
         self.legacy = LegacyHttp(
@@ -179,7 +176,7 @@ class Application:
             list_ttl_ms=settings.list_ttl_ms,
             discover_ttl_ms=settings.discover_ttl_ms,
             cache_scope=settings.cache_scope
-            or ("public" if settings.auth == "none" else "private"),
+            or ("private" if self.gate.authenticates else "public"),
             tasks=self.tasks,
         )
         privacy = Privacy(
@@ -192,16 +189,17 @@ class Application:
         self.live: LiveReport | None = None
         self.live_tail: Any = None
         extra_sinks: list[Any] = []
+        sinks = sink_options(settings)
         if settings.report_live:
             self.live, self.live_tail, extra_sinks = open_live_report(
                 settings.records,
-                settings.redis_url.get_secret_value(),
-                f"{settings.redis_prefix}:{settings.records_redis_stream}",
+                sinks.redis_url,
+                sinks.redis_key,
                 settings.report_refresh_s,
-                retire=[retirement.item.name for retirement in plan.retirements],
+                retire=[retirement.item.name for retirement in settings.retire_plan.retirements],
             )
         self.recorder = Recorder(
-            build_sinks(sink_options(settings)) + extra_sinks,
+            build_sinks(sinks) + extra_sinks,
             capacity=settings.records_queue,
             flush_s=settings.records_flush_ms / 1000,
             prepare=privacy.apply,
@@ -261,7 +259,7 @@ class Application:
             self.endpoint.sse = self.sse
         self.endpoint.retiring = self.legacy.sessions.retiring = retiring
         quotas = build_quotas(
-            quota_entries(settings.quotas),
+            settings.quota_entries,
             quota_counter(self.shared.link),
             fail_open=settings.quota_on_redis_failure == "open",
         )
@@ -299,7 +297,7 @@ class Application:
                 legacy_era.offered_versions,
                 mcp_path=settings.path,
                 sse_path=settings.sse_transport_path if settings.sse_transport else None,
-                authenticated=settings.auth != "none",
+                authenticated=self.gate.authenticates,
                 name=settings.server_card_name,
                 allowed_hosts=settings.allowed_hosts,
             )

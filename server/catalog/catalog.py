@@ -168,8 +168,8 @@ class Catalog:
     def prompt(self, func: None = None, **options: Unpack[PromptOptions]) -> Callable[[F], F]: ...
 
     def prompt(self, func: F | None = None, **options: Unpack[PromptOptions]) -> Any:
-        """Declare a prompt; its string parameters are the prompt's arguments. ``blocking``
-        as for :meth:`tool`."""
+        """Declare a prompt (its string parameters are its arguments); ``blocking``, ``scopes``
+        (needed to get or complete it) and ``visibility`` as for :meth:`tool`."""
 
         def register(handler: F) -> F:
             self.add_prompt(Prompt(handler, **options))
@@ -190,8 +190,8 @@ class Catalog:
         return True
 
     def resource(self, uri: str, **options: Unpack[ResourceOptions]) -> Callable[[F], F]:
-        """Declare a resource at a fixed URI; the function returns its contents. ``blocking``
-        as for :meth:`tool`."""
+        """Declare a resource at a fixed URI; the function returns its contents. ``blocking``,
+        ``scopes`` (needed to read it) and ``visibility`` as for :meth:`tool`."""
         require_uri("resource", uri, "file:///notes.txt")
 
         def register(handler: F) -> F:
@@ -215,8 +215,8 @@ class Catalog:
     def resource_template(
         self, uri_template: str, **options: Unpack[TemplateOptions]
     ) -> Callable[[F], F]:
-        """Declare a resource template (RFC 6570); its variables are the function's
-        parameters. ``blocking`` as for :meth:`tool`."""
+        """Declare a resource template (RFC 6570; its variables are the function's parameters);
+        ``blocking``, ``scopes`` (to read or complete it) and ``visibility`` as for :meth:`tool`."""
         require_uri("resource_template", uri_template, "notes://{name}")
 
         def register(handler: F) -> F:

@@ -29,6 +29,7 @@ class PromptOptions(TypedDict, total=False):
     icons: Sequence[Icon] | None
     meta: Mapping[str, Any] | None
     blocking: bool
+    scopes: Sequence[str]
     visibility: Visibility | None
 
 
@@ -43,9 +44,11 @@ class Prompt:
         icons: Sequence[Icon] | None = None,
         meta: Mapping[str, Any] | None = None,
         blocking: bool = True,
+        scopes: Sequence[str] = (),
         visibility: Visibility | None = None,
     ) -> None:
         self.name = name or func.__name__
+        self.scopes = tuple(scopes)
         self.visibility = check_visibility(f"prompt {self.name}", visibility)
         self.handler = func
         self.is_async = inspect.iscoroutinefunction(func)

@@ -75,6 +75,7 @@ class TemplateOptions(TypedDict, total=False):
     ttl_ms: int | None
     cache_scope: CacheScope | None
     blocking: bool
+    scopes: Sequence[str]
     visibility: Visibility | None
 
 
@@ -85,6 +86,7 @@ class ResourceOptions(TemplateOptions, total=False):
 
 
 class _Readable:
+    scopes: tuple[str, ...]
     handler: Callable[..., Any]
     invoke: Invoke
     mime_type: str | None
@@ -129,9 +131,11 @@ class Resource(_Readable):
         ttl_ms: int | None = None,
         cache_scope: CacheScope | None = None,
         blocking: bool = True,
+        scopes: Sequence[str] = (),
         visibility: Visibility | None = None,
     ) -> None:
         self.uri = uri
+        self.scopes = tuple(scopes)
         self.visibility = check_visibility(f"resource {uri}", visibility)
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)
@@ -176,9 +180,11 @@ class ResourceTemplate(_Readable):
         ttl_ms: int | None = None,
         cache_scope: CacheScope | None = None,
         blocking: bool = True,
+        scopes: Sequence[str] = (),
         visibility: Visibility | None = None,
     ) -> None:
         self.template = UriTemplate(uri_template)
+        self.scopes = tuple(scopes)
         self.visibility = check_visibility(f"template {uri_template}", visibility)
         self.handler = func
         self.invoke = invoker(func, blocking=blocking)

@@ -1,11 +1,11 @@
 """Which items a caller may see: ``MCP_SCOPED_ITEMS``, each item's ``visibility``, the rule.
 
-By default (``listed``) every item is listed to everyone (a call lacking a tool's scopes gets the
-step-up 403). An item whose visibility is ``hidden`` (its keyword, else the setting) is seen only
-by callers holding its scopes whom the catalog's rule accepts: lists leave it out, and a call
-naming it answers as for a name never declared. A :class:`View` is what one caller may see, made
-once per caller per catalog version (the rule is a pure function of caller and item). Its
-``keys`` (per list, the names hidden) key the cached pages, and cursors carry their digest.
+By default (``listed``) every item is listed to everyone (a request lacking an item's scopes
+gets the step-up 403). An item whose visibility is ``hidden`` (its keyword, else the setting) is
+seen only by callers holding its scopes whom the catalog's rule accepts: lists leave it out, and
+a request naming it answers as for a name never declared. A :class:`View` is what one caller
+may see, made once per caller per catalog version (the rule is a pure function of caller and
+item). Its ``keys`` (per list, the names hidden) key the cached pages; cursors carry their digest.
 With nothing hidden :meth:`Views.view` is never asked (``Views.hiding`` is False).
 docs/security.md#scoped-items says when to choose which.
 """
@@ -66,6 +66,12 @@ def check_visibility(owner: str, visibility: Any) -> Visibility | None:
     if visibility is None or visibility in VISIBILITIES:
         return visibility  # type: ignore[no-any-return]
     raise ValueError(f"{owner}: visibility must be 'listed' or 'hidden', not {visibility!r}")
+
+
+def item_scopes(catalog: Catalog) -> set[str]:
+    """Every scope some item of ``catalog`` asks for (``scopes_supported`` lists them)."""
+    kinds = (catalog.tools, catalog.prompts, catalog.resources, catalog.templates)
+    return {scope for items in kinds for item in items.values() for scope in item.scopes}
 
 
 class View:

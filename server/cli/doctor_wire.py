@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from server.cli.call import response_of
 from server.modern.headers import modern_request
 from server.protocol import LEGACY_VERSIONS
 
@@ -81,19 +82,13 @@ def legacy_headers(session: str | None = None) -> dict[str, str]:
 
 
 async def answer_of(response: httpx.Response, request_id: Any) -> dict[str, Any] | None:
-    """The JSON-RPC answer to ``request_id`` in a JSON or SSE response, read to its end."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        async for event in events(response):
-            message = event.message()
-            if message is not None and message.get("id") == request_id:
-                return message
-        return None
+    """The JSON-RPC answer to ``request_id`` in a JSON or SSE response, read to its end (as
+    ``python -m server call`` reads one: :func:`server.cli.call.response_of`)."""
     body = await response.aread()
     try:
-        message = json.loads(body)
+        return response_of(response.headers.get("content-type", ""), body, request_id)
     except ValueError:
         return None
-    return message if isinstance(message, dict) else None
 
 
 async def open_legacy_session(client: httpx.AsyncClient, url: str) -> str:

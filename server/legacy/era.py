@@ -247,7 +247,7 @@ class LegacyEra:
 
     def resolve(self, request: Request, view: View | None = None) -> Target:
         """What the request names (its tool, prompt or resource), looked up once: the HTTP side
-        checks a tool's scopes with it and :meth:`handle` calls it. What ``view`` hides is not
+        checks its item's scopes with it and :meth:`handle` calls it. What ``view`` hides is not
         found."""
         return self.dispatcher.resolve(request.method, request.params, view)
 

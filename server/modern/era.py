@@ -178,10 +178,10 @@ class ModernEra:
         if not self.serves(method):
             raise MethodNotFound(method)
         # Only the methods with a name header name something to look up (lists do not), and
-        # completions, whose ref may be hidden (resolved only when something is).
+        # completions, whose ref may be hidden or need scopes.
         target = (
             self.dispatcher.resolve(method, request.params, view)
-            if name_field or view is not None
+            if name_field or view is not None or method == "completion/complete"
             else None
         )
         if isinstance(target, Tool) and target.header_params:

@@ -14,10 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from server.report.html import h, with_section
 from server.report.json import plain
+from server.report.sources import request_in_period
 from server.retirement.plan import FEATURE_CAPABILITY, Item, parse_item
 
 MAX_CLIENTS = 1000
@@ -118,17 +117,10 @@ class RetireScan:
                     self._line(line)
 
     def _line(self, line: bytes) -> None:
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+        record = request_in_period(line, self.since, self.until)
+        if record is None:
             return
-        if not isinstance(record, dict) or record.get("kind") != "request":
-            return
-        when = record.get("time")
-        if not isinstance(when, str) or (self.since and when < self.since):
-            return
-        if self.until and when >= self.until:
-            return
+        when: str = record["time"]
         if not self._matches(record):
             return
         self.records += 1
@@ -187,6 +179,19 @@ def render_retire_text(scan: RetireScan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def row_cells(client: dict[str, Any]) -> tuple[str, ...]:
+    """A client's row of the table, as Markdown and HTML draw it (each escapes it its way)."""
+    return (
+        client["client"]["name"] or client["user_agent"] or "(unidentified)",
+        client["client"]["version"] or "-",
+        str(client["requests"]),
+        client["first_seen"],
+        client["last_seen"],
+        str(client["processes"]),
+        client["advice"],
+    )
+
+
 def render_retire_markdown(scan: RetireScan) -> str:
     view = scan.to_json()
     rows = [
@@ -195,15 +200,7 @@ def render_retire_markdown(scan: RetireScan) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for client in view["clients"]:
-        cells = (
-            client["client"]["name"] or client["user_agent"] or "(unidentified)",
-            client["client"]["version"] or "-",
-            str(client["requests"]),
-            client["first_seen"],
-            client["last_seen"],
-            str(client["processes"]),
-            client["advice"],
-        )
+        cells = row_cells(client)
         rows.append("| " + " | ".join(plain(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -217,20 +214,7 @@ def render_retire_html(scan: RetireScan) -> str:
     """A section for the HTML report: every value escaped (clients chose them)."""
     view = scan.to_json()
     rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{h(cell)}</td>"
-            for cell in (
-                client["client"]["name"] or client["user_agent"] or "(unidentified)",
-                client["client"]["version"] or "-",
-                str(client["requests"]),
-                client["first_seen"],
-                client["last_seen"],
-                str(client["processes"]),
-                client["advice"],
-            )
-        )
-        + "</tr>"
+        "<tr>" + "".join(f"<td>{h(cell)}</td>" for cell in row_cells(client)) + "</tr>"
         for client in view["clients"]
     )
     head = "".join(

@@ -19,7 +19,9 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import orjson
 
 CHUNK_BYTES = 1 << 22
 # A record line is a few KB (params are capped by the writer); anything this long is junk.
@@ -27,6 +29,21 @@ MAX_LINE_BYTES = 1 << 24
 OVERLONG = b"(line too long)"
 GZIP_MAGIC = b"\x1f\x8b"
 READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
+
+
+def request_in_period(line: bytes, since: str | None, until: str | None) -> dict[str, Any] | None:
+    """The request record a line holds when it was written in ``[since, until)`` (either may
+    be None); None for a malformed line, a record of another kind, or one outside the period."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or record.get("kind") != "request":
+        return None
+    when = record.get("time")
+    if not isinstance(when, str) or (since and when < since) or (until and when >= until):
+        return None
+    return record
 
 
 def line_batches(stream: BinaryIO) -> Iterator[list[bytes]]:

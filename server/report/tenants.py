@@ -19,6 +19,7 @@ import orjson
 
 from server.report.html import h
 from server.report.json import plain
+from server.report.sources import request_in_period
 
 MAX_TENANTS = 200
 MAX_TOOLS = 100
@@ -66,16 +67,8 @@ class TenantScan:
                     self._line(line)
 
     def _line(self, line: bytes) -> None:
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(record, dict) or record.get("kind") != "request":
-            return
-        when = record.get("time")
-        if not isinstance(when, str) or (self.since and when < self.since):
-            return
-        if self.until and when >= self.until:
+        record = request_in_period(line, self.since, self.until)
+        if record is None:
             return
         tenant = record.get("tenant")
         name = tenant if isinstance(tenant, str) else NONE

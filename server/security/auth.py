@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl
 
 from server.errors import INVALID_REQUEST, ConfigurationError, McpError
-from server.settings_checks import TokenEntry, token_entry, token_file_entries
+from server.settings_checks import TokenEntry, check_token_entries, token_entry, token_file_entries
 
 AUTH_ERROR = -32001
 
@@ -201,6 +201,8 @@ class Authenticator(Protocol):
 
     mode: str
     required_scopes: frozenset[str]
+    # Every scope some token of this server holds, when it knows (static tokens): advertised.
+    held_scopes: frozenset[str]
 
     async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
         """The caller; raises :class:`AuthError` (400, 401, 403) or, in jwt mode, 503 when the
@@ -216,6 +218,7 @@ class NoAuth:
 
     mode = "none"
     required_scopes: frozenset[str] = frozenset()
+    held_scopes: frozenset[str] = frozenset()
 
     async def authenticate(self, authorization: str | None, query_string: bytes) -> Principal:
         return ANONYMOUS
@@ -230,6 +233,7 @@ class BearerAuthenticator:
     mode = "bearer"
     # What a request without a token is told (the 401's JSON-RPC message).
     missing = "Authentication required"
+    held_scopes: frozenset[str] = frozenset()  # a JWT's are the authorization server's
 
     def __init__(self, required_scopes: Iterable[str] = ()) -> None:
         self.required_scopes = frozenset(required_scopes)
@@ -313,6 +317,7 @@ class StaticTokens(BearerAuthenticator):
             )
             for digest, entry in zip(self.digests, entries, strict=True)
         }
+        self.held_scopes = frozenset().union(*(p.scopes for p in self.principals.values()))
 
     async def verify(self, token: str) -> Principal:
         presented = hashlib.sha256(token.encode("utf-8")).digest()
@@ -332,11 +337,12 @@ def _parse_digest(line: str) -> bytes:
     return bytes.fromhex(hexdigest)
 
 
-def read_tokens_file(path: str) -> list[TokenEntry]:
-    """The entries of ``MCP_AUTH_TOKENS_FILE`` at ``path`` (none when it is ""):
-    ConfigurationError naming the file and line of a bad one."""
+def with_tokens_file(entries: list[TokenEntry], path: str) -> list[TokenEntry]:
+    """``entries`` and those of the tokens file at ``path`` (``MCP_AUTH_TOKENS_FILE``; none
+    when it is ""), checked together; ConfigurationError naming the file and line of a bad
+    one."""
     if not path:
-        return []
+        return entries
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read(1024 * 1024 + 1)
@@ -347,6 +353,8 @@ def read_tokens_file(path: str) -> list[TokenEntry]:
     if len(text) > 1024 * 1024:
         raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
     try:
-        return token_file_entries(text, path)
+        entries = entries + token_file_entries(text, path)
+        check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
     except ValueError as bad:
         raise ConfigurationError(str(bad)) from None
+    return entries

@@ -31,8 +31,8 @@ from server.security.auth import (
     Principal,
     StaticTokens,
     check_scope_tokens,
-    read_tokens_file,
     single_authorization,
+    with_tokens_file,
 )
 from server.security.limits import (
     RateLimited,
@@ -47,7 +47,7 @@ from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
 from server.security.shared_limits import SharedLimits
 from server.settings import Settings
-from server.settings_checks import check_token_entries, token_entry
+from server.settings_checks import TokenEntry
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,14 @@ PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
 class Gate:
-    def __init__(self, settings: Settings, tool_scopes: Callable[[], Iterable[str]]) -> None:
-        for warning in check_auth_mode(settings):
+    def __init__(self, settings: Settings, item_scopes: Callable[[], Iterable[str]]) -> None:
+        # The static tokens, read (MCP_AUTH_TOKENS_FILE) and checked once for both calls.
+        tokens = static_tokens(settings) if settings.auth == "tokens" else []
+        for warning in check_auth_mode(settings, tokens):
             log.warning(warning)
         self.settings = settings
-        self.auth: Authenticator = build_authenticator(settings)
-        # Without authentication every caller is ANONYMOUS and per-tool scopes mean nothing.
+        self.auth: Authenticator = build_authenticator(settings, tokens)
+        # Without authentication every caller is ANONYMOUS and per-item scopes mean nothing.
         self.authenticates = not isinstance(self.auth, NoAuth)
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
@@ -87,10 +89,9 @@ class Gate:
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
-        self._tool_scopes = tool_scopes
-        # With Redis, the limits counted across replicas too (each request's rate due there).
-        self.shared: SharedLimits | None = None
-        self.shares = False
+        self._item_scopes = item_scopes
+        self.shared: SharedLimits | None = None  # with Redis: the limits across replicas too
+        self.shares = False  # (each admitted request's rate then due there: Draft.rate_due)
 
     async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The caller, or an McpError (400/401/403/429/503) to answer with. Without
@@ -183,14 +184,13 @@ class Gate:
     def key(draft: Draft) -> str:
         return client_key(draft.subject, draft.client_address)
 
-    def require_tool(self, principal: Principal, scopes: Sequence[str]) -> None:
-        """403 ``insufficient_scope`` unless the caller holds what the tool needs."""
+    def require_item(self, principal: Principal, scopes: Sequence[str]) -> None:
+        """403 ``insufficient_scope`` unless the caller holds what the item it names needs."""
         if scopes:
             self.auth.require(principal, scopes)
 
     def stream_slot(self, draft: Draft) -> Slot:
-        """A slot for one long-lived stream of this client (429 past the cap here; past the
-        cap across replicas once :meth:`settle` takes it there too)."""
+        """A slot for one long-lived stream of this client (429 past the cap; :meth:`settle`)."""
         return self.streams.acquire(self.key(draft))
 
     def session_slot(self, draft: Draft) -> Slot:
@@ -224,7 +224,7 @@ class Gate:
         ``used`` (as the client wrote it: scheme, host and prefix after trusted-proxy
         handling): its ``resource`` is ``used`` unless a setting pins it, and a pinned one that
         differs is logged once, naming both."""
-        scopes = sorted(set(self._tool_scopes()))
+        scopes = sorted({*self._item_scopes(), *self.auth.held_scopes})
         document = protected_resource_document(self.settings, scopes, used)
         if document is not None and document["resource"] != used and not self._resource_warned:
             self._resource_warned = True
@@ -255,10 +255,10 @@ class Gate:
 # -- from the settings ----------------------------------------------------------------------
 
 
-def check_auth_mode(settings: Settings) -> list[str]:
-    """Startup check of the authentication settings: ConfigurationError for a configuration
-    that must not run, and the warnings (to log loudly) for one that runs but deserves
-    attention."""
+def check_auth_mode(settings: Settings, tokens: list[TokenEntry] | None = None) -> list[str]:
+    """Startup check of the authentication settings (``tokens``: :func:`static_tokens`, read
+    here when not given): ConfigurationError for a configuration that must not run, and the
+    warnings (to log loudly) for one that runs but deserves attention."""
     warnings: list[str] = []
     mode = settings.auth
     if mode == "none":
@@ -294,17 +294,12 @@ def check_auth_mode(settings: Settings) -> list[str]:
             f"MCP_AUTH_REQUIRED_SCOPES or MCP_AUTH_TOKEN_SCOPES: {bad}; use OAuth scope names"
         ) from bad
     if mode == "tokens":
-        from_file = read_tokens_file(settings.auth_tokens_file)
-        if not settings.auth_tokens and not from_file:
+        entries = static_tokens(settings) if tokens is None else tokens
+        if not entries:
             raise ConfigurationError(
                 "MCP_AUTH=tokens needs MCP_AUTH_TOKENS or MCP_AUTH_TOKENS_FILE (python -m "
                 "server token prints one)"
             )
-        entries = [token_entry(text) for text in settings.auth_tokens] + from_file
-        try:
-            check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
-        except ValueError as bad:
-            raise ConfigurationError(str(bad)) from None
         if {entry.digest for entry in entries} == {PLACEHOLDER_DIGEST}:
             warnings.append(
                 "MCP_AUTH_TOKENS holds only the placeholder digest of the examples, which "
@@ -334,13 +329,15 @@ def check_auth_mode(settings: Settings) -> list[str]:
     return warnings
 
 
-def build_authenticator(settings: Settings) -> Authenticator:
+def build_authenticator(
+    settings: Settings, tokens: list[TokenEntry] | None = None
+) -> Authenticator:
     """The authenticator ``MCP_AUTH`` names (call :func:`check_auth_mode` first)."""
     if settings.auth == "none":
         return NoAuth()
     if settings.auth == "tokens":
         return StaticTokens(
-            [*settings.auth_tokens, *read_tokens_file(settings.auth_tokens_file)],
+            static_tokens(settings) if tokens is None else tokens,
             settings.auth_token_scopes,
             settings.auth_required_scopes,
         )
@@ -370,6 +367,12 @@ def build_authenticator(settings: Settings) -> Authenticator:
     )
 
 
+def static_tokens(settings: Settings) -> list[TokenEntry]:
+    """``MCP_AUTH_TOKENS`` (parsed by the settings) and ``MCP_AUTH_TOKENS_FILE``'s entries,
+    checked together (:func:`~server.security.auth.with_tokens_file`)."""
+    return with_tokens_file(settings.token_entries, settings.auth_tokens_file)
+
+
 def protected_resource_document(
     settings: Settings, scopes: Iterable[str] = (), used: str = ""
 ) -> dict[str, Any] | None:
@@ -379,8 +382,8 @@ def protected_resource_document(
     token's ``aud`` must hold), and is otherwise ``used``: the MCP endpoint's URL as the client
     reached it (RFC 9728: the resource the client used).
 
-    ``scopes`` are the per-tool scopes of the catalog; ``scopes_supported`` lists them with
-    the required scopes (and, in tokens mode, the scopes the tokens hold). None when
+    ``scopes``: the catalog items' and the named tokens' scopes, listed in ``scopes_supported``
+    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when
     ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
     ``MCP_AUTH_ISSUER``), or no resource is pinned nor ``used``: then the paths answer 404
     and challenges carry no ``resource_metadata``.

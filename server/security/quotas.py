@@ -19,7 +19,7 @@ from typing import Protocol
 
 from server.errors import ServiceUnavailable
 from server.records.draft import Draft
-from server.security.limits import RateLimited
+from server.security.limits import RateLimited, retry_after_header
 from server.security.shared_limits import SharedLimits
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,10 @@ class QuotaExceeded(RateLimited):
 
     def __init__(self, quota: Quota, tenant: str, tool: str, retry_after: float) -> None:
         super().__init__(retry_after)
+        seconds = int(retry_after_header(retry_after))  # what the Retry-After header says
         self.message = (
             f"Quota exceeded: {quota.limit} calls of {tool} per {quota.window_s} s for tenant "
-            f"{tenant}; retry after {int(retry_after + 0.999)} s"
+            f"{tenant}; retry after {seconds} s"
         )
         self.data = {
             "limit": "quota",
@@ -54,7 +55,7 @@ class QuotaExceeded(RateLimited):
             "tool": tool,
             "quota": quota.limit,
             "windowSeconds": quota.window_s,
-            "retryAfter": int(retry_after + 0.999),
+            "retryAfter": seconds,
         }
 
 

@@ -20,15 +20,10 @@ from server.state.messages import (
     SessionEvents,
     decode,
     publish_change,
-    publish_subscription,
 )
 from server.tasks.service import TaskService
 
-__all__ = ["BusRelay", "SessionEvents", "announce_subscriptions"]
-
-# It needs only the bus, so the legacy era is given it before the relay (which needs the
-# era's sessions).
-announce_subscriptions = publish_subscription
+__all__ = ["BusRelay", "SessionEvents"]
 
 
 class BusRelay:
@@ -48,7 +43,3 @@ class BusRelay:
 
     def announce_change(self, change: Change) -> None:
         publish_change(self.bus, change)
-
-    def announce_subscriptions(self, session_id: str, uri: str, subscribed: bool) -> None:
-        """:func:`~server.state.messages.publish_subscription` on this relay's bus."""
-        publish_subscription(self.bus, session_id, uri, subscribed)

@@ -21,7 +21,7 @@ from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
 from server.catalog.visibility import ListWatch, View
-from server.dispatch import Target
+from server.dispatch import Target, target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
@@ -129,12 +129,12 @@ class LegacyHttp:
         await send_empty(send, 202)
 
     def resolve(self, request: Request, principal: Principal) -> Target:
-        """What the request names, looked up once; a tool's scopes are checked here, before
+        """What the request names, looked up once; its item's scopes are checked here, before
         its call starts, while a 403 can still be sent. What is hidden from the caller is
         not found."""
         target = self.era.resolve(request, self.view(principal))
-        if isinstance(target, Tool) and self.gate.authenticates:
-            self.gate.require_tool(principal, target.scopes)
+        if target is not None and self.gate.authenticates:
+            self.gate.require_item(principal, target_scopes(target))
         return target
 
     async def request(

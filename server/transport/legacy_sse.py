@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
-from server.catalog.tools import Tool
+from server.dispatch import target_scopes
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
@@ -291,7 +291,7 @@ class SseTransport:
         return True
 
     def _resolve(self, message: Message, principal: Principal) -> Any:
-        """What a request names, or the error to answer it with on the stream; a tool's
+        """What a request names, or the error to answer it with on the stream; its item's
         scopes are checked here (a 403 for the POST itself, as on the MCP path)."""
         if not isinstance(message, Request):
             return None
@@ -299,8 +299,8 @@ class SseTransport:
             target = self.era.resolve(message, self.legacy.view(principal))
         except McpError as error:
             return error
-        if isinstance(target, Tool) and self.gate.authenticates:
-            self.gate.require_tool(principal, target.scopes)
+        if target is not None and self.gate.authenticates:
+            self.gate.require_item(principal, target_scopes(target))
         return target
 
     async def _initialize(self, session: Session, request: Request, draft: Draft) -> None:

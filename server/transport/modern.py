@@ -2,7 +2,7 @@
 
 :meth:`ModernHttp.post` is the whole way of a modern message once the endpoint has read it: a
 notification is accepted (202); a request is validated (what it names looked up once), its
-per-tool scopes checked while a 403 can still be sent, then answered or turned into a listen
+per-item scopes checked while a 403 can still be sent, then answered or turned into a listen
 stream. Cached list pages and ``server/discover`` are written as bytes at once
 (docs/decisions.md#cached-answers). Other calls run inline as a
 :class:`~server.dispatch.Handling`; one that waits gets its timer and disconnect watch then,
@@ -23,6 +23,7 @@ from server.aio import coarse_timers, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.context import Caller
+from server.dispatch import target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
 from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
@@ -91,9 +92,9 @@ class ModernHttp:
         )
         # Who calls: tasks are bound to the subject, capped per client.
         call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
-        if isinstance(call.target, Tool) and self.gate.authenticates:
-            # Per-tool scopes, before the call runs, while a 403 can still be sent.
-            self.gate.require_tool(principal, call.target.scopes)
+        if call.target is not None and self.gate.authenticates:
+            # Per-item scopes, before the call runs, while a 403 can still be sent.
+            self.gate.require_item(principal, target_scopes(call.target))
         if message.method == "subscriptions/listen":
             # What the stream gets is all it needs: nothing of the request itself is kept.
             opened = self.open_listen(call, draft, sse_ok=sse_ok, caller=principal)
@@ -245,6 +246,13 @@ class ModernHttp:
                     "subscriptions/listen needs Accept: text/event-stream", http_status=406
                 )
             granted, ack = self.modern.listen(call)
+            if caller is not None and self.gate.authenticates:
+                # Updates of a resource the caller may not read: the step-up 403, as a read
+                # gets (one it may not see is an unknown URI, as for resources/subscribe).
+                resolve = self.modern.dispatcher.resolve
+                for uri in granted.resource_uris:
+                    found = resolve("resources/subscribe", {"uri": uri}, call.view)
+                    self.gate.require_item(caller, target_scopes(found))
             request_id = call.request.id
             frames = self.modern.listen_frame(granted, request_id)
             if caller is not None and self.views.hiding:  # told only what changes its view

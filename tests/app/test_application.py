@@ -159,3 +159,41 @@ def test_the_record_sinks_are_built_from_one_options_object_made_from_the_settin
         redis_maxlen=5000,
         redis_timeout_s=0.5,
     )
+
+
+def test_mcp_retire_and_mcp_quotas_are_parsed_once_by_the_settings_and_used_as_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import server.app.application
+    import server.retirement.plan
+    import server.settings
+    import server.settings_checks
+
+    calls: list[str] = []
+
+    def counted(name: str, parse: Any) -> Any:
+        def parsing(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return parse(*args, **kwargs)
+
+        return parsing
+
+    plan, quotas = server.retirement.plan.parse_plan, server.settings_checks.quotas
+    monkeypatch.setattr(server.settings, "parse_plan", counted("retire", plan))
+    monkeypatch.setattr(server.settings_checks, "quotas", counted("quotas", quotas))
+    # Where the app parsed them again before (gone now, so raising=False).
+    application = server.app.application
+    monkeypatch.setattr(application, "parse_plan", counted("retire", plan), raising=False)
+    monkeypatch.setattr(application, "quota_entries", counted("quotas", quotas), raising=False)
+    settings = Settings(
+        _env_file=None,
+        records=["none"],
+        retire='[{"item": "sse", "sunset": "2099-01-01"}]',
+        quotas='[{"tenant": "acme", "tool": "echo", "limit": 5, "per": "1m"}]',
+    )
+    app = create_app(settings, Catalog("parsed-once", "1.0.0"))
+    assert sorted(calls) == ["quotas", "retire"]
+    assert app.retiring is not None
+    assert app.retiring.plan is settings.retire_plan
+    assert app.legacy.quotas is not None
+    assert [quota.limit for quota in app.legacy.quotas.quotas] == [5]

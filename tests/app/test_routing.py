@@ -17,6 +17,7 @@ from server.app import create_app
 from server.builtin.probe import catalog as probe_catalog
 from server.security.auth import token_digest
 from server.settings import Settings
+from tests.support.http_sse import sse_endpoint
 from tests.support.live_server import ServerThread
 
 # Each test starts a real uvicorn (the forwarded scope must be what uvicorn builds).
@@ -69,14 +70,7 @@ def metadata_url(response: httpx.Response) -> str:
 
 
 def endpoint_event(url: str, headers: dict[str, str]) -> str:
-    sent = {"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}", **headers}
-    with httpx.stream("GET", f"{url}/sse", headers=sent, timeout=5) as response:
-        assert response.status_code == 200, response.read()
-        lines = response.iter_lines()
-        for line in lines:
-            if line.startswith("data:"):
-                return line.removeprefix("data:").strip()
-    raise AssertionError("no endpoint event")
+    return sse_endpoint(f"{url}/sse", {"Authorization": f"Bearer {TOKEN}", **headers}, timeout=5)
 
 
 @pytest.mark.parametrize("style", sorted(STYLES))

@@ -153,6 +153,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a script: make `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.support.mcp_client import initialize
+
 HOST = "127.0.0.1"  # the only address this script ever connects to
 PATH = "/mcp"
 BENCH_DIR = Path(__file__).resolve().parent
@@ -1506,15 +1511,9 @@ def sse_tool(request_id: int | str, name: str, **arguments: Any) -> bytes:
     return sse_body(request_id, "tools/call", {"name": name, "arguments": arguments})
 
 
-SSE_INITIALIZE = sse_body(
-    1,
-    "initialize",
-    {
-        "protocolVersion": "2024-11-05",
-        "capabilities": {},
-        "clientInfo": {"name": "abuse-bench-sse", "version": "1.0"},
-    },
-)
+SSE_INITIALIZE = json.dumps(
+    initialize("2024-11-05", client_info={"name": "abuse-bench-sse", "version": "1.0"}, id=1)
+).encode()
 
 
 class SseStream:

@@ -38,7 +38,10 @@ imports the module for the functions alone. The servers:
 Workloads: modern (2026-07-28) ``tools/call`` of ``echo`` and of ``echo_sync``; the same two
 in the legacy era (2025-11-25) on an open session (this server: initialize once, the session id
 in the Lua headers; the SDK: its stateless mode has no sessions, so it answers each legacy call
-on its own); modern ``tools/list`` with 1 and with 100 tools (~44 KB, cached by this server).
+on its own); modern ``tools/list`` with 1 and with 100 tools (~44 KB, cached by this server),
+and ``list100rule``: the 100 tools through a per-caller visibility rule (``MCP_SCOPED_ITEMS=
+hidden``, two named tokens whose requests alternate; tenant b is not shown 10 of them), against
+the SDK's 100 tools (issue 40: at least 20x).
 Every server is checked first with one real request per workload (the JSON-RPC result must be
 the expected one); during the runs wrk must see only 200s of the checked answer's size, and any
 other answer makes the run fail. Prints rps, p50, p99 (wrk ``--latency``), the server's idle
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import http.client
 import json
 import os
@@ -98,7 +102,11 @@ THIS_NOMET = "this-met"  # records on, /metrics off (MCP_METRICS=false): what co
 BASE_REC = "base+rec"  # records on, the --ab-root checkout's server/
 THIS = (THIS_REC, THIS_NOREC, THIS_NOMET)
 VARIANTS = (THIS_REC, BASE_REC, THIS_NOREC, THIS_NOMET, LIMIT_NAME, SDK_NAME)
-CATALOGS = ("calls", "list1", "list100")
+CATALOGS = ("calls", "list1", "list100", "list100rule")
+# list100rule: two named tokens (tenants a and b) and a visibility rule hiding the 10 delete_*
+# tools from tenant b (MCP_SCOPED_ITEMS=hidden); wrk alternates the two, request by request.
+RULE_TOKENS = {"a": "bench-token-a-0123456789", "b": "bench-token-b-0123456789"}
+RULE_SEES = {"a": 100, "b": 90}
 
 
 def compact(value: Any) -> str:
@@ -118,6 +126,8 @@ class Workload:
     limit_path: str  # the limit's path that answers the same result bytes
     legacy: bool = False
     metrics_row: bool = False  # also measure this-met (metrics off) on it
+    # headers sent on every other request instead of the ones in ``headers`` (another caller)
+    alternate: dict[str, str] = field(default_factory=dict)
 
 
 def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
@@ -164,6 +174,15 @@ def modern_list(name: str, title: str) -> Workload:
     return Workload(name, title, compact(body), modern_headers("tools/list"), name, f"/{name}")
 
 
+def rule_list(name: str, title: str) -> Workload:
+    """tools/list of 100 tools as two callers see them through a rule: a's token in the
+    headers, b's in ``alternate`` (the SDK and the limit ignore both)."""
+    plain = modern_list(name, title)
+    headers = {**plain.headers, "Authorization": f"Bearer {RULE_TOKENS['a']}"}
+    other = {"Authorization": f"Bearer {RULE_TOKENS['b']}"}
+    return Workload(name, title, plain.body, headers, name, f"/{name}", alternate=other)
+
+
 WORKLOADS = {
     w.name: w
     for w in (
@@ -173,6 +192,7 @@ WORKLOADS = {
         legacy_call("legacy_sync", "legacy tools/call echo_sync (session)", "echo_sync"),
         modern_list("list1", "modern tools/list, 1 tool"),
         modern_list("list100", "modern tools/list, 100 tools"),
+        rule_list("list100rule", "modern tools/list, 100 tools, a rule"),
     )
 }
 
@@ -252,6 +272,15 @@ def catalog_1():
 
 def catalog_100():
     return _catalog(TOOLS[:100])
+
+
+def catalog_100_rule():
+    catalog = _catalog(TOOLS[:100])
+    # tenant b is not shown the delete_* tools (asked once per caller per catalog version)
+    catalog.set_visibility_rule(
+        lambda caller, tool: caller.tenant != "b" or not tool.name.startswith("delete_")
+    )
+    return catalog
 """
 
 
@@ -288,6 +317,7 @@ CATALOG_SPECS = {
     "calls": "bench_catalog:catalog_calls",
     "list1": "bench_catalog:catalog_1",
     "list100": "bench_catalog:catalog_100",
+    "list100rule": "bench_catalog:catalog_100_rule",
 }
 
 LIMIT_APP = '''"""The limit: bare ASGI, orjson, a fixed result per path, no validation."""
@@ -345,7 +375,7 @@ if kind == "calls":
     for function in bench_catalog.CALL_TOOLS:
         mcp.add_tool(function, structured_output=False)
 else:
-    for function in bench_catalog.TOOLS[: {"list1": 1, "list100": 100}[kind]]:
+    for function in bench_catalog.TOOLS[: {"list1": 1, "list100": 100, "list100rule": 100}[kind]]:
         mcp.add_tool(function)
 app = mcp.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
 config = uvicorn.Config(
@@ -363,6 +393,21 @@ def lua_script(workload: Workload, extra_headers: dict[str, str], check_bodies: 
     headers = {**workload.headers, **extra_headers}
     lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(workload.body)}"]
     lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
+    if workload.alternate:  # every other request as the other caller
+        first = {k: headers.get(k, "") for k in workload.alternate}
+        lines += [
+            "local turn = 0",
+            "function request()",
+            "  turn = 1 - turn",
+            "  if turn == 1 then",
+        ]
+        lines += [f"    wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in first.items()]
+        lines.append("  else")
+        lines += [
+            f"    wrk.headers[{json.dumps(k)}] = {json.dumps(v)}"
+            for k, v in workload.alternate.items()
+        ]
+        lines += ["  end", "  return wrk.format()", "end"]
     if check_bodies:
         lines += [
             "local bad, failed = 0, 0",
@@ -733,6 +778,14 @@ class Bench:
                 "PYTHONPATH": os.pathsep.join([str(self.root_of(variant)), str(self.directory)]),
             }
         )
+        if catalog == "list100rule":
+            digests = [hashlib.sha256(RULE_TOKENS[t].encode()).hexdigest() for t in ("a", "b")]
+            env["MCP_AUTH"] = "tokens"
+            env["MCP_AUTH_TOKENS"] = ",".join(
+                f"sha256:{digest};name={tenant};tenant={tenant}"
+                for tenant, digest in zip(("a", "b"), digests, strict=True)
+            )
+            env["MCP_SCOPED_ITEMS"] = "hidden"
         return Proc(
             name,
             "this",
@@ -832,11 +885,21 @@ class Bench:
         proc.extra_headers = {"Mcp-Session-Id": session}
 
     def verify(self, variant: str, workload: Workload, proc: Proc) -> int:
-        """One real request: the answer must be the right JSON-RPC result. Returns its size
-        on the wire."""
+        """One real request (one per caller of a workload with two): the answer must be the
+        right JSON-RPC result. Returns its size on the wire (with two callers, their mean:
+        wrk alternates them)."""
+        wire = self.verify_one(variant, workload, proc, {})
+        if not workload.alternate:
+            return wire
+        other = self.verify_one(variant, workload, proc, workload.alternate)
+        return (wire + other) // 2
+
+    def verify_one(
+        self, variant: str, workload: Workload, proc: Proc, alternate: dict[str, str]
+    ) -> int:
         extra = dict(proc.extra_headers) if workload.legacy and variant != SDK_NAME else {}
         status, headers, raw, wire = post_sized(
-            proc.port, proc.path, workload.body, {**workload.headers, **extra}
+            proc.port, proc.path, workload.body, {**workload.headers, **extra, **alternate}
         )
         message = jsonrpc_of(headers, raw)
         result = message.get("result")
@@ -848,13 +911,15 @@ class Bench:
             if result.get("isError") or content[0].get("text") != "hello":
                 problem = "not the echo"
         else:
-            expected = {"list1": 1, "list100": 100}[workload.catalog]
+            expected = {"list1": 1, "list100": 100}.get(workload.catalog, 100)
+            if variant in THIS and alternate:  # tenant b: the rule hides delete_*
+                expected = RULE_SEES["b"]
             tools = result.get("tools") or []
             if len(tools) != expected or not all(t.get("inputSchema") for t in tools):
                 problem = f"{len(tools)} tools, expected {expected}"
         if problem:
             raise RuntimeError(f"{proc.name} {workload.name}: {problem}: {status} {raw[:400]!r}")
-        if variant == THIS_REC and not workload.legacy:
+        if variant == THIS_REC and not workload.legacy and not alternate:
             # echo and echo_sync answer the same result: the first one sets the limit's bytes
             self.limit_results.setdefault(workload.limit_path, result)
         return wire
@@ -1025,6 +1090,18 @@ def target_lines(
     ):
         for conns in (16, 64):
             target(f"{title}, {conns} conns: records on / off", name, THIS_NOREC, conns, 0.9)
+    lines.append(
+        "targets (issue 40): tools/list of 100 tools (cached) with a per-caller rule, two "
+        "tokens alternating, against the SDK's tools/list of 100 tools"
+    )
+    for conns in connections:
+        target(f"list100rule, {conns} conns: x SDK", "list100rule", SDK_NAME, conns, 20)
+        with_rule = paired(results, ("list100rule", THIS_REC, conns), ("list100", THIS_REC, conns))
+        if with_rule:
+            lines.append(
+                f"  list100rule / list100 (no rule, no auth), {conns} conns, this+rec: rps "
+                f"{fmt_range(with_rule, 2)}"
+            )
     return lines
 
 

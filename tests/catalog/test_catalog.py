@@ -79,7 +79,7 @@ def declarations_as_type_checkers_see_them(catalog: Catalog) -> None:
     a(1)  # type: ignore[call-arg]
     catalog.tool(echo, task_support="sometimes")  # type: ignore[call-overload]
     catalog.tool(name=3)  # type: ignore[call-overload]
-    catalog.prompt(greet, scopes=["x"])  # type: ignore[call-overload]
+    catalog.prompt(greet, scopes=[1])  # type: ignore[list-item]
     catalog.resource_template("notes://{x}", size=3)  # type: ignore[call-arg]
     catalog.resource("file:///b", ttl_ms="5")  # type: ignore[arg-type]
 

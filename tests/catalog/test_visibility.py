@@ -16,21 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from server import Catalog, create_app
-from server.catalog.visibility import Views, Visibility
-from server.dispatch import Dispatcher
+from server.catalog.visibility import LIST_KEYS, Views, Visibility
+from server.dispatch import LIST_METHODS, Dispatcher
 from server.pagination import EncodedResults, Pager
 from server.sealing import Sealer
 from server.security.auth import Principal
 from server.settings import Settings
+from tests.support.app import serve
 from tests.support.live_server import ServerThread
-from tests.support.mcp_client import (
-    SSE,
-    initialize,
-    legacy,
-    legacy_headers,
-    modern,
-    modern_headers,
-)
+from tests.support.mcp_client import SSE, LegacySession, legacy, modern, modern_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -111,13 +105,7 @@ async def client_of(catalog: Catalog, **options: Any) -> AsyncIterator[httpx.Asy
         "page_size": 2,
         "cache_scope": "public",
     }
-    app = create_app(Settings(**{**fields, **options}), catalog=catalog)
-    async with (
-        app.lifespan(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
-        ) as client,
-    ):
+    async with serve(catalog, **{**fields, **options}) as (client, _):
         yield client
 
 
@@ -129,34 +117,10 @@ async def modern_post(
     return await client.post("/mcp", content=orjson.dumps(message), headers=headers)
 
 
-class Legacy:
-    """A legacy session of one token."""
-
-    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
-        self.client, self.token, self.session = client, token, ""
-
-    async def open(self) -> Legacy:
-        answer = await self.client.post(
-            "/mcp", json=initialize(), headers={**self.headers(), "Authorization": self.bearer}
-        )
-        assert answer.status_code == 200, answer.text
-        self.session = answer.headers["mcp-session-id"]
-        return self
-
-    @property
-    def bearer(self) -> str:
-        return f"Bearer {self.token}"
-
-    def headers(self) -> dict[str, str]:
-        if not self.session:
-            return legacy_headers(None, None)
-        return legacy_headers(self.session)
-
-    async def post(self, method: str, params: dict[str, Any]) -> httpx.Response:
-        headers = {**self.headers(), "Authorization": self.bearer}
-        return await self.client.post(
-            "/mcp", content=orjson.dumps(legacy(method, params)), headers=headers
-        )
+async def legacy_of(client: httpx.AsyncClient, token: str) -> Any:
+    """A legacy session of one token, as ``pages`` posts: ``post(method, params)``."""
+    session = await LegacySession(client, headers={"Authorization": f"Bearer {token}"}).initialize()
+    return lambda method, params: session.post(legacy(method, params, session.next_id()))
 
 
 async def pages(post: Any, method: str = "tools/list") -> list[dict[str, Any]]:
@@ -187,23 +151,23 @@ async def test_two_tokens_are_listed_what_they_may_use_in_both_eras_across_pages
         def modern_of(token: str) -> Any:
             return lambda method, params: modern_post(client, token, method, params)
 
-        alice_legacy = await Legacy(client, ALICE).open()
-        bob_legacy = await Legacy(client, BOB).open()
+        alice_legacy = await legacy_of(client, ALICE)
+        bob_legacy = await legacy_of(client, BOB)
         for _ in range(2):  # the second time from the cached bytes, warmed by both
             for who, sees in ((ALICE, ALICE_SEES), (BOB, BOB_SEES)):
                 listed = await pages(modern_of(who))
                 assert names(listed) == sees
                 assert all(page["cacheScope"] == "private" for page in listed)
-            assert names(await pages(alice_legacy.post)) == ALICE_SEES
-            assert names(await pages(bob_legacy.post)) == BOB_SEES
+            assert names(await pages(alice_legacy)) == ALICE_SEES
+            assert names(await pages(bob_legacy)) == BOB_SEES
         # acme's template is acme's alone; every template page is private.
         alice_templates = await pages(modern_of(ALICE), "resources/templates/list")
         bob_templates = await pages(modern_of(BOB), "resources/templates/list")
         assert names(alice_templates, "resourceTemplates", "uriTemplate") == ["acme://{x}"]
         assert names(bob_templates, "resourceTemplates", "uriTemplate") == []
-        bob_prompts = await pages(bob_legacy.post, "prompts/list")
+        bob_prompts = await pages(bob_legacy, "prompts/list")
         assert names(bob_prompts, "prompts") == ["open_prompt"]
-        alice_prompts = await pages(alice_legacy.post, "prompts/list")
+        alice_prompts = await pages(alice_legacy, "prompts/list")
         assert names(alice_prompts, "prompts") == ["open_prompt", "acme_prompt"]
 
         # A cursor is the caller's: another view cannot follow it.
@@ -216,8 +180,8 @@ async def test_two_tokens_are_listed_what_they_may_use_in_both_eras_across_pages
         catalog.tool(lambda: "x", name="open_c")
         assert names(await pages(modern_of(ALICE))) == [*ALICE_SEES, "write_c", "open_c"]
         assert names(await pages(modern_of(BOB))) == [*BOB_SEES, "open_c"]
-        assert names(await pages(bob_legacy.post)) == [*BOB_SEES, "open_c"]
-        assert names(await pages(alice_legacy.post)) == [*ALICE_SEES, "write_c", "open_c"]
+        assert names(await pages(bob_legacy)) == [*BOB_SEES, "open_c"]
+        assert names(await pages(alice_legacy)) == [*ALICE_SEES, "write_c", "open_c"]
 
 
 async def test_the_default_lists_everything_to_everyone() -> None:
@@ -261,8 +225,7 @@ async def test_a_hidden_item_answers_byte_for_byte_as_one_never_declared(
     for first, catalog in ((True, catalog_of()), (False, catalog_of(without=missing))):
         async with client_of(catalog, scoped_items="hidden") as client:
             modern_answer = await modern_post(client, BOB, method, params)
-            session = await Legacy(client, BOB).open()
-            legacy_answer = await session.post(method, params)
+            legacy_answer = await (await legacy_of(client, BOB))(method, params)
             answers.append(
                 (
                     modern_answer.status_code,
@@ -293,8 +256,7 @@ async def test_with_the_default_a_call_without_the_scope_is_the_step_up_403() ->
             "message": "Insufficient scope: missing mcp:write",
             "data": {"error": "insufficient_scope", "scope": "mcp:write"},
         }
-        session = await Legacy(client, BOB).open()
-        legacy_answer = await session.post(
+        legacy_answer = await (await legacy_of(client, BOB))(
             "tools/call", {"name": "write_a", "arguments": {"count": 1}}
         )
         assert legacy_answer.status_code == 403
@@ -369,6 +331,106 @@ def test_no_page_ever_holds_an_item_the_callers_view_hides(
             if cursor is None:
                 break
         assert seen == [name for name in catalog.tools if may_see(caller, name)]
+
+
+KINDS = ("tool", "prompt", "resource", "template")
+
+
+def declare(catalog: Catalog, kind: str, index: int, scopes: list[str], visibility: Any) -> Any:
+    """One item of ``kind`` with these scopes; returns it and the name its list shows."""
+    if kind == "tool":
+        catalog.tool(lambda: "x", name=f"t{index}", scopes=scopes, visibility=visibility)
+        return catalog.tools[f"t{index}"], f"t{index}"
+    if kind == "prompt":
+        catalog.prompt(lambda: "x", name=f"p{index}", scopes=scopes, visibility=visibility)
+        return catalog.prompts[f"p{index}"], f"p{index}"
+    if kind == "resource":
+        uri = f"res://r{index}"
+        catalog.resource(uri, scopes=scopes, visibility=visibility)(lambda: "x")
+        return catalog.resources[uri], uri
+    uri = f"tpl{index}://{{x}}"
+
+    def read(x: str) -> str:
+        return x
+
+    catalog.resource_template(uri, scopes=scopes, visibility=visibility)(read)
+    return catalog.templates[uri], uri
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(
+        st.tuples(
+            st.sampled_from(KINDS),
+            scope_sets,
+            st.sampled_from([None, "hidden", "listed"]),
+            st.booleans(),
+        ),
+        min_size=0,
+        max_size=12,
+    ),
+    default=st.sampled_from(["listed", "hidden"]),
+    callers=st.lists(st.tuples(scope_sets, st.sampled_from(["t1", "t2"])), min_size=1, max_size=4),
+    page_size=st.integers(1, 4),
+    order=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    use_rule=st.booleans(),
+)
+def test_no_page_of_any_list_holds_an_item_the_callers_scopes_or_rule_hide(
+    items: list[tuple[str, frozenset[str], Visibility | None, bool]],
+    default: Any,
+    callers: list[tuple[frozenset[str], str]],
+    page_size: int,
+    order: list[int],
+    use_rule: bool,
+) -> None:
+    """Prompts, resources and templates with scopes as tools: every list of every caller,
+    from one shared page cache, with a list change midway."""
+    catalog = Catalog()
+    declared: dict[str, tuple[Any, bool]] = {}  # listed name -> (item, tenant t1's only)
+    for index, (kind, scopes, visibility, t1_only) in enumerate(items):
+        item, name = declare(catalog, kind, index, sorted(scopes), visibility)
+        declared[name] = (item, t1_only)
+    by_id = {id(item): t1_only for item, t1_only in declared.values()}
+    if use_rule:
+        catalog.set_visibility_rule(
+            lambda caller, item: caller.tenant == "t1" or not by_id[id(item)]
+        )
+    views = Views(catalog, default)
+    dispatcher = Dispatcher(catalog, Pager(Sealer(b"p" * 32), page_size), views=views)
+    cache = EncodedResults(catalog)
+
+    def may_see(caller: Principal, name: str) -> bool:
+        item, t1_only = declared[name]
+        if (item.visibility or default) == "listed":
+            return True
+        if not set(item.scopes) <= caller.scopes:
+            return False
+        return not (use_rule and t1_only and caller.tenant != "t1")
+
+    principals = [
+        Principal(f"caller{i}", scopes, tenant=tenant) for i, (scopes, tenant) in enumerate(callers)
+    ]
+    for step, pick in enumerate(order):
+        caller = principals[pick % len(principals)]
+        if step == len(order) // 2 and "p0" in catalog.prompts:
+            catalog.remove_prompt("p0")  # a list change midway
+            del declared["p0"]
+        view = views.view(caller)
+        for method, (field, key) in LIST_METHODS.items():
+            if not dispatcher.serves(method):
+                continue
+            seen, cursor = [], None
+            while True:
+                page = orjson.loads(
+                    orjson.dumps(dispatcher.cached_page(method, cursor, cache, view=view))
+                )
+                seen += [entry[LIST_KEYS[field]] for entry in page[key]]
+                cursor = page.get("nextCursor")
+                if cursor is None:
+                    break
+            assert all(may_see(caller, name) for name in seen), (caller, method, seen)
+            everything = [d[LIST_KEYS[field]] for d in getattr(catalog.snapshot, field)]
+            assert seen == [name for name in everything if may_see(caller, name)]
 
 
 # -- notifications ----------------------------------------------------------------------------
@@ -459,12 +521,6 @@ async def test_a_listen_stream_over_uvicorn_hears_only_of_its_own_view_changing(
 async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> None:
     """A GET on the MCP path that falls back to the 2024-11-05 transport follows the stream
     with its caller, so what is hidden from the caller is not told on it."""
-    catalog = catalog_of()
-    settings = Settings(
-        auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", cache_scope="public"
-    )
-    app = create_app(settings, catalog=catalog)
-    assert app.sse is not None
     callers: list[Any] = []
 
     async def stream(scope: Any, receive: Any, send: Any, draft: Any, principal: Any) -> None:
@@ -472,13 +528,168 @@ async def test_the_mcp_paths_fallback_to_http_sse_streams_for_its_caller() -> No
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    app.sse.stream = stream  # type: ignore[method-assign]
-    async with (
-        app.lifespan(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
-        ) as client,
-    ):
+    async with serve(
+        catalog_of(), auth="tokens", auth_tokens=TOKENS, scoped_items="hidden", cache_scope="public"
+    ) as (client, app):
+        assert app.sse is not None
+        app.sse.stream = stream  # type: ignore[method-assign]
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {BOB}"}
         assert (await client.get("/mcp", headers=headers)).status_code == 200
     assert [caller.subject for caller in callers] == ["bob"]
+
+
+# -- scopes on prompts, resources and templates --------------------------------------------
+
+WRITE_CHALLENGE = 'Bearer error="insufficient_scope", scope="mcp:write"'
+
+
+def items_catalog(without: str = "") -> Catalog:
+    """A prompt, a resource and a template that need ``mcp:write`` (Bob lacks it), each with
+    an open twin so the methods stay served."""
+    catalog = Catalog("items", "1.0.0")
+
+    @catalog.prompt(name="open_prompt")
+    def open_prompt(style: str) -> str:
+        return style
+
+    @catalog.resource("open://readme")
+    def readme() -> str:
+        return "read me"
+
+    if without != "write_prompt":
+
+        @catalog.prompt(name="write_prompt", scopes=["mcp:write"])
+        def write_prompt(style: str) -> str:
+            return style
+
+        catalog.completion(prompt="write_prompt", argument="style")(lambda v, a: ["warm"])
+    if without != "secret://fixed":
+
+        @catalog.resource("secret://fixed", scopes=["mcp:write"])
+        def secret() -> str:
+            return "secret"
+
+    if without != "notes://{x}":
+
+        @catalog.resource_template("notes://{x}", scopes=["mcp:write"])
+        def notes(x: str) -> str:
+            return x
+
+        catalog.completion(template="notes://{x}", argument="x")(lambda v, a: ["one"])
+    return catalog
+
+
+# Each: the method, its params, and the item a catalog without it would be missing.
+SCOPED_ASKS = [
+    ("prompts/get", {"name": "write_prompt", "arguments": {"style": "x"}}, "write_prompt"),
+    (
+        "completion/complete",
+        {
+            "ref": {"type": "ref/prompt", "name": "write_prompt"},
+            "argument": {"name": "style", "value": "w"},
+        },
+        "write_prompt",
+    ),
+    (
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "notes://{x}"},
+            "argument": {"name": "x", "value": ""},
+        },
+        "notes://{x}",
+    ),
+    ("resources/read", {"uri": "secret://fixed"}, "secret://fixed"),
+    ("resources/read", {"uri": "notes://one"}, "notes://{x}"),  # a URI the template matches
+    ("resources/subscribe", {"uri": "secret://fixed"}, "secret://fixed"),  # legacy only
+]
+
+
+@pytest.mark.parametrize(("method", "params", "missing"), SCOPED_ASKS)
+async def test_listed_items_need_their_scopes_the_step_up_403_in_both_eras(
+    method: str, params: dict[str, Any], missing: str
+) -> None:
+    async with client_of(items_catalog()) as client:
+        answers = []
+        if method != "resources/subscribe":
+            answers.append(await modern_post(client, BOB, method, params))
+            assert (await modern_post(client, ALICE, method, params)).status_code == 200
+        answers.append(await (await legacy_of(client, BOB))(method, params))
+        alice = await (await legacy_of(client, ALICE))(method, params)
+        assert alice.status_code == 200, alice.text
+        assert "error" not in alice.json()
+        for answer in answers:
+            assert answer.status_code == 403, answer.text
+            assert answer.headers["www-authenticate"] == WRITE_CHALLENGE
+            assert answer.json()["error"]["data"] == {
+                "error": "insufficient_scope",
+                "scope": "mcp:write",
+            }
+        # Listed to everyone all the same: the client may ask for the scope.
+        listed = await pages(lambda m, p: modern_post(client, BOB, m, p), "prompts/list")
+        assert names(listed, "prompts") == ["open_prompt", "write_prompt"]
+
+
+async def test_a_listen_naming_a_resource_without_its_scope_is_the_step_up_403() -> None:
+    wanted = {"resourceSubscriptions": ["open://readme", "secret://fixed"]}
+    async with client_of(items_catalog()) as client:
+        answer = await modern_post(client, BOB, "subscriptions/listen", {"notifications": wanted})
+        assert answer.status_code == 403, answer.text
+        assert answer.headers["www-authenticate"] == WRITE_CHALLENGE
+    # Hidden, the resource is an unknown URI: the stream opens, as for any URI.
+    settings = Settings(_env_file=None, auth="tokens", auth_tokens=TOKENS, scoped_items="hidden")
+    running = ServerThread(create_app(settings, items_catalog()), check_health=True)
+    running.start()
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=5) as client:
+            message = modern("subscriptions/listen", {"notifications": wanted})
+            headers = {**modern_headers(message), "Authorization": f"Bearer {BOB}"}
+            body = orjson.dumps(message)
+            async with client.stream("POST", "/mcp", content=body, headers=headers) as opened:
+                assert opened.status_code == 200
+                assert await SSE(opened).next() is not None  # the acknowledgement
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize(("method", "params", "missing"), SCOPED_ASKS)
+async def test_hidden_scoped_items_answer_byte_for_byte_as_ones_never_declared(
+    method: str, params: dict[str, Any], missing: str
+) -> None:
+    answers: list[tuple[Any, ...]] = []
+    for catalog in (items_catalog(), items_catalog(without=missing)):
+        async with client_of(catalog, scoped_items="hidden") as client:
+            seen: list[Any] = []
+            if method != "resources/subscribe":
+                modern_answer = await modern_post(client, BOB, method, params)
+                seen += [modern_answer.status_code, modern_answer.content]
+            legacy_answer = await (await legacy_of(client, BOB))(method, params)
+            seen += [legacy_answer.status_code, legacy_answer.content]
+            answers.append(tuple(seen))
+    hidden, unknown = answers
+    assert hidden == unknown
+    assert 403 not in hidden
+
+
+async def test_hidden_scoped_items_are_listed_only_to_callers_holding_their_scopes() -> None:
+    async with client_of(items_catalog(), scoped_items="hidden") as client:
+        for who, extra in ((ALICE, True), (BOB, False)):
+            legacy_post = await legacy_of(client, who)
+            for post in (lambda m, p, who=who: modern_post(client, who, m, p), legacy_post):
+                prompts = names(await pages(post, "prompts/list"), "prompts")
+                resources = names(await pages(post, "resources/list"), "resources", "uri")
+                templates = await pages(post, "resources/templates/list")
+                assert prompts == ["open_prompt", *(["write_prompt"] if extra else [])]
+                assert resources == ["open://readme", *(["secret://fixed"] if extra else [])]
+                uris = names(templates, "resourceTemplates", "uriTemplate")
+                assert uris == (["notes://{x}"] if extra else [])
+
+
+async def test_scopes_supported_lists_every_items_scopes_and_the_named_tokens() -> None:
+    catalog = items_catalog()
+    catalog.tool(lambda: "x", name="admin_tool", scopes=["admin"])
+    async with client_of(catalog, auth_servers=["https://as.example"]) as client:
+        answer = await client.get("/.well-known/oauth-protected-resource/mcp")
+        assert answer.status_code == 200, answer.text
+        # admin: a tool's; mcp:write: the prompt's, resource's and template's; mcp:read: the
+        # named tokens' own (no item needs it).
+        assert answer.json()["scopes_supported"] == ["admin", "mcp:read", "mcp:write"]

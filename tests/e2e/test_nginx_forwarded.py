@@ -33,6 +33,8 @@ from server.security.auth import token_digest
 from tests.e2e.test_nginx import NGINX, client_from, running_nginx
 from tests.e2e.test_sse_clients import CLIENTS_HOME, mcp_remote
 from tests.support.deploy_helpers import ServerProcess, free_port
+from tests.support.http_sse import endpoint_of_blocking
+from tests.support.mcp_client import initialize
 
 pytestmark = [
     pytest.mark.slow,
@@ -115,16 +117,6 @@ def blocks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Blocks]:
         server.stop()
 
 
-def endpoint_event(url: str) -> str:
-    headers = {"Accept": "text/event-stream", **AUTH}
-    with httpx.stream("GET", url, headers=headers, timeout=10) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("data:"):
-                return line.removeprefix("data:").strip()
-    raise AssertionError("no endpoint event")
-
-
 @pytest.mark.parametrize("block", BLOCKS)
 def test_the_metadata_named_by_the_401_resolves_and_names_the_url_used(
     blocks: Blocks, block: str
@@ -150,19 +142,10 @@ def test_the_sse_endpoint_event_works_through_the_block(blocks: Blocks, block: s
     ) as stream:
         assert stream.status_code == 200
         lines = stream.iter_lines()
-        endpoint = next(line for line in lines if line.startswith("data:"))[5:].strip()
+        endpoint = endpoint_of_blocking(lines)
         assert endpoint.startswith(f"{prefix}/messages?session_id=")
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2024-11-05",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        posted = httpx.post(f"{origin}{endpoint}", json=initialize, headers=AUTH, timeout=10)
+        opening = initialize("2024-11-05", client_info={"name": "t", "version": "1"}, id=1)
+        posted = httpx.post(f"{origin}{endpoint}", json=opening, headers=AUTH, timeout=10)
         assert posted.status_code == 202, posted.text
         answer = next(line for line in lines if line.startswith("data:"))
         assert '"serverInfo"' in answer

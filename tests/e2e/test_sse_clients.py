@@ -40,7 +40,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from server.app import create_app
 from server.settings import Settings
 from tests.e2e.test_nginx import NGINX, SHIPPED
+from tests.support.http_sse import endpoint_of
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer
 from tests.support.replicas import Replicas
@@ -270,26 +272,15 @@ async def test_mcp_remote_through_nginx_over_two_replicas(replicas: Replicas) ->
 @pytest.mark.anyio
 async def test_a_post_on_b_reaches_the_stream_held_on_a(replicas: Replicas) -> None:
     a, b = replicas.replica_urls
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2024-11-05",
-            "capabilities": {},
-            "clientInfo": {"name": "a-and-b", "version": "1"},
-        },
-    }
+    opening = initialize("2024-11-05", client_info={"name": "a-and-b", "version": "1"}, id=1)
     async with (
         httpx.AsyncClient(timeout=10) as http,
         http.stream("GET", f"{a}/sse", headers={"accept": "text/event-stream"}) as stream,
     ):
         lines = stream.aiter_lines()
-        assert await anext(lines) == "event: endpoint"
-        endpoint = (await anext(lines)).removeprefix("data: ")
         # The replicas serve under /api (nginx strips it): post to B without it.
-        path = endpoint.removeprefix("/api")
-        assert (await http.post(f"{b}{path}", json=initialize)).status_code == 202
+        path = (await endpoint_of(lines)).removeprefix("/api")
+        assert (await http.post(f"{b}{path}", json=opening)).status_code == 202
         with anyio.fail_after(5):
             async for line in lines:
                 if line.startswith("data: {"):
@@ -353,8 +344,7 @@ async def test_sigterm_on_the_replica_running_a_call_still_answers_on_the_other(
             http.stream("GET", f"{a}/sse", headers={"accept": "text/event-stream"}) as stream,
         ):
             lines = stream.aiter_lines()
-            assert await anext(lines) == "event: endpoint"
-            path = (await anext(lines)).removeprefix("data: ").removeprefix("/api")
+            path = (await endpoint_of(lines)).removeprefix("/api")
             call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
             call["params"] = {"name": "count_slowly", "arguments": {"steps": 2, "delay_ms": 1000}}
             assert (await http.post(f"{b}{path}", json=call)).status_code == 202

@@ -77,20 +77,24 @@ def server_env(**settings: str) -> dict[str, str]:
     }
 
 
+def run_to_exit(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m server`` run until it exits (a refused configuration exits at once)."""
+    return subprocess.run(
+        [sys.executable, "-m", "server"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def refused(**settings: str) -> Callable[[Path], list[str]]:
     """Run until it exits: status 2, nothing on stdout, one line on stderr."""
 
     def run(tmp_path: Path) -> list[str]:
-        env = server_env(**settings)
-        done = subprocess.run(
-            [sys.executable, "-m", "server"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_to_exit(tmp_path, server_env(**settings))
         assert done.returncode == 2, (done.returncode, done.stderr)
         assert done.stdout == ""
         lines = done.stderr.splitlines()
@@ -106,8 +110,8 @@ def starts(wanted: str, **settings: str) -> Callable[[Path], list[str]]:
     def run(tmp_path: Path) -> list[str]:
         env = server_env(MCP_LOG_LEVEL="info", **settings)
         server = ServerProcess(tmp_path, **{k: v for k, v in env.items() if k.startswith("MCP_")})
-        server.start()
         try:
+            server.start()
             return wait_for_line(server, wanted)
         finally:
             server.stop()
@@ -248,16 +252,7 @@ def test_the_k8s_example_secret_is_the_same_refused_placeholder() -> None:
 
 
 def test_the_traceback_is_printed_at_the_debug_level_only(tmp_path: Path) -> None:
-    env = server_env(MCP_PORT="abc", MCP_LOG_LEVEL="debug")
-    done = subprocess.run(
-        [sys.executable, "-m", "server"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_to_exit(tmp_path, server_env(MCP_PORT="abc", MCP_LOG_LEVEL="debug"))
     assert done.returncode == 2
     assert "cannot start: MCP_PORT='abc'" in done.stderr.splitlines()[0]
     assert "Traceback (most recent call last)" in done.stderr
@@ -286,3 +281,16 @@ def test_a_json_log_reports_a_configuration_error_as_one_json_line(tmp_path: Pat
 def test_the_refusal_is_printed_even_at_the_critical_level(tmp_path: Path) -> None:
     (line,) = refused(MCP_PORT="abc", MCP_LOG_LEVEL="critical")(tmp_path)
     assert " CRITICAL server: cannot start: MCP_PORT='abc'" in line
+
+
+def test_a_server_that_does_not_come_up_in_time_is_stopped_not_left_running(
+    tmp_path: Path,
+) -> None:
+    server = ServerProcess(tmp_path, MCP_RECORDS="none")
+    try:
+        with pytest.raises(AssertionError, match="server did not start"):
+            server.start(timeout=0)
+        assert server.process is not None
+        assert server.process.poll() is not None, "still running after a failed start"
+    finally:
+        server.stop()

@@ -4,6 +4,7 @@ methods of the catalog (skills), and what an undeclared extension leaves out."""
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -185,6 +186,28 @@ async def test_removed_methods_and_unknown_tasks(era: ModernEra) -> None:
     with pytest.raises(InvalidParams) as unknown:
         await run(era, "tasks/get", {"taskId": "nope"}, capabilities=TASKS)
     assert unknown.value.code == -32602
+
+
+async def test_a_tasks_method_without_a_handler_is_not_found_not_taken_for_another(
+    era: ModernEra,
+) -> None:
+    # A method routed here by mistake (tasks/result is the legacy era's) is not found; it must
+    # not be answered as a cancel of the task it names.
+    created = await run(era, "tools/call", {"name": "wait_for_release"}, capabilities=TASKS)
+    task_id = created["taskId"]
+    request, headers = make_request("tasks/get", {"taskId": task_id}, capabilities=TASKS)
+    call = era.validate(request, raw_headers({**headers, "mcp-name": task_id}))
+    call.subject = "alice"
+    call.request.method = "tasks/result"
+    tasks = era.extensions.tasks
+    assert tasks is not None
+    finished: list[bool] = []
+    context = SimpleNamespace(finish=lambda: finished.append(True))  # what handle uses of one
+    with pytest.raises(MethodNotFound):
+        await tasks.handle(call, context)  # type: ignore[arg-type]
+    assert finished == [True]
+    got = await run(era, "tasks/get", {"taskId": task_id}, capabilities=TASKS)
+    assert got["status"] == "working"
 
 
 async def test_a_protocol_error_fails_the_task(era: ModernEra) -> None:

@@ -6,32 +6,23 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 import server.cli.main as entry
 import server.records.sinks
 import server.report
 from server.report import redis as report_redis
+from tests.records.sinks import test_redis as sink_tests
 from tests.records.sinks.test_redis import dead_url, sink_for
 from tests.report.test_report import MIXED
 from tests.support.redis_server import RedisServer
 
-
-@pytest.fixture
-def key() -> str:
-    return f"test:records:{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> Any:
-    connection = redis.Redis.from_url(redis_server.url)
-    yield connection
-    connection.close()
+# A stream key of its own and a Redis client, as the sink's tests take them.
+key = sink_tests.key
+client = sink_tests.client
 
 
 # -- report redis://... ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import gzip
 import pytest
 
 from server.report import sources as report_read
+from server.report.sources import request_in_period
 from tests.report.test_report import (
     aggregate,
     jsonl,
@@ -55,3 +56,16 @@ def test_corrupt_gzip_is_noted_not_raised() -> None:
     report = aggregate(bytes(data), "bad.gz")
     assert report.input.errors
     assert report.input.errors[0].startswith("bad.gz: ")
+
+
+def test_request_in_period_keeps_a_request_record_written_in_since_until() -> None:
+    line = b'{"kind":"request","time":"2026-12-01T10:00:00Z"}'
+    assert request_in_period(line, None, None) == {
+        "kind": "request",
+        "time": "2026-12-01T10:00:00Z",
+    }
+    assert request_in_period(line, "2026-12-01T10:00:00Z", "2026-12-01T10:00:01Z") is not None
+    assert request_in_period(line, "2026-12-01T10:00:01Z", None) is None  # before since
+    assert request_in_period(line, None, "2026-12-01T10:00:00Z") is None  # until excludes
+    for other in (b"{", b"[1]", b'{"kind":"stream","time":"2026"}', b'{"kind":"request"}'):
+        assert request_in_period(other, None, None) is None

@@ -531,3 +531,41 @@ def test_protected_resource_document_from_settings():
     assert document["authorization_servers"] == ["https://as1"]
     tokens_only = make_settings(auth="tokens", auth_tokens=token_digest(TOKEN))
     assert protected_resource_document(tokens_only) is None
+
+
+async def test_the_static_tokens_are_read_and_parsed_once_at_start(monkeypatch, tmp_path):
+    import builtins
+
+    import server.security.auth
+    import server.security.gate
+    import server.settings_checks
+    from server.security.gate import Gate
+
+    listed, filed = token_digest(TOKEN), token_digest(OTHER)
+    path = tmp_path / "tokens"
+    path.write_text(f"# one more\n{filed};name=other\n")
+    opened: list[str] = []
+    parsed: list[str] = []
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    def counting(parse):
+        def entry(text, *args, **kwargs):
+            parsed.append(text.split(";")[0].lower())
+            return parse(text, *args, **kwargs)
+
+        return entry
+
+    monkeypatch.setattr(server.security.auth, "open", counting_open, raising=False)  # reads it
+    real = server.settings_checks.token_entry
+    monkeypatch.setattr(server.settings_checks, "token_entry", counting(real))
+    monkeypatch.setattr(server.security.auth, "token_entry", counting(real))
+    monkeypatch.setattr(server.security.gate, "token_entry", counting(real), raising=False)
+    settings = make_settings(auth="tokens", auth_tokens=listed, auth_tokens_file=str(path))
+    gate = Gate(settings, lambda: [])
+    assert opened == [str(path)]
+    assert sorted(parsed) == sorted([listed, filed])
+    assert (await gate.auth.authenticate(f"Bearer {OTHER}", b"")).subject == "other"
+    assert (await gate.auth.authenticate(f"Bearer {TOKEN}", b"")).subject.startswith("token:")

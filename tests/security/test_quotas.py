@@ -11,6 +11,7 @@ import pytest
 
 from server import Catalog, create_app
 from server.errors import ConfigurationError, ServiceUnavailable
+from server.security.limits import retry_after_header
 from server.security.quotas import MemoryQuotaCounter, Quota, QuotaExceeded, Quotas
 from server.settings import Settings, load_settings
 from tests.support.mcp_client import initialize, legacy, legacy_headers, modern, modern_headers
@@ -147,3 +148,11 @@ async def test_a_wildcard_quota_counts_every_tenant_and_tool_apart() -> None:
     await quotas.charge(None, "search")  # no tenant: "(none)"
     with pytest.raises(QuotaExceeded):
         await quotas.charge("acme", "search")
+
+
+@pytest.mark.parametrize("seconds", [0.0004, 2.0001, 2.5, 3.0])
+def test_the_message_and_data_name_the_retry_after_header_s_seconds(seconds: float) -> None:
+    refused = QuotaExceeded(Quota("acme", "search", 5, 60), "acme", "search", seconds)
+    header = int(retry_after_header(seconds))
+    assert refused.message.endswith(f"retry after {header} s")
+    assert refused.data["retryAfter"] == header

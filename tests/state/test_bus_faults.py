@@ -26,7 +26,9 @@ import pytest
 from server.app import create_app
 from server.settings import Settings
 from server.transport.sse_sessions import WATCH_S
+from tests.support.http_sse import endpoint_of
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until_blocking
 from tests.support.redis_server import RedisServer, fresh_prefix
 from tests.support.replicas import PREFIX, Replicas
@@ -125,21 +127,9 @@ async def client(holder: str, runner: str) -> AsyncIterator[Client]:
     ):
         assert stream.status_code == 200
         opened = Client(http, stream, "")
-        first = await opened.event()
-        assert first is not None
-        assert first[0] == "endpoint"
-        opened.messages = first[1]
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2024-11-05",
-                "capabilities": {},
-                "clientInfo": {"name": "bus-faults", "version": "1"},
-            },
-        }
-        assert await opened.post(runner, initialize) == 202
+        opened.messages = await endpoint_of(opened.lines)
+        opening = initialize("2024-11-05", client_info={"name": "bus-faults", "version": "1"}, id=1)
+        assert await opened.post(runner, opening) == 202
         assert await opened.outcome(1, 10) == "answer"
         yield opened
 

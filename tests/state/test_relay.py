@@ -28,10 +28,12 @@ from server.legacy.runtime import SessionRuntime
 from server.settings import Settings
 from server.state.bus import Deliver
 from server.state.memory import MemoryBus, MemorySessionStore
-from server.state.messages import DECODERS
+from server.state.messages import DECODERS, publish_subscription
 from server.state.redis.bus import RedisBus
 from server.state.redis.link import RedisLink
 from server.state.relay import BusRelay
+from tests.support.http_sse import sse_get_scope
+from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
 
@@ -245,16 +247,16 @@ async def test_subs_adds_or_removes_one_subscription_of_the_session_here(
     assert runtime.subscriptions.uris == {"file:///a", "db://b"}
 
 
-def test_announce_subscriptions_publishes_one_uri_not_the_set(app: Application) -> None:
+def test_publish_subscription_publishes_one_uri_not_the_set() -> None:
     published: list[tuple[str, dict[str, Any]]] = []
 
     class RecordingBus(MemoryBus):
         def publish(self, kind: str, data: dict[str, Any]) -> None:
             published.append((kind, data))
 
-    app.relay.bus = RecordingBus()
-    app.relay.announce_subscriptions("s1", "file:///a", True)
-    app.relay.announce_subscriptions("s1", "file:///a", False)
+    bus = RecordingBus()
+    publish_subscription(bus, "s1", "file:///a", True)
+    publish_subscription(bus, "s1", "file:///a", False)
     assert published == [
         ("subs", {"sid": "s1", "add": "file:///a"}),
         ("subs", {"sid": "s1", "remove": "file:///a"}),
@@ -422,23 +424,6 @@ class Twins:
         return store
 
 
-@contextlib.asynccontextmanager
-async def two_apps(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[list[Application]]:
-    twins = Twins()
-    monkeypatch.setattr(server.state.auto, "MemoryBus", twins.bus)
-    monkeypatch.setattr(server.state.auto, "MemorySessionStore", twins.store)
-    apps = [
-        create_app(
-            settings(catalog="probe", records=["none"], keepalive_s=5.0, state_secret="twins " * 4)
-        )
-        for _ in range(2)
-    ]
-    async with contextlib.AsyncExitStack() as running:
-        for each in apps:
-            await running.enter_async_context(each.lifespan())
-        yield apps
-
-
 class SseStream:
     """A GET /sse held open on an ASGI app, read event by event."""
 
@@ -456,20 +441,7 @@ class SseStream:
             await self.left.wait()
             return {"type": "http.disconnect"}
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/sse",
-            "raw_path": b"/sse",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"127.0.0.1"), (b"accept", b"text/event-stream")],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = sse_get_scope(b"127.0.0.1")
 
         async def send(message: MutableMapping[str, Any]) -> None:
             await self.sent.put(dict(message))
@@ -502,9 +474,43 @@ class SseStream:
                 return
 
     async def close(self) -> None:
+        """The client leaves: the app's response must end."""
         self.left.set()
         if self.task is not None:
             await asyncio.wait_for(self.task, 5)
+
+    async def cancel(self) -> None:
+        """The app's task stopped, if it still runs (a test that failed before it closed)."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            await asyncio.wait([self.task])
+
+
+@contextlib.asynccontextmanager
+async def held_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[tuple[Application, Application, SseStream, str]]:
+    """Two apps built by ``create_app`` over one test bus and one session store, a GET /sse held
+    on the second (``there``) and the URL its endpoint event names; the stream is closed after
+    the test, and its task cancelled whatever happened, all within 5 s."""
+    twins = Twins()
+    monkeypatch.setattr(server.state.auto, "MemoryBus", twins.bus)
+    monkeypatch.setattr(server.state.auto, "MemorySessionStore", twins.store)
+    settings_of_both = settings(
+        catalog="probe", records=["none"], keepalive_s=5.0, state_secret="twins " * 4
+    )
+    here, there = (create_app(settings_of_both) for _ in range(2))
+    async with asyncio.timeout(5), here.lifespan(), there.lifespan():
+        stream = SseStream(there)
+        try:
+            yield here, there, stream, await stream.open()
+            await stream.close()
+        finally:
+            await stream.cancel()
+
+
+PING = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+INITIALIZE = initialize("2024-11-05", client_info={"name": "twins", "version": "1"}, id=1)
 
 
 async def post(app: Application, url: str, message: dict[str, Any]) -> int:
@@ -517,21 +523,9 @@ async def post(app: Application, url: str, message: dict[str, Any]) -> int:
 async def test_an_http_sse_call_on_one_app_reaches_the_stream_held_by_the_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
-        stream = SseStream(there)
-        url = await stream.open()
+    async with held_stream(monkeypatch) as (here, _there, stream, url):
         started = asyncio.get_running_loop().time()
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2024-11-05",
-                "capabilities": {},
-                "clientInfo": {"name": "twins", "version": "1"},
-            },
-        }
-        assert await post(here, url, initialize) == 202
+        assert await post(here, url, INITIALIZE) == 202
         event, data = await stream.event()
         assert (event, json.loads(data)["id"]) == ("message", 1)
         assert json.loads(data)["result"]["protocolVersion"] == "2024-11-05"
@@ -548,20 +542,6 @@ async def test_an_http_sse_call_on_one_app_reaches_the_stream_held_by_the_other(
         assert isinstance(bus, PairedBus)
         assert bus.published.count("sse") == 2
         assert not here.legacy.sessions.to_stream(url.split("=")[1], b"{}")
-        await stream.close()
-
-
-PING = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2024-11-05",
-        "capabilities": {},
-        "clientInfo": {"name": "twins", "version": "1"},
-    },
-}
 
 
 async def refused(app: Application, url: str) -> bool:
@@ -577,9 +557,7 @@ async def refused(app: Application, url: str) -> bool:
 async def test_a_lost_bus_closes_the_http_sse_streams_held_here_and_ends_their_sessions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
-        stream = SseStream(there)
-        url = await stream.open()
+    async with held_stream(monkeypatch) as (here, there, stream, url):
         assert await post(here, url, PING) == 202
         # What the other replica sends this stream from now on may be lost: it closes, and
         # its client connects again rather than wait for ever.
@@ -588,15 +566,12 @@ async def test_a_lost_bus_closes_the_http_sse_streams_held_here_and_ends_their_s
         assert await refused(here, url)
         assert there.sse is not None
         assert there.sse.held == {}
-        await stream.close()
 
 
 async def test_an_unsent_stream_message_ends_the_session_and_its_calls_on_the_runner(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
-        stream = SseStream(there)
-        url = await stream.open()
+    async with held_stream(monkeypatch) as (here, _there, stream, url):
         session_id = url.split("=")[1]
         assert await post(here, url, INITIALIZE) == 202
         assert (await stream.event())[0] == "message"
@@ -614,15 +589,12 @@ async def test_an_unsent_stream_message_ends_the_session_and_its_calls_on_the_ru
         assert here.legacy.runtimes.peek(session_id) is None
         assert await refused(here, url)
         await stream.ended()  # the holder heard "ended"
-        await stream.close()
 
 
 async def test_a_post_for_a_session_whose_stream_no_replica_holds_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with asyncio.timeout(5), two_apps(monkeypatch) as (here, there):
-        stream = SseStream(there)
-        url = await stream.open()
+    async with held_stream(monkeypatch) as (here, _there, _stream, url):
         session_id = url.split("=")[1]
         assert await post(here, url, PING) == 202
         bus = here.shared.bus
@@ -631,4 +603,3 @@ async def test_a_post_for_a_session_whose_stream_no_replica_holds_is_refused(
         bus.holders.discard(session_id)
         assert await post(here, url, PING) == 404
         assert await refused(here, url)
-        await stream.close()

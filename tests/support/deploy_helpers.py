@@ -86,13 +86,17 @@ class ServerProcess:
         finally:
             log.close()
         deadline = time.monotonic() + timeout
-        while True:
-            assert self.process.poll() is None, f"server exited: {self.log()}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            assert time.monotonic() < deadline, f"server did not start: {self.log()}"
-            time.sleep(0.05)
+        try:
+            while True:
+                assert self.process.poll() is None, f"server exited: {self.log()}"
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                        return self
+                assert time.monotonic() < deadline, f"server did not start: {self.log()}"
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()  # a server that did not come up is not left running
+            raise
 
     @property
     def pid(self) -> int:
@@ -113,9 +117,9 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def running(workdir: Path, **settings: str) -> Iterator[ServerProcess]:
-    server = ServerProcess(workdir, **settings).start()
+    server = ServerProcess(workdir, **settings)
     try:
-        yield server
+        yield server.start()
     finally:
         server.stop()
 

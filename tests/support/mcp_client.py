@@ -379,11 +379,13 @@ class LegacySession:
         version: str = LEGACY_VERSION,
         capabilities: dict[str, Any] | None = None,
         path: str = "/mcp",
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.http = http
         self.version = version
         self.capabilities = capabilities if capabilities is not None else {}
         self.path = path
+        self.sent_headers = dict(headers or {})  # on every request: ``Authorization``, say
         self.session_id: str | None = None
         self.init_result: dict[str, Any] = {}
         self._ids = itertools.count(1)
@@ -392,14 +394,16 @@ class LegacySession:
         return next(self._ids)
 
     def headers(self, accept: str = BOTH, **extra: str | None) -> dict[str, str]:
-        return legacy_headers(self.session_id, self.version, accept, **extra)
+        return legacy_headers(
+            self.session_id, self.version, accept, **{**self.sent_headers, **extra}
+        )
 
     async def initialize(self, *, notify: bool = True) -> "LegacySession":
         """``initialize``, then ``notifications/initialized`` unless ``notify`` is False (a test
         of what ``initialize`` alone does)."""
         message = initialize(self.version, self.capabilities)
         response = await self.http.post(
-            self.path, json=message, headers=legacy_headers(version=None)
+            self.path, json=message, headers=legacy_headers(version=None, **self.sent_headers)
         )
         assert response.status_code == 200, response.text
         self.session_id = response.headers["mcp-session-id"]

@@ -5,7 +5,9 @@
   ``mcp:write``, declared between the others so hidden ones fall on every page of 2.
 - ``acme_only``: no scopes, but the rule shows it to tenant ``acme`` alone.
 - ``grow``: adds ``write_c`` (``mcp:write``) and ``open_c`` to this replica's catalog (a list
-  change; call it on each replica).
+  change; call it on each replica); ``shrink`` removes them again.
+- ``open_prompt`` and ``write_prompt`` (``mcp:write``), each with a completion of ``style``;
+  ``open://readme``; the template ``notes://{x}`` (``mcp:write``) with a completion of ``x``.
 """
 
 from __future__ import annotations
@@ -43,3 +45,33 @@ def grow() -> str:
         catalog.tool(lambda: "c", name="write_c", scopes=["mcp:write"])
         catalog.tool(lambda: "c", name="open_c")
     return "grown"
+
+
+@catalog.tool
+def shrink() -> str:
+    """Removes write_c and open_c (if there)."""
+    catalog.remove_tool("write_c")
+    catalog.remove_tool("open_c")
+    return "shrunk"
+
+
+for _name, _prompt_scopes in [("open_prompt", ()), ("write_prompt", ("mcp:write",))]:
+
+    def _prompt(style: str) -> str:
+        return style
+
+    catalog.prompt(_prompt, name=_name, scopes=_prompt_scopes)
+    catalog.completion(prompt=_name, argument="style")(lambda value, arguments: ["warm"])
+
+
+@catalog.resource("open://readme")
+def readme() -> str:
+    return "read me"
+
+
+@catalog.resource_template("notes://{x}", scopes=["mcp:write"])
+def notes(x: str) -> str:
+    return x
+
+
+catalog.completion(template="notes://{x}", argument="x")(lambda value, arguments: ["one"])

@@ -25,7 +25,9 @@ from mcp.client.sse import sse_client
 
 from server.app import Application, create_app
 from server.settings import Settings
+from tests.support.http_sse import endpoint_of
 from tests.support.live_server import ServerThread
+from tests.support.mcp_client import initialize
 from tests.support.polling import wait_until
 
 PROBE_NAME = "mcp-http-server-probe"
@@ -170,15 +172,6 @@ async def raw_stream(
         yield got, got.aiter_lines()
 
 
-async def endpoint_of(lines: AsyncIterator[str]) -> str:
-    with anyio.fail_after(5):
-        assert await anext(lines) == "event: endpoint"
-        data = await anext(lines)
-        assert data.startswith("data: ")
-        assert await anext(lines) == ""
-    return data[len("data: ") :]
-
-
 async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
     with anyio.fail_after(5):
         async for line in lines:
@@ -188,16 +181,7 @@ async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
     raise AssertionError("the stream ended")
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2024-11-05",
-        "capabilities": {},
-        "clientInfo": {"name": "raw-sse", "version": "1.0"},
-    },
-}
+INITIALIZE = initialize("2024-11-05", client_info={"name": "raw-sse", "version": "1.0"}, id=1)
 
 
 @pytest.mark.anyio
@@ -389,6 +373,45 @@ async def test_auth_is_checked_as_on_the_mcp_path(tmp_path: Path) -> None:
                 posted = await http.post(endpoint, json=INITIALIZE, headers=bearer)
                 assert posted.status_code == 202
                 assert (await next_message(lines))["id"] == 1
+    finally:
+        running.stop()
+
+
+@pytest.mark.anyio
+async def test_a_prompt_or_resource_needing_scopes_is_the_step_up_403_here_too(
+    tmp_path: Path,
+) -> None:
+    """An item's scopes are checked for the POST itself, as on the MCP path: a prompt's get
+    and a resource's read, not only a tool's call."""
+    from server import Catalog
+
+    catalog = Catalog("scoped-sse", "1.0.0")
+    catalog.prompt(lambda: "x", name="write_prompt", scopes=["mcp:write"])
+    catalog.resource("secret://fixed", scopes=["mcp:write"])(lambda: "secret")
+    digest = "sha256:" + hashlib.sha256(b"sesame").hexdigest()
+    tokens = [f"{digest};name=bob;scopes=mcp:read"]
+    running = ServerThread(
+        create_app(settings_for(tmp_path, auth="tokens", auth_tokens=tokens), catalog)
+    ).start()
+    bearer = {"authorization": "Bearer sesame"}
+    try:
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse", **bearer) as (_, lines),
+        ):
+            endpoint = await endpoint_of(lines)
+            assert (await http.post(endpoint, json=INITIALIZE, headers=bearer)).status_code == 202
+            await next_message(lines)
+            for method, params in (
+                ("prompts/get", {"name": "write_prompt"}),
+                ("resources/read", {"uri": "secret://fixed"}),
+            ):
+                message = {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}
+                refused = await http.post(endpoint, json=message, headers=bearer)
+                assert refused.status_code == 403, refused.text
+                assert refused.headers["www-authenticate"] == (
+                    'Bearer error="insufficient_scope", scope="mcp:write"'
+                )
     finally:
         running.stop()
 

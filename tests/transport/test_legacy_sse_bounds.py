@@ -24,13 +24,13 @@ import pytest
 from server.app import Application, create_app
 from server.legacy.runtime import SessionRuntime
 from server.report.aggregate import aggregate
+from tests.support.http_sse import endpoint_of, endpoint_of_blocking, sse_get_scope
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import messages_of
 from tests.support.polling import wait_until as eventually
 from tests.support.redis_server import fresh_prefix
 from tests.transport.test_legacy_sse import (
     INITIALIZE,
-    endpoint_of,
     next_message,
     raw_stream,
     records,
@@ -261,27 +261,12 @@ class SlowReader:
             await asyncio.sleep(self.pause)
 
     def start(self) -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/sse",
-            "raw_path": b"/sse",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"127.0.0.1:8000"), (b"accept", b"text/event-stream")],
-            "client": ("127.0.0.1", 40000),
-            "server": ("127.0.0.1", 8000),
-        }
+        scope = sse_get_scope()
         self.task = asyncio.ensure_future(self.app(scope, self.receive, self.send))
 
     async def endpoint(self) -> str:
         await eventually(lambda: bool(self.frames))
-        first = self.frames[0].decode()
-        assert first.startswith("event: endpoint")
-        return first.split("data: ", 1)[1].strip()
+        return endpoint_of_blocking(iter(self.frames[0].decode().splitlines()))
 
     def messages(self) -> list[dict[str, Any]]:
         # Each send is one whole event; the first is the endpoint event, not a message.

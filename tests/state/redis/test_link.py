@@ -1,17 +1,24 @@
 """server.state.redis.link: bounded Redis operations, 503 on failure, connection state.
 
 Uses the session's ``redis_server`` (a real redis-server); a test that stops it starts it again
-in a ``finally``. Every test has its own key prefix.
+in a ``finally``. Every test has its own key prefix. Last, the whole path in a real server
+process: a stalled Redis takes the replica out of rotation and fails its requests with 503
+within ``MCP_REDIS_TIMEOUT_S`` (issue 35).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import signal
 import socket
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from server.errors import ServiceUnavailable, http_status
@@ -22,7 +29,7 @@ from server.state.redis.link import (
     command_refused,
     redis_failure,
 )
-from tests.support.deploy_helpers import free_port
+from tests.support.deploy_helpers import INITIALIZE, ServerProcess, free_port, legacy_headers
 from tests.support.polling import wait_until
 from tests.support.redis_server import RedisServer, fresh_prefix
 
@@ -297,7 +304,7 @@ async def test_lost_and_back_are_one_line_each(
 
 async def test_a_ping_three_quarters_of_the_timeout_late_is_not_answering(link: RedisLink) -> None:
     # What /readyz reads: a stall shows before any operation times out (issue 35; the whole
-    # path, a SIGSTOPped redis-server, is tests/transport/test_health.py).
+    # path, a SIGSTOPped redis-server, is the last test here).
     await link.run(link.client.ping())
     assert link.answering
     link._ping_since = time.monotonic()  # a ping just sent: not late
@@ -309,3 +316,72 @@ async def test_a_ping_three_quarters_of_the_timeout_late_is_not_answering(link: 
     link._ping_since = None  # answered
     assert link.answering
     assert link.status() == {"connected": True}
+
+
+# -- the whole path: /readyz and requests of a real server under a stalled redis-server ----------
+
+# The server's MCP_REDIS_TIMEOUT_S, and what the shared CPU may add to a deadline (a busy machine
+# schedules late, not early). The test's own redis-server, stopped by its PID and always continued.
+SERVER_REDIS_TIMEOUT_S = 1.0
+MARGIN_S = 0.4
+
+
+def test_a_stalled_redis_is_a_503_and_not_ready_within_the_redis_timeout(tmp_path: Path) -> None:
+    redis = RedisServer().start()
+    server = ServerProcess(
+        tmp_path,
+        MCP_REDIS_URL=redis.url,
+        MCP_STATE_SECRET=secrets.token_urlsafe(32),
+        MCP_REDIS_TIMEOUT_S=str(SERVER_REDIS_TIMEOUT_S),
+    )
+    assert redis.process is not None
+    try:
+        server.start(timeout=20)
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            deadline = time.monotonic() + 10
+            while client.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "never ready"
+                time.sleep(0.05)
+            answer = client.post("/mcp", json=INITIALIZE, headers=legacy_headers())
+            assert answer.status_code == 200, answer.text
+            session = answer.headers["mcp-session-id"]
+
+            os.kill(redis.process.pid, signal.SIGSTOP)
+            try:
+                stalled = time.monotonic()
+                # Readiness first, with no request to notice the stall for it.
+                while (ready := client.get("/readyz")).status_code == 200:
+                    assert time.monotonic() - stalled < 10, "still ready 10 s into the stall"
+                    time.sleep(0.05)
+                not_ready_s = time.monotonic() - stalled
+                assert ready.status_code == 503
+                assert ready.json()["redis"]["error"]
+                # Requests that need Redis: a new session, and one on an existing session.
+                answers = []
+                for body, headers in (
+                    (INITIALIZE, legacy_headers()),
+                    ({"jsonrpc": "2.0", "id": 2, "method": "ping"}, legacy_headers(session)),
+                ):
+                    started = time.monotonic()
+                    failed = client.post("/mcp", json=body, headers=headers)
+                    answers.append((failed.status_code, time.monotonic() - started))
+                    assert failed.headers.get("retry-after"), failed.headers
+            finally:
+                os.kill(redis.process.pid, signal.SIGCONT)
+        assert [status for status, _ in answers] == [503, 503]
+        late = (
+            [f"/readyz 200 for {not_ready_s:.2f} s"]
+            if not_ready_s > SERVER_REDIS_TIMEOUT_S + MARGIN_S
+            else []
+        )
+        late += [
+            f"a 503 after {took:.2f} s"
+            for _, took in answers
+            if took > SERVER_REDIS_TIMEOUT_S + MARGIN_S
+        ]
+        assert not late, f"{late}: more than MCP_REDIS_TIMEOUT_S={SERVER_REDIS_TIMEOUT_S}"
+    finally:
+        if redis.process is not None:
+            os.kill(redis.process.pid, signal.SIGCONT)
+        server.stop()
+        redis.close()
