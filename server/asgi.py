@@ -31,6 +31,17 @@ def read_headers(scope: Scope) -> dict[bytes, bytes]:
     return dict(scope["headers"])
 
 
+def path_of(scope: Scope) -> str:
+    """The request's path below the app's mount prefix (``root_path``: ``MCP_ROOT_PATH``,
+    uvicorn's ``--root-path``, a forwarded prefix, a host app's mount), which the path arrives
+    with: what the app's own routes are matched against."""
+    path: str = scope.get("path", "")
+    root = scope.get("root_path") or ""
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path
+
+
 def header_text(headers: Headers, name: bytes) -> str | None:
     """A header's value as text (Latin-1 keeps every byte; checks that need visible ASCII make
     them themselves)."""

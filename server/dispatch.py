@@ -52,6 +52,14 @@ def target_scopes(target: Target) -> tuple[str, ...]:
     return item.scopes
 
 
+def target_name(target: Target) -> str | None:
+    """What a request names, as its record's ``target`` says (a refusal's record too)."""
+    if isinstance(target, tuple):
+        item = target[0]
+        return item.template.template if isinstance(item, ResourceTemplate) else item.uri
+    return None if target is None else target.name
+
+
 LIST_METHODS: dict[str, tuple[str, str]] = {
     # method -> (snapshot field, result key)
     "tools/list": ("tools", "tools"),
@@ -305,11 +313,10 @@ class Dispatcher:
         if not isinstance(found, tuple):
             raise ResourceNotFound(uri)
         resource, variables = found
+        note_target(target_name(found) or uri)
         if isinstance(resource, ResourceTemplate):
-            note_target(resource.template.template)
             contents = await resource.read(uri, variables, context)
         else:
-            note_target(resource.uri)
             contents = await resource.read(context)
         if not contents:
             # An empty contents array is forbidden; a resource that produced nothing is absent.
@@ -331,8 +338,7 @@ class Dispatcher:
         found = target if target is not None or self.views.hiding else self._completed(ref)
         if kind == "ref/prompt":
             require_str(ref, "name")
-            prompt = found
-            if not isinstance(prompt, Prompt):
+            if not isinstance(prompt := found, Prompt):
                 raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
             if name not in prompt.parameters.names:
                 raise InvalidParams(f"Prompt {prompt.name} has no argument {name!r}")

@@ -11,7 +11,7 @@ the tree complete)::
     McpError
     ├── ParseError                  -32700  400  body is not JSON
     ├── InvalidRequest              -32600  400  not a JSON-RPC request / refused at HTTP level
-    │   └── DuplicateId             -32600  400  an HTTP+SSE id already running (transport)
+    │   └── DuplicateId             -32600  400  a legacy request id still running (transport)
     ├── MethodNotFound              -32601  404  unknown, removed or not-advertised method
     ├── InvalidParams               -32602  200  bad params, cursor, name, state
     │   ├── MalformedMeta           -32602  400  modern ``_meta`` missing required fields

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # JWT algorithms a JWKS of public keys can verify. "none" and HS* never: an HMAC "verified"
 # with a public key is the classic algorithm-confusion forgery.
@@ -247,17 +248,27 @@ _WINDOW_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_QUOTAS = 256
 
 
+def json_list(text: str, most: int, what: str) -> list[Any]:
+    """A setting's JSON list of at most ``most`` entries (``what`` they are); a ValueError
+    saying what it is not, for the caller to put after the setting's name."""
+    try:
+        entries = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON ({error.msg} at character {error.pos})") from None
+    if not isinstance(entries, list) or len(entries) > most:
+        raise ValueError(f"a JSON list of at most {most} {what}")
+    return entries
+
+
 def quotas(text: str) -> list[tuple[str, str, int, int]]:
     """``MCP_QUOTAS``: a JSON list of ``{"tenant", "tool", "limit", "per"}`` (``*`` for any
     tenant or tool; ``per`` such as ``1m``), as (tenant, tool, limit, window seconds)."""
     if not text.strip():
         return []
     try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"MCP_QUOTAS is not JSON ({error.msg} at {error.pos})") from None
-    if not isinstance(entries, list) or len(entries) > MAX_QUOTAS:
-        raise ValueError(f"MCP_QUOTAS is a JSON list of at most {MAX_QUOTAS} quotas")
+        entries = json_list(text, MAX_QUOTAS, "quotas")
+    except ValueError as error:
+        raise ValueError(f"MCP_QUOTAS is {error}") from None
     found = []
     for entry in entries:
         if not isinstance(entry, dict) or set(entry) - {"tenant", "tool", "limit", "per"}:

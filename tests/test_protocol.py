@@ -7,6 +7,7 @@ import pytest
 from server.catalog import Catalog
 from server.dispatch import LIST_METHODS, Dispatcher
 from server.legacy.era import LegacyEra
+from server.legacy.tasks import TASK_HANDLERS as LEGACY_TASK_HANDLERS
 from server.modern.era import ModernEra
 from server.modern.input_required import RequestStates
 from server.modern.tasks import TASK_HANDLERS
@@ -90,9 +91,8 @@ def handled() -> dict[str, str]:
         found[method] = "LegacyEra._own"
     for method in TASK_HANDLERS:
         found[method] = "modern.tasks.TASK_HANDLERS"
-    # The legacy era's tasks methods are routed by the table's own list (legacy/tasks.py).
-    for method in LEGACY_TASK_METHODS:
-        found[method] = "LegacyTasks"
+    for method in LEGACY_TASK_HANDLERS:
+        found[method] = "legacy.tasks.TASK_HANDLERS"
     for method in ERA_METHODS:
         found[method] = "an era's own method"
     return found
@@ -126,6 +126,13 @@ def test_the_modern_tasks_rows_are_the_methods_a_handler_answers() -> None:
     rows = {m.name for m in METHODS if m.extension == "tasks" and "modern" in m.eras}
     assert rows - set(TASK_HANDLERS) == set(), "a modern tasks row without a handler"
     assert set(TASK_HANDLERS) - rows == set(), "a modern tasks handler without a row"
+
+
+def test_the_legacy_tasks_rows_are_the_methods_a_handler_answers() -> None:
+    rows = {m.name for m in METHODS if m.extension == "tasks" and "legacy" in m.eras}
+    assert rows == set(LEGACY_TASK_METHODS)
+    assert rows - set(LEGACY_TASK_HANDLERS) == set(), "a legacy tasks row without a handler"
+    assert set(LEGACY_TASK_HANDLERS) - rows == set(), "a legacy tasks handler without a row"
 
 
 def test_the_calls_that_name_something_are_the_input_required_ones_with_a_kind() -> None:

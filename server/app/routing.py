@@ -25,8 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from server.app.lifecycle import Lifecycle
-from server.asgi import Receive, Scope, Send, read_headers
-from server.logs import bounded
+from server.asgi import Receive, Scope, Send, path_of, read_headers
 from server.observe.metrics import Metrics, MetricsEndpoint
 from server.report.live import LiveReport
 from server.security.forwarded import MalformedForwarding, forwarding
@@ -38,7 +37,6 @@ from server.security.networks import Network, in_networks, parse_networks
 from server.settings import Settings
 from server.transport.admin import ReportRoute
 from server.transport.endpoint import McpEndpoint
-from server.transport.guards import host_allowed
 from server.transport.health import Probes
 from server.transport.legacy_sse import SseTransport
 from server.transport.server_card import CARD_SUFFIX, CATALOG_PATHS, ServerCards
@@ -98,7 +96,6 @@ class Router:
         metrics_networks = parse_networks(settings.metrics_networks)
         proxies = endpoint.options.trusted_proxies
         self._proxies: tuple[Network, ...] = proxies
-        self._allowed_hosts = tuple(settings.allowed_hosts)
         # MCP_ROOT_PATH pins the public prefix: a forwarded one that differs is logged once.
         self._pinned_root = settings.root_path
         self._root_warned = False
@@ -154,11 +151,7 @@ class Router:
             refusal = self._forwarded(scope)
             if refusal is not None:
                 return self._refuse(scope, receive, send, *refusal)
-        path = scope.get("path", "")
-        # Behind a prefix (uvicorn --root-path, MCP_ROOT_PATH) the path arrives with it.
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         if scope["type"] == "http" and path in self.mcp_paths:
             return self.endpoint(scope, receive, send)
         if path in self.sse_paths and scope["type"] == "http" and self.sse is not None:
@@ -168,7 +161,9 @@ class Router:
     def _forwarded(self, scope: Scope) -> tuple[int, str] | None:
         """A trusted proxy's forwarding headers written into the scope (the URLs the server
         builds are the client's: see security.forwarded), once per request; the answer
-        instead when one is malformed (400) or names a host not in MCP_ALLOWED_HOSTS (403)."""
+        instead when one is malformed (400). The forwarded Host is checked where a Host
+        matters, as a direct request's is (the endpoint's HostGuard, the metadata, the card):
+        the probes and /metrics answer whatever the Host."""
         peer = scope.get("client")
         if peer is None or not in_networks(peer[0], self._proxies):
             return None
@@ -177,12 +172,6 @@ class Router:
             return None
         try:
             found = read_forwarded(headers, self._proxies)
-            if found.host is not None and not host_allowed(found.host, self._allowed_hosts):
-                log.warning(
-                    "Refused a request forwarded for host %r: not in MCP_ALLOWED_HOSTS",
-                    bounded(found.host, 100),
-                )
-                return 403, f"Host {bounded(found.host, 100)!r} is not allowed"
         except MalformedForwarding as bad:
             return 400, str(bad)
         unapplied = apply_forwarded(scope, found, self._pinned_root)
@@ -203,10 +192,7 @@ class Router:
         await JSONResponse(body, status_code=status)(scope, receive, send)
 
     def _error_body(self, scope: Scope, message: str) -> dict[str, Any]:
-        path = scope.get("path", "")
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         if path in self.mcp_paths:
             return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
         return {"error": message}
@@ -215,10 +201,7 @@ class Router:
         if not self._not_started_warned:
             self._not_started_warned = True
             log.warning("%s", NOT_STARTED)
-        path = scope.get("path", "")
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = path_of(scope)
         body: dict[str, Any] = (
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": NOT_STARTED}}
             if path in self.mcp_paths

@@ -11,7 +11,7 @@ method sees only the tasks of the session's subject (-32602 otherwise).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from server.aio import create_task
@@ -33,7 +33,7 @@ from server.jsonrpc import Request, encode_notification
 from server.legacy.eventstream import EventStream
 from server.legacy.sessions import Session
 from server.pagination import Pager
-from server.protocol import LEGACY_TASK_METHODS, TOOLS_CALL
+from server.protocol import TOOLS_CALL
 from server.tasks.exchange import TaskExchange
 from server.tasks.model import TaskEnded, TaskRecord, checked_task_id
 from server.tasks.service import TaskService
@@ -108,7 +108,7 @@ class LegacyTasks:
         tasks) rather than the dispatcher."""
         if not self.available(session.protocol_version):
             return False
-        if request.method in LEGACY_TASK_METHODS:
+        if request.method in TASK_HANDLERS:
             return True
         if request.method != TOOLS_CALL:
             return False
@@ -123,34 +123,48 @@ class LegacyTasks:
         context: Context,
         standalone: EventStream | None,
     ) -> dict[str, Any]:
-        method, params = request.method, request.params
-        if method == TOOLS_CALL:
+        if request.method == TOOLS_CALL:
             return await self.call_tool(session, request, context, standalone)
-        if method == "tasks/list":
-            offset = self.pager.offset("tasks", params.get("cursor"))
-            page, more = await self.service.store.session_tasks(
-                session.id, offset, self.pager.page_size
-            )
-            listed: dict[str, Any] = {
-                "tasks": [task.task(legacy=True) for task in page if task.owner == session.owner]
-            }
-            if more:
-                listed["nextCursor"] = self.pager.cursor("tasks", offset + self.pager.page_size)
-            return listed
+        handler = TASK_HANDLERS.get(request.method)
+        if handler is None:
+            raise MethodNotFound(request.method)
+        return await handler(self, session, request.params, context)
+
+    async def list_tasks(
+        self, session: Session, params: dict[str, Any], context: Context
+    ) -> dict[str, Any]:
+        offset = self.pager.offset("tasks", params.get("cursor"))
+        page, more = await self.service.store.session_tasks(
+            session.id, offset, self.pager.page_size
+        )
+        listed: dict[str, Any] = {
+            "tasks": [task.task(legacy=True) for task in page if task.owner == session.owner]
+        }
+        if more:
+            listed["nextCursor"] = self.pager.cursor("tasks", offset + self.pager.page_size)
+        return listed
+
+    async def get(
+        self, session: Session, params: dict[str, Any], context: Context
+    ) -> dict[str, Any]:
+        found = await self.service.get(checked_task_id(params), session.owner)
+        context.task_outcome = found.outcome()
+        return found.task(legacy=True)
+
+    async def cancel(
+        self, session: Session, params: dict[str, Any], context: Context
+    ) -> dict[str, Any]:
         task_id = checked_task_id(params)
-        if method == "tasks/get":
-            found = await self.service.get(task_id, session.owner)
-            context.task_outcome = found.outcome()
-            return found.task(legacy=True)
-        if method == "tasks/cancel":
-            record, changed = await self.service.cancel(task_id, session.owner)
-            context.task_outcome = record.outcome()
-            if not changed:
-                raise InvalidParams(
-                    f"Cannot cancel task {task_id}: it already ended ({record.status})"
-                )
-            return record.task(legacy=True)
-        return await self.result(task_id, session, context)
+        record, changed = await self.service.cancel(task_id, session.owner)
+        context.task_outcome = record.outcome()
+        if not changed:
+            raise InvalidParams(f"Cannot cancel task {task_id}: it already ended ({record.status})")
+        return record.task(legacy=True)
+
+    async def result_of(
+        self, session: Session, params: dict[str, Any], context: Context
+    ) -> dict[str, Any]:
+        return await self.result(checked_task_id(params), session, context)
 
     async def session_ended(self, session: Session) -> None:
         """The client ended ``session`` (DELETE). Without authentication its tasks are bound to
@@ -276,3 +290,15 @@ class LegacyTasks:
             if record.status == "failed":
                 raise TaskFailure(record.error or {})
             raise TaskFailure({"code": INTERNAL_ERROR, "message": "The task was cancelled"})
+
+
+# Each tasks method of this era and what answers it (tests/test_protocol.py checks it against
+# the method table both ways); a method not here is not found, never taken for another.
+TASK_HANDLERS: dict[
+    str, Callable[[LegacyTasks, Session, dict[str, Any], Context], Awaitable[dict[str, Any]]]
+] = {
+    "tasks/list": LegacyTasks.list_tasks,
+    "tasks/get": LegacyTasks.get,
+    "tasks/cancel": LegacyTasks.cancel,
+    "tasks/result": LegacyTasks.result_of,
+}

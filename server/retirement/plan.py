@@ -13,7 +13,6 @@ Standard library only: the settings call it to check the variable.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -22,6 +21,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from server.protocol import LEGACY_VERSIONS, METHOD_NAMES, MODERN_VERSIONS
+from server.settings_checks import json_list
 
 Phase = Literal["deprecated", "retired"]
 Kind = Literal["sse", "initialize", "version", "method"]
@@ -279,11 +279,9 @@ def parse_plan(text: str, now: datetime | None = None) -> Plan:
         return Plan()
     now = now or datetime.now(UTC)
     try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise PlanError(f"not JSON ({error.msg} at character {error.pos})") from None
-    if not isinstance(entries, list) or len(entries) > MAX_RETIREMENTS:
-        raise PlanError(f"a JSON list of at most {MAX_RETIREMENTS} retirements")
+        entries = json_list(text, MAX_RETIREMENTS, "retirements")
+    except ValueError as error:
+        raise PlanError(str(error)) from None
     retirements = tuple(parse_retirement(entry, now) for entry in entries)
     by_name: dict[str, Retirement] = {}
     for retirement in retirements:

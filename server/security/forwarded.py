@@ -45,7 +45,6 @@ class Forwarded:
 
     scheme: str | None = None
     host: str | None = None  # host[:port], lower-case, as a Host header holds it
-    port: str | None = None  # X-Forwarded-Port alone, applied to the Host header's name
     prefix: str | None = None  # "" for "/", else "/a/b" without a trailing slash
     clients: tuple[str, ...] | None = None  # Forwarded's for= chain, as X-Forwarded-For
 
@@ -81,10 +80,14 @@ def read(headers: Headers, trusted: tuple[Network, ...]) -> Forwarded:
             host = _host(chosen["host"], "Forwarded host")
         if all("for" in element for element in elements):
             clients = tuple(_node(element["for"]) for element in elements)
-    if host is not None and port is not None:
-        host = with_port(host, port)
-        port = None
-    return Forwarded(scheme, host, port, prefix, clients)
+    if port is not None:
+        # X-Forwarded-Port applies to the forwarded host, or else to the request's own Host.
+        own = headers.get(b"host")
+        if host is not None:
+            host = with_port(host, port)
+        elif own is not None:
+            host = with_port(own.decode("latin-1").lower(), port)
+    return Forwarded(scheme, host, prefix, clients)
 
 
 def parse_forwarded(value: str) -> list[dict[str, str]]:
@@ -138,10 +141,6 @@ def apply(scope: Scope, forwarded: Forwarded, pinned_root: str) -> str | None:
         scope["scheme"] = forwarded.scheme
     host = forwarded.host
     headers: list[tuple[bytes, bytes]] = scope["headers"]
-    if host is None and forwarded.port is not None:
-        current = next((value for name, value in headers if name == b"host"), None)
-        if current is not None:
-            host = with_port(current.decode("latin-1").lower(), forwarded.port)
     if host is not None or forwarded.clients is not None:
         kept = [
             (name, value)

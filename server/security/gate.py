@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
 from server.errors import ConfigurationError, McpError, ServiceUnavailable
-from server.jsonrpc import Message
 from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.records.schema import clip
@@ -45,7 +44,7 @@ from server.security.limits import (
 )
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
-from server.security.shared_limits import SharedLimits
+from server.security.shared_limits import Incoming, SharedLimits
 from server.settings import Settings
 from server.settings_checks import TokenEntry
 
@@ -86,6 +85,7 @@ class Gate:
         self._exempt_memo: BoundedMemo[str, bool] = BoundedMemo(4096)
         self._warned_untrusted_proxy = False
         self._resource_warned = False
+        self.serves_metadata = serves_metadata(settings)  # a challenge's question, asked once
         self.streams = StreamCounter(settings.max_streams_per_client)
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
@@ -197,19 +197,13 @@ class Gate:
         """A slot for one more legacy session of this client (as :meth:`stream_slot`)."""
         return self.sessions.acquire(self.key(draft))
 
-    async def settle(self, draft: Draft, *slots: Slot) -> None:
-        """With Redis: the due rate counted, ``slots`` taken there too (one store call)."""
+    async def settle(
+        self, draft: Draft, *slots: Slot, message: Incoming = None, late: bool = False
+    ) -> None:
+        """With Redis: the due rate counted, ``slots`` taken there too, in one store call
+        (:meth:`~server.security.shared_limits.SharedLimits.settle_for`)."""
         if self.shared is not None:
-            await self.shared.settle(draft, slots=slots)
-
-    async def settle_message(self, draft: Draft, message: Message | list[Message]) -> None:
-        if self.shared is not None and not self.shared.settles_later(message):
-            extra = len(message) - 1 if isinstance(message, list) else 0  # a batch's
-            await self.shared.settle(draft, extra=extra)
-
-    async def settle_late(self, draft: Draft) -> None:
-        if self.shared is not None:
-            await self.shared.settle_late(draft)
+            await self.shared.settle_for(draft, slots, message, late=late)
 
     def session_started(self, session_id: str, slot: Slot) -> None:
         self._session_slots[session_id] = slot
@@ -241,7 +235,7 @@ class Gate:
         """The response headers a refusal needs besides its JSON-RPC body."""
         if isinstance(error, AuthError):
             url = None
-            if host and protected_resource_document(self.settings, (), "-") is not None:
+            if host and self.serves_metadata:
                 # The scope's root_path is where the app answers: MCP_ROOT_PATH under uvicorn,
                 # and the mount prefix (with the host's own) when a host app mounts it.
                 root = scope.get("root_path") or self.settings.root_path
@@ -373,6 +367,11 @@ def static_tokens(settings: Settings) -> list[TokenEntry]:
     return with_tokens_file(settings.token_entries, settings.auth_tokens_file)
 
 
+def serves_metadata(settings: Settings) -> bool:
+    """Whether the metadata is served (auth on, an authorization server known): decided once."""
+    return settings.auth != "none" and bool(settings.auth_servers or settings.auth_issuer)
+
+
 def protected_resource_document(
     settings: Settings, scopes: Iterable[str] = (), used: str = ""
 ) -> dict[str, Any] | None:
@@ -383,17 +382,14 @@ def protected_resource_document(
     reached it (RFC 9728: the resource the client used).
 
     ``scopes``: the catalog items' and the named tokens' scopes, listed in ``scopes_supported``
-    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when
-    ``MCP_AUTH=none`` or no authorization server is known (``MCP_AUTH_SERVERS``, else
-    ``MCP_AUTH_ISSUER``), or no resource is pinned nor ``used``: then the paths answer 404
-    and challenges carry no ``resource_metadata``.
+    with the required scopes (and in tokens mode ``MCP_AUTH_TOKEN_SCOPES``). None when not
+    :func:`serves_metadata` (no ``MCP_AUTH_SERVERS`` nor ``MCP_AUTH_ISSUER``) or no resource
+    is pinned nor ``used``: the paths answer 404, challenges carry no ``resource_metadata``.
     """
-    if settings.auth == "none":
-        return None
     resource = settings.auth_resource or settings.auth_audience or used
-    servers = settings.auth_servers or ([settings.auth_issuer] if settings.auth_issuer else [])
-    if not resource or not servers:
+    if not serves_metadata(settings) or not resource:
         return None
+    servers = settings.auth_servers or [settings.auth_issuer]
     supported = {*settings.auth_required_scopes, *scopes}
     if settings.auth == "tokens":
         supported.update(settings.auth_token_scopes)

@@ -74,6 +74,8 @@ class LimitStore(Protocol):
     async def release(self, key: str, member: str) -> None: ...
 
 
+# What the endpoint decoded: one message or a batch (None: nothing to look at).
+Incoming = Message | list[Message] | None
 # Methods whose request settles its rate later, with the slot or quota it takes.
 _WITH_SLOT = frozenset({"subscriptions/listen", "initialize"})
 
@@ -157,11 +159,20 @@ class SharedLimits:
             self._hold(slot, ask)
         return settled.counts
 
-    async def settle_late(self, draft: Draft) -> None:
-        """The rate of a request that ended before it was settled (refused on the way), so
-        that it still counts; nothing to tell its client any more."""
-        with contextlib.suppress(Exception):
-            await self.settle(draft)
+    async def settle_for(
+        self, draft: Draft, slots: Sequence[Slot], message: Incoming, *, late: bool = False
+    ) -> None:
+        """:meth:`settle` for the request's ``slots``; for its ``message``, only when it does
+        not settle later (:meth:`settles_later`), with a batch's length as its cost; ``late``
+        for a request that ended before it was settled (refused on the way), so that it still
+        counts, whatever Redis says (nothing to tell its client any more)."""
+        if late:
+            with contextlib.suppress(Exception):
+                await self.settle(draft)
+        elif message is None:
+            await self.settle(draft, slots=slots)
+        elif not self.settles_later(message):
+            await self.settle(draft, extra=len(message) - 1 if isinstance(message, list) else 0)
 
     def _member(self) -> str:
         self._serial += 1

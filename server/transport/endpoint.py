@@ -185,7 +185,7 @@ class McpEndpoint:
         bound = bind_request(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
         observed_send = draft.observe(send, self.recorder.record)
-        decoded: Message | list[Message] | None = None
+        decoded: tuple[Message | list[Message], Era] | None = None
         if self.retiring is not None:
             observed_send = self.retiring.headers_on(observed_send, draft)
         try:
@@ -208,7 +208,7 @@ class McpEndpoint:
         finally:
             CALL_NOTE.reset(bound)
             if draft.rate_due:  # refused before it was counted in Redis: counted now
-                await self.gate.settle_late(draft)
+                await self.gate.settle(draft, late=True)
             draft.finish(self.recorder.record)
 
     async def get_or_delete(
@@ -260,10 +260,10 @@ class McpEndpoint:
 
     async def retirement_check(
         self, scope: Scope, receive: Receive, headers: Headers, draft: Draft
-    ) -> Message | list[Message] | None:
+    ) -> tuple[Message | list[Message], Era] | None:
         """What a retirement says of the request, before authentication (:class:`Retired`
-        when retired now), after :meth:`check_head`; a POST's body is decoded for it, and
-        returned for :meth:`post`."""
+        when retired now), after :meth:`check_head`; a POST's body is decoded, described and
+        its era chosen for it, and both returned for :meth:`post`."""
         assert self.retiring is not None
         self.check_head(scope, headers, draft)
         version = header_text(headers, b"mcp-protocol-version")
@@ -277,7 +277,7 @@ class McpEndpoint:
         draft.describe(message)  # the client's name, for the WARNING a retirement logs
         draft.era = era = choose_era(message, headers)
         self.retiring.check_message(draft, message, era, version)
-        return message
+        return message, era
 
     async def admitted(
         self, scope: Scope, headers: Headers, draft: Draft, *, head_checked: bool = False
@@ -333,7 +333,7 @@ class McpEndpoint:
         headers: Headers,
         draft: Draft,
         principal: Principal,
-        decoded: Message | list[Message] | None = None,
+        decoded: tuple[Message | list[Message], Era] | None = None,
     ) -> None:
         era: Era = "modern"
         request_id: RequestId | None = None
@@ -343,17 +343,17 @@ class McpEndpoint:
                 body = await read_body(receive, headers, self.options.max_body_bytes, draft)
                 message = decode(body, max_batch=self.options.max_batch)
                 del body
+                draft.describe(message)
+                era = draft.era = choose_era(message, headers)
             else:
-                message = decoded  # read before authentication, for a retirement check
+                message, era = decoded  # described, its era chosen, for a retirement check
                 del decoded
             # What reads on (a stream's disconnect watcher) tells the draft the client left.
             receive = draft.observe_receive(receive)
-            draft.describe(message)
-            era = draft.era = choose_era(message, headers)
             if isinstance(message, Request):
                 request_id = message.id
             if draft.rate_due:  # with Redis: counted there now, or with its quota or slot
-                await self.gate.settle_message(draft, message)
+                await self.gate.settle(draft, message=message)
             answering = self.eras[era].post(
                 receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
             )

@@ -21,7 +21,7 @@ from server.aio import create_task, current_task
 from server.asgi import Headers, Receive, Send, header_text
 from server.catalog.tools import Tool
 from server.catalog.visibility import ListWatch, View
-from server.dispatch import Target, target_scopes
+from server.dispatch import Target, target_name, target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Hub
 from server.jsonrpc import Message, Notification, Request, Response, encode_error, encode_result
@@ -41,7 +41,7 @@ from server.state.memory import MemoryBus, MemoryMirror
 from server.state.messages import publish_answer, publish_cancel, publish_ended
 from server.state.mirror import StreamMirror
 from server.transport.legacy_answer import Answer, LegacyOptions
-from server.transport.legacy_calls import Outcome, run_inline, start_in_task
+from server.transport.legacy_calls import DuplicateId, Outcome, run_inline, start_in_task
 from server.transport.legacy_sessions import LegacySessions, check_version_header
 from server.transport.response_writer import ResponseWriter
 from server.transport.send import send_body, send_empty, send_json
@@ -123,17 +123,19 @@ class LegacyHttp:
                 else each
                 for each, target in zip(message, targets, strict=True)
             ]
-            await self.batch(send, session, runtime, calls)
+            await self.batch(send, session, runtime, calls, draft)
             return
         await self.take(session, runtime, message)
         await send_empty(send, 202)
 
-    def resolve(self, request: Request, principal: Principal) -> Target:
+    def resolve(self, request: Request, principal: Principal, draft: Draft | None = None) -> Target:
         """What the request names, looked up once; its item's scopes are checked here, before
-        its call starts, while a 403 can still be sent. What is hidden from the caller is
-        not found."""
+        its call starts, while a 403 can still be sent (the ``draft`` of a request alone then
+        names what it refused). What is hidden from the caller is not found."""
         target = self.era.resolve(request, self.view(principal))
         if target is not None and self.gate.authenticates:
+            if draft is not None:
+                draft.target = target_name(target)
             self.gate.require_item(principal, target_scopes(target))
         return target
 
@@ -149,7 +151,7 @@ class LegacyHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
-        target = self.resolve(request, principal)
+        target = self.resolve(request, principal, draft)
         check_version_header(headers)
         if request.method == "initialize":
             slot = self.gate.session_slot(draft)  # 429 past this client's session cap
@@ -171,7 +173,10 @@ class LegacyHttp:
             await send_json(send, 200, encode_result(request.id, {}))
             return
         session, runtime = await self.sessions.find(headers, draft)
+        if request.id in runtime.inflight:
+            raise DuplicateId(request.id)
         if self.quotas is not None and isinstance(target, Tool):
+            draft.target = target.name
             await self.quotas.charge(principal.tenant, target.name, draft)  # 429 before it
         call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(
@@ -250,9 +255,11 @@ class LegacyHttp:
         session: Session,
         runtime: SessionRuntime,
         messages: list[LegacyCall | Notification | Response],
+        draft: Draft,
     ) -> None:
         """JSON-RPC batches (2025-03-26 only; capped by the codec at MCP_MAX_BATCH): its
-        requests come as calls (:meth:`call`), each run in a task of its own."""
+        requests come as calls (:meth:`call`), each run in a task of its own; one whose id is
+        running already (before, or earlier in the batch) is refused, in the record too."""
         if session.protocol_version != "2025-03-26":
             raise InvalidRequest(
                 "Invalid request: batches exist only in protocol version 2025-03-26"
@@ -264,6 +271,10 @@ class LegacyHttp:
             elif message.request.method == "initialize":
                 refusal = InvalidRequest("initialize must not be part of a batch")
                 running.append(encode_error(message.request.id, wire_error(refusal, "legacy").body))
+            elif message.request.id in runtime.inflight:
+                wire = wire_error(DuplicateId(message.request.id), "legacy")
+                draft.error(wire.code, wire.message)
+                running.append(encode_error(message.request.id, wire.body))
             else:
                 running.append(start_in_task(self.era, message))
         # A batch is answered as one JSON array, whatever the Accept: padded with whitespace

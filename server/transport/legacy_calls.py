@@ -16,7 +16,7 @@ import asyncio
 from contextlib import AbstractContextManager
 
 from server.aio import create_task, current_task
-from server.errors import wire_error
+from server.errors import InvalidRequest, wire_error
 from server.jsonrpc import encode_error, encode_result
 from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
@@ -28,6 +28,17 @@ from server.transport.legacy_answer import Answer
 # status, and the wire error's (code, message) for the record when it failed.
 Outcome = tuple[bytes | None, int, tuple[int, str] | None]
 CANCELLED: Outcome = (None, 200, None)
+
+
+class DuplicateId(InvalidRequest):
+    """A request whose id is that of a request of the session still running: it would run
+    beyond cancellation, the session's end and the pending cap, which all go by id."""
+
+    def __init__(self, request_id: str | int) -> None:
+        super().__init__(
+            f"Invalid request: id {request_id!r} is that of a request of this session still "
+            "running; give each request an id of its own"
+        )
 
 
 class InlineCall:

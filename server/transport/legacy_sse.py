@@ -20,9 +20,10 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import Headers, Receive, Scope, Send, header_text, path_of, read_headers
 from server.call_note import CALL_NOTE
-from server.dispatch import target_scopes
+from server.catalog.tools import Tool
+from server.dispatch import target_name, target_scopes
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
@@ -36,15 +37,13 @@ from server.state.messages import publish_sse
 from server.transport.endpoint import McpEndpoint, read_body
 from server.transport.guards import check_content_type, negotiate
 from server.transport.legacy import LegacyHttp
-from server.transport.legacy_calls import Outcome, start_in_task
+from server.transport.legacy_calls import DuplicateId, Outcome, start_in_task
 from server.transport.legacy_sse_parts import (
     TRANSPORT,
-    DuplicateId,
     SseOptions,
     endpoint_frame,
     forward,
     open_draft,
-    path_of,
     session_param,
 )
 from server.transport.send import send_body, send_empty
@@ -116,7 +115,7 @@ class SseTransport:
         finally:
             CALL_NOTE.reset(bound)
             if draft.rate_due:  # refused before it was counted in Redis: counted now
-                await self.gate.settle_late(draft)
+                await self.gate.settle(draft, late=True)
             if not later:
                 draft.finish(self.recorder.record)
 
@@ -252,19 +251,27 @@ class SseTransport:
         del body
         messages = message if isinstance(message, list) else [message]
         self.gate.charge_more(draft, len(messages) - 1)  # a batch: charged per message
-        if draft.rate_due and self.gate.shared is not None:  # with Redis: counted there too
-            await self.gate.shared.settle(draft, extra=len(messages) - 1)
+        if draft.rate_due and isinstance(message, list):  # with Redis: a batch's, there too
+            await self.gate.settle(draft, message=message)
         found = {**headers, b"mcp-session-id": session_id.encode()}
         session, runtime = await self.legacy.sessions.find(found, draft)
         await self.sessions.check_held(session.id)
         # The tool scopes of every request are checked before any starts (403 for the whole).
-        targets = [self._resolve(each, principal) for each in messages]
+        alone = None if isinstance(message, list) else draft  # names what a refusal refused
+        targets = [self._resolve(each, principal, alone) for each in messages]
         starting = sum(1 for each in messages if isinstance(each, Request))
         if len(runtime.inflight) + starting > self.options.max_pending:
             raise TooManyPending(
                 f"At most {self.options.max_pending} requests of a session may run at once; "
                 "wait for an answer first"
             )
+        if self.legacy.quotas is not None:  # MCP_QUOTAS: 429 for the POST, before any starts
+            for target in targets:
+                if isinstance(target, Tool):
+                    draft.target = target.name if alone else None
+                    await self.legacy.quotas.charge(principal.tenant, target.name, draft)
+        if draft.rate_due:  # with Redis: counted there now, unless a quota charge did
+            await self.gate.settle(draft)
         started: tuple[LegacyCall, asyncio.Task[Outcome]] | None = None
         for each, target in zip(messages, targets, strict=True):
             if not isinstance(each, Request):
@@ -273,8 +280,6 @@ class SseTransport:
                 await self._initialize(session, each, draft)
             else:
                 if each.id in runtime.inflight and not isinstance(target, McpError):
-                    # Its id names the running one: it would be beyond cancellation, the
-                    # session's end and the pending cap, which all go by id.
                     named: Any = DuplicateId(each.id)
                 else:
                     named = target
@@ -290,7 +295,7 @@ class SseTransport:
         task.add_done_callback(lambda done: self._recorded(draft, call, done))
         return True
 
-    def _resolve(self, message: Message, principal: Principal) -> Any:
+    def _resolve(self, message: Message, principal: Principal, draft: Draft | None) -> Any:
         """What a request names, or the error to answer it with on the stream; its item's
         scopes are checked here (a 403 for the POST itself, as on the MCP path)."""
         if not isinstance(message, Request):
@@ -300,6 +305,8 @@ class SseTransport:
         except McpError as error:
             return error
         if target is not None and self.gate.authenticates:
+            if draft is not None:
+                draft.target = target_name(target)
             self.gate.require_item(principal, target_scopes(target))
         return target
 

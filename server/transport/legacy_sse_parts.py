@@ -53,16 +53,6 @@ def forward(stream: EventStream, deliver: Callable[[bytes], object]) -> None:
     stream.observer = observer
 
 
-class DuplicateId(InvalidRequest):
-    """A request whose id is that of a request of the session still running."""
-
-    def __init__(self, request_id: str | int) -> None:
-        super().__init__(
-            f"Invalid request: id {request_id!r} is that of a request of this session still "
-            "running; give each request an id of its own"
-        )
-
-
 def session_param(query_string: bytes) -> str:
     values = parse_qs(query_string.decode("latin-1")).get("session_id")
     if not values:
@@ -71,14 +61,6 @@ def session_param(query_string: bytes) -> str:
     if not is_session_id(session_id):
         raise InvalidRequest("session_id is not a session id of this server")
     return session_id
-
-
-def path_of(scope: Scope) -> str:
-    path: str = scope.get("path", "")
-    root = scope.get("root_path") or ""
-    if root and path.startswith(root):
-        path = path[len(root) :]
-    return path
 
 
 def open_draft(scope: Scope, headers: Headers, endpoint: McpEndpoint) -> Draft:

@@ -23,7 +23,7 @@ from server.aio import coarse_timers, current_task
 from server.asgi import Headers, Receive, Send
 from server.catalog.tools import Tool
 from server.context import Caller
-from server.dispatch import target_scopes
+from server.dispatch import target_name, target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
 from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
@@ -93,7 +93,9 @@ class ModernHttp:
         # Who calls: tasks are bound to the subject, capped per client.
         call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
         if call.target is not None and self.gate.authenticates:
-            # Per-item scopes, before the call runs, while a 403 can still be sent.
+            # Per-item scopes, before the call runs, while a 403 can still be sent (its
+            # record names what it refused).
+            draft.target = target_name(call.target)
             self.gate.require_item(principal, target_scopes(call.target))
         if message.method == "subscriptions/listen":
             # What the stream gets is all it needs: nothing of the request itself is kept.
@@ -104,6 +106,7 @@ class ModernHttp:
         caller = None if principal.anonymous else principal
         if self.quotas is not None and isinstance(call.target, Tool):
             # Counted (in Redis with replicas) before the call starts, while a 429 can be sent.
+            draft.target = call.target.name
             charge = self.quotas.charge(principal.tenant, call.target.name, draft)
             answer = partial(self.answer, receive, send, call, draft)
             return _after(charge, answer, json_ok, sse_ok, caller, headers)

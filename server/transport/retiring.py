@@ -148,12 +148,12 @@ class Retiring:
                 if version is None:
                     version = meta.get(META_PROTOCOL_VERSION)
                 if capabilities is not None:
-                    meta[META_CLIENT_CAPABILITIES] = self.without_retired_features(capabilities)
+                    meta[META_CLIENT_CAPABILITIES] = self._kept(draft, capabilities)
             if one.method == "initialize":
                 # initialize negotiates: a retired version is never offered, not refused.
                 capabilities = one.params.get("capabilities")
                 if capabilities is not None:
-                    one.params["capabilities"] = self.without_retired_features(capabilities)
+                    one.params["capabilities"] = self._kept(draft, capabilities)
                 asked = self.offered(one.params.get("protocolVersion"))
                 self.check(
                     draft, era=era, version=asked, method=one.method, capabilities=capabilities
@@ -187,6 +187,14 @@ class Retiring:
         if not gone:
             return capabilities
         return {key: value for key, value in capabilities.items() if key not in gone}
+
+    def _kept(self, draft: Draft, capabilities: Any) -> Any:
+        """:meth:`without_retired_features`, and the record's capabilities with it: the
+        record names what the handlers see, as a legacy session's later requests do."""
+        kept = self.without_retired_features(capabilities)
+        if draft.client_capabilities is capabilities:
+            draft.client_capabilities = kept
+        return kept
 
     def headers_on(self, send: Send, draft: Draft) -> Send:
         """``send``, adding the deprecation headers to the answer's head when the request

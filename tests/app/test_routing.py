@@ -129,6 +129,20 @@ def test_a_trusted_proxy_forwarding_a_host_not_allowed_is_refused() -> None:
     assert metadata.status_code == 403
 
 
+def test_a_forwarded_host_is_checked_where_a_host_matters_as_a_direct_one_is() -> None:
+    # One Host check, the one a direct request meets: the probes and /metrics answer whatever
+    # the Host (a direct request's or a proxy's), the MCP path and the metadata refuse it.
+    evil = {"X-Forwarded-Host": "evil.example"}
+    with running() as url:
+        health = httpx.get(f"{url}/healthz", headers=evil)
+        metrics = httpx.get(f"{url}/metrics", headers=evil)
+        direct = httpx.get(f"{url}/healthz", headers={"Host": "evil.example"})
+        posted = challenge(url, evil)
+    assert (health.status_code, metrics.status_code) == (200, 200)
+    assert health.json() == direct.json()
+    assert posted.status_code == 403
+
+
 @pytest.mark.parametrize(
     ("header", "value"),
     [

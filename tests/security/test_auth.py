@@ -569,3 +569,35 @@ async def test_the_static_tokens_are_read_and_parsed_once_at_start(monkeypatch, 
     assert sorted(parsed) == sorted([listed, filed])
     assert (await gate.auth.authenticate(f"Bearer {OTHER}", b"")).subject == "other"
     assert (await gate.auth.authenticate(f"Bearer {TOKEN}", b"")).subject.startswith("token:")
+
+
+def test_a_401_asks_whether_there_is_metadata_without_building_it(monkeypatch):
+    import server.security.gate
+    from server.security.gate import Gate
+
+    built: list[str] = []
+
+    def counting(resource, *args):
+        built.append(resource)
+        return resource_metadata(resource, *args)
+
+    monkeypatch.setattr(server.security.gate, "resource_metadata", counting)
+    settings = make_settings(
+        auth="tokens", auth_tokens=token_digest(TOKEN), auth_servers=["https://as.example"]
+    )
+    gate = Gate(settings, lambda: ["files:read"])
+    scope = {"scheme": "https", "root_path": "/api"}
+    for _ in range(3):
+        [(name, value)] = gate.headers(Unauthenticated("no token"), scope, "mcp.example.com")
+        assert name == b"www-authenticate"
+        assert b'resource_metadata="https://mcp.example.com/api/.well-known/' in value
+    assert built == []
+    # Built where it is served, and a configuration without one names none.
+    document = gate.metadata_document("https://mcp.example.com/api/mcp")
+    assert document is not None
+    assert document["scopes_supported"] == ["files:read"]
+    assert built == ["https://mcp.example.com/api/mcp"]
+    bare = Gate(make_settings(auth="tokens", auth_tokens=token_digest(TOKEN)), lambda: [])
+    [(_, value)] = bare.headers(Unauthenticated("no token"), scope, "mcp.example.com")
+    assert b"resource_metadata" not in value
+    assert built == ["https://mcp.example.com/api/mcp"]

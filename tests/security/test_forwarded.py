@@ -113,7 +113,7 @@ def scope(**extra: Any) -> dict[str, Any]:
 
 
 def test_apply_rewrites_the_scope_as_the_client_made_the_request() -> None:
-    found = Forwarded("https", "mcp.example.com", None, "/api", ("203.0.113.9",))
+    found = Forwarded("https", "mcp.example.com", "/api", ("203.0.113.9",))
     target = scope()
     assert apply(target, found, "") is None
     assert target["scheme"] == "https"
@@ -129,7 +129,7 @@ def test_apply_rewrites_the_scope_as_the_client_made_the_request() -> None:
 
 def test_a_port_alone_keeps_the_host_name() -> None:
     target = scope()
-    apply(target, read(headers(X_Forwarded_Port="8443"), TRUSTED), "")
+    apply(target, read(dict(target["headers"]) | headers(X_Forwarded_Port="8443"), TRUSTED), "")
     assert dict(target["headers"])[b"host"] == b"127.0.0.1:8443"
 
 

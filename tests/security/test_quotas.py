@@ -14,7 +14,14 @@ from server.errors import ConfigurationError, ServiceUnavailable
 from server.security.limits import retry_after_header
 from server.security.quotas import MemoryQuotaCounter, Quota, QuotaExceeded, Quotas
 from server.settings import Settings, load_settings
-from tests.support.mcp_client import initialize, legacy, legacy_headers, modern, modern_headers
+from tests.support.mcp_client import (
+    LegacySession,
+    initialize,
+    legacy,
+    legacy_headers,
+    modern,
+    modern_headers,
+)
 from tests.support.redis_server import fresh_prefix
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +163,28 @@ def test_the_message_and_data_name_the_retry_after_header_s_seconds(seconds: flo
     header = int(retry_after_header(seconds))
     assert refused.message.endswith(f"retry after {header} s")
     assert refused.data["retryAfter"] == header
+
+
+async def test_a_refused_calls_record_names_the_tool_it_refused(tmp_path) -> None:
+    """A call refused before it runs (the quota's 429, a scope's 403) is still a call of its
+    tool in the records, so ``report --by-tenant`` counts it under that tool."""
+    records = tmp_path / "records.jsonl"
+    quota = json.dumps([{"tenant": "acme", "tool": "search", "limit": 1, "per": "1m"}])
+    settings = Settings(
+        auth="tokens", auth_tokens=TOKENS, quotas=quota, records=["file"], records_file=str(records)
+    )
+    app = create_app(settings, catalog=catalog())
+    async with (
+        app.lifespan(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        ) as client,
+    ):
+        assert (await call(client, A, "search")).status_code == 200
+        assert (await call(client, A, "search")).status_code == 429
+        session = await LegacySession(client, headers={"Authorization": f"Bearer {A}"}).initialize()
+        refused = await session.post(legacy("tools/call", {"name": "search", "arguments": {}}, 9))
+        assert refused.status_code == 429
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    refusals = [(r["era"], r.get("target")) for r in lines if r.get("status") == 429]
+    assert refusals == [("modern", "search"), ("legacy", "search")]

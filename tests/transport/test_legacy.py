@@ -489,17 +489,25 @@ async def test_the_session_cap_answers_503_with_a_jsonrpc_error() -> None:
     assert application.sessions.count() == 2
 
 
+async def cancel_slow(
+    client: LegacySession, calling: asyncio.Future[httpx.Response]
+) -> httpx.Response:
+    """Cancel the running ``slow`` call (id "s"); its response, once it has ended."""
+    cancelled = await client.post(notification("notifications/cancelled", {"requestId": "s"}))
+    assert cancelled.status_code == 202
+    with anyio.fail_after(2):
+        response = await calling
+    assert signals.slow_cancelled.is_set()
+    return response
+
+
 async def test_a_cancelled_call_of_a_json_only_client_gets_no_response(
     http: httpx.AsyncClient,
 ) -> None:
     client = await legacy_session(http)
     calling = asyncio.ensure_future(client.post(tool_call("slow", id="s"), "application/json"))
     await wait_until(signals.slow_started.is_set)
-    cancelled = await client.post(notification("notifications/cancelled", {"requestId": "s"}))
-    assert cancelled.status_code == 202
-    with anyio.fail_after(2):
-        response = await calling
-    assert signals.slow_cancelled.is_set()
+    response = await cancel_slow(client, calling)
     assert response.status_code == 204
     assert response.content == b""
 
@@ -511,12 +519,36 @@ async def test_a_cancelled_call_that_sent_progress_gets_no_response_either(
     message = tool_call("slow", token="p", id="s")
     calling = asyncio.ensure_future(client.post(message, "application/json"))
     await wait_until(signals.slow_started.is_set)
-    cancelled = await client.post(notification("notifications/cancelled", {"requestId": "s"}))
-    assert cancelled.status_code == 202
-    with anyio.fail_after(2):
-        response = await calling
-    assert signals.slow_cancelled.is_set()
+    response = await cancel_slow(client, calling)
     assert response.content == b"", response.text
+
+
+async def test_a_duplicate_of_a_running_id_is_refused_and_the_running_one_stays_cancellable(
+    http: httpx.AsyncClient,
+) -> None:
+    # The in-flight table goes by id: a second call under the running one's id would take its
+    # place there, and the cancellation for that id would reach one of the two.
+    client = await legacy_session(http, "2025-03-26")
+    calling = asyncio.ensure_future(client.post(tool_call("slow", id="s"), "application/json"))
+    await wait_until(signals.slow_started.is_set)
+    again = await client.post(tool_call("echo", {"text": "twin"}, id="s"))
+    assert again.status_code == 400
+    assert (again.json()["id"], again.json()["error"]["code"]) == ("s", -32600)
+    batched = (
+        await client.post([tool_call("echo", {"text": "twin"}, id="s"), legacy("ping", id=2)])
+    ).json()
+    assert [(answer["id"], "error" in answer) for answer in batched] == [("s", True), (2, False)]
+    assert batched[0]["error"]["code"] == -32600
+    response = await cancel_slow(client, calling)
+    assert response.status_code == 204
+
+
+async def test_a_batch_refuses_an_id_it_repeats(http: httpx.AsyncClient) -> None:
+    client = await legacy_session(http, "2025-03-26")
+    batch = [tool_call("echo", {"text": "one"}, id=7), tool_call("echo", {"text": "two"}, id=7)]
+    answers = (await client.post(batch)).json()
+    assert answers[0]["result"]["content"] == [{"type": "text", "text": "one"}]
+    assert (answers[1]["id"], answers[1]["error"]["code"]) == (7, -32600)
 
 
 # -- batches ------------------------------------------------------------------------------------

@@ -465,3 +465,44 @@ async def test_a_batch_is_answered_message_by_message_on_the_stream(live: Server
         assert answers == {2, 3}
         too_many = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(100)]
         assert (await http.post(endpoint, json=too_many)).status_code == 400  # MCP_MAX_BATCH
+
+
+@pytest.mark.anyio
+async def test_a_tenants_quota_counts_calls_made_over_http_sse_too(tmp_path: Path) -> None:
+    """MCP_QUOTAS holds on the 2024-11-05 transport as on the MCP path: the call past the
+    limit is refused on its POST (429, Retry-After), never run; the refusal's record names
+    the tool it refused."""
+    from server import Catalog
+
+    catalog = Catalog("quota-sse", "1.0.0")
+    catalog.tool(name="search")(lambda: "found")
+    digest = "sha256:" + hashlib.sha256(b"sesame").hexdigest()
+    quota = '[{"tenant": "acme", "tool": "search", "limit": 2, "per": "1m"}]'
+    settings = settings_for(
+        tmp_path, auth="tokens", auth_tokens=[f"{digest};name=a;tenant=acme"], quotas=quota
+    )
+    running = ServerThread(create_app(settings, catalog)).start()
+    bearer = {"authorization": "Bearer sesame"}
+    try:
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse", **bearer) as (_, lines),
+        ):
+            endpoint = await endpoint_of(lines)
+            assert (await http.post(endpoint, json=INITIALIZE, headers=bearer)).status_code == 202
+            await next_message(lines)
+            params = {"name": "search", "arguments": {}}
+            for number in (2, 3, 4):
+                call = {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
+                posted = await http.post(endpoint, json=call, headers=bearer)
+                if number == 4:
+                    break
+                assert posted.status_code == 202
+                assert (await next_message(lines))["id"] == number
+            refused = posted
+            assert refused.status_code == 429, refused.text
+            assert int(refused.headers["retry-after"]) >= 1
+    finally:
+        running.stop()
+    refusal = [r for r in records(tmp_path) if r.get("status") == 429]
+    assert [r["target"] for r in refusal] == ["search"]

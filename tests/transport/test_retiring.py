@@ -15,6 +15,8 @@ from server.records.draft import Draft
 from server.retirement.plan import parse_plan
 from server.retirement.wire import Retired
 from server.transport.retiring import Retiring
+from tests.support.app import serve
+from tests.support.mcp_client import modern, modern_headers
 
 NOW = datetime(2026, 12, 8, 9, 0, tzinfo=UTC)
 
@@ -102,3 +104,43 @@ def test_one_warning_a_day_for_a_client_with_a_very_long_name(
         for _ in range(3):
             checks.check(draft("n" * 600), sse=True)
     assert len([r for r in caplog.records if r.name == "server.retirement"]) == 1
+
+
+def test_the_record_names_the_capabilities_the_handlers_see() -> None:
+    from server.jsonrpc import decode
+
+    retired = retiring({"item": "method:sampling/createMessage", "sunset": "2026-12-01"})
+    body = modern("tools/list", capabilities={"sampling": {}, "roots": {}})
+    message = decode(json.dumps(body).encode())
+    described = draft()
+    described.describe(message)
+    retired.check_message(described, message, "modern", None)
+    assert described.client_capabilities == {"roots": {}}
+
+
+@pytest.mark.anyio
+async def test_a_retiring_post_is_described_and_its_era_chosen_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import server.transport.endpoint
+
+    calls: list[str] = []
+    describe, choose = Draft.describe, server.transport.endpoint.choose_era
+
+    def counted_describe(self: Draft, message: Any) -> None:
+        calls.append("describe")
+        describe(self, message)
+
+    def counted_choose(message: Any, headers: Any) -> Any:
+        calls.append("choose_era")
+        return choose(message, headers)
+
+    monkeypatch.setattr(Draft, "describe", counted_describe)
+    monkeypatch.setattr(server.transport.endpoint, "choose_era", counted_choose)
+    plan = json.dumps([{"item": "method:prompts/list", "sunset": "2099-01-01"}])
+    async with serve(retire=plan) as (client, _):
+        body = modern("prompts/list", client_info={"name": "agent", "version": "1"})
+        answer = await client.post("/mcp", json=body, headers=modern_headers(body))
+    assert answer.status_code == 200
+    assert "deprecation" in answer.headers
+    assert sorted(calls) == ["choose_era", "describe"]
