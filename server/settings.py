@@ -118,6 +118,9 @@ class Settings(BaseSettings):
     # GET /metrics (Prometheus); answered only to these networks, 404 to others.
     metrics: bool = True
     metrics_networks: CommaList = ["127.0.0.1", "::1"]
+    # Tenants with a series of their own in mcp_tenant_*_total (the top N by requests; the
+    # rest are "other"); 0: no tenant metrics.
+    metrics_tenants: int = Field(20, ge=0, le=1000)
     otel: bool = False  # OpenTelemetry spans (the otel extra; OTEL_* configure the export)
 
     # Keep-alive period of every open response: SSE comments on streams; a call silent this
@@ -181,6 +184,9 @@ class Settings(BaseSettings):
     rate_limit_exempt: CommaList = ["127.0.0.1", "::1"]
     max_streams_per_client: int = Field(16, ge=0)
     max_sessions_per_client: int = Field(64, ge=0)
+    # With Redis, how long a replica's stream and session slots outlive it there (renewed every
+    # third of it while held): a replica that dies frees its clients' slots within this.
+    limits_lease_s: float = Field(30.0, ge=1, le=3600)
     handler_timeout_s: float = Field(300.0, ge=0)
     tool_threads: int = Field(40, ge=1, le=1000)
 

@@ -45,7 +45,8 @@ from server.report.live import LiveReport, open_live_report
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
-from server.security.quotas import build_quotas
+from server.security.quotas import Quotas, build_quotas
+from server.security.shared_limits import SharedLimits
 from server.settings import Settings
 from server.state.auto import quota_counter, shared_state, state_link, stream_mirror
 from server.state.messages import publish_subscription
@@ -188,7 +189,7 @@ class Application:
             max_params_bytes=settings.records_params_max_bytes,
             keep_params=settings.records_params,
         )
-        self.metrics = Metrics(lambda name: name in catalog.tools)
+        self.metrics = Metrics(lambda name: name in catalog.tools, settings.metrics_tenants)
         # The live report (MCP_REPORT_LIVE): one more sink, or a follower of the Redis stream.
         self.live: LiveReport | None = None
         self.live_tail: Any = None
@@ -267,7 +268,9 @@ class Application:
             quota_counter(self.shared.link),
             fail_open=settings.quota_on_redis_failure == "open",
         )
-        self.legacy.quotas = modern_http.quotas = quotas
+        self.legacy.quotas = modern_http.quotas = share_limits(
+            self.gate, quotas, self.shared.limits
+        )
         self.lifecycle = Lifecycle(
             settings,
             catalog=catalog,
@@ -360,3 +363,13 @@ def sink_options(settings: Settings) -> SinkOptions:
         redis_maxlen=settings.records_redis_maxlen,
         redis_timeout_s=settings.redis_timeout_s,
     )
+
+
+def share_limits(gate: Gate, quotas: Quotas | None, limits: SharedLimits | None) -> Quotas | None:
+    """With Redis, the per-client limits counted there too (in the quota charge's call, for
+    a tool call); ``quotas`` returned."""
+    if limits is not None:
+        gate.shared, gate.shares = limits, True
+        if quotas is not None:
+            quotas.shared = limits
+    return quotas

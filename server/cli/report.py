@@ -31,7 +31,12 @@ from server.report.retire import (
     with_retire_section,
 )
 from server.report.sources import RecordFilter, line_batches, parse_time
-from server.report.tenants import TenantScan, render_tenants_markdown, render_tenants_text
+from server.report.tenants import (
+    TenantScan,
+    render_tenants_json,
+    render_tenants_markdown,
+    render_tenants_text,
+)
 from server.report.text import render_markdown, render_table
 from server.retirement.plan import PlanError
 
@@ -167,13 +172,13 @@ def tenant_scan(args: argparse.Namespace, chosen: RecordFilter) -> TenantScan | 
     return TenantScan(args.tenant, chosen.since, chosen.until)
 
 
-def scan_json(scan: RetireScan | TenantScan) -> str:
+def scan_json(scan: RetireScan) -> str:
     return orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def write_tenants(args: argparse.Namespace, scan: TenantScan) -> int:
     if args.format == "json":
-        text = scan_json(scan)
+        text = render_tenants_json(scan)
     elif args.format == "markdown":
         text = render_tenants_markdown(scan)
     else:

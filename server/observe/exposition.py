@@ -25,6 +25,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from server.observe.gauges import StateReaders
+from server.observe.tenants import fold_files
 
 __all__ = [
     "CONTENT_TYPE",
@@ -55,15 +56,19 @@ Totals = tuple[
 
 
 def registry_of(
-    tallies: Callable[[], Iterable[Metric]] | None, readers: StateReaders | None
+    tallies: Callable[[], Iterable[Metric]] | None,
+    readers: StateReaders | None,
+    tenants: int | None = None,
 ) -> CollectorRegistry:
     """What a scrape reads: one process's counts (``tallies``), or with None every worker's
-    files (multiprocess), and the gauges ``readers`` read."""
+    files (multiprocess, the tenant series folded to the top ``tenants``), and the gauges
+    ``readers`` read."""
     registry = CollectorRegistry(auto_describe=True)
     if tallies is None:
         # The library's metrics are not registered: MultiProcessCollector reads their files
         # (registering would count them twice).
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        files = MultiProcessCollector(None)  # type: ignore[no-untyped-call]
+        registry.register(_Files(files, tenants))
     else:
         registry.register(_Tallies(tallies))
     if readers is not None:
@@ -86,6 +91,18 @@ def library_metrics(buckets: tuple[float, ...]) -> tuple[Any, Any, Any, Any]:
         Counter("mcp_tool_calls", TOOLS_HELP, ["tool", "outcome"], registry=None),
         Counter("mcp_refusals", REFUSALS_HELP, ["reason"], registry=None),
     )
+
+
+class _Files(Collector):
+    """Every worker's files (multiprocess), the tenant series folded to the top N."""
+
+    def __init__(self, files: Any, tenants: int | None) -> None:
+        self.files = files
+        self.tenants = tenants
+
+    def collect(self) -> Iterable[Metric]:
+        metrics = self.files.collect()
+        return metrics if self.tenants is None else fold_files(metrics, self.tenants)
 
 
 class _Tallies(Collector):

@@ -5,7 +5,8 @@ to :meth:`Metrics.observe`, which finds its counters with one lookup by the draf
 and bumps plain numbers; what ``prometheus-client`` makes of them is
 :mod:`server.observe.exposition`, imported at the first scrape, and gauges are read at scrape
 time (:mod:`server.observe.gauges`). Label values are bounded: methods from the protocol's set,
-tools from the catalog (else ``other``), outcomes from fixed sets. With
+tools from the catalog (else ``other``), outcomes from fixed sets, tenants the top N
+(:mod:`server.observe.tenants`). With
 ``PROMETHEUS_MULTIPROC_DIR`` (gunicorn workers) counters live in its files and a scrape sums
 every worker (docs/operations.md#metrics).
 """
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.asgi import Receive, Scope, Send
 from server.observe.gauges import StateReaders
+from server.observe.tenants import TenantCounts
 from server.protocol import CLIENT_NOTIFICATIONS, LEGACY_METHODS, MODERN_METHODS, TOOLS_CALL
 from server.security.networks import Network, forwarded_client, in_networks
 
@@ -93,7 +95,7 @@ class Metrics:
     scrape time; with ``PROMETHEUS_MULTIPROC_DIR`` they are the library's own metrics, whose
     values live in the files every worker's scrape sums."""
 
-    def __init__(self, known_tool: Callable[[str], bool]) -> None:
+    def __init__(self, known_tool: Callable[[str], bool], tenants: int = 20) -> None:
         self.known_tool = known_tool
         self._kinds: dict[tuple[Any, ...], Kind] = {}
         # What a draft counts into, by its raw values (see observe), for known names only.
@@ -110,6 +112,8 @@ class Metrics:
 
             self.requests, self.duration, self.tool_calls, self.refusals = library_metrics(BUCKETS)
             self._children: dict[tuple[str, str], Any] = {}
+        # Requests by tenant, the top N labelled (MCP_METRICS_TENANTS; 0: not counted).
+        self.tenants = TenantCounts(tenants, files=self.files) if tenants else None
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -118,7 +122,8 @@ class Metrics:
             from server.observe.exposition import registry_of
 
             tallies = None if self.files else self.collect
-            self._registry = registry_of(tallies, self._readers)
+            top = self.tenants.top if self.tenants is not None else None
+            self._registry = registry_of(tallies, self._readers, top)
         return self._registry
 
     def watch(self, readers: StateReaders) -> None:
@@ -209,6 +214,8 @@ class Metrics:
             key = (item.era, method, item.status, item.error_code)
         cell = self._cells.get(key) or self._cell_of(key, item)
         kind, tool, ended = cell.kind, cell.tool, item.ended_clock
+        if item.tenant is not None and self.tenants is not None:
+            self.tenants.count(item.tenant, kind.labels[3] != "ok")
         if kind.children is None:  # _count, inlined for the one-process case
             kind.count += 1
             if ended is not None:
@@ -235,6 +242,9 @@ class Metrics:
         key = (record.get("era"), label, record.get("status") or 0, code)
         kind = self._kinds.get(key) or self._kind(key)
         self._count(kind, record.get("duration_ms", 0) / 1000)
+        tenant = record.get("tenant")
+        if type(tenant) is str and self.tenants is not None:
+            self.tenants.count(tenant, kind.labels[3] != "ok")
 
     def _tool_outcome(self, target: Any, outcome: Any, code: int | None) -> None:
         tool = target if type(target) is str and self.known_tool(target) else OTHER
@@ -263,7 +273,9 @@ class Metrics:
         """In one process: the counts as the library's metric families."""
         from server.observe.exposition import families
 
-        return families(self.totals(), BUCKETS)
+        yield from families(self.totals(), BUCKETS)
+        if self.tenants is not None:
+            yield from self.tenants.families()
 
     def totals(
         self,

@@ -98,6 +98,9 @@ class Draft:
     retiring: str | None = None
     # The authenticated caller's tenant (a named token's, a JWT's tenant claim), if any.
     tenant: str | None = None
+    # A charge against the client's rate still to be counted in Redis with the request's
+    # other counts (server.security.shared_limits); never set without MCP_REDIS_URL.
+    rate_due: bool = False
     # What was sent back.
     status: int | None = None
     bytes_out: int = 0

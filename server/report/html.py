@@ -55,6 +55,12 @@ SECTIONS = (
 )
 
 
+def with_section(page: str, section: str) -> str:
+    """The report's page with ``section`` (HTML, escaped already) right under its title."""
+    cut = page.index("</h1>") + len("</h1>") if "</h1>" in page else 0
+    return page[:cut] + section + page[cut:]
+
+
 def h(value: object, limit: int = MAX_VALUE_CHARS) -> str:
     """Printable, cut, and escaped for text and attribute values alike."""
     return html.escape(plain(value, limit), quote=True)

@@ -21,10 +21,17 @@ import orjson
 from server.records.schema import iso_time
 from server.report.aggregate import Aggregator
 from server.report.counters import LIVE_LIMITS
-from server.report.html import render_html
+from server.report.html import render_html, with_section
 from server.report.json import render_json
 from server.report.model import Report
 from server.report.retire import RetireScan, with_retire_section
+from server.report.tenants import (
+    TenantScan,
+    render_tenants_html,
+    render_tenants_json,
+    render_tenants_markdown,
+    render_tenants_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +47,8 @@ class LiveReport:
         self.refresh_s = refresh_s
         # Who still uses each item of MCP_RETIRE, since this process started (?retire=ITEM).
         self.retire_scans = {item: RetireScan(item) for item in retire}
+        # Every tenant's traffic since this process started (?by-tenant, ?tenant=T).
+        self.tenants = TenantScan()
         self._lock = threading.Lock()
         self._aggregator = Aggregator(limits=LIVE_LIMITS)
         self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
@@ -53,6 +62,7 @@ class LiveReport:
                 self._aggregator.feed(lines)
                 for scan in self.retire_scans.values():
                     scan.read_batches((lines,))
+                self.tenants.read_batches((lines,))
         except Exception:
             self._failures += 1
             if self._failures == 1:
@@ -65,9 +75,14 @@ class LiveReport:
         with self._lock:
             return self._aggregator.report()
 
-    def render(self, form: str, retire: str | None = None) -> str:
+    def render(self, form: str, retire: str | None = None, tenants: str | None = None) -> str:
         """The report as ``json`` or the live ``html`` page; with ``retire`` (an item of
-        MCP_RETIRE), who still uses it: as JSON, or a section on top of the page."""
+        MCP_RETIRE), who still uses it: as JSON, or a section on top of the page; with
+        ``tenants`` ("" for all, else one tenant), the traffic by tenant as the file report's
+        ``--by-tenant [--tenant T]`` draws it (``json``, ``markdown``, ``table``), or a
+        section on top of the page."""
+        if tenants is not None:
+            return self.render_tenants(form, tenants)
         scan = self.retire_scans.get(retire) if retire is not None else None
         if scan is not None and form == "json":  # the scan alone: no report to build
             with self._lock:
@@ -80,6 +95,21 @@ class LiveReport:
             return page
         with self._lock:
             return with_retire_section(page, scan)
+
+    def render_tenants(self, form: str, tenant: str) -> str:
+        with self._lock:
+            view = self.tenants.only_view(tenant) if tenant else self.tenants
+            if form in TENANT_FORMS:
+                return TENANT_FORMS[form](view)
+            section = render_tenants_html(view)
+        return with_section(render_html(self.report(), refresh_s=self.refresh_s), section)
+
+
+TENANT_FORMS = {
+    "json": render_tenants_json,
+    "markdown": render_tenants_markdown,
+    "table": render_tenants_text,
+}
 
 
 def open_live_report(

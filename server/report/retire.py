@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.report.html import h
+from server.report.html import h, with_section
 from server.report.json import plain
 from server.report.sources import request_in_period
 from server.retirement.plan import FEATURE_CAPABILITY, Item, parse_item
@@ -207,8 +207,7 @@ def render_retire_markdown(scan: RetireScan) -> str:
 
 def with_retire_section(page: str, scan: RetireScan) -> str:
     """The report's HTML page with the section of ``scan`` right under its title."""
-    cut = page.index("</h1>") + len("</h1>") if "</h1>" in page else 0
-    return page[:cut] + render_retire_html(scan) + page[cut:]
+    return with_section(page, render_retire_html(scan))
 
 
 def render_retire_html(scan: RetireScan) -> str:

@@ -1,4 +1,5 @@
-"""The traffic split by tenant: ``python -m server report --by-tenant [--tenant T]``.
+"""The traffic split by tenant: ``python -m server report --by-tenant [--tenant T]``, and the
+live report's ``?by-tenant[&tenant=T]``.
 
 Per tenant (the record's ``tenant``: a named token's, a JWT's tenant claim; ``(none)`` for
 callers without one): requests, errors, latency percentiles, the callers seen and the tools
@@ -14,6 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from server.report.html import h
 from server.report.json import plain
 from server.report.sources import request_in_period
 
@@ -33,6 +37,9 @@ class TenantStats:
     latencies: list[float] = field(default_factory=list)
     subjects: set[str] = field(default_factory=set)
     tools: dict[str, int] = field(default_factory=dict)
+    # Each tenant's own reservoir draws, so its latencies do not depend on the other tenants
+    # read beside it: a view of one tenant (--tenant, the live ?tenant=) is the same either way.
+    draws: random.Random = field(default_factory=lambda: random.Random(0))
 
     def percentile(self, share: float) -> float | None:
         if not self.latencies:
@@ -52,7 +59,6 @@ class TenantScan:
         self.until = until
         self.tenants: dict[str, TenantStats] = {}
         self.with_report = False  # the report proper is not drawn beside it
-        self._random = random.Random(0)  # a reservoir the same on every run of the same input
 
     def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
         for batch in batches:
@@ -85,7 +91,7 @@ class TenantScan:
             if len(stats.latencies) < RESERVOIR:
                 stats.latencies.append(float(duration))
             else:
-                slot = self._random.randrange(stats.seen)
+                slot = stats.draws.randrange(stats.seen)
                 if slot < RESERVOIR:
                     stats.latencies[slot] = float(duration)
         subject = record.get("subject")
@@ -97,6 +103,14 @@ class TenantScan:
                 if tool not in stats.tools and len(stats.tools) >= MAX_TOOLS:
                     tool = OTHER
                 stats.tools[tool] = stats.tools.get(tool, 0) + 1
+
+    def only_view(self, tenant: str) -> TenantScan:
+        """This scan as ``--tenant`` would have made it: ``tenant`` alone (the live report's
+        ``?tenant=``, from its scan of every tenant)."""
+        view = TenantScan(tenant, self.since, self.until)
+        if tenant in self.tenants:
+            view.tenants[tenant] = self.tenants[tenant]
+        return view
 
     def to_json(self) -> dict[str, Any]:
         ordered = sorted(self.tenants.items(), key=lambda item: (-item[1].requests, item[0]))
@@ -147,3 +161,36 @@ def render_tenants_markdown(scan: TenantScan) -> str:
         )
         rows.append("| " + " | ".join(plain(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def render_tenants_json(scan: TenantScan) -> str:
+    """The view as JSON: ``--by-tenant --format json``, and the live ``?format=json``."""
+    return orjson.dumps(scan.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def render_tenants_html(scan: TenantScan) -> str:
+    """A section for the live report's page (the markdown table's columns), every value
+    escaped (tenants and tools come from callers' tokens and requests)."""
+    head = "".join(
+        f"<th>{name}</th>"
+        for name in ("tenant", "requests", "errors", "p50 ms", "p95 ms", "callers", "tools")
+    )
+    rows = []
+    for row in scan.to_json()["tenants"]:
+        tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
+        cells = (
+            row["tenant"],
+            str(row["requests"]),
+            str(row["errors"]),
+            str(row["p50_ms"]),
+            str(row["p95_ms"]),
+            str(len(row["callers"])),
+            tools,
+        )
+        rows.append("<tr>" + "".join(f"<td>{h(cell)}</td>" for cell in cells) + "</tr>")
+    title = "By tenant" if scan.only is None else f"Tenant {h(scan.only)}"
+    return (
+        f'<section id="tenants"><h2>{title}</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "</section>"
+    )

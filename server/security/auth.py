@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qsl
 
-from server.errors import INVALID_REQUEST, McpError
-from server.settings_checks import TokenEntry, token_entry
+from server.errors import INVALID_REQUEST, ConfigurationError, McpError
+from server.settings_checks import TokenEntry, check_token_entries, token_entry, token_file_entries
 
 AUTH_ERROR = -32001
 
@@ -335,3 +335,26 @@ def _parse_digest(line: str) -> bytes:
     if algorithm.lower() != "sha256" or not re.fullmatch(r"[0-9a-fA-F]{64}", hexdigest):
         raise ValueError("MCP_AUTH_TOKENS holds sha256:<64 hex digits> digests")
     return bytes.fromhex(hexdigest)
+
+
+def with_tokens_file(entries: list[TokenEntry], path: str) -> list[TokenEntry]:
+    """``entries`` and those of the tokens file at ``path`` (``MCP_AUTH_TOKENS_FILE``; none
+    when it is ""), checked together; ConfigurationError naming the file and line of a bad
+    one."""
+    if not path:
+        return entries
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read(1024 * 1024 + 1)
+    except OSError as failure:
+        raise ConfigurationError(
+            f"MCP_AUTH_TOKENS_FILE: cannot read {path}: {failure.strerror or failure}"
+        ) from None
+    if len(text) > 1024 * 1024:
+        raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
+    try:
+        entries = entries + token_file_entries(text, path)
+        check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
+    except ValueError as bad:
+        raise ConfigurationError(str(bad)) from None
+    return entries

@@ -31,6 +31,7 @@ from server.security.auth import (
     StaticTokens,
     check_scope_tokens,
     single_authorization,
+    with_tokens_file,
 )
 from server.security.limits import (
     RateLimited,
@@ -43,8 +44,9 @@ from server.security.limits import (
 )
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
+from server.security.shared_limits import Incoming, SharedLimits
 from server.settings import Settings
-from server.settings_checks import TokenEntry, check_token_entries, token_file_entries
+from server.settings_checks import TokenEntry
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class Gate:
         self.sessions = SessionCounter(settings.max_sessions_per_client)
         self._session_slots: dict[str, Slot] = {}
         self._item_scopes = item_scopes
+        self.shared: SharedLimits | None = None  # with Redis: the limits across replicas too
+        self.shares = False  # (each admitted request's rate then due there: Draft.rate_due)
 
     async def enter(self, scope: Scope, headers: Headers, draft: Draft) -> Principal:
         """The caller, or an McpError (400/401/403/429/503) to answer with. Without
@@ -113,6 +117,7 @@ class Gate:
         # _charge for ANONYMOUS (no subject: the draft's is None already).
         if not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
+            draft.rate_due = self.shares
         return ANONYMOUS
 
     def _charge(self, draft: Draft, principal: Principal, scope: Scope, headers: Headers) -> None:
@@ -122,6 +127,7 @@ class Gate:
             draft.tenant = clip(principal.tenant)
         if draft.subject is not None or not self._exempt_request(scope, headers, draft):
             self.limiter.check(self.key(draft))
+            draft.rate_due = self.shares
 
     def charge_refusal(self, scope: Scope, headers: Headers, draft: Draft) -> None:
         """A request refused before authentication (bad Host or Origin, headers too large, a
@@ -184,12 +190,20 @@ class Gate:
             self.auth.require(principal, scopes)
 
     def stream_slot(self, draft: Draft) -> Slot:
-        """A slot for one long-lived stream of this client (429 past the cap)."""
+        """A slot for one long-lived stream of this client (429 past the cap; :meth:`settle`)."""
         return self.streams.acquire(self.key(draft))
 
     def session_slot(self, draft: Draft) -> Slot:
-        """A slot for one more legacy session of this client (429 past the cap)."""
+        """A slot for one more legacy session of this client (as :meth:`stream_slot`)."""
         return self.sessions.acquire(self.key(draft))
+
+    async def settle(
+        self, draft: Draft, *slots: Slot, message: Incoming = None, late: bool = False
+    ) -> None:
+        """With Redis: the due rate counted, ``slots`` taken there too, in one store call
+        (:meth:`~server.security.shared_limits.SharedLimits.settle_for`)."""
+        if self.shared is not None:
+            await self.shared.settle_for(draft, slots, message, late=late)
 
     def session_started(self, session_id: str, slot: Slot) -> None:
         self._session_slots[session_id] = slot
@@ -348,27 +362,9 @@ def build_authenticator(
 
 
 def static_tokens(settings: Settings) -> list[TokenEntry]:
-    """``MCP_AUTH_TOKENS`` (parsed by the settings) and the entries of ``MCP_AUTH_TOKENS_FILE``
-    (read here), checked together; ConfigurationError naming the file and line of a bad one."""
-    entries = settings.token_entries
-    path = settings.auth_tokens_file
-    if not path:
-        return entries
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read(1024 * 1024 + 1)
-    except OSError as failure:
-        raise ConfigurationError(
-            f"MCP_AUTH_TOKENS_FILE: cannot read {path}: {failure.strerror or failure}"
-        ) from None
-    if len(text) > 1024 * 1024:
-        raise ConfigurationError(f"MCP_AUTH_TOKENS_FILE: {path} is over 1 MiB")
-    try:
-        entries += token_file_entries(text, path)
-        check_token_entries(entries, "MCP_AUTH_TOKENS and MCP_AUTH_TOKENS_FILE")
-    except ValueError as bad:
-        raise ConfigurationError(str(bad)) from None
-    return entries
+    """``MCP_AUTH_TOKENS`` (parsed by the settings) and ``MCP_AUTH_TOKENS_FILE``'s entries,
+    checked together (:func:`~server.security.auth.with_tokens_file`)."""
+    return with_tokens_file(settings.token_entries, settings.auth_tokens_file)
 
 
 def serves_metadata(settings: Settings) -> bool:

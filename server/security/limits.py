@@ -155,17 +155,25 @@ class RateLimiter:
 class Slot:
     """One unit held in a :class:`ClientCounter`; :meth:`release` is idempotent."""
 
-    __slots__ = ("_counter", "key", "released")
+    __slots__ = ("_counter", "key", "released", "shared")
 
     def __init__(self, counter: ClientCounter, key: str) -> None:
         self._counter = counter
         self.key = key
         self.released = False
+        # Its lease in Redis, given back with it (server.security.shared_limits), if any.
+        self.shared: Callable[[], None] | None = None
+
+    @property
+    def counter(self) -> ClientCounter:
+        return self._counter
 
     def release(self) -> None:
         if not self.released:
             self.released = True
             self._counter._release(self.key)
+            if self.shared is not None:
+                self.shared()
 
     def __enter__(self) -> Slot:
         return self
@@ -206,12 +214,16 @@ class ClientCounter:
     def acquire(self, key: str) -> Slot:
         held = self._counts.get(key, 0)
         if self.limit and held >= self.limit:
-            raise self.error(
-                f"Too many open {self.what} for this client (limit {self.limit})",
-                {"limit": self.what, "max": self.limit},
-            )
+            raise self.refusal()
         self._counts[key] = held + 1
         return Slot(self, key)
+
+    def refusal(self) -> McpError:
+        """The error a client past this counter's limit gets (429)."""
+        return self.error(
+            f"Too many open {self.what} for this client (limit {self.limit})",
+            {"limit": self.what, "max": self.limit},
+        )
 
     def _release(self, key: str) -> None:
         held = self._counts.get(key, 0) - 1

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from server.errors import ServiceUnavailable
+from server.records.draft import Draft
 from server.security.limits import RateLimited, retry_after_header
+from server.security.shared_limits import SharedLimits
 
 log = logging.getLogger(__name__)
 NO_TENANT = "(none)"
@@ -95,19 +97,38 @@ class Quotas:
         self.counter = counter
         self.fail_open = fail_open
         self._failing = False
+        # The limits shared in Redis, when they are: the quota keys go in their store call.
+        self.shared: SharedLimits | None = None
 
-    async def charge(self, tenant: str | None, tool: str) -> None:
+    async def charge(self, tenant: str | None, tool: str, draft: Draft | None = None) -> None:
         """Count the call against every quota that matches; raise :class:`QuotaExceeded`
-        for the first one it is over."""
+        for the first one it is over. With the limits shared in Redis, ``draft``'s rate is
+        settled in the same store call (as it is when no quota matches)."""
         name = tenant or NO_TENANT
         matching = [quota for quota in self.quotas if quota.matches(name, tool)]
+        shared = self.shared if draft is not None else None
         if not matching:
+            if shared is not None and draft is not None and draft.rate_due:
+                await shared.settle(draft)
             return
         now = time.time()
         keys = []
         for quota in matching:
             window = int(now // quota.window_s)
             keys.append((f"{quota.tenant}|{quota.tool}|{name}|{tool}|{window}", quota.window_s))
+        if shared is not None and draft is not None:
+            counts = await shared.settle(draft, quotas=keys)  # logs and fails as configured
+        else:
+            counts = await self._count(keys)
+        if counts is None:
+            return  # Redis cannot count, and quotas fail open
+        for quota, count in zip(matching, counts, strict=True):
+            if count > quota.limit:
+                ends = (int(now // quota.window_s) + 1) * quota.window_s
+                raise QuotaExceeded(quota, name, tool, max(ends - now, 0.001))
+
+    async def _count(self, keys: list[tuple[str, int]]) -> list[int] | None:
+        """The counter's counts, or None when it cannot count and quotas fail open."""
         try:
             counts = await self.counter.charge(keys)
         except ServiceUnavailable:
@@ -118,15 +139,12 @@ class Quotas:
                 )
             self._failing = True
             if self.fail_open:
-                return
+                return None
             raise
         if self._failing:
             log.warning("quotas are counted again")
             self._failing = False
-        for quota, count in zip(matching, counts, strict=True):
-            if count > quota.limit:
-                ends = (int(now // quota.window_s) + 1) * quota.window_s
-                raise QuotaExceeded(quota, name, tool, max(ends - now, 0.001))
+        return counts
 
 
 def build_quotas(

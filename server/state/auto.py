@@ -22,6 +22,7 @@ from server.errors import ConfigurationError
 from server.legacy.sessions import SessionStore
 from server.modern.input_required import SpentInMemory, SpentStates
 from server.security.quotas import MemoryQuotaCounter, QuotaCounter
+from server.security.shared_limits import SharedLimits
 from server.settings import Settings
 from server.state.bus import Bus
 from server.state.memory import MemoryBus, MemoryMirror, MemorySessionStore, MemoryTaskStore
@@ -43,6 +44,8 @@ class SharedState:
     tasks: TaskStore = field(default_factory=MemoryTaskStore)
     # Request states already used (2026-07-28 input-required rounds are single-use).
     spent: SpentStates = field(default_factory=SpentInMemory)
+    # The per-client limits counted across replicas (None in one process).
+    limits: SharedLimits | None = None
 
     def start(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Begin watching Redis, hearing the other replicas, and copying streams."""
@@ -52,6 +55,8 @@ class SharedState:
         self.mirror.start()
 
     async def close(self) -> None:
+        if self.limits is not None:
+            await self.limits.close()
         await self.bus.close()
         await self.mirror.close()
         if self.link is not None:
@@ -116,6 +121,7 @@ def shared_state(
         )
         return SharedState(store, MemoryBus(), mirror)
     from server.state.redis.bus import RedisBus
+    from server.state.redis.limits import RedisLimits
     from server.state.redis.sessions import RedisSessionStore
     from server.state.redis.spent import RedisSpentStates
     from server.state.redis.tasks import RedisTaskStore
@@ -132,8 +138,23 @@ def shared_state(
 
     # The mirror's change log: the bus writes it, the mirror reads it for a resume.
     changes = mirror.changes if isinstance(mirror, RedisMirror) else None
-    bus = RedisBus(link, changes)
-    return SharedState(redis_store, bus, mirror, link, RedisTaskStore(link), RedisSpentStates(link))
+    limits = SharedLimits(
+        RedisLimits(link),
+        rate=settings.rate_limit_rps,
+        burst=settings.rate_limit_burst,
+        lease_s=settings.limits_lease_s,
+        fail_open=settings.quota_on_redis_failure == "open",
+        quotas=bool(settings.quotas),
+    )
+    return SharedState(
+        redis_store,
+        RedisBus(link, changes),
+        mirror,
+        link,
+        RedisTaskStore(link),
+        RedisSpentStates(link),
+        limits,
+    )
 
 
 def quota_counter(link: RedisLink | None) -> QuotaCounter:
@@ -141,6 +162,6 @@ def quota_counter(link: RedisLink | None) -> QuotaCounter:
     key), else in this process."""
     if link is None:
         return MemoryQuotaCounter()
-    from server.state.redis.quotas import RedisQuotaCounter
+    from server.state.redis.limits import RedisLimits
 
-    return RedisQuotaCounter(link)
+    return RedisLimits(link)

@@ -41,6 +41,12 @@ def is_local_caller(
     return address is not None and in_networks(address, _LOOPBACK)
 
 
+MEDIA_TYPES = {
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+    "markdown": "text/markdown; charset=utf-8",
+    "table": "text/plain; charset=utf-8",
+}
 _LOOPBACK: tuple[Network, ...] = (
     ipaddress.ip_network("127.0.0.0/8"),
     ipaddress.ip_network("::1/128"),
@@ -48,14 +54,16 @@ _LOOPBACK: tuple[Network, ...] = (
 
 
 class ReportRoute:
-    """``GET MCP_REPORT_PATH``: the live page, or ``?format=json``."""
+    """``GET MCP_REPORT_PATH``: the live page, or ``?format=json``; ``?by-tenant`` (or
+    ``?tenant=T``) the traffic by tenant, also as ``?format=markdown`` or ``table`` (text),
+    as the file report's ``--by-tenant`` draws it."""
 
     def __init__(
         self,
         endpoint: McpEndpoint,
         gate: Gate,
         scope: str,
-        render: Callable[[str, str | None], str],
+        render: Callable[[str, str | None, str | None], str],
     ) -> None:
         self.endpoint = endpoint
         self.gate = gate
@@ -84,12 +92,17 @@ class ReportRoute:
                 status_code=http_status(error, "modern"),
                 headers={name.decode("latin-1"): value.decode("latin-1") for name, value in extra},
             )
-        form = "json" if request.query_params.get("format") == "json" else "html"
-        retire = request.query_params.get("retire")  # an item of MCP_RETIRE: who still uses it
-        body = await asyncio.to_thread(self.render, form, retire)
+        query = request.query_params
+        retire = query.get("retire")  # an item of MCP_RETIRE: who still uses it
+        # The traffic by tenant (all, or ?tenant=T's), as the file report's --by-tenant.
+        tenants = query.get("tenant", "" if "by-tenant" in query else None)
+        form = query.get("format", "html")
+        if form not in MEDIA_TYPES or (form in ("markdown", "table") and tenants is None):
+            form = "html"
+        body = await asyncio.to_thread(self.render, form, retire, tenants)
         return Response(
             body,
-            media_type="application/json" if form == "json" else "text/html; charset=utf-8",
+            media_type=MEDIA_TYPES[form],
             headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
         )
 

@@ -189,6 +189,8 @@ class McpEndpoint:
                 )
         finally:
             CALL_NOTE.reset(bound)
+            if draft.rate_due:  # refused before it was counted in Redis: counted now
+                await self.gate.settle(draft, late=True)
             draft.finish(self.recorder.record)
 
     async def get_or_delete(
@@ -212,12 +214,14 @@ class McpEndpoint:
                     return
                 slot = self.gate.stream_slot(draft)
                 try:
+                    await self.gate.settle(draft, slot)  # with Redis: its lease there too
                     await self.legacy.get(
                         receive, send, headers, draft, sse_ok=sse_ok, principal=principal
                     )
                 finally:
                     slot.release()
             elif method == "DELETE":
+                await self.gate.settle(draft)
                 await self.legacy.delete(send, headers, draft)
             else:
                 draft.era = None
@@ -337,6 +341,8 @@ class McpEndpoint:
             receive = draft.observe_receive(receive)
             if isinstance(message, Request):
                 request_id = message.id
+            if draft.rate_due:  # with Redis: counted there now, or with its quota or slot
+                await self.gate.settle(draft, message=message)
             answering = self.eras[era].post(
                 receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
             )
@@ -376,14 +382,7 @@ class McpEndpoint:
             draft.jsonrpc_id = echo
         headers = []
         if isinstance(error, McpError):
-            headers = self.gate.headers(error, scope, _host(scope))
+            headers = self.gate.headers(error, scope, header_text(read_headers(scope), b"host"))
         if wire.status == 405:
             headers.append((b"allow", b"GET, POST, DELETE"))
         await send_json(send, wire.status, encode_error(echo, wire.body), headers)
-
-
-def _host(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name == b"host":
-            return str(value.decode("latin-1"))
-    return None

@@ -154,6 +154,7 @@ class LegacyHttp:
         if request.method == "initialize":
             slot = self.gate.session_slot(draft)  # 429 past this client's session cap
             try:
+                await self.gate.settle(draft, slot)  # with Redis: its cap across replicas
                 # The owner goes in with the session: one store write.
                 session, result = await self.era.initialize(request, draft.subject)
             except BaseException:
@@ -174,7 +175,7 @@ class LegacyHttp:
             raise DuplicateId(request.id)
         if self.quotas is not None and isinstance(target, Tool):
             draft.target = target.name
-            await self.quotas.charge(principal.tenant, target.name)  # 429 before the call
+            await self.quotas.charge(principal.tenant, target.name, draft)  # 429 before it
         call = self.call(request, target, session, runtime, headers, draft, principal)
         answer = Answer(
             receive,

@@ -115,6 +115,8 @@ class SseTransport:
                 await self.endpoint.refuse(observed_send, error, "legacy", None, draft, scope)
         finally:
             CALL_NOTE.reset(bound)
+            if draft.rate_due:  # refused before it was counted in Redis: counted now
+                await self.gate.settle(draft, late=True)
             if not later:
                 draft.finish(self.recorder.record)
 
@@ -143,6 +145,7 @@ class SseTransport:
         try:
             session_slot = self.gate.session_slot(draft)  # and past its session cap
             try:
+                await self.gate.settle(draft, stream_slot, session_slot)  # with Redis
                 session = await self.era.store.create(OPENED_AS, {}, {}, owner=draft.subject)
             except BaseException:
                 session_slot.release()
@@ -249,6 +252,8 @@ class SseTransport:
         del body
         messages = message if isinstance(message, list) else [message]
         self.gate.charge_more(draft, len(messages) - 1)  # a batch: charged per message
+        if draft.rate_due and isinstance(message, list):  # with Redis: a batch's, there too
+            await self.gate.settle(draft, message=message)
         found = {**headers, b"mcp-session-id": session_id.encode()}
         session, runtime = await self.legacy.sessions.find(found, draft)
         await self.sessions.check_held(session.id)
@@ -265,7 +270,9 @@ class SseTransport:
             for target in targets:
                 if isinstance(target, Tool):
                     draft.target = target.name if alone else None
-                    await self.legacy.quotas.charge(principal.tenant, target.name)
+                    await self.legacy.quotas.charge(principal.tenant, target.name, draft)
+        if draft.rate_due:  # with Redis: counted there now, unless a quota charge did
+            await self.gate.settle(draft)
         started: tuple[LegacyCall, asyncio.Task[Outcome]] | None = None
         for each, target in zip(messages, targets, strict=True):
             if not isinstance(each, Request):

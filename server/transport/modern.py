@@ -107,7 +107,7 @@ class ModernHttp:
         if self.quotas is not None and isinstance(call.target, Tool):
             # Counted (in Redis with replicas) before the call starts, while a 429 can be sent.
             draft.target = call.target.name
-            charge = self.quotas.charge(principal.tenant, call.target.name)
+            charge = self.quotas.charge(principal.tenant, call.target.name, draft)
             answer = partial(self.answer, receive, send, call, draft)
             return _after(charge, answer, json_ok, sse_ok, caller, headers)
         return self.answer(
@@ -279,6 +279,7 @@ class ModernHttp:
         keepalive_s = self.options.keepalive_s
         timers = coarse_timers()
         try:
+            await self.gate.settle(draft, slot)  # with Redis: the rate and the slot there too
             with DisconnectWatch(receive) as disconnect:
                 try:
                     await send(

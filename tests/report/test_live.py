@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from server.app import Application, create_app
+from server.cli.main import main
 from server.report.live import LiveReport
 from server.security.auth import new_token
 from server.security.networks import parse_networks
@@ -185,6 +186,67 @@ def test_the_live_sink_never_raises_and_counts_what_it_can() -> None:
     assert report.input.malformed == 2
     assert "data-refresh" in live.render("html")
     assert json.loads(live.render("json"))["input"]["requests"] == 1
+
+
+# -- by tenant ---------------------------------------------------------------------------------
+
+
+def tenant_records() -> list[bytes]:
+    rows = []
+    for n in range(3000):  # past the latency reservoir: its draws must not depend on the view
+        tenant = ("acme", "globex", None)[n % 3]
+        row: dict[str, Any] = {
+            "v": 1,
+            "kind": "request",
+            "time": "2026-12-01T10:00:00.000Z",
+            "method": "tools/call" if n % 2 else "tools/list",
+            "target": "search" if n % 4 == 1 else "fetch",
+            "status": 429 if n % 7 == 0 else 200,
+            "error": {"code": -32000, "message": "x"} if n % 7 == 0 else None,
+            "duration_ms": float(n % 97),
+            "subject": f"user-{n % 5}",
+        }
+        if tenant is not None:
+            row["tenant"] = tenant
+        rows.append(json.dumps(row).encode() + b"\n")
+    return rows
+
+
+@pytest.mark.parametrize("form", ["json", "markdown", "table"])
+@pytest.mark.parametrize("tenant", [None, "acme", "(none)", "nobody"])
+def test_the_live_tenant_view_is_the_file_reports_for_the_same_records(
+    form: str, tenant: str | None, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = tenant_records()
+    source = tmp_path / "records.jsonl"
+    source.write_bytes(b"".join(lines))
+    live = LiveReport(refresh_s=1)
+    for start in range(0, len(lines), 100):  # batches, as the writer hands them over
+        live.write(lines[start : start + 100])
+    argv = ["report", str(source), "--by-tenant", "--format", form]
+    assert main(argv + (["--tenant", tenant] if tenant is not None else [])) == 0
+    assert live.render(form, None, tenant or "") == capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_the_route_serves_the_tenant_view_and_a_section_on_the_page() -> None:
+    app = create_app(settings(), make_catalog())
+    assert app.live is not None
+    app.live.write(tenant_records()[:30])
+    async with in_process(app, "127.0.0.1") as local:
+        every = await local.get("/admin/report?by-tenant&format=json")
+        assert every.headers["content-type"] == "application/json"
+        assert [row["tenant"] for row in every.json()["tenants"]] == ["(none)", "acme", "globex"]
+        one = await local.get("/admin/report", params={"tenant": "globex", "format": "table"})
+        assert one.headers["content-type"].startswith("text/plain")
+        assert one.text.splitlines()[1].startswith("- globex: 10 requests")
+        assert len(one.text.splitlines()) == 2
+        page = await local.get("/admin/report", params={"tenant": "<b>"})
+        assert '<section id="tenants"><h2>Tenant &lt;b&gt;</h2>' in page.text
+        # Without a tenant view, markdown and text are not report formats: the page.
+        plain = await local.get("/admin/report", params={"format": "table"})
+        assert plain.headers["content-type"].startswith("text/html")
+        assert 'id="tenants"' not in plain.text
 
 
 # -- every replica, through Redis ------------------------------------------------------------

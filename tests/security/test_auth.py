@@ -558,7 +558,7 @@ async def test_the_static_tokens_are_read_and_parsed_once_at_start(monkeypatch, 
 
         return entry
 
-    monkeypatch.setattr(server.security.gate, "open", counting_open, raising=False)
+    monkeypatch.setattr(server.security.auth, "open", counting_open, raising=False)  # reads it
     real = server.settings_checks.token_entry
     monkeypatch.setattr(server.settings_checks, "token_entry", counting(real))
     monkeypatch.setattr(server.security.auth, "token_entry", counting(real))
