@@ -60,8 +60,8 @@ class Who:
 
 class Cluster:
     """The replicas, the two callers (``a`` in acme, ``b`` in globex), and every request sent
-    to the MCP endpoint counted by tenant (what the report must find), and its answered tool
-    calls by name."""
+    to the MCP endpoint counted by tenant (what the report must find), and its tool calls by
+    name."""
 
     def __init__(self, replicas: Replicas, a: Who, b: Who) -> None:
         self.replicas, self.a, self.b = replicas, a, b
@@ -85,8 +85,8 @@ class Cluster:
         answer = await client.post(
             f"{base or self.replicas.url}/mcp", json=message, headers=headers
         )
-        if message.get("method") == "tools/call" and answer.status_code == 200:
-            # Answered (a refusal before the call, 403 or 429, names no tool in its record).
+        if message.get("method") == "tools/call":
+            # Answered or refused (429, an unknown name): its record names the tool it asked.
             self.calls[(who.tenant, message["params"]["name"])] += 1
         return answer
 
