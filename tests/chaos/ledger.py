@@ -6,6 +6,8 @@ closed), all on one monotonic clock so each can be laid against the fault window
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -53,6 +55,9 @@ class Ledger:
     ops: list[Op] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     answered: list[tuple[float, str]] = field(default_factory=list)  # (when, X-Request-Id)
+    # X-Request-Id -> what the client sent and got ("POST /api/mcp tools/call -> 200"): what a
+    # request without exactly one record was, when the verdict names it.
+    described: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def now() -> float:
@@ -72,6 +77,7 @@ class Ledger:
         request_id = response.headers.get("x-request-id")
         if request_id:
             self.answered.append((self.now(), request_id))
+            self.described[request_id] = describe(response)
 
     def in_window(self, start: float, end: float) -> list[Op]:
         """The operations of the window: a stream's life or a task where it ended (where its
@@ -81,6 +87,18 @@ class Ledger:
 
     def marks_in(self, start: float, end: float) -> list[Mark]:
         return [mark for mark in self.marks if start <= mark.at <= end]
+
+
+def describe(response: Any) -> str:
+    """``POST /api/mcp tools/call -> 200 text/event-stream``: the request line, its JSON-RPC
+    method (when its body was a JSON object the client still holds), the status and type."""
+    request = response.request
+    method = ""
+    with contextlib.suppress(Exception):
+        body = json.loads(request.content)
+        method = f" {body.get('method') or 'answer'}" if isinstance(body, dict) else " batch"
+    kind = response.headers.get("content-type", "").split(";")[0]
+    return f"{request.method} {request.url.path}{method} -> {response.status_code} {kind}"
 
 
 def error_kind(error: BaseException | None = None, status: int | None = None, **more: Any) -> str:

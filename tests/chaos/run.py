@@ -54,7 +54,7 @@ from tests.chaos.faults import the_faults
 from tests.chaos.http_sse import HttpSseClient
 from tests.chaos.ledger import Ledger
 from tests.chaos.sdk_clients import SdkSession
-from tests.chaos.verdict import Window, judge, p99_of, per_client, record_counts
+from tests.chaos.verdict import Window, judge, orphans, p99_of, per_client, record_counts
 from tests.support.replicas import Replicas
 
 CATALOG = "tests.chaos.catalog:catalog"
@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = judge(window, ledger, counts, steady_p99 if rollout else None)
         verdicts.append(verdict)
         print(verdict.line(), flush=True)
+        if verdict.records[0] < verdict.records[1]:
+            print("answered without exactly one record (as the client saw it; its records):")
+            print("\n".join(orphans(window, ledger, records, wall)))
         if rollout:
             print("rolling restart per client (as the client saw it; as the records say):")
             print("\n".join(per_client(ledger, window, records, wall)))
@@ -242,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         with (replicas.workdir / "ledger.jsonl").open("w") as out:
             for op in ledger.ops:
                 out.write(json.dumps({**dataclasses.asdict(op), "seconds": op.seconds}) + "\n")
-        print(f"records, logs and the clients' ledger.jsonl: {replicas.workdir}")
+        with (replicas.workdir / "answered.jsonl").open("w") as out:
+            for at, rid in ledger.answered:
+                out.write(json.dumps({"at": at, "id": rid, "what": ledger.described[rid]}) + "\n")
+        print(f"records, logs, the clients' ledger.jsonl and answered.jsonl: {replicas.workdir}")
     else:
         replicas.cleanup()
     return 0 if held == len(verdicts) else 1

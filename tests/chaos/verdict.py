@@ -170,3 +170,33 @@ def per_client(
             f"{dict(marks) or ''}"
         )
     return lines
+
+
+def orphans(
+    window: Window, ledger: Ledger, records: list[list[dict[str, Any]]], wall: float
+) -> list[str]:
+    """A line per answered request of the window without exactly one request record: what the
+    client sent and got, when (from the window's start and from the fault's action), and every
+    record of any kind with its id (replica, kind, method, status, end)."""
+    by_id: dict[str, list[str]] = {}
+    for index, rs in enumerate(records):
+        for record in rs:
+            stamp = record.get("epoch")
+            at = f"{stamp - wall - window.start:+.2f} s" if stamp is not None else "?"
+            by_id.setdefault(str(record.get("request_id")), []).append(
+                f"replica {index} {record.get('kind')} {record.get('method')} "
+                f"status {record.get('status')} end {record.get('end')} at {at}"
+            )
+    lines = []
+    for at, rid in ledger.answered:
+        if not window.start <= at <= window.end:
+            continue
+        found = by_id.get(rid, [])
+        if sum(1 for f in found if " request " in f) == 1:
+            continue
+        lines.append(
+            f"  {rid}: {ledger.described.get(rid, '?')} answered at {at - window.start:+.2f} s"
+            f" ({at - window.acted:+.2f} s from the fault's end); records: "
+            f"{'; '.join(found) or 'none'}"
+        )
+    return lines
