@@ -173,6 +173,16 @@ def epoch(record: dict[str, Any]) -> float | None:
     return None
 
 
+def keep(ledger: Ledger, workdir: Path) -> None:
+    """What the clients saw, beside the replicas' records and logs."""
+    with (workdir / "ledger.jsonl").open("w") as out:
+        for op in ledger.ops:
+            out.write(json.dumps({**dataclasses.asdict(op), "seconds": op.seconds}) + "\n")
+    with (workdir / "answered.jsonl").open("w") as out:
+        for at, rid in ledger.answered:
+            out.write(json.dumps({"at": at, "id": rid, "what": ledger.described[rid]}) + "\n")
+
+
 def interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -242,12 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total: {len(ledger.ops)} ops, {len(ledger.answered)} answered requests, {took:.0f} s")
     print(f"{held}/{len(verdicts)} promises held")
     if args.keep:
-        with (replicas.workdir / "ledger.jsonl").open("w") as out:
-            for op in ledger.ops:
-                out.write(json.dumps({**dataclasses.asdict(op), "seconds": op.seconds}) + "\n")
-        with (replicas.workdir / "answered.jsonl").open("w") as out:
-            for at, rid in ledger.answered:
-                out.write(json.dumps({"at": at, "id": rid, "what": ledger.described[rid]}) + "\n")
+        keep(ledger, replicas.workdir)
         print(f"records, logs, the clients' ledger.jsonl and answered.jsonl: {replicas.workdir}")
     else:
         replicas.cleanup()

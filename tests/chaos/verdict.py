@@ -182,10 +182,10 @@ def orphans(
     for index, rs in enumerate(records):
         for record in rs:
             stamp = record.get("epoch")
-            at = f"{stamp - wall - window.start:+.2f} s" if stamp is not None else "?"
+            when = f"{stamp - wall - window.start:+.2f} s" if stamp is not None else "?"
             by_id.setdefault(str(record.get("request_id")), []).append(
                 f"replica {index} {record.get('kind')} {record.get('method')} "
-                f"status {record.get('status')} end {record.get('end')} at {at}"
+                f"status {record.get('status')} end {record.get('end')} at {when}"
             )
     lines = []
     for at, rid in ledger.answered:
