@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, read_headers
+from server.asgi import ASGIMessage, Headers, Receive, Scope, Send, header_text, read_headers
 from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
@@ -74,6 +75,7 @@ class SseTransport:
         self.draining = False
         # The calls this process runs for the transport, whichever replica holds their stream.
         self.calls: set[asyncio.Task[Any]] = set()
+        self.naming: set[asyncio.Task[None]] = set()  # GETs' records waiting for their client
         # Ending sessions, also when the bus or Redis fails.
         self.sessions = SseSessions(legacy, self.held, lambda: self.draining)
 
@@ -195,7 +197,7 @@ class SseTransport:
             await send_body(send, endpoint_frame(url), timeout_s)
             draft.stream_end = await pump(
                 receive,
-                send,
+                self._naming(send, session.id, draft),
                 stream,
                 stream.last_seq,
                 keepalive_s=self.options.keepalive_s,
@@ -209,6 +211,29 @@ class SseTransport:
             runtime.standalone_followers -= 1
             self.held.pop(session.id, None)
             self.opened.pop(session.id, None)
+
+    def _naming(self, send: Send, session_id: str, draft: Draft) -> Send:
+        """``send``, which at the stream's first message while the GET's record still waits
+        for the client's name (its initialize ran on another replica: this one is told only
+        the answer) reads the name from the store and writes the record: held to the stream's
+        end, a crash of this replica would lose it (issue 35)."""
+
+        asked = False
+
+        def sending(message: ASGIMessage) -> Awaitable[None]:
+            nonlocal asked
+            if not (asked or draft.request_written) and b"data: {" in message.get("body", b""):
+                asked = True
+                naming = asyncio.ensure_future(self._write_named(session_id, draft))
+                self.naming.add(naming)
+                naming.add_done_callback(self.naming.discard)
+            return send(message)
+
+        return sending
+
+    async def _write_named(self, session_id: str, draft: Draft) -> None:
+        await self._name_client(session_id, draft)
+        draft.write_request(self.recorder.record)
 
     def _close_session(self, session_id: str) -> None:
         """The stream ended, whichever way: so does its session, here and on every replica

@@ -54,7 +54,15 @@ from tests.chaos.faults import the_faults
 from tests.chaos.http_sse import HttpSseClient
 from tests.chaos.ledger import Ledger
 from tests.chaos.sdk_clients import SdkSession
-from tests.chaos.verdict import Window, judge, orphans, p99_of, per_client, record_counts
+from tests.chaos.verdict import (
+    Window,
+    judge,
+    orphans,
+    p99_of,
+    per_client,
+    record_counts,
+    timeline,
+)
 from tests.support.replicas import Replicas
 
 CATALOG = "tests.chaos.catalog:catalog"
@@ -247,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         if rollout:
             print("rolling restart per client (as the client saw it; as the records say):")
             print("\n".join(per_client(ledger, window, records, wall)))
+            print("\n".join(timeline(window, ledger)))
     held = sum(v.held for v in verdicts)
     took = time.monotonic() - started
     print(f"total: {len(ledger.ops)} ops, {len(ledger.answered)} answered requests, {took:.0f} s")

@@ -200,3 +200,20 @@ def orphans(
             f"{'; '.join(found) or 'none'}"
         )
     return lines
+
+
+def timeline(window: Window, ledger: Ledger, slowest: int = 8) -> list[str]:
+    """The fault's steps and its slowest quick requests, in seconds from the window's start:
+    what a p99 past the bound was waiting for (a replica starting, stopping, ...)."""
+    steps = ", ".join(f"{what} {at - window.start:+.1f}" for at, what in window.fault.steps)
+    quick = [
+        op
+        for op in ledger.in_window(window.start, window.end)
+        if op.what in QUICK and op.error is None
+    ]
+    quick.sort(key=lambda op: op.seconds, reverse=True)
+    slow = ", ".join(
+        f"{op.client} {op.what} {op.seconds * 1000:.0f} ms {op.start - window.start:+.1f}"
+        for op in quick[:slowest]
+    )
+    return [f"  steps: {steps or 'none'}", f"  slowest: {slow or 'none'}"]

@@ -86,13 +86,16 @@ class ServerProcess:
         finally:
             log.close()
         deadline = time.monotonic() + timeout
-        while True:
-            assert self.process.poll() is None, f"server exited: {self.log()}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            assert time.monotonic() < deadline, f"server did not start: {self.log()}"
-            time.sleep(0.05)
+        # One client for every poll: httpx.get makes a client (and its TLS context, ~35 ms of
+        # CPU) each time, which in a load test's process stalls the load (tests/chaos).
+        with httpx.Client(timeout=1) as http:
+            while True:
+                assert self.process.poll() is None, f"server exited: {self.log()}"
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{self.url}/healthz").status_code == 200:
+                        return self
+                assert time.monotonic() < deadline, f"server did not start: {self.log()}"
+                time.sleep(0.05)
 
     @property
     def pid(self) -> int:
