@@ -6,6 +6,7 @@ closed), all on one monotonic clock so each can be laid against the fault window
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -17,6 +18,7 @@ import httpx
 
 ERAS = ("2026-07-28", "initialize", "http+sse")
 # Requests that answer at once (the others are streams, tasks and calls silent on purpose).
+STALL_S = 0.05  # a late wake-up of the clients' loop worth noting
 QUICK = frozenset({"call", "list", "progress call", "touch", "initialize"})
 
 
@@ -58,6 +60,9 @@ class Ledger:
     # X-Request-Id -> what the client sent and got ("POST /api/mcp tools/call -> 200"): what a
     # request without exactly one record was, when the verdict names it.
     described: dict[str, str] = field(default_factory=dict)
+    # (when, seconds): moments the clients' own event loop ran late (this process busy or
+    # starved), which every request in flight then counts as latency (:func:`watch_loop`).
+    stalls: list[tuple[float, float]] = field(default_factory=list)
 
     @staticmethod
     def now() -> float:
@@ -87,6 +92,16 @@ class Ledger:
 
     def marks_in(self, start: float, end: float) -> list[Mark]:
         return [mark for mark in self.marks if start <= mark.at <= end]
+
+
+async def watch_loop(ledger: Ledger, stop: asyncio.Event, tick: float = 0.01) -> None:
+    """Note each time the clients' event loop wakes more than ``STALL_S`` late."""
+    while not stop.is_set():
+        before = ledger.now()
+        await asyncio.sleep(tick)
+        late = ledger.now() - before - tick
+        if late > STALL_S:
+            ledger.stalls.append((before, late))
 
 
 def describe(response: Any) -> str:

@@ -52,7 +52,7 @@ from tests.chaos.clients import (
 )
 from tests.chaos.faults import the_faults
 from tests.chaos.http_sse import HttpSseClient
-from tests.chaos.ledger import Ledger
+from tests.chaos.ledger import Ledger, watch_loop
 from tests.chaos.sdk_clients import SdkSession
 from tests.chaos.verdict import (
     Window,
@@ -141,6 +141,7 @@ async def scenario(
     touching.set()
     made = clients(replicas.url, ledger, stop, touching, profile["silent"])
     tasks = [asyncio.ensure_future(c.run()) for c in [*made, probe(replicas, ledger, stop)]]
+    tasks.append(asyncio.ensure_future(watch_loop(ledger, stop)))
     try:
         begun = ledger.now()
         await asyncio.sleep(profile["steady"])

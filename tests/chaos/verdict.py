@@ -216,4 +216,13 @@ def timeline(window: Window, ledger: Ledger, slowest: int = 8) -> list[str]:
         f"{op.client} {op.what} {op.seconds * 1000:.0f} ms {op.start - window.start:+.1f}"
         for op in quick[:slowest]
     )
-    return [f"  steps: {steps or 'none'}", f"  slowest: {slow or 'none'}"]
+    stalls = ", ".join(
+        f"{late * 1000:.0f} ms {at - window.start:+.1f}"
+        for at, late in ledger.stalls
+        if window.start <= at <= window.end
+    )
+    return [
+        f"  steps: {steps or 'none'}",
+        f"  slowest: {slow or 'none'}",
+        f"  the clients' own loop late: {stalls or 'never'}",
+    ]
