@@ -87,7 +87,7 @@ class HttpSseClient(Client):
             response = await http.post(endpoint, json=message)
             if response.status_code != 202:
                 refused = error_kind(status=response.status_code, headers=response.headers)
-                if response.status_code == 404 and await closes(reader):
+                if response.status_code == 404 and await closes(reader, CLOSE_S):
                     # Posted as its stream closed (a drain, a holder without its bus): the
                     # session ended with the stream, and the client sees both. A 404 while the
                     # stream stays open is a session lost under a live stream: "http 404".
@@ -110,7 +110,7 @@ class HttpSseClient(Client):
             pending.pop(message["id"], None)
 
 
-async def closes(reader: asyncio.Future[None], within: float = CLOSE_S) -> bool:
+async def closes(reader: asyncio.Future[None], within: float) -> bool:
     """Whether the stream ``reader`` reads ends within ``within`` seconds."""
     done, _ = await asyncio.wait({reader}, timeout=within)
     return reader in done
