@@ -10,7 +10,7 @@ and for safety a request head past a cap is refused with 431 while it arrives.
 - **Header lines are checked once** per distinct (name, value), not on every response
   (:mod:`server.serving.header_lines`); the framing rules are uvicorn's.
 - **Keep-alive costs no timer per response**: one sweep per loop closes idle connections
-  (:mod:`server.serving.idle_sweep`), never one whose next request waits unread.
+  (:mod:`server.serving.idle_sweep`), never one whose next request waits unread (nor shutdown).
 - **An idle connection holds no containers it does not use**
   (docs/decisions.md#idle-connections): a :class:`~server.serving.flow.Signal` and
   :class:`~server.serving.flow.FlowControl` instead of uvicorn's two ``asyncio.Event`` (each
@@ -60,7 +60,7 @@ from server.asgi import HEAD_BYTES
 from server.serving.coalescing import CoalescingTransport, write_batch
 from server.serving.flow import FlowControl, Signal
 from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
-from server.serving.idle_sweep import holds_request, idle_sweep
+from server.serving.idle_sweep import ShutdownReadsFirst, holds_request, idle_sweep
 
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
@@ -249,7 +249,7 @@ class Cycle(RequestResponseCycle):
         self.transport.write(b"".join(content))
 
 
-class HttpProtocol(HttpToolsProtocol):
+class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
     """uvicorn's httptools protocol, writing through the loop's :class:`WriteBatch`, with a
     :class:`Cycle` for every request."""
 
