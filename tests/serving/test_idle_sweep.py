@@ -186,3 +186,47 @@ def test_a_request_written_as_the_shutdown_begins_is_answered_not_reset(coalesce
             assert connection.recv(1) == b""  # then closed, cleanly
     finally:
         thread.stop()
+
+
+# The other half of that moment: nginx picks an idle upstream connection and writes a request
+# just as the server closes it (its FIN not yet seen): the request meets a closed socket. So a
+# stopping server closes no idle connection itself: the proxy's keep-alive timeout, shorter
+# than the server's 5 s, ends it first, or the next request comes and is answered.
+@pytest.mark.parametrize("coalesce", [True, False], ids=["own-protocol", "uvicorns"])
+def test_a_connection_idle_at_the_shutdown_still_answers_its_next_request(coalesce: bool) -> None:
+    from server.app import create_app
+    from server.settings import Settings
+    from tests.support.live_server import ServerThread
+
+    app = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=coalesce))
+    thread = ServerThread(app).start()
+    port = int(thread.url.rsplit(":", 1)[1])
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as used,
+            socket.create_connection(("127.0.0.1", port), timeout=5) as unused,
+        ):
+            for connection in (used, unused):
+                connection.sendall(REQUEST)
+                assert _response(connection, 5).startswith(b"HTTP/1.1 200")  # now idle
+            protocol = next(iter(thread.server.server_state.connections))
+
+            def stopping() -> None:
+                for each in list(thread.server.server_state.connections):
+                    each.shutdown()  # what uvicorn's Server.shutdown does to every connection
+
+            protocol.loop.call_soon_threadsafe(stopping)
+            time.sleep(0.5)
+            try:
+                used.sendall(REQUEST)
+                answer = _response(used, 5)
+            except OSError as error:  # what nginx turns into a 502
+                answer = type(error).__name__.encode()
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            assert b"connection: close" in answer.lower()
+            assert used.recv(1) == b""
+            # One never used again is closed by the keep-alive timeout (5 s), not held.
+            unused.settimeout(8)
+            assert unused.recv(1) == b""
+    finally:
+        thread.stop()
