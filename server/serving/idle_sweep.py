@@ -8,8 +8,7 @@ A process stalled past the timeout (a GC pause, SIGSTOP) wakes with its timers d
 client's request still unread in the socket; closing that socket would reset the connection
 and a proxy does not retry a POST (502). So neither this sweep nor uvicorn's own keep-alive
 timer (:func:`reading_first`) closes a connection with bytes waiting: the loop reads them next.
-Nor does a shutdown (:class:`ShutdownReadsFirst`): an idle connection is left to its keep-alive
-timeout, and a request that comes first is answered.
+Nor does a shutdown (:class:`ShutdownReadsFirst`): a request written as it began is answered.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import struct
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from server.aio import PerLoop
 
@@ -86,27 +85,22 @@ idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
 
 
 class ShutdownReadsFirst:
-    """A protocol's ``shutdown`` (the server stopping) that closes no idle connection itself:
-    its keep-alive timeout closes it as ever, after a proxy's own shorter one has (a close now
-    could meet a request the proxy is writing, or one already waiting unread: reset, and a
-    proxy answers a POST so cut with 502). Its next request, if one comes first, is answered
-    with ``Connection: close``, as one in progress is. Mixed in before uvicorn's class."""
+    """A protocol's ``shutdown`` (the server stopping) that leaves an idle connection open
+    while its next request waits unread (written as the stop began: closing would reset it,
+    and a proxy answers a POST so cut with 502): the loop reads that request next, and
+    ``shutdown`` comes again on its following turn, when the answer ends the connection
+    (``Connection: close``), as for a request in progress. Mixed in before uvicorn's class."""
 
     __slots__ = ()
-    _stopping = False  # set on a connection that was idle when the server began to stop
 
     def shutdown(self) -> None:
         protocol: Any = self
         cycle = protocol.cycle
-        if cycle is None or cycle.response_complete:
-            protocol._stopping = True
+        idle = cycle is None or cycle.response_complete
+        if idle and not protocol.flow.read_paused and holds_request(protocol.transport):
+            protocol.loop.call_soon(self.shutdown)
             return
         super().shutdown()  # type: ignore[misc]
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)  # type: ignore[misc]
-        if self._stopping and (cycle := cast(Any, self).cycle) is not None:
-            cycle.keep_alive = False  # its answer ends the connection
 
 
 @functools.cache
