@@ -5,8 +5,9 @@ command it names.
 ``python -m server --port 9000``), ``report`` (:mod:`server.cli.report`), ``token``
 (:mod:`server.cli.token`) and ``call`` (:mod:`server.cli.call`); configuration comes from the
 ``MCP_*`` variables. The serving modules are imported only to serve, so a report does not load
-the web stack. When whoever reads stdout goes away (``... | head``), the command stops quietly
-with status 141, as a Unix tool killed by SIGPIPE would.
+the web stack, and the doctor (httpx) only for the doctor, so a replica starts on less CPU.
+When whoever reads stdout goes away (``... | head``), the command stops quietly with status
+141, as a Unix tool killed by SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import sys
 
 from server.cli import call, report, serve, token
-from server.cli import doctor as doctor_command
 
 COMMANDS = ("serve", "report", "token", "call", "doctor")
 # 128 + SIGPIPE: what a shell reports for a tool whose reader went away.
@@ -55,11 +55,19 @@ def _run(argv: list[str]) -> int:
     call.add_arguments(
         commands.add_parser("call", help="send one request (modern era) and print its result")
     )
-    doctor_command.add_arguments(
-        commands.add_parser("doctor", help="check the proxy path to a server, from a client's side")
+    doctor = commands.add_parser(
+        "doctor", help="check the proxy path to a server, from a client's side"
     )
+    if argv[:1] == ["doctor"]:
+        # Only then: it loads httpx (and what httpx's CLI brings), ~75 ms that every replica's
+        # start would pay, while the others serve on the same cores (issue 35's rollout).
+        from server.cli import doctor as doctor_command
+
+        doctor_command.add_arguments(doctor)
     args = parser.parse_args(argv)
     if args.command == "doctor":
+        from server.cli import doctor as doctor_command
+
         return doctor_command.run(args)
     if args.command == "call":
         from server.settings import local_endpoint_url

@@ -8,6 +8,7 @@ A process stalled past the timeout (a GC pause, SIGSTOP) wakes with its timers d
 client's request still unread in the socket; closing that socket would reset the connection
 and a proxy does not retry a POST (502). So neither this sweep nor uvicorn's own keep-alive
 timer (:func:`reading_first`) closes a connection with bytes waiting: the loop reads them next.
+Nor does a shutdown (:class:`ShutdownReadsFirst`): a request written as it began is answered.
 """
 
 from __future__ import annotations
@@ -83,17 +84,37 @@ class IdleSweep:
 idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
 
 
+class ShutdownReadsFirst:
+    """A protocol's ``shutdown`` (the server stopping) that leaves an idle connection open
+    while its next request waits unread (written as the stop began: closing would reset it,
+    and a proxy answers a POST so cut with 502): the loop reads that request next, and
+    ``shutdown`` comes again on its following turn, when the answer ends the connection
+    (``Connection: close``), as for a request in progress. Mixed in before uvicorn's class."""
+
+    __slots__ = ()
+
+    def shutdown(self) -> None:
+        protocol: Any = self
+        cycle = protocol.cycle
+        idle = cycle is None or cycle.response_complete
+        if idle and not protocol.flow.read_paused and holds_request(protocol.transport):
+            protocol.loop.call_soon(self.shutdown)
+            return
+        super().shutdown()  # type: ignore[misc]
+
+
 @functools.cache
 def reading_first() -> type[Any]:
     """uvicorn's own HTTP protocol (the one its ``http="auto"`` picks: httptools, else h11),
     except that its keep-alive timer leaves a connection with a request waiting unread to be
-    read (and re-arms, should it never be), instead of closing (resetting) it."""
+    read (and re-arms, should it never be), instead of closing (resetting) it, and so does its
+    shutdown (:class:`ShutdownReadsFirst`)."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
     except ImportError:  # no httptools: uvicorn's auto is h11
         from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
 
-    class ReadingFirst(base):
+    class ReadingFirst(ShutdownReadsFirst, base):
         def timeout_keep_alive_handler(self) -> None:
             if holds_request(self.transport):
                 self.timeout_keep_alive_task = self.loop.call_later(

@@ -12,7 +12,7 @@ and for safety a request head past a cap is refused with 431 while it arrives.
   request is read once too: its URL (parsed once per distinct target) and the scope's keys
   that stay for the connection's life.
 - **Keep-alive costs no timer per response**: one sweep per loop closes idle connections
-  (:mod:`server.serving.idle_sweep`), never one whose next request waits unread.
+  (:mod:`server.serving.idle_sweep`), never one whose next request waits unread (nor shutdown).
 - **An idle connection holds no containers it does not use**
   (docs/decisions.md#idle-connections): a :class:`~server.serving.flow.Signal` and
   :class:`~server.serving.flow.FlowControl` instead of uvicorn's two ``asyncio.Event`` (each
@@ -57,7 +57,7 @@ from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 from server.serving.cycle import Cycle
 from server.serving.flow import FlowControl
-from server.serving.idle_sweep import holds_request, idle_sweep
+from server.serving.idle_sweep import ShutdownReadsFirst, holds_request, idle_sweep
 
 # A request head (request line and headers) larger than this is refused with 431 before it is
 # all read, unless the server's configuration says otherwise (server.serving.uvicorn_options).
@@ -70,7 +70,7 @@ HEAD_TOO_LARGE = (
 _URLS: BoundedMemo[bytes, tuple[str, bytes, bytes]] = BoundedMemo(256)
 
 
-class HttpProtocol(HttpToolsProtocol):
+class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
     """uvicorn's httptools protocol, writing through the loop's :class:`WriteBatch`, with a
     :class:`Cycle` for every request."""
 

@@ -14,13 +14,20 @@ shutdown a stream closes once its calls here have answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from functools import partial
 from typing import Any
 from urllib.parse import quote
 
-from server.asgi import Headers, Receive, Scope, Send, header_text, path_of, read_headers
+from server.asgi import (
+    Headers,
+    Receive,
+    Scope,
+    Send,
+    header_text,
+    path_of,
+    read_headers,
+)
 from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
 from server.dispatch import target_name, target_scopes
@@ -49,6 +56,7 @@ from server.transport.legacy_sse_parts import (
 from server.transport.request_body import read_body
 from server.transport.send import send_body, send_empty
 from server.transport.sse import SSE_HEADERS, pump
+from server.transport.sse_records import StreamRecords
 from server.transport.sse_sessions import SseSessions
 
 log = logging.getLogger(__name__)
@@ -74,6 +82,7 @@ class SseTransport:
         self.draining = False
         # The calls this process runs for the transport, whichever replica holds their stream.
         self.calls: set[asyncio.Task[Any]] = set()
+        self.records = StreamRecords(self.era.store, self.recorder.record)  # the GETs' records
         # Ending sessions, also when the bus or Redis fails.
         self.sessions = SseSessions(legacy, self.held, lambda: self.draining)
 
@@ -156,7 +165,7 @@ class SseTransport:
                 await self._follow(scope, receive, send, session, draft, principal)
             finally:
                 try:
-                    await self._name_client(session.id, draft)
+                    await self.records.name_client(session.id, draft)
                 finally:
                     self._close_session(session.id)
         finally:
@@ -198,7 +207,7 @@ class SseTransport:
             await send_body(send, endpoint_frame(url), timeout_s)
             draft.stream_end = await pump(
                 receive,
-                send,
+                self.records.naming_send(send, session.id, draft),
                 stream,
                 stream.last_seq,
                 keepalive_s=self.options.keepalive_s,
@@ -217,15 +226,6 @@ class SseTransport:
         """The stream ended, whichever way: so does its session, here and on every replica
         (:meth:`SseSessions.close`)."""
         self.sessions.close(session_id)
-
-    async def _name_client(self, session_id: str, draft: Draft) -> None:
-        """The GET's record names the client that initialized its session: when that was on
-        another replica (or never), the store says who, before the session is deleted."""
-        if draft.request_written or draft.client_name is not None:
-            return
-        with contextlib.suppress(ServiceUnavailable):
-            if (session := await self.era.store.get(session_id)) is not None:
-                draft.set_client(session.client_info, None)
 
     # -- POST: one message (or batch) -------------------------------------------------------
 

@@ -45,6 +45,10 @@ class Fault:
     killed_at: list[float] = field(default_factory=list)  # monotonic times of SIGKILLs
     drains: int = 0  # replicas SIGTERMed (each listen stream there must get its result)
     readyz_within: float | None = None  # every replica's /readyz must turn 503 this soon
+    steps: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, what was done)
+
+    def step(self, what: str) -> None:
+        self.steps.append((time.monotonic(), what))
 
     def allows(self, era: str, what: str, kind: str) -> bool:
         return any(
@@ -96,11 +100,14 @@ def kill_replica(index: int) -> Callable[[Replicas, Fault], None]:
         server = replicas.servers[index]
         assert server.process is not None
         fault.killed_at.append(time.monotonic())
+        fault.step(f"replica {index} SIGKILL")
         server.process.kill()
         server.process.wait(10)
         time.sleep(1.0)
         server.start(timeout=30)
+        fault.step(f"replica {index} listening")
         replicas.wait_ready(server.url, limit=30)
+        fault.step(f"replica {index} ready")
 
     return act
 
@@ -110,10 +117,14 @@ def restart(replicas: Replicas, fault: Fault, index: int, exit_s: float) -> None
     server = replicas.servers[index]
     assert server.process is not None
     fault.drains += 1
+    fault.step(f"replica {index} SIGTERM")
     server.terminate()
     server.process.wait(exit_s)
+    fault.step(f"replica {index} exited")
     server.start(timeout=30)
+    fault.step(f"replica {index} listening")
     replicas.wait_ready(server.url, limit=30)
+    fault.step(f"replica {index} ready")
 
 
 def drain_replica(index: int, exit_s: float) -> Callable[[Replicas, Fault], None]:

@@ -6,6 +6,9 @@ closed), all on one monotonic clock so each can be laid against the fault window
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,6 +18,7 @@ import httpx
 
 ERAS = ("2026-07-28", "initialize", "http+sse")
 # Requests that answer at once (the others are streams, tasks and calls silent on purpose).
+STALL_S = 0.05  # a late wake-up of the clients' loop worth noting
 QUICK = frozenset({"call", "list", "progress call", "touch", "initialize"})
 
 
@@ -53,6 +57,12 @@ class Ledger:
     ops: list[Op] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     answered: list[tuple[float, str]] = field(default_factory=list)  # (when, X-Request-Id)
+    # X-Request-Id -> what the client sent and got ("POST /api/mcp tools/call -> 200"): what a
+    # request without exactly one record was, when the verdict names it.
+    described: dict[str, str] = field(default_factory=dict)
+    # (when, seconds): moments the clients' own event loop ran late (this process busy or
+    # starved), which every request in flight then counts as latency (:func:`watch_loop`).
+    stalls: list[tuple[float, float]] = field(default_factory=list)
 
     @staticmethod
     def now() -> float:
@@ -72,6 +82,7 @@ class Ledger:
         request_id = response.headers.get("x-request-id")
         if request_id:
             self.answered.append((self.now(), request_id))
+            self.described[request_id] = describe(response)
 
     def in_window(self, start: float, end: float) -> list[Op]:
         """The operations of the window: a stream's life or a task where it ended (where its
@@ -81,6 +92,28 @@ class Ledger:
 
     def marks_in(self, start: float, end: float) -> list[Mark]:
         return [mark for mark in self.marks if start <= mark.at <= end]
+
+
+async def watch_loop(ledger: Ledger, stop: asyncio.Event, tick: float = 0.01) -> None:
+    """Note each time the clients' event loop wakes more than ``STALL_S`` late."""
+    while not stop.is_set():
+        before = ledger.now()
+        await asyncio.sleep(tick)
+        late = ledger.now() - before - tick
+        if late > STALL_S:
+            ledger.stalls.append((before, late))
+
+
+def describe(response: Any) -> str:
+    """``POST /api/mcp tools/call -> 200 text/event-stream``: the request line, its JSON-RPC
+    method (when its body was a JSON object the client still holds), the status and type."""
+    request = response.request
+    method = ""
+    with contextlib.suppress(Exception):
+        body = json.loads(request.content)
+        method = f" {body.get('method') or 'answer'}" if isinstance(body, dict) else " batch"
+    kind = response.headers.get("content-type", "").split(";")[0]
+    return f"{request.method} {request.url.path}{method} -> {response.status_code} {kind}"
 
 
 def error_kind(error: BaseException | None = None, status: int | None = None, **more: Any) -> str:

@@ -52,9 +52,17 @@ from tests.chaos.clients import (
 )
 from tests.chaos.faults import the_faults
 from tests.chaos.http_sse import HttpSseClient
-from tests.chaos.ledger import Ledger
+from tests.chaos.ledger import Ledger, watch_loop
 from tests.chaos.sdk_clients import SdkSession
-from tests.chaos.verdict import Window, judge, p99_of, per_client, record_counts
+from tests.chaos.verdict import (
+    Window,
+    judge,
+    orphans,
+    p99_of,
+    per_client,
+    record_counts,
+    timeline,
+)
 from tests.support.replicas import Replicas
 
 CATALOG = "tests.chaos.catalog:catalog"
@@ -133,6 +141,7 @@ async def scenario(
     touching.set()
     made = clients(replicas.url, ledger, stop, touching, profile["silent"])
     tasks = [asyncio.ensure_future(c.run()) for c in [*made, probe(replicas, ledger, stop)]]
+    tasks.append(asyncio.ensure_future(watch_loop(ledger, stop)))
     try:
         begun = ledger.now()
         await asyncio.sleep(profile["steady"])
@@ -171,6 +180,16 @@ def epoch(record: dict[str, Any]) -> float | None:
     with contextlib.suppress(Exception):
         return datetime.fromisoformat(str(record["time"]).replace("Z", "+00:00")).timestamp()
     return None
+
+
+def keep(ledger: Ledger, workdir: Path) -> None:
+    """What the clients saw, beside the replicas' records and logs."""
+    with (workdir / "ledger.jsonl").open("w") as out:
+        for op in ledger.ops:
+            out.write(json.dumps({**dataclasses.asdict(op), "seconds": op.seconds}) + "\n")
+    with (workdir / "answered.jsonl").open("w") as out:
+        for at, rid in ledger.answered:
+            out.write(json.dumps({"at": at, "id": rid, "what": ledger.described[rid]}) + "\n")
 
 
 def interrupted(signum: int, frame: object) -> None:
@@ -231,18 +250,20 @@ def main(argv: list[str] | None = None) -> int:
         verdict = judge(window, ledger, counts, steady_p99 if rollout else None)
         verdicts.append(verdict)
         print(verdict.line(), flush=True)
+        if verdict.records[0] < verdict.records[1]:
+            print("answered without exactly one record (as the client saw it; its records):")
+            print("\n".join(orphans(window, ledger, records, wall)))
         if rollout:
             print("rolling restart per client (as the client saw it; as the records say):")
             print("\n".join(per_client(ledger, window, records, wall)))
+            print("\n".join(timeline(window, ledger)))
     held = sum(v.held for v in verdicts)
     took = time.monotonic() - started
     print(f"total: {len(ledger.ops)} ops, {len(ledger.answered)} answered requests, {took:.0f} s")
     print(f"{held}/{len(verdicts)} promises held")
     if args.keep:
-        with (replicas.workdir / "ledger.jsonl").open("w") as out:
-            for op in ledger.ops:
-                out.write(json.dumps({**dataclasses.asdict(op), "seconds": op.seconds}) + "\n")
-        print(f"records, logs and the clients' ledger.jsonl: {replicas.workdir}")
+        keep(ledger, replicas.workdir)
+        print(f"records, logs, the clients' ledger.jsonl and answered.jsonl: {replicas.workdir}")
     else:
         replicas.cleanup()
     return 0 if held == len(verdicts) else 1

@@ -20,10 +20,10 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
-from tests.chaos.clients import HANG_S, Failure, failure_kind
+from tests.chaos.clients import HANG_S, Failure, failure_kind, tls
 from tests.chaos.clients import Client as ChaosClient
 from tests.chaos.ledger import error_kind
 
@@ -68,7 +68,13 @@ class SdkSession(ChaosClient):
         timeout: httpx2.Timeout | None = None,
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
-        client = create_mcp_http_client(headers, timeout, auth)
+        """The SDK's client (``create_mcp_http_client``'s defaults) on one TLS context for
+        the run: a client of its own loads the CA bundle, about 50 ms of CPU on the loop that
+        runs every client of the run, each time ``sse_client`` reconnects (the rollout's
+        slowest requests waited for it)."""
+        if timeout is None:
+            timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        client = httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, verify=tls())
         client.event_hooks["response"].append(self.hook)
         return client
 

@@ -5,10 +5,11 @@ them for real)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from tests.chaos.faults import Fault, the_faults
 from tests.chaos.ledger import Ledger, Mark, Op
-from tests.chaos.verdict import Window, judge
+from tests.chaos.verdict import Window, judge, orphans, timeline
 
 
 def fault(name: str) -> Fault:
@@ -107,3 +108,39 @@ def test_every_replicas_readiness_must_turn_503_within_the_redis_timeout() -> No
     ledger.marks.append(Mark("readyz", "probe", "readyz 2 200", 11))
     ledger.marks.append(Mark("readyz", "probe", "readyz 2 503", 15))
     assert not judge(stalled, ledger, Counter()).held
+
+
+def test_an_answered_request_without_one_record_is_named_with_its_records() -> None:
+    ledger = ledger_with(answered=((12.0, "a"), (13.0, "b"), (14.0, "c")))
+    ledger.described.update(a="GET /api/sse -> 200 text/event-stream", b="POST", c="POST")
+    drained = window("SIGTERM drain")
+    drained.acted = 11.0
+    wall = 1000.0  # the records' clock = the ledger's + wall
+    records: list[list[dict[str, Any]]] = [
+        [{"kind": "request", "request_id": "b", "method": "tools/call", "epoch": 1013.0}],
+        [
+            {"kind": "request", "request_id": "c", "method": "tools/call", "epoch": 1014.0},
+            {"kind": "request", "request_id": "c", "method": "tools/call", "epoch": 1014.1},
+            {"kind": "stream", "request_id": "a", "method": None, "epoch": 1020.0},
+        ],
+    ]
+    lines = orphans(drained, ledger, records, wall)
+    assert len(lines) == 2
+    assert lines[0].startswith("  a: GET /api/sse -> 200 text/event-stream answered at +2.00 s")
+    assert "replica 1 stream None" in lines[0]
+    assert lines[1].count("replica 1 request tools/call") == 2
+
+
+def test_the_rollout_timeline_shows_its_steps_slowest_requests_and_late_loop() -> None:
+    rollout = window("rolling restart")
+    rollout.fault.steps.append((12.5, "replica 0 SIGTERM"))
+    ledger = ledger_with(
+        Op("modern-1", "2026-07-28", "call", 13, 13.4, None),
+        Op("modern-1", "2026-07-28", "call", 14, 14.01, None),
+        Op("modern-1", "2026-07-28", "listen", 11, 15, None),
+    )
+    ledger.stalls.append((13.1, 0.2))
+    steps, slowest, late = timeline(rollout, ledger, slowest=1)
+    assert steps == "  steps: replica 0 SIGTERM +2.5"
+    assert slowest == "  slowest: modern-1 call 400 ms +3.0"
+    assert late == "  the clients' own loop late: 200 ms +3.1"

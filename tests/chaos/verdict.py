@@ -170,3 +170,59 @@ def per_client(
             f"{dict(marks) or ''}"
         )
     return lines
+
+
+def orphans(
+    window: Window, ledger: Ledger, records: list[list[dict[str, Any]]], wall: float
+) -> list[str]:
+    """A line per answered request of the window without exactly one request record: what the
+    client sent and got, when (from the window's start and from the fault's action), and every
+    record of any kind with its id (replica, kind, method, status, end)."""
+    by_id: dict[str, list[str]] = {}
+    for index, rs in enumerate(records):
+        for record in rs:
+            stamp = record.get("epoch")
+            when = f"{stamp - wall - window.start:+.2f} s" if stamp is not None else "?"
+            by_id.setdefault(str(record.get("request_id")), []).append(
+                f"replica {index} {record.get('kind')} {record.get('method')} "
+                f"status {record.get('status')} end {record.get('end')} at {when}"
+            )
+    lines = []
+    for at, rid in ledger.answered:
+        if not window.start <= at <= window.end:
+            continue
+        found = by_id.get(rid, [])
+        if sum(1 for f in found if " request " in f) == 1:
+            continue
+        lines.append(
+            f"  {rid}: {ledger.described.get(rid, '?')} answered at {at - window.start:+.2f} s"
+            f" ({at - window.acted:+.2f} s from the fault's end); records: "
+            f"{'; '.join(found) or 'none'}"
+        )
+    return lines
+
+
+def timeline(window: Window, ledger: Ledger, slowest: int = 8) -> list[str]:
+    """The fault's steps and its slowest quick requests, in seconds from the window's start:
+    what a p99 past the bound was waiting for (a replica starting, stopping, ...)."""
+    steps = ", ".join(f"{what} {at - window.start:+.1f}" for at, what in window.fault.steps)
+    quick = [
+        op
+        for op in ledger.in_window(window.start, window.end)
+        if op.what in QUICK and op.error is None
+    ]
+    quick.sort(key=lambda op: op.seconds, reverse=True)
+    slow = ", ".join(
+        f"{op.client} {op.what} {op.seconds * 1000:.0f} ms {op.start - window.start:+.1f}"
+        for op in quick[:slowest]
+    )
+    stalls = ", ".join(
+        f"{late * 1000:.0f} ms {at - window.start:+.1f}"
+        for at, late in ledger.stalls
+        if window.start <= at <= window.end
+    )
+    return [
+        f"  steps: {steps or 'none'}",
+        f"  slowest: {slow or 'none'}",
+        f"  the clients' own loop late: {stalls or 'never'}",
+    ]

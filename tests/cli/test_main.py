@@ -63,3 +63,30 @@ def test_a_reader_that_went_away_ends_the_command_quietly() -> None:
         os.close(writing)
     assert done.stderr == ""
     assert done.returncode == entry.EXIT_PIPE_CLOSED
+
+
+def test_serving_does_not_load_the_doctors_http_client() -> None:
+    """httpx (and what its own CLI brings) is the doctor's: about 75 ms of every replica's
+    start, on cores the other replicas serve from (issue 35's rolling restart)."""
+    code = (
+        "import sys; from server.cli import main, serve\n"
+        "serve.serve = lambda **options: 0\n"
+        "assert main.main(['--port', '9123']) == 0\n"
+        "print('httpx' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_the_doctor_still_takes_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as helped:
+        entry.main(["doctor", "--help"])
+    assert helped.value.code == 0
+    assert "--token" in capsys.readouterr().out

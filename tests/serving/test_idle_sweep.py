@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -143,3 +144,45 @@ def test_holds_request_sees_unread_bytes() -> None:
         assert seen == [False, True]  # nothing yet, then the request
 
     asyncio.run(main())
+
+
+# The moment the rolling restart met (a POST answered 502 by nginx): the server's loop, busy
+# when the stop begins, shuts every connection down before it reads a request that arrived
+# meanwhile on an idle kept-alive one. Here the loop is held in one callback that waits for the
+# request to be in the socket, then shuts the connections down as uvicorn's Server.shutdown does.
+@pytest.mark.parametrize("coalesce", [True, False], ids=["own-protocol", "uvicorns"])
+def test_a_request_written_as_the_shutdown_begins_is_answered_not_reset(coalesce: bool) -> None:
+    from server.app import create_app
+    from server.settings import Settings
+    from tests.support.live_server import ServerThread
+
+    app = create_app(Settings(_env_file=None, records=["none"], coalesce_writes=coalesce))
+    thread = ServerThread(app).start()
+    port = int(thread.url.rsplit(":", 1)[1])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(REQUEST)
+            assert _response(connection, 5).startswith(b"HTTP/1.1 200")  # now idle, kept alive
+            (protocol,) = thread.server.server_state.connections
+            blocked, written = threading.Event(), threading.Event()
+
+            def stopping() -> None:  # on the server's loop, which reads nothing meanwhile
+                blocked.set()
+                assert written.wait(5)
+                time.sleep(0.2)  # the request is in the server's socket
+                for each in list(thread.server.server_state.connections):
+                    each.shutdown()
+
+            protocol.loop.call_soon_threadsafe(stopping)
+            assert blocked.wait(5)
+            connection.sendall(REQUEST)
+            written.set()
+            try:
+                answer = _response(connection, 5)
+            except OSError as error:  # ConnectionResetError: what nginx turns into a 502
+                answer = type(error).__name__.encode()
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            assert b"connection: close" in answer.lower()
+            assert connection.recv(1) == b""  # then closed, cleanly
+    finally:
+        thread.stop()

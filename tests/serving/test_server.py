@@ -37,6 +37,27 @@ def test_the_collector_is_tuned_once_the_app_has_started() -> None:
         gc.set_threshold(*before)
 
 
+def test_the_collector_is_tuned_after_the_app_starts_and_before_the_socket_listens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its full collection takes tens of ms of CPU: with the socket open, a new replica's first
+    requests waited for it (issue 35's rollout)."""
+    seen: list[tuple[bool, bool]] = []
+    app = create_app(Settings(_env_file=None, records=["none"]))
+    thread = ServerThread(app)
+
+    def tune_collector() -> None:
+        listening = bool(getattr(thread.server, "servers", None))
+        seen.append((app.lifecycle.started, listening))
+
+    monkeypatch.setattr(serving_server, "tune_collector", tune_collector)
+    try:
+        thread.start()
+        assert seen == [(True, False)]  # once: the app started, no socket yet
+    finally:
+        thread.stop()
+
+
 def test_the_server_keeps_the_c_heaps_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 

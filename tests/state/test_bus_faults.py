@@ -275,3 +275,36 @@ async def test_an_answer_reaches_the_replica_that_asked_or_its_post_learns_it_is
                 result = await anext(messages)
                 assert result["id"] == 5
                 assert result["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+async def test_a_stream_initialized_through_another_replica_keeps_its_record_through_a_crash(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    """The GET's record, which waits for the client's name, is written once the initialize's
+    answer reaches the stream, not at the stream's end: a SIGKILL of the holder a second
+    later loses it no more than any record older than the writer's flush (the chaos run's
+    replica SIGKILL met such a GET opened in an earlier fault's window)."""
+    with Replicas(2, catalog="probe", redis=redis, nginx=False, workdir=tmp_path) as running:
+        runner, holder = running.replica_urls
+        async with httpx.AsyncClient(timeout=30) as http:
+            stream_context = http.stream(
+                "GET", holder + "/sse", headers={"Accept": "text/event-stream"}
+            )
+            stream = await stream_context.__aenter__()
+            opened = Client(http, stream, "")
+            first = await opened.event()
+            assert first is not None
+            opened.messages = first[1].removeprefix(PREFIX)
+            named = {"name": "named-elsewhere", "version": "1"}
+            opening = initialize("2024-11-05", client_info=named, id=1)
+            assert await opened.post(runner, opening) == 202
+            assert await opened.outcome(1, 10) == "answer"
+            await anyio.sleep(1.0)  # five of the writer's 200 ms flushes
+            process = running.servers[1].process
+            assert process is not None
+            process.kill()  # SIGKILL: the stream never ends on the holder's side
+            process.wait(10)
+            with contextlib.suppress(httpx.HTTPError):
+                await stream_context.__aexit__(None, None, None)
+    gets = [r for r in running.records()[1] if r["verb"] == "GET" and r["path"].endswith("/sse")]
+    assert [(r["status"], r["client"]["name"]) for r in gets] == [(200, "named-elsewhere")]

@@ -86,14 +86,17 @@ class ServerProcess:
         finally:
             log.close()
         deadline = time.monotonic() + timeout
+        # One client for every poll: httpx.get makes a client (and its TLS context, ~35 ms of
+        # CPU) each time, which in a load test's process stalls the load (tests/chaos).
         try:
-            while True:
-                assert self.process.poll() is None, f"server exited: {self.log()}"
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                        return self
-                assert time.monotonic() < deadline, f"server did not start: {self.log()}"
-                time.sleep(0.05)
+            with httpx.Client(timeout=1) as http:
+                while True:
+                    assert self.process.poll() is None, f"server exited: {self.log()}"
+                    with contextlib.suppress(httpx.HTTPError):
+                        if http.get(f"{self.url}/healthz").status_code == 200:
+                            return self
+                    assert time.monotonic() < deadline, f"server did not start: {self.log()}"
+                    time.sleep(0.05)
         except BaseException:
             self.stop()  # a server that did not come up is not left running
             raise

@@ -224,12 +224,13 @@ class Replicas:
     @staticmethod
     def wait_ready(base: str, limit: float = 10) -> None:
         deadline = time.monotonic() + limit
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    return
-            assert time.monotonic() < deadline, f"{base}/readyz did not answer 200"
-            time.sleep(0.05)
+        with httpx.Client(timeout=2) as http:  # one client: see ServerProcess.start
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{base}/readyz").status_code == 200:
+                        return
+                assert time.monotonic() < deadline, f"{base}/readyz did not answer 200"
+                time.sleep(0.05)
 
     def stop_replicas(self) -> None:
         """SIGTERM every replica (in parallel) and wait: their records are then complete."""
