@@ -26,6 +26,8 @@ from tests.chaos.ledger import Ledger, error_kind
 from tests.support import mcp_client as mcp
 
 HANG_S = 15.0
+# How long a new session waits for its GET stream before it touches its resource anyway.
+GET_OPEN_S = 5.0
 TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
@@ -271,8 +273,12 @@ class LegacyClient(Client):
                 except Failure:
                     await self.nap(0.5)
                     continue
-                getter = asyncio.ensure_future(self.get_stream(streams, self.session))
+                opened = asyncio.Event()
+                getter = asyncio.ensure_future(self.get_stream(streams, self.session, opened))
                 try:
+                    # Touches wait for the GET stream (a fresh GET is told what comes after it).
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(opened.wait(), GET_OPEN_S)
                     await self.work(self.session)
                 finally:
                     getter.cancel()
@@ -320,8 +326,11 @@ class LegacyClient(Client):
             return found[-1]
         return response.json()
 
-    async def get_stream(self, http: httpx.AsyncClient, session: mcp.LegacySession) -> None:
-        """The session's GET stream, resumed with ``Last-Event-ID`` whenever it ends."""
+    async def get_stream(
+        self, http: httpx.AsyncClient, session: mcp.LegacySession, opened: asyncio.Event
+    ) -> None:
+        """The session's GET stream, resumed with ``Last-Event-ID`` whenever it ends; ``opened``
+        set at its first 200."""
         last_id: str | None = None
         while not self.stop.is_set():
             headers = session.headers("text/event-stream", Content_Type=None)
@@ -338,6 +347,7 @@ class LegacyClient(Client):
                             last_id = None  # what a client can do: a fresh stream, events lost
                         await self.nap(0.3)
                         continue
+                    opened.set()
                     if last_id is not None:
                         self.ledger.mark(self.name, self.era, "GET resumed")
                     self.note(what, start)

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
-from tests.chaos.clients import HANG_S, Failure, failure_kind, tls
+from tests.chaos.clients import GET_OPEN_S, HANG_S, Failure, failure_kind, tls
 from tests.chaos.clients import Client as ChaosClient
 from tests.chaos.ledger import error_kind
 
@@ -43,9 +43,14 @@ class SdkSession(ChaosClient):
         # fault did to the SDK (a GET stream it gave up) is not counted against the next.
         self.renew = asyncio.Event()
         self.sessions = 0  # Clients opened so far
+        # The session's GET stream is open (its 200 came): a touch before it has no stream to
+        # be told on, in any era's rules, so touches wait for it (a fresh GET starts from now).
+        self.get_open = asyncio.Event()
 
     async def hook(self, response: httpx2.Response) -> None:
         self.ledger.response(response)
+        if response.request.method == "GET" and response.status_code == 200:
+            self.get_open.set()
         if response.status_code >= 400:
             self.failed.append((self.ledger.now(), response.status_code))
 
@@ -103,6 +108,7 @@ class SdkSession(ChaosClient):
                 await self.nap(0.3)
 
     async def session(self) -> None:
+        self.get_open.clear()
         http = None if self.sse else self.factory(timeout=httpx2.Timeout(5, read=60))
         async with contextlib.AsyncExitStack() as stack:
             if http is not None:
@@ -123,6 +129,8 @@ class SdkSession(ChaosClient):
                 with warnings.catch_warnings(), anyio.fail_after(HANG_S):
                     warnings.simplefilter("ignore")
                     await client.subscribe_resource(self.uri)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.get_open.wait(), GET_OPEN_S)
             self.note("initialize", start)
             self.sessions += 1
             while not self.stop.is_set() and not self.renew.is_set():
