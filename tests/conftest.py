@@ -22,9 +22,12 @@ sys.dont_write_bytecode = False
 
 E2E = Path(__file__).resolve().parent / "e2e"
 
-# pytest runs on `-n auto` (pyproject's addopts): one worker a core, at most this many, and
-# none (in process) for a single test file or node, where starting workers costs more than
-# it saves. `-n N` or PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
+# pytest runs on `-n auto` (pyproject's addopts): none (in process) for a single test file or
+# node, where starting workers costs more than it saves; a worker a core for the inner loop
+# (`-m "not slow"`: collection and in-process tests, CPU-bound); two a core, at most 8, for a
+# run with the slow tests, which mostly wait on servers, proxies and deadlines (2 cores: 232 s
+# with 4 workers against 316 s with 2, docs/development.md). `-n N` or
+# PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
 MAX_WORKERS = 8
 
 
@@ -39,7 +42,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if selects_one_file(config.args):
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cores or 1, MAX_WORKERS)
+    inner_loop = "not slow" in (config.option.markexpr or "")
+    workers = min((cores or 1) * (1 if inner_loop else 2), MAX_WORKERS)
     return workers if workers > 1 else 0
 
 
