@@ -20,7 +20,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCy
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from server.serving.flow import Signal
-from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
+from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, PLAIN, HeaderLines
 
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
@@ -182,7 +182,14 @@ class Cycle(RequestResponseCycle):
                 found = known.get(pair)
             except TypeError:  # a two-item list (ASGI allows any iterable pair)
                 found = None
-            line, meaning, length = learn(pair) if found is None else found
+            if found is not None:
+                line, meaning, length = found
+            elif pair[0] == b"x-request-id" and pair[1].isalnum():
+                # HeaderLines' own answer for the one line new in every response, without its
+                # two calls: letters and digits need no check, and it is never kept.
+                line, meaning = b"x-request-id: " + pair[1] + b"\r\n", PLAIN
+            else:
+                line, meaning, length = learn(pair)
             if meaning == LENGTH:
                 if self.chunked_encoding is None:
                     self.expected_content_length = length
