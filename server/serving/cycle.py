@@ -62,10 +62,14 @@ class Cycle(RequestResponseCycle):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             self.waiting_for_100_continue = False
         if not self.disconnected and not self.response_complete:
-            self.flow.resume_reading()
-            if not self.message_event.is_set():
-                await self.message_event.wait()
-            self.message_event.clear()
+            # FlowControl.resume_reading's check and Signal's flag in place: calls only to
+            # resume and to wait, which a request whose body has arrived needs neither.
+            if self.flow.read_paused:
+                self.flow.resume_reading()
+            event: Signal = self.message_event  # type: ignore[assignment]
+            if not event.flag:
+                await event.wait()
+            event.flag = False
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
         message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
