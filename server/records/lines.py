@@ -22,12 +22,14 @@ from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
+    ID_PREFIX_HEX,
+    LAST_SECOND,
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
+    MILLIS,
     SCHEMA_VERSION,
     clip,
     iso_time,
-    request_id_of,
 )
 
 # Memory stays bounded: what takes more than this many bytes is not remembered (it is judged
@@ -170,8 +172,16 @@ class LineWriter:
                 template = memo.template_of(key, draft, written_capabilities)
             # Copying it and setting what changes costs less than a dict display of every field.
             record = template.copy()
-            record["time"] = iso_time(draft.started)
-            record["request_id"] = draft.inbound_id or request_id_of(draft.serial)
+            # iso_time's and request_id_of's usual ways written out: two calls fewer a line.
+            started = draft.started
+            start, text = LAST_SECOND[0]
+            fraction = started - start
+            record["time"] = (
+                text + MILLIS[int(fraction * 1000)] if 0.0 <= fraction < 1.0 else iso_time(started)
+            )
+            record["request_id"] = draft.inbound_id or ID_PREFIX_HEX + "%08x" % (
+                draft.serial & 0xFFFFFFFF
+            )
             record["status"] = draft.status
             # Client-chosen: clipped when long (a length check each, clip() only then).
             method, jsonrpc_id, session_id = draft.method, draft.jsonrpc_id, draft.session_id

@@ -20,7 +20,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCy
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from server.serving.flow import Signal
-from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, HeaderLines
+from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, PLAIN, HeaderLines
 
 # SO_LINGER on, zero seconds: closing the socket resets the connection, dropping unsent bytes.
 _RESET = struct.pack("ii", 1, 0)
@@ -62,10 +62,14 @@ class Cycle(RequestResponseCycle):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             self.waiting_for_100_continue = False
         if not self.disconnected and not self.response_complete:
-            self.flow.resume_reading()
-            if not self.message_event.is_set():
-                await self.message_event.wait()
-            self.message_event.clear()
+            # FlowControl.resume_reading's check and Signal's flag in place: calls only to
+            # resume and to wait, which a request whose body has arrived needs neither.
+            if self.flow.read_paused:
+                self.flow.resume_reading()
+            event: Signal = self.message_event  # type: ignore[assignment]
+            if not event.flag:
+                await event.wait()
+            event.flag = False
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
         message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
@@ -182,7 +186,14 @@ class Cycle(RequestResponseCycle):
                 found = known.get(pair)
             except TypeError:  # a two-item list (ASGI allows any iterable pair)
                 found = None
-            line, meaning, length = learn(pair) if found is None else found
+            if found is not None:
+                line, meaning, length = found
+            elif pair[0] == b"x-request-id" and pair[1].isalnum():
+                # HeaderLines' own answer for the one line new in every response, without its
+                # two calls: letters and digits need no check, and it is never kept.
+                line, meaning = b"x-request-id: " + pair[1] + b"\r\n", PLAIN
+            else:
+                line, meaning, length = learn(pair)
             if meaning == LENGTH:
                 if self.chunked_encoding is None:
                     self.expected_content_length = length

@@ -21,29 +21,33 @@ class Signal:
     it is, several in a list. A waiter given up on (cancelled) is dropped by the next wait or
     set."""
 
-    __slots__ = ("_flag", "_waiters")
+    __slots__ = ("_waiters", "flag")
 
     def __init__(self, flag: bool = False) -> None:
-        self._flag = flag
+        # Whether it is set: is_set() and clear() are for callers that need no speed.
+        self.flag = flag
         self._waiters: asyncio.Future[bool] | list[asyncio.Future[bool]] | None = None
 
     def is_set(self) -> bool:
-        return self._flag
+        return self.flag
 
     def set(self) -> None:
-        if not self._flag:
-            self._flag = True
-            waiters, self._waiters = self._waiters, None
+        if not self.flag:
+            self.flag = True
+            waiters = self._waiters
+            if waiters is None:  # the usual: a request's body and end arrive before a wait
+                return
+            self._waiters = None
             for waiter in waiters if isinstance(waiters, list) else (waiters,):
-                if waiter is not None and not waiter.done():
+                if not waiter.done():
                     waiter.set_result(True)
 
     def clear(self) -> None:
-        self._flag = False
+        self.flag = False
 
     def wait(self) -> asyncio.Future[bool]:
         waiter = running_loop().create_future()
-        if self._flag:
+        if self.flag:
             waiter.set_result(True)
             return waiter
         waiters = self._waiters

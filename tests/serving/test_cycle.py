@@ -1,5 +1,6 @@
 """server.serving.cycle: the response head built from remembered header lines, the same for
-a header given as a tuple or as a two-item list (ASGI allows any iterable pair)."""
+a header given as a tuple or as a two-item list (ASGI allows any iterable pair), and the request
+id's line, new in every response, written as HeaderLines writes it."""
 
 from __future__ import annotations
 
@@ -53,3 +54,26 @@ def test_a_head_is_the_same_for_tuple_and_list_pairs(as_list: bool) -> None:
         b"HTTP/1.1 200 OK\r\nserver: test\r\ncontent-type: application/json\r\n"
         b"content-length: 2\r\n\r\n"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        (b"1a2b3c4d00000001", b"x-request-id: 1a2b3c4d00000001\r\n"),  # the server's own
+        (b"lb-7f3a/0001", b"x-request-id: lb-7f3a/0001\r\n"),  # a proxy's: checked, as before
+    ],
+)
+def test_the_request_id_line_is_written_as_header_lines_would(value: bytes, line: bytes) -> None:
+    transport = Transport()
+    head = cycle(transport)
+    head._start(200, [(b"content-length", b"0"), (b"x-request-id", value)])
+    assert transport.written == [
+        b"HTTP/1.1 200 OK\r\nserver: test\r\ncontent-length: 0\r\n" + line + b"\r\n"
+    ]
+    assert head.expected_content_length == 0
+    assert head.chunked_encoding is False
+
+
+def test_a_request_id_that_could_break_the_head_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="Invalid HTTP header value"):
+        cycle(Transport())._start(200, [(b"x-request-id", b"a\r\nb")])
