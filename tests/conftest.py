@@ -23,11 +23,11 @@ sys.dont_write_bytecode = False
 E2E = Path(__file__).resolve().parent / "e2e"
 
 # pytest runs on `-n auto` (pyproject's addopts): none (in process) for a single test file or
-# node, where starting workers costs more than it saves; a worker a core for the inner loop
-# (`-m "not slow"`: collection and in-process tests, CPU-bound); two a core, at most 8, for a
-# run with the slow tests, which mostly wait on servers, proxies and deadlines (2 cores: 232 s
-# with 4 workers against 316 s with 2, docs/development.md). `-n N` or
-# PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
+# node, where starting workers costs more than it saves; one more than the cores for the inner
+# loop (`-m "not slow"`: mostly CPU, collection and in-process tests; 2 cores: 27.7 s with 3
+# workers, 29.6-31.6 s with 2); two a core, at most 8, for a run with the slow tests, which
+# mostly wait on servers, proxies and deadlines (232 s with 4 workers, 316 s with 2).
+# `-n N` or PYTEST_XDIST_AUTO_NUM_WORKERS overrides it.
 MAX_WORKERS = 8
 
 
@@ -43,7 +43,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     inner_loop = "not slow" in (config.option.markexpr or "")
-    workers = min((cores or 1) * (1 if inner_loop else 2), MAX_WORKERS)
+    cores = cores or 1
+    workers = min(cores + 1 if inner_loop else cores * 2, MAX_WORKERS)
     return workers if workers > 1 else 0
 
 
