@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from server.cli import doctor_wire as wire
+from server.protocol import TOOLS_CALL
 
 FIXES = {
     "tools": "server: MCP_DOCTOR=true, and a --token holding MCP_REPORT_SCOPE (mcp:admin)",
@@ -160,7 +161,7 @@ class Doctor:
         async with self.client() as client:
             session = await wire.open_legacy_session(client, self.url)
             message = wire.legacy_message(
-                "tools/call", {"name": "doctor.wait", "arguments": {"seconds": self.idle_s}}, 5
+                TOOLS_CALL, {"name": "doctor.wait", "arguments": {"seconds": self.idle_s}}, 5
             )
             response = await client.post(
                 self.url, json=message, headers=wire.legacy_headers(session)
@@ -207,7 +208,7 @@ class Doctor:
             for message in (
                 wire.initialize(wire.SSE_VERSION),
                 wire.legacy_message("notifications/initialized", id=None),
-                wire.legacy_message("tools/call", {"name": name, "arguments": arguments}, 7),
+                wire.legacy_message(TOOLS_CALL, {"name": name, "arguments": arguments}, 7),
             ):
                 posted = await client.post(post_to, json=message)
                 if posted.status_code != 202:
@@ -220,7 +221,7 @@ class Doctor:
 
     async def resume(self) -> Check:
         message = wire.legacy_message(
-            "tools/call",
+            TOOLS_CALL,
             {"name": "doctor.events", "arguments": {"count": 3, "gap_ms": 700},
              "_meta": {"progressToken": "resume"}},
             9,
@@ -264,7 +265,7 @@ class Doctor:
             session = await wire.open_legacy_session(client, self.url)
             in_session: set[str] = set()
             for number in range(4):
-                message = wire.legacy_message("tools/call", {"name": "doctor.replica"}, 20 + number)
+                message = wire.legacy_message(TOOLS_CALL, {"name": "doctor.replica"}, 20 + number)
                 response = await client.post(
                     self.url, json=message, headers=wire.legacy_headers(session)
                 )

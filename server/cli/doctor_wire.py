@@ -12,7 +12,7 @@ import httpx
 
 from server.cli.call import response_of
 from server.modern.headers import modern_request
-from server.protocol import LEGACY_VERSIONS
+from server.protocol import LEGACY_VERSIONS, TOOLS_CALL
 
 LEGACY = LEGACY_VERSIONS[0]
 SSE_VERSION = LEGACY_VERSIONS[-1]
@@ -52,7 +52,7 @@ async def events(response: httpx.Response) -> AsyncIterator[Event]:
 
 def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[Any, dict[str, str]]:
     params = {"name": name, "arguments": arguments, "_meta": meta}
-    return modern_request("tools/call", params, client_info=CLIENT)
+    return modern_request(TOOLS_CALL, params, client_info=CLIENT)
 
 
 def modern_request_discover() -> tuple[Any, dict[str, str]]:

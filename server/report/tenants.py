@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from server.protocol import TOOLS_CALL
 from server.report.html import h
 from server.report.json import plain
 from server.report.sources import request_in_period
@@ -97,7 +98,7 @@ class TenantScan:
         subject = record.get("subject")
         if isinstance(subject, str) and len(stats.subjects) < MAX_SUBJECTS:
             stats.subjects.add(subject)
-        if record.get("method") == "tools/call":
+        if record.get("method") == TOOLS_CALL:
             tool = record.get("target")
             if isinstance(tool, str):
                 if tool not in stats.tools and len(stats.tools) >= MAX_TOOLS:

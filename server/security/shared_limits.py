@@ -21,6 +21,7 @@ from typing import Protocol
 
 from server.errors import ServiceUnavailable
 from server.jsonrpc import Message, Request
+from server.protocol import TOOLS_CALL
 from server.records.draft import Draft
 from server.security.limits import RateLimited, Slot, client_key
 
@@ -98,7 +99,7 @@ class SharedLimits:
         self.lease_us = int(lease_s * 1_000_000)
         self.lease_s = lease_s
         self.fail_open = fail_open
-        self.later = _WITH_SLOT | {"tools/call"} if quotas else _WITH_SLOT
+        self.later = _WITH_SLOT | {TOOLS_CALL} if quotas else _WITH_SLOT
         self.failing = False
         # Slots held in Redis by this process: member -> key, renewed by the heartbeat.
         self.held: dict[str, str] = {}

@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from server.app import Application, create_app
 from server.catalog import Catalog
 from server.modern.headers import header_value, modern_request
+from server.protocol import TOOLS_CALL
 from server.settings import Settings
 from server.testing.errors import (
     MAX_ROUNDS,
@@ -152,7 +153,7 @@ class Client:
         self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = False
     ) -> dict[str, Any]:
         params = {"name": name, "arguments": dict(arguments or {})}
-        return await self.request("tools/call", params, progress=progress)
+        return await self.request(TOOLS_CALL, params, progress=progress)
 
     async def list_tools(self) -> list[dict[str, Any]]:
         return await self._all("tools/list", "tools")
@@ -229,7 +230,7 @@ class Client:
     async def _modern(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         message, headers = self._modern_message(method, params)
         target = (
-            self.app.catalog.tools.get(str(params.get("name"))) if method == "tools/call" else None
+            self.app.catalog.tools.get(str(params.get("name"))) if method == TOOLS_CALL else None
         )
         for suffix, prop in getattr(target, "header_params", {}).items():
             value = (params.get("arguments") or {}).get(prop)
