@@ -384,3 +384,8 @@ def test_the_install_check_sees_the_installs_that_cannot_work() -> None:
     assert install_commands("pip install 'mcp-http-server[redis]'") == ["'mcp-http-server[redis]'"]
     assert install_commands("`pip install -e '.[otel]'` from") == ["-e '.[otel]'"]
     assert {"redis", "otel", "test"} <= extras()
+
+
+def test_the_architecture_page_stays_a_map() -> None:
+    """The ideas, layers, trips and "Where to add" (issue 37): the module list is modules.md."""
+    assert len((DOCS / "architecture.md").read_text().splitlines()) < 260

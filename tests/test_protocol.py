@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from server.catalog import Catalog
@@ -148,3 +150,15 @@ def test_the_calls_that_name_something_are_the_input_required_ones_with_a_kind()
 def test_each_method_has_one_row() -> None:
     names = [method.name for method in METHODS]
     assert len(names) == len(set(names))
+
+
+def test_the_hottest_method_name_is_spelled_in_the_table_alone() -> None:
+    """Code names a method through the table's constants, so renaming or tracing one is one
+    grep: ``"tools/call"`` written out anywhere but ``server/protocol.py`` fails here."""
+    root = Path(__file__).resolve().parents[1] / "server"
+    spelled = sorted(
+        str(path.relative_to(root.parent))
+        for path in root.rglob("*.py")
+        if '"tools/call"' in path.read_text()
+    )
+    assert spelled == ["server/protocol.py"]
