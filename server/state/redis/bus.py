@@ -147,6 +147,7 @@ class RedisBus:
 
     async def _publish(self, batch: list[Queued]) -> None:
         changes = self.changes
+        ok = True
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
                 for channel, message, logged, _ in batch:
@@ -159,6 +160,7 @@ class RedisBus:
         except Exception:
             # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
             # these are gone; subscribers resync when Redis is back.
+            ok = False
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
@@ -167,7 +169,7 @@ class RedisBus:
             return
         finally:
             if changes is not None:
-                changes.sent(sum(logged for _, _, logged, _ in batch))
+                changes.sent(sum(logged for _, _, logged, _ in batch), ok=ok)
         self._tell(batch, receivers)
         # Nobody subscribed: for a stream's message, no replica holds that stream any more.
         heard = zip(batch, receivers, strict=True)
