@@ -157,6 +157,10 @@ class RedisBus:
                         pipe.publish(channel, message)
                 receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
+            # A change no replica heard (not even this one: every subscription gone, as Redis
+            # shuts down) reaches a stream only by a resync from the log, which may be lost too.
+            heard = zip(batch, receivers, strict=True)
+            ok = all(int(n) > 0 for (_, _, logged, _), n in heard if logged)
         except Exception:
             # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
             # these are gone; subscribers resync when Redis is back.
