@@ -30,6 +30,8 @@ from server.catalog.tools import Tool, error_result
 from server.catalog.visibility import View, Views
 from server.context import Context
 from server.errors import InternalError, InvalidParams, ResourceNotFound, ServiceUnavailable
+from server.hub import Durable
+from server.jsonrpc import optional_object, require_str
 from server.pagination import EncodedResults, Pager
 from server.protocol import METHOD_CAPABILITY, TOOLS_CALL
 
@@ -69,22 +71,6 @@ LIST_METHODS: dict[str, tuple[str, str]] = {
 }
 
 
-def require_str(params: Mapping[str, Any], key: str) -> str:
-    value = params.get(key)
-    if not isinstance(value, str) or not value:
-        raise InvalidParams(f"params.{key} must be a non-empty string")
-    return value
-
-
-def optional_object(params: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = params.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidParams(f"params.{key} must be an object")
-    return value
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -93,11 +79,13 @@ class Dispatcher:
         *,
         handler_timeout_s: float = 0,
         views: Views | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.catalog = catalog
         self.pager = pager
         self.views = Views(catalog) if views is None else views
         self.handler_timeout_s = handler_timeout_s
+        self.durable = durable  # where changes are shared (Redis), if anywhere
         # The tasks whose handler is waiting, with why the server stopped it (None: running).
         self._waiting: dict[asyncio.Task[Any], str | None] = {}
         self._handlers: dict[str, Handler] = {
@@ -291,7 +279,9 @@ class Dispatcher:
             note_target(name)
             raise InvalidParams(f"Unknown tool: {name}")
         note_target(tool.name)
-        return tool.call(optional_object(params, "arguments"), context)
+        call = tool.call(optional_object(params, "arguments"), context)
+        # With replicas, what it changed is shared before it answers (docs/decisions.md#change-log).
+        return call if self.durable is None else self.durable.shared(call)
 
     async def get_prompt(
         self, params: Mapping[str, Any], context: Context, prompt: Target

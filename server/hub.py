@@ -15,8 +15,9 @@ What a stream subscribes to is the era's affair (the modern era's filter is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from server.aio import running_loop
 from server.catalog import Change
@@ -27,6 +28,8 @@ from server.tasks.model import TaskRecord
 MAX_RESOURCE_SUBSCRIPTIONS = 1000
 MAX_URI_LENGTH = 2048
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class TaskNews:
@@ -36,6 +39,15 @@ class TaskNews:
 
 
 Event = Change | TaskNews
+
+
+class Durable(Protocol):
+    """Where this process's changes go to the other replicas (the Redis change log,
+    :class:`~server.state.redis.changes.ChangeLog`)."""
+
+    def shared(self, call: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        """``call``, answering only once every change it made is shared (else an error)."""
+        ...
 
 
 class Closed:

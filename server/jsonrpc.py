@@ -11,12 +11,13 @@ request's ``_meta`` is bounded by the body cap and kept no longer than its answe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from server.errors import InvalidRequest, McpError, ParseError, RequestId
+from server.errors import InvalidParams, InvalidRequest, McpError, ParseError, RequestId
 
 
 @dataclass(slots=True)
@@ -177,3 +178,19 @@ def encode_notification(method: str, params: dict[str, Any] | None = None) -> by
 
 def encode_request(request_id: RequestId, method: str, params: dict[str, Any]) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def require_str(params: Mapping[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(f"params.{key} must be a non-empty string")
+    return value
+
+
+def optional_object(params: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = params.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidParams(f"params.{key} must be an object")
+    return value

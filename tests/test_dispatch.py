@@ -492,3 +492,23 @@ async def test_a_stopped_tool_is_named_with_the_setting_that_stopped_it() -> Non
         text = result["content"][0]["text"]
         assert "tools/call crawl_site took longer than 0.2 s" in text, text
         assert "MCP_HANDLER_TIMEOUT_S" in text
+
+
+async def test_a_tool_call_answers_through_where_its_changes_are_shared():
+    # With Redis, a tool's answer waits for the changes it made to be in the change log
+    # (issue 35; server.state.redis.changes.ChangeLog.shared); in one process nothing wraps it.
+    wrapped = []
+
+    class Durable:
+        def shared(self, call):
+            wrapped.append(call)
+            return call
+
+    catalog = full_catalog()
+    params = {"name": "echo", "arguments": {"text": "hi"}}
+    plain = dispatcher_for(catalog)
+    tool = plain.resolve("tools/call", params)
+    assert (await plain.call_tool(params, None, tool))["content"][0]["text"] == "hi"
+    shared = Dispatcher(catalog, Pager(Sealer(b"d" * 32), 100), durable=Durable())
+    assert (await shared.call_tool(params, None, tool))["content"][0]["text"] == "hi"
+    assert len(wrapped) == 1

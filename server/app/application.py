@@ -92,20 +92,22 @@ class Application:
         # Refuses to start with authentication off on a non-loopback address (unless asked).
         self.gate = Gate(settings, lambda: item_scopes(catalog))
         self.hub = Hub(settings.listen_queue_size)
+        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL): the
+        # mirror first, the sessions' runtimes that feed it, then the store told of them.
+        link = state_link(settings)
+        mirror = stream_mirror(settings, link)
         self.dispatcher = dispatcher = Dispatcher(
             catalog,
             Pager(sealer, settings.page_size),
             handler_timeout_s=settings.handler_timeout_s,
             # Item scopes hide only from callers who are told apart (not with MCP_AUTH=none).
             views=Views(catalog, settings.scoped_items, scoped=self.gate.authenticates),
+            # A tool call answers once its changes are in the Redis change log, if any.
+            durable=getattr(mirror, "changes", None),
         )
         # The worker threads of sync handlers are the process's (one pool): the last app built
         # sets their bound.
         set_thread_limit(settings.tool_threads)
-        # In one process, or shared through Redis with the other replicas (MCP_REDIS_URL): the
-        # mirror first, the sessions' runtimes that feed it, then the store told of them.
-        link = state_link(settings)
-        mirror = stream_mirror(settings, link)
         self.runtimes = Runtimes(
             settings.events_per_stream,
             mirror.track,

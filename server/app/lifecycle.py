@@ -111,7 +111,8 @@ class Lifecycle:
             if not self.server_tells_shutdown:
                 wrapped = self.exit_signals.install()
                 log.debug("exit signals heard first: %s", [sig.name for sig in wrapped])
-            self.tasks.closing = False  # (again, after a drain: an app may be started twice)
+            # (Again, after a drain: an app may be started twice.)
+            self.tasks.closing = self.legacy.stopping = False
             self.ready = self.started = True
             try:
                 yield

@@ -20,7 +20,6 @@ from server.catalog import Catalog
 from server.catalog.extensions import TASKS_EXTENSION
 from server.catalog.tools import Tool
 from server.context import Context, Exchange, InputRequest
-from server.dispatch import optional_object, require_str
 from server.errors import (
     INTERNAL_ERROR,
     InternalError,
@@ -29,7 +28,7 @@ from server.errors import (
     MethodNotFound,
     ToolError,
 )
-from server.jsonrpc import Request, encode_notification
+from server.jsonrpc import Request, encode_notification, optional_object, require_str
 from server.legacy.eventstream import EventStream
 from server.legacy.sessions import Session
 from server.pagination import Pager

@@ -22,7 +22,6 @@ from server.catalog import Catalog
 from server.catalog.extensions import TASKS_EXTENSION
 from server.catalog.tools import Tool
 from server.context import Context
-from server.dispatch import optional_object, require_str
 from server.errors import (
     InternalError,
     InvalidParams,
@@ -30,7 +29,7 @@ from server.errors import (
     MethodNotFound,
     MissingClientCapability,
 )
-from server.jsonrpc import Request
+from server.jsonrpc import Request, optional_object, require_str
 from server.modern.input_required import InputRequired
 from server.protocol import MODERN_TASK_METHODS, TOOLS_CALL
 from server.tasks.exchange import TaskExchange

@@ -8,13 +8,14 @@ A process stalled past the timeout (a GC pause, SIGSTOP) wakes with its timers d
 client's request still unread in the socket; closing that socket would reset the connection
 and a proxy does not retry a POST (502). So neither this sweep nor uvicorn's own keep-alive
 timer (:func:`reading_first`) closes a connection with bytes waiting: the loop reads them next.
-Nor does a shutdown (:class:`ShutdownReadsFirst`): a request written as it began is answered.
+Nor does a shutdown close an idle connection at once (:class:`ShutdownReadsFirst`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import struct
 from typing import Any, Protocol
 
@@ -85,20 +86,38 @@ idle_sweep: PerLoop[IdleSweep] = PerLoop(IdleSweep)
 
 
 class ShutdownReadsFirst:
-    """A protocol's ``shutdown`` (the server stopping) that leaves an idle connection open
-    while its next request waits unread (written as the stop began: closing would reset it,
-    and a proxy answers a POST so cut with 502): the loop reads that request next, and
-    ``shutdown`` comes again on its following turn, when the answer ends the connection
-    (``Connection: close``), as for a request in progress. Mixed in before uvicorn's class."""
+    """A protocol's ``shutdown`` (the server stopping) that closes no idle kept-alive
+    connection at once. Closing it would race with a request a proxy writes on it meanwhile
+    (reset: nginx answers a POST so cut with 502, never retrying it). So an idle connection
+    stays open as long as its keep-alive would keep it (the proxy's shorter
+    ``keepalive_timeout`` closes it first), a request that comes on it is served and answered
+    with ``Connection: close``, and then it closes; one whose request waits unread is read
+    first (docs/decisions.md#serving-process-choices). Mixed in before uvicorn's class."""
 
-    __slots__ = ()
+    __slots__ = ("stopping",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stopping = False  # its requests are answered with Connection: close
 
     def shutdown(self) -> None:
         protocol: Any = self
+        self.stopping = True
         cycle = protocol.cycle
-        idle = cycle is None or cycle.response_complete
-        if idle and not protocol.flow.read_paused and holds_request(protocol.transport):
-            protocol.loop.call_soon(self.shutdown)
+        if cycle is not None and not cycle.response_complete:
+            super().shutdown()  # type: ignore[misc]  # in a request: closes after its answer
+            return
+        config = protocol.config
+        grace = min(protocol.timeout_keep_alive, config.timeout_graceful_shutdown or math.inf)
+        protocol.loop.call_later(grace, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        protocol: Any = self
+        cycle = protocol.cycle
+        if protocol.transport.is_closing() or (cycle is not None and not cycle.response_complete):
+            return  # closed, or in a request: it ends with its answer (Connection: close)
+        if not protocol.flow.read_paused and holds_request(protocol.transport):
+            protocol.loop.call_soon(self._close_if_idle)  # read it first
             return
         super().shutdown()  # type: ignore[misc]
 
@@ -115,6 +134,11 @@ def reading_first() -> type[Any]:
         from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
 
     class ReadingFirst(ShutdownReadsFirst, base):
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.stopping and self.cycle is not None:
+                self.cycle.keep_alive = False
+
         def timeout_keep_alive_handler(self) -> None:
             if holds_request(self.transport):
                 self.timeout_keep_alive_task = self.loop.call_later(

@@ -117,6 +117,8 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
             self._head_bytes += len(data)
             if self._head_bytes > self._max_head_bytes:
                 self._refuse_head()
+        if self.stopping and self.cycle is not None:  # the server stops: answer, then close
+            self.cycle.keep_alive = False
 
     def on_message_begin(self) -> None:
         # uvicorn's own, but the scope's keys that stay for the connection's life copied from

@@ -69,6 +69,7 @@ class LegacyHttp:
         self.mirror: StreamMirror = mirror or MemoryMirror()
         self.sessions = LegacySessions(era, runtimes, gate)
         self.views = era.dispatcher.views
+        self.stopping = False  # shutting down: no GET stream opens here (end_connections)
 
     # -- POST ------------------------------------------------------------------------------
 
@@ -283,6 +284,11 @@ class LegacyHttp:
             )
         check_version_header(headers)
         session, runtime = await self.sessions.find(headers, draft)
+        if self.stopping:  # as the streams open at the stop: ended, resumed on another replica
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            draft.stream_end = "shutdown"
+            return
         last_event_id = header_text(headers, b"last-event-id")
         wanted = elsewhere(runtime, last_event_id)
         own = None  # another replica's GET stream: this one's opens first (nothing unheard)
@@ -357,5 +363,6 @@ class LegacyHttp:
 
     def end_connections(self, keep: Container[str] = ()) -> None:
         """Shutdown: end the GET streams (clients reconnect elsewhere) but those of the
-        sessions in ``keep``; calls finish."""
+        sessions in ``keep``; calls finish. A GET that comes later ends at once too."""
+        self.stopping = True
         self.runtimes.end_standalone_connections("shutdown", keep)

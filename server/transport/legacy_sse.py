@@ -242,7 +242,9 @@ class SseTransport:
         the request's record is left to the call it started."""
         draft.era, draft.transport = "legacy", TRANSPORT
         session_id = session_param(scope.get("query_string", b""))
-        if self.draining:
+        # Draining: a session whose stream is here is ending (its client connects again); any
+        # other's message (one a proxy sent on a connection kept alive) is served as ever.
+        if self.draining and session_id in self.held:
             raise ServiceUnavailable("Server shutting down; connect again")
         content_type = headers.get(b"content-type")
         check_content_type(None if content_type is None else content_type.decode("latin-1"))
@@ -368,7 +370,7 @@ class SseTransport:
         self.draining = True
         closing = [self._close_when_idle(runtime) for runtime in self.held.values()]
         await asyncio.gather(*closing)
-        if self.calls:
+        while self.calls:  # those started meanwhile too (messages for other replicas' streams)
             await asyncio.wait(set(self.calls))
 
     @staticmethod

@@ -1,5 +1,6 @@
 """A stalled server (SIGSTOP: a GC pause, a CPU-starved pod) never resets a kept-alive
-connection whose next request arrived during the stall, on either HTTP protocol (issue 35).
+connection whose next request arrived during the stall, nor does a stopping one (SIGTERM), on
+either HTTP protocol (issue 35).
 
 The process wakes with its keep-alive timer due and the request unread in the socket; closing
 then resets the connection (a proxy answers a POST so cut with 502). Real server processes:
@@ -107,6 +108,55 @@ def test_an_idle_connection_is_still_closed_after_the_stall(tmp_path: Path) -> N
                 os.kill(server.pid, signal.SIGCONT)
             connection.settimeout(5)
             assert connection.recv(1) == b""  # closed cleanly (a FIN), not reset
+    finally:
+        server.stop()
+
+
+def _wait_not_listening(port: int) -> None:
+    deadline = time.monotonic() + 5
+    while True:
+        assert time.monotonic() < deadline, "the server still listens"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.005)
+
+
+# The rolling restart's 502 (about one stop in eight): nginx wrote a POST on an idle kept-alive
+# upstream connection as the stopping replica closed it. Now an idle connection stays open
+# through its keep-alive at a stop (nginx's shorter keepalive_timeout closes it first), and a
+# request written on it is served, with Connection: close; one that stays idle is closed.
+@pytest.mark.slow
+@pytest.mark.parametrize("coalesce", ["true", "false"], ids=["own-protocol", "uvicorns"])
+def test_a_request_on_an_idle_connection_just_after_sigterm_is_answered_then_closed(
+    tmp_path: Path, coalesce: str
+) -> None:
+    server = ServerProcess(tmp_path, MCP_COALESCE_WRITES=coalesce).start()
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as used,
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle,
+        ):
+            for connection in (used, idle):
+                connection.sendall(REQUEST)
+                assert _response(connection, 5).startswith(b"HTTP/1.1 200")
+            time.sleep(0.3)  # both idle, kept alive
+            server.terminate()
+            _wait_not_listening(server.port)  # the stop has begun: connections shut down
+            time.sleep(0.05)
+            used.sendall(REQUEST)
+            try:
+                answer = _response(used, 5)
+            except OSError as error:  # ConnectionResetError: what nginx turns into a 502
+                answer = type(error).__name__.encode()
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            assert b"connection: close" in answer.lower()
+            assert used.recv(1) == b""  # then closed, cleanly
+            idle.settimeout(10)
+            assert idle.recv(1) == b""  # within its keep-alive (5 s), cleanly
+        assert server.process is not None
+        assert server.process.wait(10) == 0  # and the server exits, its drain complete
     finally:
         server.stop()
 

@@ -571,6 +571,24 @@ async def test_an_http_sse_call_on_one_app_reaches_the_stream_held_by_the_other(
         assert not here.legacy.sessions.to_stream(url.split("=")[1], b"{}")
 
 
+async def test_a_draining_app_serves_a_message_for_a_stream_another_app_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 35: a stopping replica keeps its idle kept-alive connections open a moment (a
+    # proxy writing on one as it closed got a reset: 502), so a proxy may still send it a
+    # message; one for a stream another replica holds is served, not refused with 503.
+    async with held_stream(monkeypatch) as (here, _there, stream, url):
+        assert await post(here, url, INITIALIZE) == 202
+        await stream.event()
+        here.begin_shutdown()
+        await wait_until(lambda: here.sse is not None and here.sse.draining, limit=2)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        call["params"] = {"name": "echo", "arguments": {"text": "while draining"}}
+        assert await post(here, url, call) == 202
+        _, data = await stream.event()
+        assert json.loads(data)["result"]["content"][0]["text"] == "while draining"
+
+
 async def refused(app: Application, url: str) -> bool:
     """Whether a post on the session is refused as not found (the store's delete is a task of
     its own: a few turns of the loop)."""

@@ -329,9 +329,13 @@ async def test_a_replica_started_while_redis_is_away_serves_what_it_can_and_reco
             ready = await client.get(f"{url}/readyz")
             assert ready.status_code == 503
             assert ready.json()["redis"]["connected"] is False
-            message = modern_call("toggle", {}, 1)
-            served = await send_modern(client, url, message)
+            served = await send_modern(client, url, modern_call("slow", {"steps": 1}, 1))
             assert served.status_code == 200
+            # A tool that changed something ran, but its change could not reach the other
+            # replicas: an error, not a success whose notification is lost (issue 35).
+            untold = await send_modern(client, url, modern_call("toggle", {}, 2))
+            assert untold.status_code == 503
+            assert "could not be shared" in untold.json()["error"]["message"]
             refused = await client.post(
                 f"{url}/mcp",
                 json=INITIALIZE,

@@ -306,6 +306,21 @@ async def test_get_and_delete_without_a_session_id_are_400() -> None:
         assert delete.status_code == 400
 
 
+async def test_a_get_stream_asked_of_a_stopping_server_ends_at_once() -> None:
+    # Issue 35: a stopping replica keeps its idle kept-alive connections open a moment, so a
+    # proxy may still send it a GET (a resume); that stream held the stop until its deadline
+    # (then a reset: 502s). It ends at once, as those open at the stop did: resume elsewhere.
+    application = create_app(settings(), legacy_catalog())
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        session = await legacy_session(http)
+        application.begin_shutdown()
+        with anyio.fail_after(5):
+            get = await http.get("/mcp", headers=session.headers("text/event-stream"))
+        assert get.status_code == 200, get.text
+        assert get.headers["content-type"] == "text/event-stream"
+        assert get.text == ""
+
+
 async def test_unknown_session_is_404_for_every_method(http: httpx.AsyncClient) -> None:
     client = LegacySession(http)
     client.session_id = "no-such-session"

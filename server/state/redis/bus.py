@@ -147,6 +147,7 @@ class RedisBus:
 
     async def _publish(self, batch: list[Queued]) -> None:
         changes = self.changes
+        ok = True
         try:
             async with self.link.client.pipeline(transaction=False) as pipe:
                 for channel, message, logged, _ in batch:
@@ -156,9 +157,14 @@ class RedisBus:
                         pipe.publish(channel, message)
                 receivers = await self.link.run(pipe.execute())
             self.published += len(batch)
+            # A change no replica heard (not even this one: every subscription gone, as Redis
+            # shuts down) reaches a stream only by a resync from the log, which may be lost too.
+            heard = zip(batch, receivers, strict=True)
+            ok = all(int(n) > 0 for (_, _, logged, _), n in heard if logged)
         except Exception:
             # Redis away (ServiceUnavailable, logged by the link) or a bug: either way
             # these are gone; subscribers resync when Redis is back.
+            ok = False
             if self.link.connected:
                 log.exception("publishing on the bus failed")
             self.dropped += len(batch)
@@ -167,7 +173,7 @@ class RedisBus:
             return
         finally:
             if changes is not None:
-                changes.sent(sum(logged for _, _, logged, _ in batch))
+                changes.sent(sum(logged for _, _, logged, _ in batch), ok=ok)
         self._tell(batch, receivers)
         # Nobody subscribed: for a stream's message, no replica holds that stream any more.
         heard = zip(batch, receivers, strict=True)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import orjson
 
+from server.errors import ServiceUnavailable
 from server.state.redis.link import RedisLink
 
 LIMIT = 10_000
@@ -25,6 +27,10 @@ LIMIT = 10_000
 # one is logged as a mark that makes a resume tell everything again. At most about 10 MiB.
 MAX_LOGGED = 1024
 TOO_BIG = b"{}"
+T = TypeVar("T")
+# A call whose change could not be told to the other replicas (Redis away): it ran, its answer
+# is this error, and the client may call again.
+UNTOLD = "The call ran but its change could not be shared (Redis unavailable); call again"
 
 # KEYS[1]: the change log. ARGV: channel, message (a JSON object), limit, ttl (ms), what to
 # log. The message is published with the entry's id first in it (``{"p":"<id>",...``).
@@ -56,9 +62,11 @@ class ChangeLog:
         # The newest change this replica applied (its hub told every stream here), as an id.
         self.seen: str | None = None
         self._seen: tuple[int, int] = (-1, -1)
-        # This replica's own changes not yet in the log: a resume waits for them first.
-        self._unlogged = 0
+        # This replica's own changes not yet in the log: a resume waits for them first, and
+        # so does the answer of a call that made one (:meth:`settle`).
+        self.unlogged = 0
         self._logged = asyncio.Event()
+        self._failed = 0  # changes given up on (Redis away): never logged nor published
         # The id of the newest change the last :meth:`after` returned (or its position).
         self.read_upto: str | None = None
 
@@ -76,14 +84,39 @@ class ChangeLog:
         await self._publish(keys=[self.key], args=args, client=pipe)
 
     def queued(self) -> None:
-        self._unlogged += 1
+        self.unlogged += 1
         self._logged.clear()
 
-    def sent(self, count: int) -> None:
-        """``count`` changes went out (or were given up on)."""
-        self._unlogged = max(0, self._unlogged - count)
-        if not self._unlogged:
+    def sent(self, count: int, *, ok: bool = True) -> None:
+        """``count`` changes went out (``ok``) or were given up on."""
+        self.unlogged = max(0, self.unlogged - count)
+        if not ok:
+            self._failed += count
+        if not self.unlogged:
             self._logged.set()
+
+    async def shared(self, call: Coroutine[Any, Any, T]) -> T:
+        """``call`` (a tool's), answered only once the changes it made are logged and
+        published (:meth:`settle`): nothing to wait for, nothing more paid."""
+        result = await call
+        if self.unlogged:
+            await self.settle()
+        return result
+
+    async def settle(self) -> None:
+        """Return once every change queued here so far is logged and published: what a call
+        that made one waits for before its answer (a replica killed, or Redis lost, right
+        after answering would otherwise lose the change's notification, docs/decisions.md#
+        change-log). :class:`~server.errors.ServiceUnavailable` if one was given up on (Redis
+        away) or is not out within ``MCP_REDIS_TIMEOUT_S``."""
+        failed = self._failed
+        try:
+            async with asyncio.timeout(self.link.timeout_s):
+                await self._logged.wait()
+        except TimeoutError:
+            raise ServiceUnavailable(UNTOLD) from None
+        if self._failed != failed:
+            raise ServiceUnavailable(UNTOLD)
 
     async def start(self) -> None:
         """Subscribed: changes before now were made before any stream of this replica."""
@@ -95,7 +128,7 @@ class ChangeLog:
         some may be gone (trimmed past the limit, or ``position`` is not an id)."""
         if position_of(position) is None:
             return None
-        if self._unlogged:
+        if self.unlogged:
             # This replica's own last changes: in the log before it is read (bounded; past
             # that, what is there is read).
             with contextlib.suppress(TimeoutError):

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from server.errors import ServiceUnavailable
 from server.state.redis.bus import RedisBus
 from server.state.redis.changes import ChangeLog, position_of
 from server.state.redis.link import RedisLink
@@ -89,6 +90,43 @@ async def test_a_change_is_logged_once_and_heard_with_its_position(
     one.bus.publish("ended", {"sid": "s1"})
     await wait_until(lambda: len(two.heard) == 3, limit=5)
     assert await two.changes.after(newest) == []
+
+
+async def test_a_call_answers_only_once_its_change_is_logged_else_with_an_error(
+    pair: tuple[Replica, Replica], redis_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 35: a touch was answered before its change went out (queued for the bus's
+    # publisher); a replica SIGKILLed, or Redis lost, just then lost the notification while the
+    # client held a success. Now the answer waits for the change to be logged and published.
+    one, two = pair
+
+    async def touch(uri: str) -> str:
+        one.bus.publish("change", {"kind": "resource_updated", "uri": uri})
+        return "touched"
+
+    before = await redis_client.xlen(one.changes.key)
+    assert await one.changes.shared(touch("mem://t")) == "touched"
+    assert await redis_client.xlen(one.changes.key) == before + 1  # in the log before it answers
+    await wait_until(
+        lambda: (
+            ("change", {"kind": "resource_updated", "uri": "mem://t"})
+            in [(kind, {k: v for k, v in data.items() if k != "p"}) for kind, data in two.heard]
+        ),
+        limit=5,
+    )
+
+    async def nothing() -> str:
+        return "read"
+
+    assert await one.changes.shared(nothing()) == "read"  # nothing changed: nothing waited for
+
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("Redis away")
+
+    monkeypatch.setattr(one.changes, "publish", refused)
+    with pytest.raises(ServiceUnavailable, match="could not be shared"):
+        await one.changes.shared(touch("mem://lost"))
+    assert await redis_client.xlen(one.changes.key) == before + 1
 
 
 async def test_a_position_trimmed_away_or_a_change_too_big_is_unknown_not_empty(
