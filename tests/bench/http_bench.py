@@ -85,6 +85,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foreign_load import ForeignLoad
+
 ROOT = Path(__file__).resolve().parents[2]
 SDK_VENV = ROOT / ".cache" / "bench-sdk-venv"
 SDK_VERSION = "2.3.0"
@@ -1235,6 +1237,7 @@ class Measurement:
         time.sleep(0.5)
         self.idle = {p.name: p.rss_kib() / 1024 for p in self.bench.distinct()}
         print(f"warm-up done at {self.elapsed():.0f}s", flush=True)
+        self.foreign = ForeignLoad()  # what else ran on the machine during the measured runs
         per_run = {
             c: (self.seconds_16 if c == 16 else self.seconds) + 0.3 for c in self.connections
         }
@@ -1258,6 +1261,7 @@ class Measurement:
             print(f"repeat {repeat + 1} done at {self.elapsed():.0f}s", flush=True)
         dropped = {p.name: p.records_queued()[1] for p in self.bench.distinct() if p.records_file}
         print(f"records dropped (must be 0): {dropped}")
+        print(self.foreign.summary())
 
     def print_report(self) -> None:
         print()
