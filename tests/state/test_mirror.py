@@ -338,6 +338,25 @@ async def test_the_local_mirror_does_nothing() -> None:
     await mirror.close()
 
 
+async def test_a_get_stream_that_sent_nothing_leaves_where_it_started(
+    pair: Pair, redis_client: Any
+) -> None:
+    """Its replica killed before the stream's first event, a resume still knows which changes
+    came after it (issue 35: without it, two changes in the gap were told as one "all
+    updated"); a call's stream leaves no such start, and the start goes with the session."""
+    pair.source.changes.saw("1700000000000-3")
+    get_stream, call_stream = pair.tracked("ab7g"), pair.tracked("ab8")
+    await wait_until(lambda: pair.source._queue is not None and pair.source._queue.empty())
+    await asyncio.sleep(0.1)  # the batch's round trip
+    copy = await pair.other.open(SESSION, get_stream.id, after=0)
+    assert copy == Copy([], finished=False, position="1700000000000-3")
+    assert await pair.other.open(SESSION, call_stream.id, after=0) is None
+    pair.source.forget(SESSION)
+    await wait_until(lambda: pair.source._queue is not None and pair.source._queue.empty())
+    await asyncio.sleep(0.1)
+    assert await pair.other.open(SESSION, get_stream.id, after=0) is None
+
+
 # -- the copies go with their session (issue 35) --------------------------------------------------
 
 

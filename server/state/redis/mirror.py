@@ -7,8 +7,9 @@ events queue (bounded) for one writer task; while Redis is away they are dropped
 They go with their session (listed in ``<prefix>:streams:<session>``; :meth:`RedisMirror.forget`
 deletes them after what was queued). Each write's newest entry of a copy names its replica
 (``r``), a call's request (``i``), and for a GET stream the newest change its replica applied
-(``p``, :mod:`server.state.redis.changes`): a resume elsewhere replays the changes logged
-after it (:meth:`RedisMirror.missed`), and ends a call whose replica is gone.
+(``p``, :mod:`server.state.redis.changes`; a GET stream's start too, under ``...:opened``):
+a resume elsewhere replays the changes logged after it (:meth:`RedisMirror.missed`), and ends
+a call whose replica is gone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 QUEUE_LIMIT = 50_000
 WRITE_BATCH = 256
 TAIL_BLOCK_MS = 1000
+# A GET stream's copy, opened (``seq``: no event), writes where the change log stood, under
+# its key + OPENED_AT, until its first event carries the position itself.
+OPENED = -1
+OPENED_AT = ":opened"
 # Sessions forgotten lately, whose events are no longer copied (a call still running when its
 # session went): the newest this many.
 FORGOTTEN_LIMIT = 10_000
@@ -90,6 +95,10 @@ class RedisMirror:
                 self.dropped += 1
 
         stream.observer = copy
+        if is_standalone_id(stream.id):
+            # Its position from the start: a replica that dies before the stream sends an
+            # event leaves a copy a resume can replay the changes after (not "all changed").
+            copy(OPENED, None)
 
     def forget(self, session_id: str) -> None:
         self._forgotten[session_id] = None
@@ -121,11 +130,17 @@ class RedisMirror:
             position = self.changes.seen
             # Each copy's newest entry of the batch says who wrote it (and how far, above):
             # a resume reads only the newest.
-            newest = {item[0]: index for index, item in enumerate(batch)}
+            newest = {item[0]: index for index, item in enumerate(batch) if item[2] != OPENED}
             try:
                 async with self.link.client.pipeline(transaction=False) as pipe:
                     written: dict[str, str] = {}  # copy -> its session's set, this batch
                     for index, (key, copies, seq, payload, request) in enumerate(batch):
+                        if key is not None and seq == OPENED:  # a GET stream's start
+                            if position is not None:
+                                pipe.set(key + OPENED_AT, position, px=self._ttl_ms)
+                                pipe.sadd(copies, key + OPENED_AT)
+                                pipe.pexpire(copies, self._ttl_ms)
+                            continue
                         fields: dict[FieldT, EncodableT] = {}
                         if key is not None and newest[key] == index:
                             fields = self._signed(key, position, request)
@@ -179,9 +194,10 @@ class RedisMirror:
             # The newest events after ``after`` (and the end marker), as a stream's own buffer
             # keeps its newest: the oldest ones would leave out the call's final result.
             pipe.xrevrange(key, "+", f"(0-{after}", count=self.capacity + 1)
-            last, newest = await self.link.run(pipe.execute())
-        if not last:
-            return None
+            pipe.get(key + OPENED_AT)
+            last, newest, opened_at = await self.link.run(pipe.execute())
+        if not last:  # a GET stream that sent nothing: where it started, if known
+            return None if opened_at is None else Copy([], False, _text(opened_at))
         events, finished = events_of(newest[::-1])
         # Resumed at (or past) the end: nothing follows, but the stream did finish.
         finished = finished or b"e" in last[0][1]
