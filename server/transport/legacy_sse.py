@@ -142,8 +142,6 @@ class SseTransport:
         """Open a session and its stream: the ``endpoint`` event, then every message of the
         session until the client leaves, stops reading, or the server ends it."""
         draft.era, draft.transport = "legacy", TRANSPORT
-        if self.draining:
-            raise ServiceUnavailable("Server shutting down; connect again")
         headers = read_headers(scope)
         _, sse_ok = negotiate(header_text(headers, b"accept"))
         if not sse_ok:
@@ -205,6 +203,10 @@ class SseTransport:
             await self.legacy.bus.hold(session.id)
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send_body(send, endpoint_frame(url), timeout_s)
+            if self.draining:
+                # Asked of a stopping replica (over a proxy's kept-alive connection): ended at
+                # once, a clean close the client reconnects from, through the proxy, elsewhere.
+                stream.end_connections("shutdown")
             draft.stream_end = await pump(
                 receive,
                 self.records.naming_send(send, session.id, draft),
@@ -364,9 +366,9 @@ class SseTransport:
     # -- shutdown ---------------------------------------------------------------------------
 
     async def drain(self) -> None:
-        """Refuse new streams and messages; close each stream once the calls of its session
-        running here have answered, and return once every call this process runs has (the
-        drain deadline ends the rest): their answers go out, here or to another replica."""
+        """Close each stream once the calls of its session running here have answered (a new
+        one at once, after its endpoint event), and return once every call this process runs
+        has (the drain deadline ends the rest): their answers go out, here or elsewhere."""
         self.draining = True
         closing = [self._close_when_idle(runtime) for runtime in self.held.values()]
         await asyncio.gather(*closing)

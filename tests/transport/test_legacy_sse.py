@@ -506,3 +506,32 @@ async def test_a_tenants_quota_counts_calls_made_over_http_sse_too(tmp_path: Pat
         running.stop()
     refusal = [r for r in records(tmp_path) if r.get("status") == 429]
     assert [r["target"] for r in refusal] == ["search"]
+
+
+@pytest.mark.anyio
+async def test_a_stream_asked_of_a_draining_server_ends_after_its_endpoint_event(
+    tmp_path: Path,
+) -> None:
+    """A proxy may still send a new GET /sse to a stopping replica over a kept-alive
+    connection: it gets its endpoint event and a clean close to reconnect from (a 503 on
+    connect made the rolling restart's raw and SDK clients fail)."""
+    running = ServerThread(create_app(settings_for(tmp_path))).start()
+    sse = running.app.sse
+    assert sse is not None
+    try:
+        sse.draining = True  # what the drain sets (SIGTERM)
+        async with (
+            httpx.AsyncClient(base_url=running.url, timeout=10) as http,
+            raw_stream(http, "/sse") as (response, lines),
+        ):
+            assert response.status_code == 200
+            endpoint = await endpoint_of(lines)
+            assert "session_id=" in endpoint
+            with anyio.fail_after(5):
+                rest = [line async for line in lines if line.startswith("data:")]
+            assert rest == []  # ended, with nothing after the endpoint event
+    finally:
+        sse.draining = False
+        running.stop()
+    gets = [r for r in records(tmp_path) if r.get("verb") == "GET"]
+    assert [r.get("end") for r in gets if "end" in r] == ["shutdown"]
