@@ -142,8 +142,14 @@ def rolling_restart(exit_s: float) -> Callable[[Replicas, Fault], None]:
 def the_faults(replicas: int, drain_s: float) -> list[Fault]:
     """The six faults in the order the run applies them."""
     exit_s = drain_s + 15  # the drain deadline, the grace, and the records flushed
-    # Only a call longer than the drain deadline may end with -32000 "Server shutting down".
-    drained = ("2026-07-28:silent call:rpc -32000", "http+sse:closed")
+    # Only a call longer than the drain deadline may end with -32000 "Server shutting down":
+    # an error event on a response that already streams, or a 503 (no Retry-After: not Redis)
+    # for one whose answer had not started (lifecycle.end_calls).
+    drained = (
+        "2026-07-28:silent call:rpc -32000",
+        "2026-07-28:silent call:http 503",
+        "http+sse:closed",
+    )
     return [
         Fault(
             "redis stalled 10 s",
