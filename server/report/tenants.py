@@ -146,20 +146,28 @@ def render_tenants_text(scan: TenantScan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_tenants_markdown(scan: TenantScan) -> str:
-    rows = ["| tenant | requests | errors | p50 ms | p95 ms | callers | tools |"]
-    rows.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for row in scan.to_json()["tenants"]:
-        tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
-        cells = (
+COLUMNS = ("tenant", "requests", "errors", "p50 ms", "p95 ms", "callers", "tools")
+
+
+def table_cells(scan: TenantScan) -> list[tuple[str, ...]]:
+    """Each tenant's row as the markdown and HTML tables show it (its ten busiest tools)."""
+    return [
+        (
             row["tenant"],
             str(row["requests"]),
             str(row["errors"]),
             str(row["p50_ms"]),
             str(row["p95_ms"]),
             str(len(row["callers"])),
-            tools,
+            ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10]),
         )
+        for row in scan.to_json()["tenants"]
+    ]
+
+
+def render_tenants_markdown(scan: TenantScan) -> str:
+    rows = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for cells in table_cells(scan):
         rows.append("| " + " | ".join(plain(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -172,22 +180,9 @@ def render_tenants_json(scan: TenantScan) -> str:
 def render_tenants_html(scan: TenantScan) -> str:
     """A section for the live report's page (the markdown table's columns), every value
     escaped (tenants and tools come from callers' tokens and requests)."""
-    head = "".join(
-        f"<th>{name}</th>"
-        for name in ("tenant", "requests", "errors", "p50 ms", "p95 ms", "callers", "tools")
-    )
+    head = "".join(f"<th>{name}</th>" for name in COLUMNS)
     rows = []
-    for row in scan.to_json()["tenants"]:
-        tools = ", ".join(f"{name} {count}" for name, count in list(row["tools"].items())[:10])
-        cells = (
-            row["tenant"],
-            str(row["requests"]),
-            str(row["errors"]),
-            str(row["p50_ms"]),
-            str(row["p95_ms"]),
-            str(len(row["callers"])),
-            tools,
-        )
+    for cells in table_cells(scan):
         rows.append("<tr>" + "".join(f"<td>{h(cell)}</td>" for cell in cells) + "</tr>")
     title = "By tenant" if scan.only is None else f"Tenant {h(scan.only)}"
     return (
