@@ -81,6 +81,23 @@ def two_replicas(redis: RedisServer) -> Iterator[list[ServerThread]]:
             each.stop()
 
 
+@contextlib.asynccontextmanager
+async def held_at(http: httpx.AsyncClient, holder: str) -> AsyncIterator[Client]:
+    """A raw HTTP+SSE client whose stream ``holder`` holds (its endpoint event read); the
+    stream let go on the way out, which a holder killed meanwhile has broken already."""
+    context = http.stream("GET", holder + "/sse", headers={"Accept": "text/event-stream"})
+    stream = await context.__aenter__()
+    try:
+        opened = Client(http, stream, "")
+        first = await opened.event()
+        assert first is not None
+        opened.messages = first[1].removeprefix(PREFIX)
+        yield opened
+    finally:
+        with contextlib.suppress(httpx.HTTPError):
+            await context.__aexit__(None, None, None)
+
+
 class Client:
     """A raw HTTP+SSE client: its stream held on one replica, its posts sent to another."""
 
@@ -198,26 +215,17 @@ async def test_a_post_for_a_session_whose_holder_died_is_refused_and_its_call_st
     with Replicas(2, catalog="probe", redis=redis, nginx=False, workdir=tmp_path) as running:
         runner, holder = running.replica_urls
         async with httpx.AsyncClient(timeout=30) as http:
-            stream_context = http.stream(
-                "GET", holder + "/sse", headers={"Accept": "text/event-stream"}
-            )
-            stream = await stream_context.__aenter__()
-            opened = Client(http, stream, "")
-            first = await opened.event()
-            assert first is not None
-            opened.messages = first[1].removeprefix(PREFIX)
-            long_call = {
-                **SILENT_CALL,
-                "params": {"name": "long_job", "arguments": {"seconds": 60}},
-            }
-            assert await opened.post(runner, long_call) == 202
-            process = running.servers[1].process
-            assert process is not None
-            process.kill()  # SIGKILL: no drain, no "ended" on the bus
-            process.wait(10)
-            killed = time.monotonic()
-            with contextlib.suppress(httpx.HTTPError):
-                await stream_context.__aexit__(None, None, None)
+            async with held_at(http, holder) as opened:
+                long_call = {
+                    **SILENT_CALL,
+                    "params": {"name": "long_job", "arguments": {"seconds": 60}},
+                }
+                assert await opened.post(runner, long_call) == 202
+                process = running.servers[1].process
+                assert process is not None
+                process.kill()  # SIGKILL: no drain, no "ended" on the bus
+                process.wait(10)
+                killed = time.monotonic()
             # Nobody will read what the call sends: it stops within WATCH_S, by itself.
             await anyio.sleep(WATCH_S + 4.0)
             # And the session's posts are refused, not accepted into the void.
@@ -286,15 +294,7 @@ async def test_a_stream_initialized_through_another_replica_keeps_its_record_thr
     replica SIGKILL met such a GET opened in an earlier fault's window)."""
     with Replicas(2, catalog="probe", redis=redis, nginx=False, workdir=tmp_path) as running:
         runner, holder = running.replica_urls
-        async with httpx.AsyncClient(timeout=30) as http:
-            stream_context = http.stream(
-                "GET", holder + "/sse", headers={"Accept": "text/event-stream"}
-            )
-            stream = await stream_context.__aenter__()
-            opened = Client(http, stream, "")
-            first = await opened.event()
-            assert first is not None
-            opened.messages = first[1].removeprefix(PREFIX)
+        async with httpx.AsyncClient(timeout=30) as http, held_at(http, holder) as opened:
             named = {"name": "named-elsewhere", "version": "1"}
             opening = initialize("2024-11-05", client_info=named, id=1)
             assert await opened.post(runner, opening) == 202
@@ -304,7 +304,5 @@ async def test_a_stream_initialized_through_another_replica_keeps_its_record_thr
             assert process is not None
             process.kill()  # SIGKILL: the stream never ends on the holder's side
             process.wait(10)
-            with contextlib.suppress(httpx.HTTPError):
-                await stream_context.__aexit__(None, None, None)
     gets = [r for r in running.records()[1] if r["verb"] == "GET" and r["path"].endswith("/sse")]
     assert [(r["status"], r["client"]["name"]) for r in gets] == [(200, "named-elsewhere")]
