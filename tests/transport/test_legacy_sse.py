@@ -172,6 +172,19 @@ async def raw_stream(
         yield got, got.aiter_lines()
 
 
+@contextlib.asynccontextmanager
+async def initialized(
+    http: httpx.AsyncClient, headers: dict[str, str]
+) -> AsyncIterator[tuple[str, AsyncIterator[str]]]:
+    """A session's stream, initialized with ``headers`` on every request: where to post, and
+    the stream's lines after the initialize's answer."""
+    async with raw_stream(http, "/sse", **headers) as (_, lines):
+        endpoint = await endpoint_of(lines)
+        assert (await http.post(endpoint, json=INITIALIZE, headers=headers)).status_code == 202
+        await next_message(lines)
+        yield endpoint, lines
+
+
 async def next_message(lines: AsyncIterator[str]) -> dict[str, Any]:
     with anyio.fail_after(5):
         async for line in lines:
@@ -397,11 +410,8 @@ async def test_a_prompt_or_resource_needing_scopes_is_the_step_up_403_here_too(
     try:
         async with (
             httpx.AsyncClient(base_url=running.url, timeout=10) as http,
-            raw_stream(http, "/sse", **bearer) as (_, lines),
+            initialized(http, bearer) as (endpoint, _),
         ):
-            endpoint = await endpoint_of(lines)
-            assert (await http.post(endpoint, json=INITIALIZE, headers=bearer)).status_code == 202
-            await next_message(lines)
             for method, params in (
                 ("prompts/get", {"name": "write_prompt"}),
                 ("resources/read", {"uri": "secret://fixed"}),
@@ -486,11 +496,8 @@ async def test_a_tenants_quota_counts_calls_made_over_http_sse_too(tmp_path: Pat
     try:
         async with (
             httpx.AsyncClient(base_url=running.url, timeout=10) as http,
-            raw_stream(http, "/sse", **bearer) as (_, lines),
+            initialized(http, bearer) as (endpoint, lines),
         ):
-            endpoint = await endpoint_of(lines)
-            assert (await http.post(endpoint, json=INITIALIZE, headers=bearer)).status_code == 202
-            await next_message(lines)
             params = {"name": "search", "arguments": {}}
             for number in (2, 3, 4):
                 call = {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
