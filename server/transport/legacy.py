@@ -132,11 +132,15 @@ class LegacyHttp:
         its call starts, while a 403 can still be sent (the ``draft`` of a request alone then
         names what it refused). What is hidden from the caller is not found."""
         target = self.era.resolve(request, self.view(principal))
+        self.require_scopes(target, principal, draft)
+        return target
+
+    def require_scopes(self, target: Target, principal: Principal, draft: Draft | None) -> None:
+        """403 unless the caller holds the scopes of what it named (auth on)."""
         if target is not None and self.gate.authenticates:
             if draft is not None:
                 draft.target = target_name(target)
             self.gate.require_item(principal, target_scopes(target))
-        return target
 
     async def request(
         self,

@@ -30,7 +30,6 @@ from server.asgi import (
 )
 from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
-from server.dispatch import target_name, target_scopes
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
@@ -309,10 +308,7 @@ class SseTransport:
             target = self.era.resolve(message, self.legacy.view(principal))
         except McpError as error:
             return error
-        if target is not None and self.gate.authenticates:
-            if draft is not None:
-                draft.target = target_name(target)
-            self.gate.require_item(principal, target_scopes(target))
+        self.legacy.require_scopes(target, principal, draft)
         return target
 
     async def _initialize(self, session: Session, request: Request, draft: Draft) -> None:
