@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from server.memo import BoundedMemo
 from server.protocol import META_SERVER_INFO
-from server.security.metadata import origin
+from server.security.metadata import resource_url
 from server.transport.guards import host_allowed
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
@@ -146,9 +146,7 @@ class ServerCards:
         host = request.headers.get("host")
         if host is None or not host_allowed(host, self.allowed_hosts):
             return JSONResponse({"error": "Host is not allowed"}, status_code=403, headers=CORS)
-        base = origin(scope.get("scheme", "http"), host) + (scope.get("root_path") or "").rstrip(
-            "/"
-        )
+        base = resource_url(scope.get("scheme", "http"), host, scope.get("root_path") or "", "")
         key = (kind, base, tuple(self.legacy_versions()))  # a retired version: a new card
         answer = self._answers.get(key)
         if answer is None:
