@@ -59,8 +59,7 @@ class ChangeLog:
         self.key = link.key("changes")
         self._ttl_ms = str(max(1000, int(ttl_s * 1000)))
         self._publish = link.client.register_script(PUBLISH_CHANGE)
-        # The newest change this replica applied (its hub told every stream here), as an id.
-        self.seen: str | None = None
+        # The newest change this replica applied (its hub told every stream here).
         self._seen: tuple[int, int] = (-1, -1)
         # This replica's own changes not yet in the log: a resume waits for them first, and
         # so does the answer of a call that made one (:meth:`settle`).
@@ -75,7 +74,11 @@ class ChangeLog:
         parsed = position_of(position)
         if parsed is not None and parsed > self._seen:
             self._seen = parsed
-            self.seen = f"{parsed[0]}-{parsed[1]}"
+
+    @property
+    def seen(self) -> str | None:
+        """:meth:`saw`'s newest, as a log id; None before any."""
+        return None if self._seen < (0, 0) else f"{self._seen[0]}-{self._seen[1]}"
 
     async def publish(self, pipe: Any, channel: str, message: bytes) -> None:
         """Queue ``message`` (a ``change``) on ``pipe``: logged, then published with its id."""

@@ -27,7 +27,7 @@ def test_a_position_is_a_log_entry_id_or_nothing() -> None:
 
 def test_seen_only_moves_forward() -> None:
     log = ChangeLog.__new__(ChangeLog)
-    log.seen, log._seen = None, (-1, -1)
+    log._seen = (-1, -1)
     log.saw("5-1")
     log.saw("4-9")
     log.saw("not an id")
