@@ -569,6 +569,8 @@ async def test_the_static_tokens_are_read_and_parsed_once_at_start(monkeypatch, 
     assert sorted(parsed) == sorted([listed, filed])
     assert (await gate.auth.authenticate(f"Bearer {OTHER}", b"")).subject == "other"
     assert (await gate.auth.authenticate(f"Bearer {TOKEN}", b"")).subject.startswith("token:")
+    assert opened == [str(path)]  # requests read nothing again
+    assert sorted(parsed) == sorted([listed, filed])
 
 
 def test_a_401_asks_whether_there_is_metadata_without_building_it(monkeypatch):

@@ -146,6 +146,8 @@ async def test_answers_are_not_copied_to_redis(
             with anyio.fail_after(20):
                 assert (await next_message(lines))["id"] == request_id
         await anyio.sleep(0.5)  # the mirror's writer would have written by now
+        shared = [key async for key in redis_client.scan_iter(match=f"{prefix}:*")]
+        assert shared, "the app keeps its session in this Redis: else nothing could be copied"
         copied = [key async for key in redis_client.scan_iter(match=f"{prefix}:events:*")]
         assert copied == []
         grown = (await redis_client.info("memory"))["used_memory"] - before
