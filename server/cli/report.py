@@ -31,12 +31,7 @@ from server.report.retire import (
     with_retire_section,
 )
 from server.report.sources import RecordFilter, line_batches, parse_time
-from server.report.tenants import (
-    TenantScan,
-    render_tenants_json,
-    render_tenants_markdown,
-    render_tenants_text,
-)
+from server.report.tenants import TENANT_FORMS, TenantScan, render_tenants_text
 from server.report.text import render_markdown, render_table
 from server.retirement.plan import PlanError
 
@@ -177,13 +172,7 @@ def scan_json(scan: RetireScan) -> str:
 
 
 def write_tenants(args: argparse.Namespace, scan: TenantScan) -> int:
-    if args.format == "json":
-        text = render_tenants_json(scan)
-    elif args.format == "markdown":
-        text = render_tenants_markdown(scan)
-    else:
-        text = render_tenants_text(scan)
-    return write_text(args, text)
+    return write_text(args, TENANT_FORMS.get(args.format, render_tenants_text)(scan))
 
 
 def write_text(args: argparse.Namespace, text: str) -> int:

@@ -25,13 +25,7 @@ from server.report.html import render_html, with_section
 from server.report.json import render_json
 from server.report.model import Report
 from server.report.retire import RetireScan, with_retire_section
-from server.report.tenants import (
-    TenantScan,
-    render_tenants_html,
-    render_tenants_json,
-    render_tenants_markdown,
-    render_tenants_text,
-)
+from server.report.tenants import TENANT_FORMS, TenantScan, render_tenants_html
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +97,6 @@ class LiveReport:
                 return TENANT_FORMS[form](view)
             section = render_tenants_html(view)
         return with_section(render_html(self.report(), refresh_s=self.refresh_s), section)
-
-
-TENANT_FORMS = {
-    "json": render_tenants_json,
-    "markdown": render_tenants_markdown,
-    "table": render_tenants_text,
-}
 
 
 def open_live_report(

@@ -190,3 +190,12 @@ def render_tenants_html(scan: TenantScan) -> str:
         f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         "</section>"
     )
+
+
+# Each format the tenant view is drawn in, by the name ``--format`` and ``?format=`` use (the
+# text table for any other).
+TENANT_FORMS = {
+    "json": render_tenants_json,
+    "markdown": render_tenants_markdown,
+    "table": render_tenants_text,
+}
