@@ -41,9 +41,17 @@ def request_in_period(line: bytes, since: str | None, until: str | None) -> dict
     if not isinstance(record, dict) or record.get("kind") != "request":
         return None
     when = record.get("time")
-    if not isinstance(when, str) or (since and when < since) or (until and when >= until):
+    if not isinstance(when, str) or not in_period(when, since, until):
         return None
     return record
+
+
+def in_period(when: str, since: str | None, until: str | None) -> bool:
+    """A record of this time is in ``[since, until)`` (either may be None); one without a
+    time (``""``) only without bounds."""
+    if since is not None and not (when and when >= since):
+        return False
+    return until is None or bool(when and when < until)
 
 
 def line_batches(stream: BinaryIO) -> Iterator[list[bytes]]:
@@ -160,9 +168,7 @@ class RecordFilter:
 
     def keeps_time(self, when: str) -> bool:
         """A record of this time is in range (a record without a time only without bounds)."""
-        if self.since is not None and not (when and when >= self.since):
-            return False
-        return self.until is None or bool(when and when < self.until)
+        return in_period(when, self.since, self.until)
 
     def keeps_client(self, key: tuple[str | None, str | None, str | None]) -> bool:
         if not self.clients:
