@@ -16,7 +16,7 @@ from typing import Any
 
 from server.report.html import h, with_section
 from server.report.json import plain
-from server.report.sources import request_in_period
+from server.report.sources import request_in_period, request_of
 from server.retirement.plan import FEATURE_CAPABILITY, Item, parse_item
 
 MAX_CLIENTS = 1000
@@ -116,10 +116,18 @@ class RetireScan:
                 if needle in line:
                     self._line(line)
 
+    def read_record(self, record: dict[str, Any]) -> None:
+        """One record line already decoded (the live report's aggregator decoded it)."""
+        kept = request_of(record, self.since, self.until)
+        if kept is not None:
+            self._count(kept)
+
     def _line(self, line: bytes) -> None:
         record = request_in_period(line, self.since, self.until)
-        if record is None:
-            return
+        if record is not None:
+            self._count(record)
+
+    def _count(self, record: dict[str, Any]) -> None:
         when: str = record["time"]
         if not self._matches(record):
             return

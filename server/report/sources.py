@@ -38,6 +38,12 @@ def request_in_period(line: bytes, since: str | None, until: str | None) -> dict
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+    return request_of(record, since, until)
+
+
+def request_of(record: Any, since: str | None, until: str | None) -> dict[str, Any] | None:
+    """:func:`request_in_period` for a line already decoded (the live report's aggregator
+    decoded it)."""
     if not isinstance(record, dict) or record.get("kind") != "request":
         return None
     when = record.get("time")

@@ -20,7 +20,7 @@ import orjson
 from server.protocol import TOOLS_CALL
 from server.report.html import h
 from server.report.json import plain
-from server.report.sources import request_in_period
+from server.report.sources import request_in_period, request_of
 
 MAX_TENANTS = 200
 MAX_TOOLS = 100
@@ -67,10 +67,18 @@ class TenantScan:
                 if b'"request"' in line:
                     self._line(line)
 
+    def read_record(self, record: dict[str, Any]) -> None:
+        """One record line already decoded (the live report's aggregator decoded it)."""
+        kept = request_of(record, self.since, self.until)
+        if kept is not None:
+            self._count(kept)
+
     def _line(self, line: bytes) -> None:
         record = request_in_period(line, self.since, self.until)
-        if record is None:
-            return
+        if record is not None:
+            self._count(record)
+
+    def _count(self, record: dict[str, Any]) -> None:
         tenant = record.get("tenant")
         name = tenant if isinstance(tenant, str) else NONE
         if self.only is not None and name != self.only:
