@@ -297,7 +297,8 @@ class Application:
             probes=probes,
             cards=ServerCards(
                 self.modern.discover_result,
-                legacy_era.offered_versions,
+                legacy_era.supported_versions,
+                legacy_era.versions_now,
                 mcp_path=settings.path,
                 sse_path=settings.sse_transport_path if settings.sse_transport else None,
                 authenticated=self.gate.authenticates,
