@@ -16,7 +16,7 @@ import fnmatch
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
@@ -58,6 +58,33 @@ def in_period(when: str, since: str | None, until: str | None) -> bool:
     if since is not None and not (when and when >= since):
         return False
     return until is None or bool(when and when < until)
+
+
+class RequestScan:
+    """What the ``--retire`` and ``--by-tenant`` views share: the request records written in
+    ``[since, until)``, from lines (a file) or from records decoded already (the live report's
+    aggregator decoded them), each handed to :meth:`count`."""
+
+    since: str | None
+    until: str | None
+    # A line without these bytes holds nothing to count: it is not decoded.
+    needle = b'"request"'
+
+    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
+        needle, since, until = self.needle, self.since, self.until
+        for batch in batches:
+            for line in batch:
+                if needle in line and (record := request_in_period(line, since, until)):
+                    self.count(record)
+
+    def read_record(self, record: dict[str, Any]) -> None:
+        """One record line already decoded."""
+        kept = request_of(record, self.since, self.until)
+        if kept is not None:
+            self.count(kept)
+
+    def count(self, record: dict[str, Any]) -> None:
+        raise NotImplementedError
 
 
 def line_batches(stream: BinaryIO) -> Iterator[list[bytes]]:
