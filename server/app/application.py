@@ -45,10 +45,10 @@ from server.report.live import LiveReport, open_live_report
 from server.sealing import Sealer
 from server.security.gate import Gate
 from server.security.networks import parse_networks
-from server.security.quotas import Quotas, build_quotas
+from server.security.quotas import build_quotas
 from server.security.shared_limits import SharedLimits
 from server.settings import Settings
-from server.state.auto import quota_counter, shared_state, state_link, stream_mirror
+from server.state.auto import shared_state, state_link, stream_mirror
 from server.state.messages import publish_subscription
 from server.state.relay import BusRelay
 from server.tasks.model import TaskLimits
@@ -265,13 +265,9 @@ class Application:
             )
             self.endpoint.sse = self.sse
         self.endpoint.retiring = self.legacy.sessions.retiring = retiring
-        quotas = build_quotas(
-            settings.quota_entries,
-            quota_counter(self.shared.link),
-            fail_open=settings.quota_on_redis_failure == "open",
-        )
-        self.legacy.quotas = modern_http.quotas = share_limits(
-            self.gate, quotas, self.shared.limits
+        share_limits(self.gate, self.shared.limits)
+        self.legacy.quotas = modern_http.quotas = build_quotas(
+            settings.quota_entries, self.shared.limits
         )
         self.lifecycle = Lifecycle(
             settings,
@@ -301,7 +297,8 @@ class Application:
             probes=probes,
             cards=ServerCards(
                 self.modern.discover_result,
-                legacy_era.offered_versions,
+                legacy_era.supported_versions,
+                legacy_era.versions_now,
                 mcp_path=settings.path,
                 sse_path=settings.sse_transport_path if settings.sse_transport else None,
                 authenticated=self.gate.authenticates,
@@ -367,11 +364,8 @@ def sink_options(settings: Settings) -> SinkOptions:
     )
 
 
-def share_limits(gate: Gate, quotas: Quotas | None, limits: SharedLimits | None) -> Quotas | None:
-    """With Redis, the per-client limits counted there too (in the quota charge's call, for
-    a tool call); ``quotas`` returned."""
+def share_limits(gate: Gate, limits: SharedLimits | None) -> None:
+    """With Redis, the per-client limits counted there too (with the quota charge, for a
+    tool call: :func:`~server.security.quotas.build_quotas` is given them)."""
     if limits is not None:
         gate.shared, gate.shares = limits, True
-        if quotas is not None:
-            quotas.shared = limits
-    return quotas

@@ -18,6 +18,7 @@ import json
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from server.modern.headers import modern_request
@@ -42,16 +43,65 @@ def shown_json(value: Any) -> str:
     return _JSON_CONTROLS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
+@dataclass
+class Event:
+    """One server-sent event."""
+
+    id: str | None
+    event: str
+    data: str
+
+    def message(self) -> dict[str, Any] | None:
+        """Its data as a JSON object; None for anything else."""
+        try:
+            value = json.loads(self.data)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+class EventParser:
+    """Server-sent events out of the text of a stream, piece by piece as it arrives (or all
+    of it at once): this command's and the doctor's reader. Lines end at CRLF, LF or CR
+    only (not at U+2028, which JSON text may hold as it is)."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.kind = "message"
+        self.data: list[str] = []
+        self._rest = ""  # the start of a line whose end has not come yet
+
+    def feed(self, text: str) -> list[Event]:
+        """The events the next piece of the stream ends (comments skipped)."""
+        text = self._rest + text
+        held = ""
+        if text.endswith("\r"):  # maybe the first half of a CRLF: wait for the next piece
+            text, held = text[:-1], "\r"
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self._rest = lines.pop() + held
+        return [event for line in lines if (event := self._line(line)) is not None]
+
+    def _line(self, line: str) -> Event | None:
+        if line == "":
+            found = Event(self.id, self.kind, "\n".join(self.data)) if self.data else None
+            self.id, self.kind, self.data = None, "message", []
+            return found
+        if line.startswith("id:"):
+            self.id = line[3:].strip()
+        elif line.startswith("event:"):
+            self.kind = line[6:].strip()
+        elif line.startswith("data:"):
+            self.data.append(line[5:].removeprefix(" "))
+        return None
+
+
 def response_of(content_type: str, body: bytes, request_id: Any) -> dict[str, Any] | None:
-    """The JSON-RPC response to ``request_id`` in a JSON or an SSE answer (None: not there)."""
+    """The JSON-RPC response to ``request_id`` in a JSON or an SSE answer (None: not there;
+    ValueError for data that is not JSON)."""
     if content_type.startswith("text/event-stream"):
-        for event in body.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n"):
-            data = "\n".join(
-                line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
-            )
-            if not data:
-                continue
-            message = json.loads(data)
+        # A body read to its end: its last event counts even without the blank line after it.
+        for event in EventParser().feed(body.decode("utf-8", "replace") + "\n\n"):
+            message = json.loads(event.data)
             if isinstance(message, dict) and message.get("id") == request_id:
                 return message
         return None

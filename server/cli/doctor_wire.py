@@ -3,14 +3,12 @@ and the SSE events it reads back, over httpx (imported by the doctor alone)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from server.cli.call import response_of
+from server.cli.call import Event, EventParser, response_of
 from server.modern.headers import modern_request
 from server.protocol import LEGACY_VERSIONS, TOOLS_CALL
 
@@ -19,35 +17,12 @@ SSE_VERSION = LEGACY_VERSIONS[-1]
 CLIENT = {"name": "mcp-http-server-doctor", "version": "1"}
 
 
-@dataclass
-class Event:
-    id: str | None
-    event: str
-    data: str
-
-    def message(self) -> dict[str, Any] | None:
-        try:
-            value = json.loads(self.data)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-
-
 async def events(response: httpx.Response) -> AsyncIterator[Event]:
     """The SSE events of ``response`` as they arrive (comments skipped)."""
-    event_id: str | None = None
-    kind, data = "message", list[str]()
-    async for line in response.aiter_lines():
-        if line == "":
-            if data:
-                yield Event(event_id, kind, "\n".join(data))
-            event_id, kind, data = None, "message", []
-        elif line.startswith("id:"):
-            event_id = line[3:].strip()
-        elif line.startswith("event:"):
-            kind = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+    parser = EventParser()
+    async for text in response.aiter_text():
+        for event in parser.feed(text):
+            yield event
 
 
 def modern_call(name: str, arguments: dict[str, Any], **meta: Any) -> tuple[Any, dict[str, str]]:

@@ -59,11 +59,6 @@ def request_id_of(serial: int) -> str:
     return ID_PREFIX_HEX + "%08x" % (serial & 0xFFFFFFFF)
 
 
-def request_id_bytes(serial: int) -> bytes:
-    """:func:`request_id_of` as the header value it becomes."""
-    return ID_PREFIX_BYTES + b"%08x" % (serial & 0xFFFFFFFF)
-
-
 # ".000Z" to ".999Z" (and ".1000Z": ``timestamp % 1 * 1000`` can round up to 1000).
 MILLIS = tuple(f".{millis:03d}Z" for millis in range(1001))
 # The start of the second last formatted and its text, replaced as one tuple so that the event

@@ -75,12 +75,15 @@ class Aggregator(Tally):
         count_stream = self._stream
         record_filter = self.filter if self.filter.active else None
         small = self.limits.capabilities_bytes
+        also = self.also
         self.lines += len(lines)
         for line in lines:
             try:
                 record = loads(line)
             except decode_error:
                 record = None
+            if also is not None and type(record) is dict:
+                also(record)
             if not (
                 type(record) is dict
                 and record.get("v") == SCHEMA_VERSION

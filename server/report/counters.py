@@ -10,6 +10,7 @@ under the overflow key. The live report uses the tighter :data:`LIVE_LIMITS`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +169,9 @@ class Tally:
         self.unknown_version = 0
         self.unknown_kind = 0
         self.filtered_out = 0
+        # Given every line decoded to an object, before it is counted (the live report's
+        # retire and tenant scans: one decode for all).
+        self.also: Callable[[dict[str, Any]], None] | None = None
 
     def overflow_stats(self) -> ClientStats:
         """The one client everything past the caps on clients counts into."""

@@ -46,6 +46,7 @@ class LiveReport:
         self._lock = threading.Lock()
         self._aggregator = Aggregator(limits=LIVE_LIMITS)
         self._aggregator.files.append(f"(live: {source}, since {iso_time(time.time())})")
+        self._aggregator.also = self._scan
         self._failures = 0
 
     def write(self, lines: Sequence[bytes]) -> None:
@@ -53,14 +54,24 @@ class LiveReport:
         that cannot count must not make the records look unwritable."""
         try:
             with self._lock:
-                self._aggregator.feed(lines)
-                for scan in self.retire_scans.values():
-                    scan.read_batches((lines,))
-                self.tenants.read_batches((lines,))
+                self._aggregator.feed(lines)  # and the scans, each line it decodes (_scan)
         except Exception:
-            self._failures += 1
-            if self._failures == 1:
-                log.exception("the live report could not count a batch of records")
+            self._failed()
+
+    def _scan(self, record: dict[str, Any]) -> None:
+        """A line the aggregator decoded, into the retire and tenant scans; a scan that cannot
+        count it does not stop the aggregator counting the rest."""
+        try:
+            for scan in self.retire_scans.values():
+                scan.read_record(record)
+            self.tenants.read_record(record)
+        except Exception:
+            self._failed()
+
+    def _failed(self) -> None:
+        self._failures += 1
+        if self._failures == 1:
+            log.exception("the live report could not count a batch of records")
 
     def close(self) -> None:
         return None

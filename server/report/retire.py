@@ -10,13 +10,12 @@ them. The command exits 1 while anyone was seen, so a pipeline can gate the swit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from server.report.html import h, with_section
 from server.report.json import plain
-from server.report.sources import request_in_period
+from server.report.sources import RequestScan
 from server.retirement.plan import FEATURE_CAPABILITY, Item, parse_item
 
 MAX_CLIENTS = 1000
@@ -71,7 +70,7 @@ def advice(item: Item, name: str | None, user_agent: str | None) -> str:
     return DEFAULT_ADVICE[item.kind]
 
 
-class RetireScan:
+class RetireScan(RequestScan):
     """The clients that used one item, from record lines in any order."""
 
     def __init__(self, item: str, since: str | None = None, until: str | None = None) -> None:
@@ -82,7 +81,7 @@ class RetireScan:
         self.records = 0
         self.other_clients = 0  # past MAX_CLIENTS, counted but not listed
         self.with_report = False  # whether the whole report is drawn beside (HTML)
-        self._needle, self._matches = self._matcher()
+        self.needle, self._matches = self._matcher()
 
     def _matcher(self) -> tuple[bytes, Any]:
         item = self.item
@@ -109,17 +108,7 @@ class RetireScan:
         method = item.value
         return method.encode(), lambda r: r.get("method") == method
 
-    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
-        needle = self._needle
-        for batch in batches:
-            for line in batch:
-                if needle in line:
-                    self._line(line)
-
-    def _line(self, line: bytes) -> None:
-        record = request_in_period(line, self.since, self.until)
-        if record is None:
-            return
+    def count(self, record: dict[str, Any]) -> None:
         when: str = record["time"]
         if not self._matches(record):
             return

@@ -16,7 +16,7 @@ import fnmatch
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
@@ -38,12 +38,53 @@ def request_in_period(line: bytes, since: str | None, until: str | None) -> dict
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+    return request_of(record, since, until)
+
+
+def request_of(record: Any, since: str | None, until: str | None) -> dict[str, Any] | None:
+    """:func:`request_in_period` for a line already decoded (the live report's aggregator
+    decoded it)."""
     if not isinstance(record, dict) or record.get("kind") != "request":
         return None
     when = record.get("time")
-    if not isinstance(when, str) or (since and when < since) or (until and when >= until):
+    if not isinstance(when, str) or not in_period(when, since, until):
         return None
     return record
+
+
+def in_period(when: str, since: str | None, until: str | None) -> bool:
+    """A record of this time is in ``[since, until)`` (either may be None); one without a
+    time (``""``) only without bounds."""
+    if since is not None and not (when and when >= since):
+        return False
+    return until is None or bool(when and when < until)
+
+
+class RequestScan:
+    """What the ``--retire`` and ``--by-tenant`` views share: the request records written in
+    ``[since, until)``, from lines (a file) or from records decoded already (the live report's
+    aggregator decoded them), each handed to :meth:`count`."""
+
+    since: str | None
+    until: str | None
+    # A line without these bytes holds nothing to count: it is not decoded.
+    needle = b'"request"'
+
+    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
+        needle, since, until = self.needle, self.since, self.until
+        for batch in batches:
+            for line in batch:
+                if needle in line and (record := request_in_period(line, since, until)):
+                    self.count(record)
+
+    def read_record(self, record: dict[str, Any]) -> None:
+        """One record line already decoded."""
+        kept = request_of(record, self.since, self.until)
+        if kept is not None:
+            self.count(kept)
+
+    def count(self, record: dict[str, Any]) -> None:
+        raise NotImplementedError
 
 
 def line_batches(stream: BinaryIO) -> Iterator[list[bytes]]:
@@ -160,9 +201,7 @@ class RecordFilter:
 
     def keeps_time(self, when: str) -> bool:
         """A record of this time is in range (a record without a time only without bounds)."""
-        if self.since is not None and not (when and when >= self.since):
-            return False
-        return self.until is None or bool(when and when < self.until)
+        return in_period(when, self.since, self.until)
 
     def keeps_client(self, key: tuple[str | None, str | None, str | None]) -> bool:
         if not self.clients:

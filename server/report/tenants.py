@@ -11,7 +11,6 @@ fixed reservoir of latencies per tenant, so a million records take one pass and 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +19,7 @@ import orjson
 from server.protocol import TOOLS_CALL
 from server.report.html import h
 from server.report.json import plain
-from server.report.sources import request_in_period
+from server.report.sources import RequestScan
 
 MAX_TENANTS = 200
 MAX_TOOLS = 100
@@ -49,7 +48,7 @@ class TenantStats:
         return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-class TenantScan:
+class TenantScan(RequestScan):
     """Request records counted by tenant, optionally only ``tenant``'s, within a period."""
 
     def __init__(
@@ -61,16 +60,7 @@ class TenantScan:
         self.tenants: dict[str, TenantStats] = {}
         self.with_report = False  # the report proper is not drawn beside it
 
-    def read_batches(self, batches: Iterable[Sequence[bytes]]) -> None:
-        for batch in batches:
-            for line in batch:
-                if b'"request"' in line:
-                    self._line(line)
-
-    def _line(self, line: bytes) -> None:
-        record = request_in_period(line, self.since, self.until)
-        if record is None:
-            return
+    def count(self, record: dict[str, Any]) -> None:
         tenant = record.get("tenant")
         name = tenant if isinstance(tenant, str) else NONE
         if self.only is not None and name != self.only:

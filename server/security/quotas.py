@@ -5,24 +5,21 @@ whichever replica serves them.
 tool, and every quota that matches a call is charged (one Redis round trip for all of them: a
 script over their keys). Windows are fixed, aligned on the epoch, so every replica counts into
 the same key. A call over a quota is refused before it runs with :class:`QuotaExceeded` (429,
-``Retry-After`` until the window ends). Where Redis cannot count, ``MCP_QUOTA_ON_REDIS_FAILURE``
-says whether calls go through (open) or get 503 (closed), logged once per outage.
+``Retry-After`` until the window ends). With Redis the keys are counted in the request's one
+store call (:meth:`SharedLimits.settle <server.security.shared_limits.SharedLimits.settle>`),
+which also says what happens where Redis cannot count (``MCP_QUOTA_ON_REDIS_FAILURE``).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from server.errors import ServiceUnavailable
 from server.records.draft import Draft
 from server.security.limits import RateLimited, retry_after_header
 from server.security.shared_limits import SharedLimits
 
-log = logging.getLogger(__name__)
 NO_TENANT = "(none)"
 # Counting windows kept in memory at most (tenants of JWTs are the callers' to choose).
 MAX_MEMORY_KEYS = 100_000
@@ -59,15 +56,9 @@ class QuotaExceeded(RateLimited):
         }
 
 
-class QuotaCounter(Protocol):
-    """Counts one call into each key; each key's count after it and its window's end (epoch
-    seconds). Flavours: :class:`MemoryQuotaCounter`, and the Redis one in state/redis."""
-
-    async def charge(self, keys: Sequence[tuple[str, int]]) -> list[int]: ...
-
-
 class MemoryQuotaCounter:
-    """One process's counts (no Redis): a dict of window keys, emptied of past windows."""
+    """One process's counts (no Redis): a dict of window keys, emptied of past windows; each
+    key's count after the call is returned."""
 
     def __init__(self, clock: object = time.time) -> None:
         self.counts: dict[str, tuple[int, float]] = {}
@@ -88,27 +79,23 @@ class MemoryQuotaCounter:
 
 
 class Quotas:
-    """The quotas of one app, charged for each tool call before it runs."""
+    """The quotas of one app, charged for each tool call before it runs: counted in this
+    process, or in Redis with the request's other limits when ``shared`` is given."""
 
-    def __init__(
-        self, quotas: Sequence[Quota], counter: QuotaCounter, *, fail_open: bool = True
-    ) -> None:
+    def __init__(self, quotas: Sequence[Quota], shared: SharedLimits | None = None) -> None:
         self.quotas = tuple(quotas)
-        self.counter = counter
-        self.fail_open = fail_open
-        self._failing = False
-        # The limits shared in Redis, when they are: the quota keys go in their store call.
-        self.shared: SharedLimits | None = None
+        self.shared = shared
+        self.counter = MemoryQuotaCounter()
 
-    async def charge(self, tenant: str | None, tool: str, draft: Draft | None = None) -> None:
+    async def charge(self, tenant: str | None, tool: str, draft: Draft) -> None:
         """Count the call against every quota that matches; raise :class:`QuotaExceeded`
         for the first one it is over. With the limits shared in Redis, ``draft``'s rate is
         settled in the same store call (as it is when no quota matches)."""
         name = tenant or NO_TENANT
         matching = [quota for quota in self.quotas if quota.matches(name, tool)]
-        shared = self.shared if draft is not None else None
+        shared = self.shared
         if not matching:
-            if shared is not None and draft is not None and draft.rate_due:
+            if shared is not None and draft.rate_due:
                 await shared.settle(draft)
             return
         now = time.time()
@@ -116,10 +103,10 @@ class Quotas:
         for quota in matching:
             window = int(now // quota.window_s)
             keys.append((f"{quota.tenant}|{quota.tool}|{name}|{tool}|{window}", quota.window_s))
-        if shared is not None and draft is not None:
-            counts = await shared.settle(draft, quotas=keys)  # logs and fails as configured
+        if shared is None:
+            counts: list[int] | None = await self.counter.charge(keys)
         else:
-            counts = await self._count(keys)
+            counts = await shared.settle(draft, quotas=keys)  # logs and fails as configured
         if counts is None:
             return  # Redis cannot count, and quotas fail open
         for quota, count in zip(matching, counts, strict=True):
@@ -127,30 +114,12 @@ class Quotas:
                 ends = (int(now // quota.window_s) + 1) * quota.window_s
                 raise QuotaExceeded(quota, name, tool, max(ends - now, 0.001))
 
-    async def _count(self, keys: list[tuple[str, int]]) -> list[int] | None:
-        """The counter's counts, or None when it cannot count and quotas fail open."""
-        try:
-            counts = await self.counter.charge(keys)
-        except ServiceUnavailable:
-            if not self._failing:
-                log.warning(
-                    "quotas cannot be counted (Redis does not answer): calls %s until it does",
-                    "go through uncounted" if self.fail_open else "are refused with 503",
-                )
-            self._failing = True
-            if self.fail_open:
-                return None
-            raise
-        if self._failing:
-            log.warning("quotas are counted again")
-            self._failing = False
-        return counts
-
 
 def build_quotas(
-    entries: Sequence[tuple[str, str, int, int]], counter: QuotaCounter, *, fail_open: bool
+    entries: Sequence[tuple[str, str, int, int]], shared: SharedLimits | None
 ) -> Quotas | None:
-    """The quotas ``MCP_QUOTAS`` names, or None for none (then no call pays for a check)."""
+    """The quotas ``MCP_QUOTAS`` names, counted with ``shared`` (Redis) when given, or None
+    for none (then no call pays for a check)."""
     if not entries:
         return None
-    return Quotas([Quota(*entry) for entry in entries], counter, fail_open=fail_open)
+    return Quotas([Quota(*entry) for entry in entries], shared)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from server.errors import ConfigurationError
 from server.legacy.sessions import SessionStore
 from server.modern.input_required import SpentInMemory, SpentStates
-from server.security.quotas import MemoryQuotaCounter, QuotaCounter
 from server.security.shared_limits import SharedLimits
 from server.settings import Settings
 from server.state.bus import Bus
@@ -155,13 +154,3 @@ def shared_state(
         RedisSpentStates(link),
         limits,
     )
-
-
-def quota_counter(link: RedisLink | None) -> QuotaCounter:
-    """Where quotas are counted: in Redis when state is shared (every replica counts into one
-    key), else in this process."""
-    if link is None:
-        return MemoryQuotaCounter()
-    from server.state.redis.limits import RedisLimits
-
-    return RedisLimits(link)

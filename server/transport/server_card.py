@@ -49,7 +49,8 @@ class ServerCards:
     def __init__(
         self,
         discover: Callable[[], dict[str, Any]],
-        legacy_versions: Callable[[], Sequence[str]],
+        legacy_versions: Sequence[str],
+        versions_now: Callable[[], Sequence[str]] | None,
         *,
         mcp_path: str,
         sse_path: str | None,
@@ -58,8 +59,10 @@ class ServerCards:
         allowed_hosts: Sequence[str],
     ) -> None:
         self.discover = discover
-        # What initialize offers now (retired versions leave it), read for each answer.
-        self.legacy_versions = legacy_versions
+        self.legacy_versions = tuple(legacy_versions)
+        # The versions MCP_RETIRE has not retired now, modern and legacy (None: it retires
+        # none), read for each answer: a version leaves the card as it is retired.
+        self.versions_now = versions_now
         self.mcp_path = mcp_path
         self.sse_path = sse_path
         self.authenticated = authenticated
@@ -74,7 +77,11 @@ class ServerCards:
         result = self.discover()
         info: dict[str, Any] = result["_meta"][META_SERVER_INFO]
         modern = list(result["supportedVersions"])
-        legacy = list(self.legacy_versions())
+        legacy = list(self.legacy_versions)
+        if self.versions_now is not None:
+            now = set(self.versions_now())
+            modern = [version for version in modern if version in now]
+            legacy = [version for version in legacy if version in now]
         headers = (
             [
                 {
@@ -95,7 +102,7 @@ class ServerCards:
             "supportedProtocolVersions": modern + [v for v in legacy if v not in modern],
         }
         remotes = [streamable]
-        if self.sse_path is not None:
+        if self.sse_path is not None and legacy:  # not once the initialize era is retired
             remotes.append(
                 {
                     "type": "sse",
@@ -147,7 +154,8 @@ class ServerCards:
         if host is None or not host_allowed(host, self.allowed_hosts):
             return JSONResponse({"error": "Host is not allowed"}, status_code=403, headers=CORS)
         base = resource_url(scope.get("scheme", "http"), host, scope.get("root_path") or "", "")
-        key = (kind, base, tuple(self.legacy_versions()))  # a retired version: a new card
+        offered = () if self.versions_now is None else tuple(self.versions_now())
+        key = (kind, base, offered)  # a version retired (or back after a brownout): a new card
         answer = self._answers.get(key)
         if answer is None:
             document = self.card(base, host) if kind == "card" else self.catalog(base, host)

@@ -43,6 +43,7 @@ from server import Catalog, Context, ToolError
 from server.app import Application, create_app
 from server.protocol import LEGACY_METHODS, LEGACY_VERSIONS, MODERN_METHODS, MODERN_VERSION
 from server.settings import Settings
+from tests.support.core_helpers import post_scope
 from tests.support.mcp_client import initialize
 
 TOKEN = "hostile-input-test-token-0123456789"
@@ -147,17 +148,9 @@ async def drive(
     """One request, as uvicorn would hand it to the app; an SSE response is read up to its first
     bytes, then the client leaves."""
     scope = {
-        "type": "http",
+        **post_scope(headers, path),
         "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
         "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
         "state": {},
     }

@@ -35,7 +35,6 @@ from server.records.schema import (
     SCHEMA_VERSION,
     clip,
     iso_time,
-    request_id_bytes,
     request_id_of,
 )
 from tests.support.mcp_client import META_CAPABILITIES, META_INFO, META_VERSION
@@ -1281,6 +1280,16 @@ def test_request_ids_keep_their_format() -> None:
     assert HEX16.fullmatch(second)
     assert first[:8] == second[:8]  # the per-process prefix
     assert (first[8:], second[8:]) == ("00000001", "000000ab")
-    # The header carries the same id, made as bytes directly.
-    for serial in (0, 1, 0xFFFF_FFFF, 0x1_0000_00AB, 123_456_789):
-        assert request_id_bytes(serial) == request_id_of(serial).encode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("serial", [0, 1, 0xFFFF_FFFF, 0x1_0000_00AB, 123_456_789])
+async def test_the_x_request_id_header_carries_the_records_id(serial: int) -> None:
+    """The header's id is made as bytes directly (draft.observe): the same as the record's."""
+    wire = Wire()
+    draft = make_draft()
+    draft.serial = serial
+    await draft.observe(wire.send, wire.emit)(start(200, b"application/json"))
+    assert draft.inbound_id is None
+    assert dict(wire.sent[0]["headers"])[b"x-request-id"] == request_id_of(serial).encode()
+    assert draft.request_id == request_id_of(serial)

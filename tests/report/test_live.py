@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from server.app import Application, create_app
@@ -226,6 +227,36 @@ def test_the_live_tenant_view_is_the_file_reports_for_the_same_records(
     argv = ["report", str(source), "--by-tenant", "--format", form]
     assert main(argv + (["--tenant", tenant] if tenant is not None else [])) == 0
     assert live.render(form, None, tenant or "") == capsys.readouterr().out
+
+
+def test_each_line_is_decoded_once_for_the_report_and_its_retire_and_tenant_views(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = tenant_records()
+    for n in range(0, len(lines), 5):  # some of them over HTTP+SSE, to be retired
+        lines[n] = lines[n].replace(b'"kind"', b'"transport": "sse", "era": "legacy", "kind"')
+    source = tmp_path / "records.jsonl"
+    source.write_bytes(b"".join(lines))
+    live = LiveReport(refresh_s=1, retire=["sse", "initialize"])
+    decoded = []
+    loads = orjson.loads
+
+    def counting(data: Any) -> Any:
+        decoded.append(data)
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    for start in range(0, len(lines), 100):
+        live.write(lines[start : start + 100])
+    monkeypatch.setattr(orjson, "loads", loads)
+    assert len(decoded) == len(lines)  # the aggregator's decode feeds the scans too
+    assert main(["report", str(source), "--by-tenant", "--format", "json"]) == 0
+    assert live.render("json", None, "") == capsys.readouterr().out
+    for item in ("sse", "initialize"):
+        assert main(["report", str(source), "--retire", item, "--format", "json"]) == 1
+        found = json.loads(capsys.readouterr().out)
+        assert found["requests"] == len(lines) // 5
+        assert json.loads(live.render("json", retire=item)) == found
 
 
 @pytest.mark.anyio

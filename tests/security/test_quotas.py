@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 import httpx
 import pytest
 
 from server import Catalog, create_app
 from server.errors import ConfigurationError, ServiceUnavailable
+from server.records.draft import Draft
 from server.security.limits import retry_after_header
-from server.security.quotas import MemoryQuotaCounter, Quota, QuotaExceeded, Quotas
+from server.security.quotas import Quota, QuotaExceeded, Quotas
+from server.security.shared_limits import RateAsk, Settled, SharedLimits, SlotAsk
 from server.settings import Settings, load_settings
 from tests.support.mcp_client import (
     LegacySession,
@@ -50,29 +53,46 @@ def catalog() -> Catalog:
     return made
 
 
+def draft() -> Draft:
+    return Draft("POST", "/mcp", None, "192.0.2.1", None)
+
+
 async def test_only_the_matching_quota_counts_and_the_sixth_call_is_refused() -> None:
-    quotas = Quotas(
-        [Quota("acme", "search", 5, 60), Quota("*", "*", 100, 60)], MemoryQuotaCounter()
-    )
+    quotas = Quotas([Quota("acme", "search", 5, 60), Quota("*", "*", 100, 60)])
     for _ in range(5):
-        await quotas.charge("acme", "search")
+        await quotas.charge("acme", "search", draft())
     with pytest.raises(QuotaExceeded) as refused:
-        await quotas.charge("acme", "search")
+        await quotas.charge("acme", "search", draft())
     assert refused.value.data["tenant"] == "acme"
     assert 0 < refused.value.retry_after <= 60
-    await quotas.charge("globex", "search")  # another tenant
-    await quotas.charge("acme", "other")  # another tool
+    await quotas.charge("globex", "search", draft())  # another tenant
+    await quotas.charge("acme", "other", draft())  # another tool
 
 
 class Down:
-    async def charge(self, keys: object) -> list[int]:
+    """A shared store (Redis) that does not answer."""
+
+    available = True
+
+    async def settle(
+        self, rate: RateAsk | None, quotas: Sequence[tuple[str, int]], slots: Sequence[SlotAsk]
+    ) -> Settled:
         raise ServiceUnavailable("Redis does not answer")
+
+    async def renew(self, held: Sequence[tuple[str, str]], lease_us: int) -> None:
+        raise AssertionError("nothing is held")
+
+    async def release(self, key: str, member: str) -> None:
+        raise AssertionError("nothing is held")
 
 
 async def test_a_counter_that_fails_lets_calls_through_or_refuses_them_as_configured() -> None:
-    await Quotas([Quota("*", "*", 1, 60)], Down(), fail_open=True).charge("acme", "search")
+    def shared(fail_open: bool) -> SharedLimits:
+        return SharedLimits(Down(), rate=0, burst=1, lease_s=30, fail_open=fail_open)
+
+    await Quotas([Quota("*", "*", 1, 60)], shared(True)).charge("acme", "search", draft())
     with pytest.raises(ServiceUnavailable):
-        await Quotas([Quota("*", "*", 1, 60)], Down(), fail_open=False).charge("acme", "x")
+        await Quotas([Quota("*", "*", 1, 60)], shared(False)).charge("acme", "x", draft())
 
 
 @pytest.mark.parametrize(
@@ -148,13 +168,13 @@ async def test_a_tenants_quota_holds_across_replicas_sharing_redis(redis_server)
 
 
 async def test_a_wildcard_quota_counts_every_tenant_and_tool_apart() -> None:
-    quotas = Quotas([Quota("*", "*", 1, 60)], MemoryQuotaCounter())
-    await quotas.charge("acme", "search")
-    await quotas.charge("globex", "search")  # another tenant: its own count
-    await quotas.charge("acme", "other")  # another tool: its own count
-    await quotas.charge(None, "search")  # no tenant: "(none)"
+    quotas = Quotas([Quota("*", "*", 1, 60)])
+    await quotas.charge("acme", "search", draft())
+    await quotas.charge("globex", "search", draft())  # another tenant: its own count
+    await quotas.charge("acme", "other", draft())  # another tool: its own count
+    await quotas.charge(None, "search", draft())  # no tenant: "(none)"
     with pytest.raises(QuotaExceeded):
-        await quotas.charge("acme", "search")
+        await quotas.charge("acme", "search", draft())
 
 
 @pytest.mark.parametrize("seconds", [0.0004, 2.0001, 2.5, 3.0])

@@ -185,7 +185,9 @@ async def test_a_stalled_redis_costs_an_answer_an_error_or_a_closed_stream_not_a
                 waited = time.monotonic() - stalled
                 print(f"stall: {outcome} after {waited:.2f} s")
                 await anyio.sleep(max(0.0, STALL_S - waited))
-            assert outcome in ("answer", "error", "closed"), outcome
+            # The answer cannot cross a stalled bus, nor can an error for it: the holder,
+            # longer than MCP_REDIS_TIMEOUT_S without its bus, closes the stream (reconnect).
+            assert outcome == "closed", outcome
             # Redis is back: the session is ended everywhere, so its posts are refused.
             assert await refused_later(opened, runner.url, 3 * TIMEOUT_S + MARGIN_S) == 404
 
@@ -204,7 +206,7 @@ async def test_a_redis_restarted_empty_closes_the_stream_and_the_session_at_once
                 print(f"restart: {outcome} after {waited:.2f} s")
                 # The call ends while Redis is away: its answer cannot cross.
                 await anyio.sleep(max(0.0, CALL_S + 0.5 - waited))
-            assert outcome in ("answer", "error", "closed"), outcome
+            assert outcome == "closed", outcome  # a stream whose session is gone: reconnect
             wait_until_blocking(lambda: subscribed(runner), limit=10)
             assert await refused_later(opened, runner.url, TIMEOUT_S + MARGIN_S) == 404
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,43 @@ async def test_a_matching_etag_is_answered_304_and_caching_is_public() -> None:
     assert other.status_code == 200
     assert other.json() == first.json()
     assert catalog.headers["etag"] != etag
+
+
+async def test_a_version_retired_through_mcp_retire_leaves_the_card_and_its_etag_at_once() -> None:
+    """Modern or legacy, a version (or the whole initialize era) past its sunset or in a
+    brownout is refused with 410: the card stops advertising it as it is retired, not after
+    the version list it was cached under changes."""
+    plan = json.dumps(
+        [
+            {"item": "version:2026-07-28", "sunset": "2027-06-01"},
+            {"item": "initialize", "sunset": "2027-09-01"},
+        ]
+    )
+    clock = [datetime(2027, 1, 1, tzinfo=UTC)]
+    async with serve(retire=plan) as client:
+        app = client._transport.app  # type: ignore[attr-defined]
+        assert app.retiring is not None
+        app.retiring.now = lambda: clock[0]
+        cards = []
+        for moment in (
+            datetime(2027, 1, 1, tzinfo=UTC),  # both deprecated: everything still on it
+            datetime(2027, 7, 1, tzinfo=UTC),  # 2026-07-28 retired
+            datetime(2027, 10, 1, tzinfo=UTC),  # and the initialize era too
+        ):
+            clock[0] = moment
+            answer = await client.get("/mcp/server-card")
+            remotes = {remote["type"]: remote for remote in answer.json()["remotes"]}
+            cards.append((answer.headers["etag"], remotes))
+    (first, everything), (second, no_modern), (third, nothing) = cards
+    assert everything["streamable-http"]["supportedProtocolVersions"] == [
+        "2026-07-28",
+        *LEGACY_VERSIONS,
+    ]
+    assert no_modern["streamable-http"]["supportedProtocolVersions"] == list(LEGACY_VERSIONS)
+    assert no_modern["sse"]["supportedProtocolVersions"] == ["2024-11-05"]
+    assert nothing["streamable-http"]["supportedProtocolVersions"] == []
+    assert "sse" not in nothing  # its only version is gone with the era
+    assert len({first, second, third}) == 3
 
 
 async def test_cors_lets_any_page_read_it() -> None:

@@ -105,10 +105,6 @@ class RedisLimits:
             return Settled(None, [], value)
         return Settled(None, [int(count) for count in found[2:]])
 
-    async def charge(self, keys: Sequence[tuple[str, int]]) -> list[int]:
-        """Quota counts alone (:class:`~server.security.quotas.QuotaCounter`)."""
-        return (await self.settle(None, keys, ())).counts
-
     async def renew(self, held: Sequence[tuple[str, str]], lease_us: int) -> None:
         keys = [self.link.key("limit", key) for key, _ in held]
         await self.link.run(self._renew(keys=keys, args=[lease_us, *(m for _, m in held)]))
