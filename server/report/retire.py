@@ -93,7 +93,7 @@ class RetireScan(RequestScan):
             version = item.value
 
             def uses_version(record: dict[str, Any]) -> bool:
-                versions = record.get("protocol_version") or {}
+                versions = _object(record.get("protocol_version"))
                 return version in (versions.get("header"), versions.get("body"))
 
             return version.encode(), uses_version
@@ -101,7 +101,7 @@ class RetireScan(RequestScan):
             capability = FEATURE_CAPABILITY[item.value]
 
             def declares(record: dict[str, Any]) -> bool:
-                capabilities = (record.get("client") or {}).get("capabilities")
+                capabilities = _object(record.get("client")).get("capabilities")
                 return isinstance(capabilities, dict) and capability in capabilities
 
             return f'"{capability}"'.encode(), declares
@@ -113,9 +113,11 @@ class RetireScan(RequestScan):
         if not self._matches(record):
             return
         self.records += 1
-        client = record.get("client") or {}
-        name, version = client.get("name"), client.get("version")
-        agent = record.get("user_agent")
+        # Lines are read as they are (a hand-edited or foreign file): a field of the wrong
+        # type counts as absent, as the report's aggregator counts it.
+        client = _object(record.get("client"))
+        name, version = _string(client.get("name")), _string(client.get("version"))
+        agent = _string(record.get("user_agent"))
         key = (name, version) if name is not None else (None, agent)
         found = self.clients.get(key)
         if found is None:
@@ -216,3 +218,11 @@ def render_retire_html(scan: RetireScan) -> str:
         f"<table><thead><tr>{head}<th>advice</th></tr></thead><tbody>{rows}</tbody></table>"
         "</section>"
     )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
+def _string(value: Any) -> str | None:
+    return value if type(value) is str else None

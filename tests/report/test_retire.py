@@ -137,3 +137,34 @@ def test_a_hostile_client_name_is_escaped(
     )
     assert main(["report", str(source), "--retire", "sse"]) == 1
     assert "\x1b" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("item", "requests"),
+    [
+        ("sse", 2),
+        ("initialize", 2),
+        ("version:2024-11-05", 1),
+        ("method:sampling/createMessage", 0),
+    ],
+)
+def test_fields_of_the_wrong_type_count_as_absent_never_a_crash(
+    item: str, requests: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A hand-edited or foreign file: the report's aggregator reads a field of the wrong type as
+    # absent, and the retire view reads the same lines (it raised AttributeError).
+    odd = record(
+        "2026-12-01T10:00:00.000Z",
+        None,
+        transport="sse",
+        client="mcp-remote",
+        protocol_version=5,
+        user_agent=7,
+    )
+    named = record("2026-12-01T11:00:00.000Z", None, transport="sse", client={"name": 3})
+    source = write(tmp_path / "r.jsonl", [odd, named])
+    exit_code = main(["report", str(source), "--retire", item, "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert (exit_code, found["requests"]) == (1 if requests else 0, requests)
+    seen = {(c["client"]["name"], c["user_agent"]) for c in found["clients"]}
+    assert seen <= {(None, None), (None, "agent/1")}
