@@ -119,6 +119,8 @@ def run(args: argparse.Namespace, stdin: BinaryIO | None = None) -> int:
         scan = retire_scan(args, chosen) or tenant_scan(args, chosen)
     except ValueError as bad_argument:
         return complain(str(bad_argument))
+    if scan is not None and scan.with_report:
+        aggregator.also = scan.read_record
     for name in args.files:
         if name == "-":
             source = stdin if stdin is not None else sys.stdin.buffer
@@ -191,15 +193,15 @@ def write_text(args: argparse.Namespace, text: str) -> int:
 def teed(
     batches: Iterable[list[bytes]], scan: RetireScan | TenantScan | None
 ) -> Iterator[list[bytes]]:
-    """The batches, each shown to the ``--retire`` scan on its way (one read of the input); with
-    ``--retire`` and no HTML page to draw, the report proper gets none of them."""
+    """The batches, each shown to the ``--retire`` or ``--by-tenant`` scan on its way (one read
+    of the input). With no HTML page to draw the report proper gets none of them; with one, the
+    scan reads the records the aggregator decodes (``Aggregator.also``, set by :func:`run`)
+    rather than decoding every line again."""
     for batch in batches:
-        if scan is None:
+        if scan is None or scan.with_report:
             yield batch
-            continue
-        scan.read_batches((batch,))
-        if scan.with_report:
-            yield batch
+        else:
+            scan.read_batches((batch,))
 
 
 def write_retire(args: argparse.Namespace, scan: RetireScan, report: Report) -> int:

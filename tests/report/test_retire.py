@@ -168,3 +168,28 @@ def test_fields_of_the_wrong_type_count_as_absent_never_a_crash(
     assert (exit_code, found["requests"]) == (1 if requests else 0, requests)
     seen = {(c["client"]["name"], c["user_agent"]) for c in found["clients"]}
     assert seen <= {(None, None), (None, "agent/1")}
+
+
+def test_the_html_page_and_its_section_decode_each_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import orjson
+
+    source = write(tmp_path / "r.jsonl", MIXED)
+    lines = len(source.read_bytes().splitlines())
+    decoded: list[bytes] = []
+    loads = orjson.loads
+
+    def counting(data: Any) -> Any:
+        decoded.append(data)
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counting)
+    args = ["report", str(source), "--retire", "sse", "--since", "2026-11-15", "--format", "html"]
+    assert main(args) == 1
+    monkeypatch.setattr(orjson, "loads", loads)
+    assert len(decoded) == lines  # the aggregator's decode feeds the section's scan
+    html = capsys.readouterr().out
+    section = html[html.index('<section id="retire">') :]
+    assert "mcp-remote" in section
+    assert "old-agent" not in section  # before --since
