@@ -60,6 +60,8 @@ from server.protocol import (
 from server.tasks.service import TaskService
 
 Send = Callable[[bytes], Awaitable[None]]
+# The methods :meth:`ModernEra.cached_result` answers (from pages kept as bytes).
+CACHED_METHODS = frozenset({"server/discover", *LIST_METHODS})
 CacheScope = Literal["public", "private"]
 
 
@@ -83,6 +85,9 @@ class ModernCall:
     task: dict[str, str] | None = None
     # What the caller may see, when some item is hidden from someone (None: everything).
     view: View | None = None
+    # A tools/call the dispatcher runs with no Context (Dispatcher.plain_tool): it sends
+    # nothing before its result, so the HTTP side makes no writer for it.
+    plain: bool = False
 
     @property
     def client_key(self) -> str:
@@ -184,11 +189,13 @@ class ModernEra:
         )
         if type(target) is not Tool and not self.serves(method):
             raise MethodNotFound(method)
-        if isinstance(target, Tool) and target.header_params:
-            mirror.check_params(target, request.params, headers)
         call = ModernCall(
             request, version, capabilities, client_info, log_level, progress_token, target
         )
+        if isinstance(target, Tool):
+            if target.header_params:
+                mirror.check_params(target, request.params, headers)
+            call.plain = self.dispatcher.plain_tool(target, request.params)
         if view is not None:
             call.view = view
         return call
@@ -211,7 +218,6 @@ class ModernEra:
         self,
         call: ModernCall,
         send: Send,
-        *,
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
         record: Recorded | None = None,
@@ -235,7 +241,7 @@ class ModernEra:
         """The result of the request :meth:`start` runs."""
         method = call.request.method
         target, params = call.target, call.request.params
-        if self.dispatcher.plain_tool(target, params):
+        if call.plain:
             # A tool that takes no Context asks nothing: none is made (a tenth of such a call).
             try:
                 result = await self.dispatcher.call_tool(params, None, target)
