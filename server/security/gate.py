@@ -114,8 +114,14 @@ class Gate:
         coroutine, since there is nothing to await, and this runs on every request."""
         if b"authorization" in headers:
             single_authorization(scope["headers"])  # sent twice is still a 400
-        # _charge for ANONYMOUS (no subject: the draft's is None already).
-        if not self._exempt_request(scope, headers, draft):
+        # _charge for ANONYMOUS (no subject: the draft's is None already), with _exempt's memo
+        # read first: an exempt address that came through no proxy needs no more.
+        address = draft.client_address
+        exempt = self._exempt_memo.get(address) if address is not None else False
+        proxied = b"x-forwarded-for" in headers or b"forwarded" in headers
+        if exempt is None or (exempt and proxied):
+            exempt = self._exempt_request(scope, headers, draft)  # the whole question
+        if not exempt:
             self.limiter.check(self.key(draft))
             draft.rate_due = self.shares
         return ANONYMOUS

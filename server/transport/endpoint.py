@@ -35,6 +35,7 @@ from server.security.auth import Principal
 from server.security.gate import Gate
 from server.security.networks import Network, client_address, in_networks
 from server.transport.guards import (
+    ANSWERABLE,
     HostGuard,
     answerable,
     check_header_sizes,
@@ -72,7 +73,9 @@ _LEGACY_ONLY = (list, Response)
 
 class EraHttp(Protocol):
     """The HTTP half of an era: takes a decoded POST the rest of the way, answer included. A
-    refusal before anything is sent is raised, for the endpoint to write."""
+    refusal before anything is sent is raised, for the endpoint to write. ``receive`` is the
+    server's own, the body read: what reads on (a stream's disconnect watch) wraps it in
+    ``draft.observe_receive`` to tell the record that the client left."""
 
     def post(
         self,
@@ -82,7 +85,6 @@ class EraHttp(Protocol):
         message: Message | list[Message],
         draft: Draft,
         principal: Principal,
-        *,
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]: ...
@@ -304,12 +306,12 @@ class McpEndpoint:
             check_header_sizes(
                 raw, options.max_header_bytes, options.max_headers, options.max_header_value_bytes
             )
-        self._hosts.check(headers.get(b"host"))
+        host = headers.get(b"host")
+        if host is None or host not in self._hosts.allowed_raw:  # HostGuard.check's memo first
+            self._hosts.check(host)
         if b"origin" in headers:  # browsers send it; most MCP clients do not
             check_origin(
-                header_text(headers, b"origin"),
-                self.options.allowed_hosts,
-                self.options.allowed_origins,
+                header_text(headers, b"origin"), options.allowed_hosts, options.allowed_origins
             )
 
     async def post(
@@ -325,7 +327,11 @@ class McpEndpoint:
         era: Era = "modern"
         request_id: RequestId | None = None
         try:
-            json_ok, sse_ok = answerable(headers.get(b"content-type"), headers.get(b"accept"))
+            content_type, accept = headers.get(b"content-type"), headers.get(b"accept")
+            # answerable's memo first: the pair a client sends every time.
+            json_ok, sse_ok = ANSWERABLE.get((content_type, accept)) or answerable(
+                content_type, accept
+            )
             if decoded is None:
                 # read_body written out: its coroutine costs 1.2 thousand instructions a request
                 # (docs/benchmarks.md, third round); a Content-Length with fewer digits than
@@ -346,14 +352,12 @@ class McpEndpoint:
             else:
                 message, era = decoded  # described, its era chosen, for a retirement check
                 del decoded
-            # What reads on (a stream's disconnect watcher) tells the draft the client left.
-            receive = draft.observe_receive(receive)
             if isinstance(message, Request):
                 request_id = message.id
             if draft.rate_due:  # with Redis: counted there now, or with its quota or slot
                 await self.gate.settle(draft, message=message)
             answering = self.eras[era].post(
-                receive, send, headers, message, draft, principal, json_ok=json_ok, sse_ok=sse_ok
+                receive, send, headers, message, draft, principal, json_ok, sse_ok
             )
             # A listen stream may stay open for hours: this frame keeps nothing of the request.
             del message

@@ -30,7 +30,7 @@ from server.jsonrpc import Message, Notification, Request, encode_error, encode_
 from server.modern.era import CACHED_METHODS, ModernCall, ModernEra
 from server.modern.listen import WatchedFrames
 from server.records.draft import Draft
-from server.security.auth import Principal
+from server.security.auth import ANONYMOUS, Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
 from server.security.quotas import Quotas
@@ -74,7 +74,6 @@ class ModernHttp:
         message: Message | list[Message],
         draft: Draft,
         principal: Principal,
-        *,
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]:
@@ -90,8 +89,11 @@ class ModernHttp:
         call = self.modern.validate(
             message, headers, views.view(principal) if views.hiding else None
         )
-        # Who calls: tasks are bound to the subject, capped per client.
-        call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
+        # Who calls: tasks are bound to the subject, capped per client (a plain tool's call
+        # runs as no task: its key is never asked).
+        call.subject = draft.subject
+        if not call.plain:
+            call.key_of = partial(self.gate.key, draft)
         if call.target is not None and self.gate.authenticates:
             # Per-item scopes, before the call runs, while a 403 can still be sent (its
             # record names what it refused).
@@ -100,10 +102,10 @@ class ModernHttp:
         if message.method == "subscriptions/listen":
             # What the stream gets is all it needs: nothing of the request itself is kept.
             opened = self.open_listen(call, draft, sse_ok=sse_ok, caller=principal)
-            return self.listen(receive, send, *opened, draft)
+            return self.listen(draft.observe_receive(receive), send, *opened, draft)
         if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
-        caller = None if principal.anonymous else principal
+        caller = None if principal is ANONYMOUS else principal
         if self.quotas is not None and isinstance(call.target, Tool):
             # Counted (in Redis with replicas) before the call starts, while a 429 can be sent.
             draft.target = call.target.name
@@ -156,7 +158,8 @@ class ModernHttp:
                     def watch_silence(task: asyncio.Task[Any]) -> None:
                         watching.opened().watch_silence(task, DisconnectWatch.WATCH_AFTER_S)
 
-                    with DisconnectWatch(receive, None, watch_silence) as disconnect:
+                    watched = draft.observe_receive(receive)  # tells the record the client left
+                    with DisconnectWatch(watched, None, watch_silence) as disconnect:
                         result = await handling
                 payload, status = encode_result(request_id, result), 200
             except Exception as error:
