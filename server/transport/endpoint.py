@@ -143,7 +143,7 @@ class McpEndpoint:
         self._limit_digits = len(str(options.max_body_bytes))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = read_headers(scope)
+        headers = dict(scope["headers"])  # read_headers written out: a call fewer
         peer = scope.get("client")
         address = peer[0] if peer else None
         trusted = self.options.trusted_proxies
@@ -167,7 +167,8 @@ class McpEndpoint:
         # written out: a call fewer).
         bound = CALL_NOTE.set(draft)
         # Every request that reaches the endpoint leaves a record, whatever happens to it.
-        observed_send = draft.observe(send, self.recorder.record)
+        record = self.recorder.record
+        observed_send = draft.observe(send, record)
         decoded: tuple[Message | list[Message], Era] | None = None
         if self.retiring is not None:
             observed_send = self.retiring.headers_on(observed_send, draft)
@@ -198,7 +199,7 @@ class McpEndpoint:
             CALL_NOTE.reset(bound)
             if draft.rate_due:  # refused before it was counted in Redis: counted now
                 await self.gate.settle(draft, late=True)
-            draft.finish(self.recorder.record)
+            draft.finish(record)
 
     async def get_or_delete(
         self,
@@ -348,7 +349,12 @@ class McpEndpoint:
                 message = decode(body, max_batch=self.options.max_batch)
                 del body
                 draft.describe(message)
-                era = draft.era = choose_era(message, headers)
+                # choose_era's first answer in place: a request whose _meta names a version.
+                meta = message.params.get("_meta") if type(message) is Request else None
+                if type(meta) is dict and META_PROTOCOL_VERSION in meta:
+                    era = draft.era = "modern"
+                else:
+                    era = draft.era = choose_era(message, headers)
             else:
                 message, era = decoded  # described, its era chosen, for a retirement check
                 del decoded
