@@ -73,9 +73,8 @@ _LEGACY_ONLY = (list, Response)
 
 class EraHttp(Protocol):
     """The HTTP half of an era: takes a decoded POST the rest of the way, answer included. A
-    refusal before anything is sent is raised, for the endpoint to write. ``receive`` is the
-    server's own, the body read: what reads on (a stream's disconnect watch) wraps it in
-    ``draft.observe_receive`` to tell the record that the client left."""
+    refusal before anything is sent is raised, for the endpoint to write. What reads on from
+    ``receive`` (a disconnect watch) wraps it in ``draft.observe_receive`` first."""
 
     def post(
         self,
@@ -139,7 +138,7 @@ class McpEndpoint:
         self._hosts = HostGuard(options.allowed_hosts)
         # A head this short passes every size limit (see admit).
         self._small_head = min(options.max_header_bytes, options.max_header_value_bytes)
-        # A Content-Length shorter than this (in digits) is within the body limit.
+        # A Content-Length of fewer digits than this is within the body limit: not parsed.
         self._limit_digits = len(str(options.max_body_bytes))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -335,8 +334,7 @@ class McpEndpoint:
             )
             if decoded is None:
                 # read_body written out: its coroutine costs 1.2 thousand instructions a request
-                # (docs/benchmarks.md, third round); a Content-Length with fewer digits than
-                # the limit is within it.
+                # (docs/benchmarks.md, third round).
                 limit = self.options.max_body_bytes
                 declared = headers.get(b"content-length")
                 if declared is not None and len(declared) >= self._limit_digits:
@@ -349,12 +347,7 @@ class McpEndpoint:
                 message = decode(body, max_batch=self.options.max_batch)
                 del body
                 draft.describe(message)
-                # choose_era's first answer in place: a request whose _meta names a version.
-                meta = message.params.get("_meta") if type(message) is Request else None
-                if type(meta) is dict and META_PROTOCOL_VERSION in meta:
-                    era = draft.era = "modern"
-                else:
-                    era = draft.era = choose_era(message, headers)
+                era = draft.era = choose_era(message, headers)
             else:
                 message, era = decoded  # described, its era chosen, for a retirement check
                 del decoded
