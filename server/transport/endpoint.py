@@ -334,7 +334,7 @@ class McpEndpoint:
             )
             if decoded is None:
                 # read_body written out: its coroutine costs 1.2 thousand instructions a request
-                # (docs/benchmarks.md, third round).
+                # (measured in issue 39's third round).
                 limit = self.options.max_body_bytes
                 declared = headers.get(b"content-length")
                 if declared is not None and len(declared) >= self._limit_digits:
