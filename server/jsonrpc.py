@@ -108,6 +108,19 @@ def decode(body: bytes, *, max_batch: int | None = None) -> Message | list[Messa
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"Parse error: body is not valid JSON ({exc.msg})") from None
+    if type(raw) is dict:
+        # The usual message, a request, in one pass: to_message says the same of it (and of
+        # anything else) with every check in its order.
+        method, request_id, params = raw.get("method"), raw.get("id"), raw.get("params")
+        if (
+            type(method) is str
+            and method
+            and (type(request_id) is int or type(request_id) is str)
+            and type(params) is dict
+            and raw.get("jsonrpc") == "2.0"
+        ):
+            return Request(request_id, method, params)
+        return to_message(raw)
     if isinstance(raw, list):
         if not raw:
             raise InvalidRequest("Invalid request: empty batch")

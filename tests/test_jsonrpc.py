@@ -14,6 +14,7 @@ from server.jsonrpc import (
     encode_request,
     encode_result,
     is_valid_id,
+    to_message,
 )
 
 
@@ -158,3 +159,36 @@ def test_a_batch_past_its_cap_is_refused_before_its_messages_are_read():
     assert decode(body([{"jsonrpc": "2.0", "id": 1, "method": "a"}]), max_batch=1) == [
         Request(1, "a", {})
     ]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}},
+        {"jsonrpc": "2.0", "id": "a", "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "id": True, "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "id": None, "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": "", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": 5, "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": "m", "params": []},
+        {"jsonrpc": "2.0", "id": 1, "method": "m", "params": None},
+        {"jsonrpc": "2.0", "id": 1, "method": "m"},
+        {"jsonrpc": "1.0", "id": 1, "method": "m", "params": {}},
+        {"id": 1, "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "method": "m", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+    ],
+)
+def test_decode_reads_a_single_message_as_to_message_does(raw):
+    """decode's one-pass reading of the usual request agrees with to_message on the message
+    and its error (with the id it echoes) for anything near it."""
+    try:
+        expected: object = to_message(raw)
+    except InvalidRequest as error:
+        expected = (str(error), error.request_id)
+    try:
+        decoded: object = decode(orjson.dumps(raw))
+    except InvalidRequest as error:
+        decoded = (str(error), error.request_id)
+    assert (type(decoded), decoded) == (type(expected), expected)

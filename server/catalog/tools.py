@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, get_args
 
 import orjson
+from pydantic import ValidationError
 
 from server.call_note import CRASH, note_outcome
 from server.catalog.content import CONTENT_TYPES, ContentBlock, Icon, Text, ToolResult
@@ -29,6 +30,7 @@ from server.catalog.signatures import (
     ArgumentsInvalid,
     Output,
     Parameters,
+    describe_validation_error,
     description_from_doc,
     read_output,
     read_parameters,
@@ -207,14 +209,18 @@ class Tool:
     async def call(self, arguments: Mapping[str, Any], context: Context | None) -> dict[str, Any]:
         """Run the tool; the ``CallToolResult`` wire dict. ``context`` may be None for a tool
         that takes none (the modern era makes none for it)."""
-        try:
-            kwargs = self.parameters.bind(arguments)
+        parameters = self.parameters
+        try:  # Parameters.bind written out (a call fewer on every call)
+            kwargs = parameters.validate(arguments)
+        except ValidationError as exc:
+            return error_result(describe_validation_error(exc))
         except ArgumentsInvalid as invalid:
             return error_result(str(invalid))
-        if self.parameters.context_param:
-            kwargs[self.parameters.context_param] = context
+        if parameters.context_param:
+            kwargs[parameters.context_param] = context
         try:
-            value = await self.invoke(kwargs)
+            # A coroutine function's call is what invoke would return (without its lambda).
+            value = await (self.handler(**kwargs) if self.is_async else self.invoke(kwargs))
         except ToolError as failure:
             return error_result(str(failure) or f"Tool {self.name} failed")
         except McpError:

@@ -60,6 +60,7 @@ from server.protocol import (
 from server.tasks.service import TaskService
 
 Send = Callable[[bytes], Awaitable[None]]
+CACHED_METHODS = frozenset({"server/discover", *LIST_METHODS})  # ModernEra.cached_result's
 CacheScope = Literal["public", "private"]
 
 
@@ -83,6 +84,8 @@ class ModernCall:
     task: dict[str, str] | None = None
     # What the caller may see, when some item is hidden from someone (None: everything).
     view: View | None = None
+    # Run with no Context (Dispatcher.plain_tool): sends nothing before its result.
+    plain: bool = False
 
     @property
     def client_key(self) -> str:
@@ -159,22 +162,18 @@ class ModernEra:
         progress_token = meta.get("progressToken")
         if progress_token is not None and not is_valid_id(progress_token):
             raise MalformedMeta("params._meta.progressToken must be a string or an integer")
-
-        # A header the same as its body value was checked before: a lookup, no call.
-        mirror = self.mirror
-        matched = mirror.matched
-        if (headers.get(b"mcp-protocol-version"), version) not in matched:
-            mirror.check(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
-        if version not in self.supported_versions:
-            raise UnsupportedProtocolVersion(version, self.supported_versions)
         method = request.method
-        if (headers.get(b"mcp-method"), method) not in matched:
-            mirror.check(headers, b"mcp-method", "Mcp-Method", method)
         name_field = NAME_FIELD_BY_METHOD.get(method)
-        if name_field is not None:
-            name = request.params.get(name_field)
-            if type(name) is not str or (headers.get(b"mcp-name"), name) not in matched:
-                mirror.check(headers, b"mcp-name", "Mcp-Name", name)
+        name = None if name_field is None else request.params.get(name_field)
+        # The mirrored headers with the body values they mirror: a client repeats them, and a
+        # set that matched before is one lookup (HeaderMirror.agreed), no call.
+        get = headers.get
+        named = None if name_field is None else get(b"mcp-name")
+        mirrored = (get(b"mcp-protocol-version"), version, get(b"mcp-method"), method, named, name)
+        if (name is not None and type(name) is not str) or mirrored not in self.mirror.agreed:
+            self.mirror.check_all(headers, mirrored, name_field, self.supported_versions)
+        elif version not in self.supported_versions:
+            raise UnsupportedProtocolVersion(version, self.supported_versions)
         # What names something is looked up (lists do not; completions' refs may be hidden or
         # scoped). resolve never raises, and a tool it finds is served.
         target = (
@@ -184,11 +183,13 @@ class ModernEra:
         )
         if type(target) is not Tool and not self.serves(method):
             raise MethodNotFound(method)
-        if isinstance(target, Tool) and target.header_params:
-            mirror.check_params(target, request.params, headers)
         call = ModernCall(
             request, version, capabilities, client_info, log_level, progress_token, target
         )
+        if isinstance(target, Tool):
+            call.plain = self.dispatcher.plain_tool(target, request.params)
+            if target.header_params:
+                self.mirror.check_params(target, request.params, headers)
         if view is not None:
             call.view = view
         return call
@@ -211,7 +212,6 @@ class ModernEra:
         self,
         call: ModernCall,
         send: Send,
-        *,
         caller: Caller | None = None,
         headers: Mapping[bytes, bytes] | None = None,
         record: Recorded | None = None,
@@ -235,7 +235,7 @@ class ModernEra:
         """The result of the request :meth:`start` runs."""
         method = call.request.method
         target, params = call.target, call.request.params
-        if self.dispatcher.plain_tool(target, params):
+        if call.plain:
             # A tool that takes no Context asks nothing: none is made (a tenth of such a call).
             try:
                 result = await self.dispatcher.call_tool(params, None, target)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from server.catalog.tools import Tool
-from server.errors import HeaderMismatch
+from server.errors import HeaderMismatch, UnsupportedProtocolVersion
 from server.memo import BoundedMemo
 from server.protocol import (
     META_CLIENT_CAPABILITIES,
@@ -70,6 +70,9 @@ class HeaderMirror:
         # (raw header, body value) pairs already found to match; any header name may share
         # them, since the match does not depend on the name.
         self.matched: BoundedMemo[tuple[bytes, str], bool] = BoundedMemo(_MATCHES_KEPT)
+        # Whole sets that matched (ModernEra.validate's): the version, method and name headers
+        # with their body values, the name's pair None for a method that names nothing.
+        self.agreed: BoundedMemo[tuple[Any, ...], bool] = BoundedMemo(_MATCHES_KEPT)
 
     def check(self, headers: Mapping[bytes, bytes], key: bytes, name: str, body: Any) -> None:
         raw = headers.get(key)
@@ -84,6 +87,30 @@ class HeaderMirror:
             raise HeaderMismatch(f"Header {name} does not match the request body")
         if type(body) is str:
             matched.remember((raw, body), True, len(raw) + len(body))
+
+    def check_all(
+        self,
+        headers: Mapping[bytes, bytes],
+        mirrored: tuple[Any, ...],
+        name_field: str | None,
+        supported: list[str],
+    ) -> None:
+        """A request's mirrored headers against its body, and its version, in the spec's order
+        (-32020 for the version header, -32022 unless ``supported``, -32020 for Mcp-Method and
+        Mcp-Name); ``mirrored`` is ModernEra.validate's (header, body value) set, remembered in
+        :attr:`agreed` when it passes."""
+        _, version, _, method, _, name = mirrored
+        matched = self.matched
+        if (mirrored[0], version) not in matched:
+            self.check(headers, b"mcp-protocol-version", "MCP-Protocol-Version", version)
+        if version not in supported:
+            raise UnsupportedProtocolVersion(version, supported)
+        if (mirrored[2], method) not in matched:
+            self.check(headers, b"mcp-method", "Mcp-Method", method)
+        if name_field is not None and (type(name) is not str or (mirrored[4], name) not in matched):
+            self.check(headers, b"mcp-name", "Mcp-Name", name)
+        if name is None or type(name) is str:
+            self.agreed.remember(mirrored, True)
 
     def check_params(
         self, tool: Tool, params: Mapping[str, Any], headers: Mapping[bytes, bytes]

@@ -82,7 +82,7 @@ class Gate:
         self.limiter = RateLimiter(settings.rate_limit_rps, settings.rate_limit_burst)
         self._exempt_networks = parse_networks(settings.rate_limit_exempt)
         self._trusted_proxies = parse_networks(settings.trusted_proxies)
-        self._exempt_memo: BoundedMemo[str, bool] = BoundedMemo(4096)
+        self._exempt_memo: BoundedMemo[str | None, bool] = BoundedMemo(4096)
         self._warned_untrusted_proxy = False
         self._resource_warned = False
         self.serves_metadata = serves_metadata(settings)  # a challenge's question, asked once
@@ -114,8 +114,12 @@ class Gate:
         coroutine, since there is nothing to await, and this runs on every request."""
         if b"authorization" in headers:
             single_authorization(scope["headers"])  # sent twice is still a 400
-        # _charge for ANONYMOUS (no subject: the draft's is None already).
-        if not self._exempt_request(scope, headers, draft):
+        # _charge for ANONYMOUS (its subject is None), _exempt's memo first (None: not known).
+        exempt = self._exempt_memo.get(draft.client_address)
+        proxied = b"x-forwarded-for" in headers or b"forwarded" in headers
+        if exempt is None or (exempt and proxied):
+            exempt = self._exempt_request(scope, headers, draft)  # the whole question
+        if not exempt:
             self.limiter.check(self.key(draft))
             draft.rate_due = self.shares
         return ANONYMOUS

@@ -103,10 +103,11 @@ class HostGuard:
 
     def __init__(self, allowed: Sequence[str]) -> None:
         self.allowed = tuple(allowed)
-        self._allowed_raw: BoundedMemo[bytes, bool] = BoundedMemo(self.KEPT)
+        # Read by the endpoint before it calls check: a lookup, no call.
+        self.allowed_raw: BoundedMemo[bytes, bool] = BoundedMemo(self.KEPT)
 
     def check(self, raw: bytes | None) -> None:
-        if raw is not None and raw in self._allowed_raw:
+        if raw is not None and raw in self.allowed_raw:
             return
         host = None if raw is None else raw.decode("latin-1")
         try:
@@ -116,7 +117,7 @@ class HostGuard:
             log.warning("Refused a request with %s: not in MCP_ALLOWED_HOSTS", shown)
             raise
         if raw is not None:
-            self._allowed_raw.remember(raw, True)
+            self.allowed_raw.remember(raw, True)
 
 
 def check_origin(
@@ -198,17 +199,18 @@ def check_content_type(content_type: str | None) -> bool:
     return True
 
 
-_ANSWERABLE: BoundedMemo[tuple[bytes | None, bytes | None], tuple[bool, bool]] = BoundedMemo(256)
+# Read by the endpoint before it calls answerable: a lookup, no call.
+ANSWERABLE: BoundedMemo[tuple[bytes | None, bytes | None], tuple[bool, bool]] = BoundedMemo(256)
 
 
 def answerable(content_type: bytes | None, accept: bytes | None) -> tuple[bool, bool]:
     """A POST's Content-Type checked (415) and its Accept negotiated (406): (JSON acceptable,
     SSE acceptable). One lookup for the pair a client sends on every request."""
     key = (content_type, accept)
-    found = _ANSWERABLE.get(key)
+    found = ANSWERABLE.get(key)
     if found is None:
         check_content_type(None if content_type is None else content_type.decode("latin-1"))
-        found = _ANSWERABLE.remember(
+        found = ANSWERABLE.remember(
             key, negotiate(None if accept is None else accept.decode("latin-1"))
         )
     return found

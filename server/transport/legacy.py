@@ -81,7 +81,6 @@ class LegacyHttp:
         message: Message | list[Message],
         draft: Draft,
         principal: Principal,
-        *,
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]:
@@ -107,8 +106,9 @@ class LegacyHttp:
             # A batch is charged to the rate per message; the tool scopes of every request in
             # it are checked before any starts (403 for the whole, as for that request alone).
             self.gate.charge_more(draft, len(message) - 1)
+            view = self.view(principal)
             targets = [
-                self.resolve(each, principal) if isinstance(each, Request) else None
+                self.resolve(each, view, principal) if isinstance(each, Request) else None
                 for each in message
             ]
         elif isinstance(message, Response) and b"mcp-session-id" not in headers:
@@ -117,7 +117,7 @@ class LegacyHttp:
         session, runtime = await self.sessions.find(headers, draft)
         if isinstance(message, list):
             calls = [
-                self.call(each, target, session, runtime, headers, draft, principal)
+                self.call(each, target, session, runtime, headers, draft, principal, view)
                 if isinstance(each, Request)
                 else each
                 for each, target in zip(message, targets, strict=True)
@@ -127,11 +127,18 @@ class LegacyHttp:
         await self.take(session, runtime, message, alone=True)
         await send_empty(send, 202)
 
-    def resolve(self, request: Request, principal: Principal, draft: Draft | None = None) -> Target:
+    def resolve(
+        self,
+        request: Request,
+        view: View | None,
+        principal: Principal,
+        draft: Draft | None = None,
+    ) -> Target:
         """What the request names, looked up once; its item's scopes are checked here, before
         its call starts, while a 403 can still be sent (the ``draft`` of a request alone then
-        names what it refused). What is hidden from the caller is not found."""
-        target = self.era.resolve(request, self.view(principal))
+        names what it refused). What is hidden from the caller (its :meth:`view`, asked once
+        per request for this and its :meth:`call`) is not found."""
+        target = self.era.resolve(request, view)
         self.require_scopes(target, principal, draft)
         return target
 
@@ -154,7 +161,8 @@ class LegacyHttp:
         json_ok: bool,
         sse_ok: bool,
     ) -> None:
-        target = self.resolve(request, principal, draft)
+        view = self.view(principal)
+        target = self.resolve(request, view, principal, draft)
         check_version_header(headers)
         if request.method == "initialize":
             slot = self.gate.session_slot(draft)  # 429 past this client's session cap
@@ -181,9 +189,9 @@ class LegacyHttp:
         if self.quotas is not None and isinstance(target, Tool):
             draft.target = target.name
             await self.quotas.charge(principal.tenant, target.name, draft)  # 429 before it
-        call = self.call(request, target, session, runtime, headers, draft, principal)
+        call = self.call(request, target, session, runtime, headers, draft, principal, view)
         answer = Answer(
-            receive,
+            draft.observe_receive(receive),  # tells the record the client left
             send,
             runtime,
             self.options,
@@ -216,13 +224,14 @@ class LegacyHttp:
         headers: Headers,
         draft: Draft,
         principal: Principal,
+        view: View | None,
     ) -> LegacyCall:
         """A request of ``session`` for the era, with what its Context says of the HTTP
-        request that carried it."""
+        request that carried it, and what the caller may see (its :meth:`view`)."""
         caller = None if principal.anonymous else principal
         key = self.gate.key(draft)
         call = LegacyCall(request, target, session, runtime, caller, headers, draft, key)
-        call.view = self.view(principal)
+        call.view = view
         return call
 
     def concerns(self, principal: Principal | None) -> ListWatch | None:

@@ -30,6 +30,7 @@ from server.asgi import (
 )
 from server.call_note import CALL_NOTE
 from server.catalog.tools import Tool
+from server.catalog.visibility import View
 from server.errors import InvalidRequest, McpError, ServiceUnavailable, wire_error
 from server.jsonrpc import Message, Request, decode, encode_error, encode_result
 from server.legacy.calls import LegacyCall
@@ -262,7 +263,8 @@ class SseTransport:
         await self.sessions.check_held(session.id)
         # The tool scopes of every request are checked before any starts (403 for the whole).
         alone = None if isinstance(message, list) else draft  # names what a refusal refused
-        targets = [self._resolve(each, principal, alone) for each in messages]
+        view = self.legacy.view(principal)  # once, for the lookups and the calls
+        targets = [self._resolve(each, view, principal, alone) for each in messages]
         starting = sum(1 for each in messages if isinstance(each, Request))
         if len(runtime.inflight) + starting > self.options.max_pending:
             raise TooManyPending(
@@ -287,7 +289,9 @@ class SseTransport:
                     named: Any = DuplicateId(each.id)
                 else:
                     named = target
-                call = self.legacy.call(each, named, session, runtime, headers, draft, principal)
+                call = self.legacy.call(
+                    each, named, session, runtime, headers, draft, principal, view
+                )
                 task = self._start(call, named, draft)
                 if task is not None and not isinstance(message, list):
                     started = (call, task)
@@ -299,13 +303,15 @@ class SseTransport:
         task.add_done_callback(lambda done: self._recorded(draft, call, done))
         return True
 
-    def _resolve(self, message: Message, principal: Principal, draft: Draft | None) -> Any:
+    def _resolve(
+        self, message: Message, view: View | None, principal: Principal, draft: Draft | None
+    ) -> Any:
         """What a request names, or the error to answer it with on the stream; its item's
         scopes are checked here (a 403 for the POST itself, as on the MCP path)."""
         if not isinstance(message, Request):
             return None
         try:
-            target = self.era.resolve(message, self.legacy.view(principal))
+            target = self.era.resolve(message, view)
         except McpError as error:
             return error
         self.legacy.require_scopes(target, principal, draft)

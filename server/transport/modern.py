@@ -27,16 +27,16 @@ from server.dispatch import target_name, target_scopes
 from server.errors import InvalidRequest, wire_error
 from server.hub import Closed, Hub, Stream
 from server.jsonrpc import Message, Notification, Request, encode_error, encode_result
-from server.modern.era import ModernCall, ModernEra
+from server.modern.era import CACHED_METHODS, ModernCall, ModernEra
 from server.modern.listen import WatchedFrames
 from server.records.draft import Draft
-from server.security.auth import Principal
+from server.security.auth import ANONYMOUS, Principal
 from server.security.gate import Gate
 from server.security.limits import Slot
 from server.security.quotas import Quotas
 from server.transport.disconnect import DisconnectWatch, uncancel
-from server.transport.response_writer import ResponseWriter
-from server.transport.send import END_OF_BODY, send_empty, send_json, send_within
+from server.transport.response_writer import LazyWriter, ResponseWriter
+from server.transport.send import END_OF_BODY, JSON_TYPE, send_empty, send_json, send_within
 from server.transport.sse import KEEP_ALIVE, SSE_HEADERS, sse_frame
 
 
@@ -74,7 +74,6 @@ class ModernHttp:
         message: Message | list[Message],
         draft: Draft,
         principal: Principal,
-        *,
         json_ok: bool,
         sse_ok: bool,
     ) -> Awaitable[None]:
@@ -90,8 +89,11 @@ class ModernHttp:
         call = self.modern.validate(
             message, headers, views.view(principal) if views.hiding else None
         )
-        # Who calls: tasks are bound to the subject, capped per client.
-        call.subject, call.key_of = draft.subject, partial(self.gate.key, draft)
+        # Who calls: tasks are bound to the subject, capped per client (a plain tool's call
+        # runs as no task: its key is never asked).
+        call.subject = draft.subject
+        if not call.plain:
+            call.key_of = partial(self.gate.key, draft)
         if call.target is not None and self.gate.authenticates:
             # Per-item scopes, before the call runs, while a 403 can still be sent (its
             # record names what it refused).
@@ -100,26 +102,17 @@ class ModernHttp:
         if message.method == "subscriptions/listen":
             # What the stream gets is all it needs: nothing of the request itself is kept.
             opened = self.open_listen(call, draft, sse_ok=sse_ok, caller=principal)
-            return self.listen(receive, send, *opened, draft)
+            return self.listen(draft.observe_receive(receive), send, *opened, draft)
         if message.method == "server/discover":
             draft.advertised = self.modern.advertised()
-        caller = None if principal.anonymous else principal
+        caller = None if principal is ANONYMOUS else principal
         if self.quotas is not None and isinstance(call.target, Tool):
             # Counted (in Redis with replicas) before the call starts, while a 429 can be sent.
             draft.target = call.target.name
             charge = self.quotas.charge(principal.tenant, call.target.name, draft)
-            answer = partial(self.answer, receive, send, call, draft)
-            return _after(charge, answer, json_ok, sse_ok, caller, headers)
-        return self.answer(
-            receive,
-            send,
-            call,
-            draft,
-            json_ok=json_ok,
-            sse_ok=sse_ok,
-            caller=caller,
-            headers=headers,
-        )
+            answer = partial(self.answer, receive, send, call, draft, json_ok, sse_ok)
+            return _after(charge, answer, caller, headers)
+        return self.answer(receive, send, call, draft, json_ok, sse_ok, caller, headers)
 
     async def answer(
         self,
@@ -127,77 +120,101 @@ class ModernHttp:
         send: Send,
         call: ModernCall,
         draft: Draft,
-        *,
         json_ok: bool,
         sse_ok: bool,
         caller: Caller | None = None,
         headers: Headers | None = None,
     ) -> None:
+        if call.request.method in CACHED_METHODS:
+            await self._answer_cached(send, call, draft, json_ok, sse_ok)
+            return
         request_id = call.request.id
-        failure: Exception | None = None
+        # The response writer, made by the first message sent before the result (progress,
+        # logs) or for an SSE answer. A plain tool sends nothing: none is made for it unless
+        # it goes silent or the answer is SSE.
+        options = self.options
+        lazy = (
+            None
+            if call.plain
+            else LazyWriter(send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s)
+        )
+        disconnect: DisconnectWatch | None = None
+        try:
+            try:
+                handling = self.modern.start(
+                    call, _sends_nothing if lazy is None else lazy.emit, caller, headers, draft
+                )
+                if handling.done:
+                    result = handling.result  # answered without waiting: nothing to watch
+                else:
+                    # A call that lasts: its answer becomes a stream if it stays silent for
+                    # keepalive_s, so that idle timeouts on the way do not cut it.
+                    if lazy is None:
+                        lazy = LazyWriter(
+                            send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s
+                        )
+                    watching = lazy
+
+                    def watch_silence(task: asyncio.Task[Any]) -> None:
+                        watching.opened().watch_silence(task, DisconnectWatch.WATCH_AFTER_S)
+
+                    watched = draft.observe_receive(receive)  # tells the record the client left
+                    with DisconnectWatch(watched, None, watch_silence) as disconnect:
+                        result = await handling
+                payload, status = encode_result(request_id, result), 200
+            except Exception as error:
+                writer = None if lazy is None else lazy.writer
+                committed = writer is not None and writer.committed
+                payload, status = self._failed(call, error, committed, draft)
+        except asyncio.CancelledError:
+            if self._client_cancelled(None if lazy is None else lazy.writer, disconnect, draft):
+                return
+            raise
+        draft.task = call.task  # what it did with a task, for its record
+        if (lazy is None or lazy.writer is None) and (json_ok or status != 200):
+            # Nothing streamed: plain JSON (send_json written out, a coroutine fewer).
+            length = (b"content-length", b"%d" % len(payload))
+            await send(
+                {"type": "http.response.start", "status": status, "headers": [JSON_TYPE, length]}
+            )
+            await send({"type": "http.response.body", "body": payload})
+            return
+        await self._streamed(send, lazy, payload, status, json_ok, sse_ok, draft)
+
+    async def _answer_cached(
+        self, send: Send, call: ModernCall, draft: Draft, json_ok: bool, sse_ok: bool
+    ) -> None:
+        """A list page or ``server/discover``: kept as bytes, answered at once (nothing to
+        wait for, so no response writer and no handler coroutine), as one SSE event for a
+        client that takes only SSE."""
+        request_id = call.request.id
         try:
             cached = self.modern.cached_result(call)
         except Exception as error:  # a cursor this list never issued
-            cached, failure = None, error
+            payload, status = self._failed(call, error, False, draft)
         else:
-            if cached is not None and json_ok:
-                # A cached page (lists, discover) is answered at once: nothing to wait for,
-                # so no response writer and no handler coroutine.
-                await send_json(send, 200, encode_result(request_id, cached))
-                return
-        # Made by the first message sent before the result (progress, logs) or for an SSE
-        # answer: most calls answer with plain JSON and never need one.
-        writer: ResponseWriter | None = None
-
-        def opened() -> ResponseWriter:
-            nonlocal writer
-            if writer is None:
-                writer = ResponseWriter(
-                    send,
-                    json_ok=json_ok,
-                    sse_ok=sse_ok,
-                    keepalive_s=self.options.keepalive_s,
-                    send_timeout_s=self.options.send_timeout_s,
-                )
-            return writer
-
-        async def emit(payload: bytes) -> None:
-            await opened().emit(payload)
-
-        if failure is not None:
-            payload, status = self._failed(call, failure, False, draft)
-        elif cached is not None:
-            payload, status = encode_result(request_id, cached), 200  # as one SSE event
-        else:
-            disconnect: DisconnectWatch | None = None
-            try:
-                try:
-                    handling = self.modern.start(
-                        call, emit, caller=caller, headers=headers, record=draft
-                    )
-                    if handling.done:
-                        result = handling.result  # answered without waiting: nothing to watch
-                    else:
-                        # A call that lasts: its answer becomes a stream if it stays silent
-                        # for keepalive_s, so that idle timeouts on the way do not cut it.
-                        def watch_silence(task: asyncio.Task[Any]) -> None:
-                            opened().watch_silence(task, DisconnectWatch.WATCH_AFTER_S)
-
-                        with DisconnectWatch(receive, None, watch_silence) as disconnect:
-                            result = await handling
-                    payload, status = encode_result(request_id, result), 200
-                except Exception as error:
-                    committed = writer is not None and writer.committed
-                    payload, status = self._failed(call, error, committed, draft)
-            except asyncio.CancelledError:
-                if self._client_cancelled(writer, disconnect, draft):
-                    return
-                raise
-        draft.task = call.task  # what it did with a task, for its record
-        if writer is None and (json_ok or status != 200):
-            await send_json(send, status, payload)  # nothing streamed: plain JSON
+            assert cached is not None  # a method of CACHED_METHODS
+            payload, status = encode_result(request_id, cached), 200
+        if json_ok or status != 200:
+            await send_json(send, status, payload)
             return
-        final = opened()
+        await self._streamed(send, None, payload, status, json_ok, sse_ok, draft)
+
+    async def _streamed(
+        self,
+        send: Send,
+        lazy: LazyWriter | None,
+        payload: bytes,
+        status: int,
+        json_ok: bool,
+        sse_ok: bool,
+        draft: Draft,
+    ) -> None:
+        """The answer's last part on its response writer (SSE, or padded JSON)."""
+        if lazy is None:
+            options = self.options
+            lazy = LazyWriter(send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s)
+        final = lazy.opened()
         try:
             await final.finish(payload, status)
         except TimeoutError:
@@ -328,11 +345,15 @@ class ModernHttp:
 async def _after(
     charge: Awaitable[None],
     answer: Callable[..., Awaitable[None]],
-    json_ok: bool,
-    sse_ok: bool,
     caller: Principal | None,
     headers: Headers,
 ) -> None:
     """A tool call's answer once its quotas are charged (a refusal raises before it starts)."""
     await charge
-    await answer(json_ok=json_ok, sse_ok=sse_ok, caller=caller, headers=headers)
+    await answer(caller, headers)
+
+
+async def _sends_nothing(payload: bytes) -> None:
+    """What a plain tool's call is given to send with: such a tool takes no Context, so it
+    never sends (:attr:`~server.modern.era.ModernCall.plain`)."""
+    raise AssertionError("a plain tool sent a message before its result")

@@ -205,3 +205,34 @@ class ResponseWriter:
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+
+
+class LazyWriter:
+    """A request's :class:`ResponseWriter`, made the first time something needs it (a message
+    sent before the result, a silence to watch, an SSE answer): most calls answer with plain
+    JSON and never do. One object per call that may send, not two closures and a cell."""
+
+    __slots__ = ("_json_ok", "_keepalive_s", "_send", "_send_timeout_s", "_sse_ok", "writer")
+
+    def __init__(
+        self, send: Send, json_ok: bool, sse_ok: bool, keepalive_s: float, send_timeout_s: float
+    ) -> None:
+        self._send, self._json_ok, self._sse_ok = send, json_ok, sse_ok
+        self._keepalive_s, self._send_timeout_s = keepalive_s, send_timeout_s
+        self.writer: ResponseWriter | None = None
+
+    def opened(self) -> ResponseWriter:
+        writer = self.writer
+        if writer is None:
+            writer = self.writer = ResponseWriter(
+                self._send,
+                json_ok=self._json_ok,
+                sse_ok=self._sse_ok,
+                keepalive_s=self._keepalive_s,
+                send_timeout_s=self._send_timeout_s,
+            )
+        return writer
+
+    async def emit(self, payload: bytes) -> None:
+        """What the call sends before its result (progress, a log message)."""
+        await self.opened().emit(payload)

@@ -13,14 +13,14 @@ from collections.abc import Awaitable
 from server.aio import Deadline
 from server.asgi import ASGIMessage, Send
 
-_JSON_TYPE = (b"content-type", b"application/json")
+# First in a JSON answer's head: the record's observer (server.records.draft) looks for it there.
+JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def send_json(
     send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    # The type first: the record's observer (server.records.draft) looks for it there.
-    headers = [_JSON_TYPE, (b"content-length", b"%d" % len(body))]
+    headers = [JSON_TYPE, (b"content-length", b"%d" % len(body))]
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})

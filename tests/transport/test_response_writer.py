@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from server.asgi import ASGIMessage
-from server.transport.response_writer import PADDED_HEADERS, PADDING, ResponseWriter
+from server.transport.response_writer import PADDED_HEADERS, PADDING, LazyWriter, ResponseWriter
 from server.transport.sse import KEEP_ALIVE, SSE_HEADERS
 
 pytestmark = pytest.mark.anyio
@@ -153,3 +153,19 @@ async def test_a_stalled_keep_alive_cancels_the_call_only_where_the_era_says(
     assert outcome == ("cancelled" if stall_cancels else "finished")
     with pytest.raises(TimeoutError):
         await answer.finish(b"{}")
+
+
+async def test_a_lazy_writer_makes_one_writer_at_the_first_need_and_its_emit_streams() -> None:
+    send = Send()
+    lazy = LazyWriter(send, True, True, KEEPALIVE_S, 1.0)
+    assert lazy.writer is None  # nothing made, nothing sent
+    assert send.sent == []
+    await lazy.emit(b'{"jsonrpc":"2.0","method":"notifications/progress"}')
+    writer = lazy.writer
+    assert writer is not None
+    assert writer.committed
+    assert lazy.opened() is writer
+    assert send.sent[0]["headers"] == SSE_HEADERS
+    await writer.finish(b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    writer.close()
+    assert [m["type"] for m in send.sent][-1] == "http.response.body"
