@@ -39,6 +39,7 @@ def cycle(transport: Transport) -> Cycle:
         server_state=SimpleNamespace(default_headers=[(b"server", b"test")]),
         on_response_complete=lambda: None,
         expect_100_continue=False,
+        tasks=set(),
     )
     return Cycle(protocol, {"method": "POST", "http_version": "1.1"}, True)
 
