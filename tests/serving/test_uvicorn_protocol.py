@@ -168,6 +168,14 @@ async def head_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await json_app(scope, receive, send)
 
 
+VERSIONS_SEEN: list[str] = []
+
+
+async def version_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    VERSIONS_SEEN.append(scope["http_version"])
+    await echo_app(scope, receive, send)
+
+
 async def holding_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """An idle stream: a response begun, then nothing but waiting for the client to leave."""
     await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -178,6 +186,7 @@ async def holding_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 APPS: dict[str, App] = {
     "/head": head_app,
+    "/version": version_app,
     "/json": json_app,
     "/hold": holding_app,
     "/stream": streaming_app,
@@ -351,6 +360,47 @@ def test_a_requests_task_leaves_the_servers_set_as_it_ends() -> None:
             protocol.connection_lost(None)
 
     asyncio.run(main())
+
+
+def version(version: str, body: bytes = b"", extra: str = "") -> bytes:
+    length = f"content-length: {len(body)}\r\n{extra}"
+    return request("POST", "/version", version=version, extra=length) + body
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [version("1.1"), version("1.0")],
+        [version("1.0")],
+        [version("1.1", b"abc") + version("1.0") + version("1.1")],  # pipelined, one chunk
+        [version("1.1", b"abc")[:-2], version("1.1", b"abc")[-2:] + version("1.0")],
+        [b"POST /version HT", version("1.0")[16:], version("1.1")],  # a line in pieces
+        # a chunk fed mid-request: a line in the body is not the next request's
+        [version("1.1", b"x HTTP/1.1\r\n")[:-12], b"x HTTP/1.1\r\n" + version("1.0")],
+        [version("1.1")[:22], version("1.1")[22:] + version("1.0")],  # CRLF in the next
+        [version("1.0")[:23], version("1.0")[23:]],  # CR and LF apart
+        [b"\r\n" + version("1.0"), b"\n" + version("1.1")],  # line breaks llhttp skips
+        [version("1.1"), b"\r\n", version("1.0")],
+        [version("1.1", extra="connection: upgrade\r\nupgrade: other\r\n"), version("1.0")],
+        [b"POST /version\r\n\r\n"],  # HTTP/0.9
+    ],
+)
+def test_the_http_version_is_llhttps(chunks: list[bytes]) -> None:
+    """The scope's HTTP version, read from the request line where that is sure (the request
+    began a chunk fed between requests), is what llhttp says, as uvicorn's own protocol
+    has it: pipelined, in pieces, after line breaks, after an upgrade."""
+
+    async def seen(protocol_class: Any) -> list[str]:
+        VERSIONS_SEEN.clear()
+        protocol, _ = connection(protocol_class)
+        for chunk in chunks:
+            protocol.data_received(chunk)
+            await loop_turns()
+        return list(VERSIONS_SEEN)
+
+    ours = asyncio.run(seen(HttpProtocol))
+    assert ours == asyncio.run(seen(httptools_impl.HttpToolsProtocol))
+    assert ours
 
 
 def test_the_app_is_told_a_bound_on_the_heads_size() -> None:
