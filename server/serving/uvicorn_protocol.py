@@ -240,7 +240,8 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: Any, app: Any) -> None:
         # uvicorn's own, but the task leaves the server's set as its request ends
-        # (Cycle.run_asgi), not through a done callback: a loop callback less per request.
+        # (Cycle.run_asgi), not through a done callback: a loop callback less per request
+        # (docs/decisions.md#heads-and-tasks: why a task per request stays).
         if self.config.reset_contextvars:
             task = self.loop.create_task(cycle.run_asgi(app), context=contextvars.Context())
         else:

@@ -83,7 +83,7 @@ def test_a_request_id_that_could_break_the_head_is_refused() -> None:
 
 def test_a_cycles_signal_is_a_new_unset_one() -> None:
     """Cycle makes its Signal without calling Signal(): it must stay what Signal() makes."""
-    made = [cycle(Transport()).message_event for _ in range(2)]
+    made: list[object] = [cycle(Transport()).message_event for _ in range(2)]
     assert made[0] is not made[1]
     for event in made:
         assert type(event) is Signal
