@@ -235,8 +235,10 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         else:
-            self._sweep.idle[self] = self.loop.time()
-            self._sweep.arm()
+            sweep = self._sweep
+            sweep.idle[self] = self.loop.time()
+            if sweep.timer is None:  # arm's check in place: the sweep is armed under load
+                sweep.arm()
 
     def _start_asgi_task(self, cycle: Any, app: Any) -> None:
         # uvicorn's own, but the task leaves the server's set as its request ends
