@@ -10,6 +10,7 @@ tests/serving/test_uvicorn_protocol.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import struct
@@ -26,12 +27,21 @@ from server.serving.header_lines import CHUNKED, CLOSE, LENGTH, PLAIN, HeaderLin
 _RESET = struct.pack("ii", 1, 0)
 
 _LINES = HeaderLines()
+_new_signal = object.__new__
+
+
+def _nothing() -> None:
+    """A finished cycle's ``on_response`` (uvicorn sets a new lambda per request)."""
 
 
 class Cycle(RequestResponseCycle):
     """One request and its response: uvicorn's ``send``, with the head built from
     :class:`~server.serving.header_lines.HeaderLines`, and its ``run_asgi``, aborting a stalled
     unfinished response."""
+
+    # The request's task (HttpProtocol._start_asgi_task), which leaves the server's set of
+    # tasks as run_asgi ends.
+    task: asyncio.Task[None]
 
     def __init__(self, protocol: Any, scope: Any, keep_alive: bool) -> None:
         # uvicorn's __init__, its arguments read from the protocol here instead of passed by
@@ -43,8 +53,14 @@ class Cycle(RequestResponseCycle):
         self.access_logger = protocol.access_logger
         self.access_log = protocol.access_log
         self.default_headers = protocol.server_state.default_headers
-        self.message_event = Signal()  # type: ignore[assignment]
+        # Signal() without its __init__ (a Python call from a class costs a frame and more on
+        # 3.11): an unset signal with no waiter.
+        event = _new_signal(Signal)
+        event.flag = False
+        event._waiters = None
+        self.message_event = event  # type: ignore[assignment]
         self.on_response = protocol.on_response_complete
+        self.tasks: set[asyncio.Task[None]] = protocol.tasks
         self.disconnected = False
         self.keep_alive = keep_alive
         self.waiting_for_100_continue = protocol.expect_100_continue
@@ -148,7 +164,8 @@ class Cycle(RequestResponseCycle):
                     self.logger.error("ASGI callable returned without completing response.")
                 self._end_unfinished()
         finally:
-            self.on_response = lambda: None
+            self.on_response = _nothing
+            self.tasks.discard(self.task)
 
     def _end_unfinished(self) -> None:
         """A response cut short: closed once what was written has gone out, or aborted at

@@ -61,14 +61,14 @@ class IdleSweep:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.idle: dict[KeptAlive, float] = {}  # connection -> when it went idle
-        self._timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None  # the next sweep; None: not armed
 
     def arm(self) -> None:
-        if self._timer is None:
-            self._timer = self._loop.call_later(self.SWEEP_S, self.sweep)
+        if self.timer is None:
+            self.timer = self._loop.call_later(self.SWEEP_S, self.sweep)
 
     def sweep(self) -> None:
-        self._timer = None
+        self.timer = None
         now = self._loop.time()
         expired = [
             connection

@@ -36,12 +36,13 @@ the wire bytes against uvicorn's.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import urllib.parse
 from typing import Any
 
 import httptools
 from uvicorn.logging import TRACE_LOG_LEVEL
-from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
     STATUS_LINE,
     HttpToolsProtocol,
@@ -56,7 +57,7 @@ from server.asgi import HEAD_BYTES
 from server.memo import BoundedMemo
 from server.serving.coalescing import CoalescingTransport, write_batch
 from server.serving.cycle import Cycle
-from server.serving.flow import FlowControl
+from server.serving.flow import FlowControl, Signal
 from server.serving.idle_sweep import ShutdownReadsFirst, holds_request, idle_sweep
 
 # A request head (request line and headers) larger than this is refused with 431 before it is
@@ -68,6 +69,11 @@ HEAD_TOO_LARGE = (
 )
 
 _URLS: BoundedMemo[bytes, tuple[str, bytes, bytes]] = BoundedMemo(256)
+# A request method as the scope has it, for the methods llhttp knows (bytes made per request).
+_METHODS = {
+    name: name.decode("ascii")
+    for name in (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS", b"TRACE")
+}
 
 
 class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
@@ -192,6 +198,29 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
         else:
             super().timeout_keep_alive_handler()
 
+    def on_body(self, body: bytes) -> None:
+        # uvicorn's own, but the cycle read once, and its signal set only when it is not set
+        # already (a call fewer per request): keep in step.
+        cycle = self.cycle
+        if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
+            return
+        cycle.body += body
+        if len(cycle.body) > HIGH_WATER_LIMIT:
+            self.flow.pause_reading()
+        event: Signal = cycle.message_event  # type: ignore[assignment]
+        if not event.flag:
+            event.set()
+
+    def on_message_complete(self) -> None:
+        # As on_body: keep in step with uvicorn's.
+        cycle = self.cycle
+        if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
+            return
+        cycle.more_body = False
+        event: Signal = cycle.message_event  # type: ignore[assignment]
+        if not event.flag:
+            event.set()
+
     def on_response_complete(self) -> None:
         # uvicorn's own, but for the keep-alive timeout: the connection notes when it went
         # idle, and the loop's IdleSweep closes it once that is too long ago, instead of a
@@ -199,24 +228,42 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self.flow.resume_reading()
+        flow = self.flow
+        if flow.read_paused:  # FlowControl.resume_reading's check, in place
+            flow.resume_reading()
         if self.pipeline:
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         else:
-            self._sweep.idle[self] = self.loop.time()
-            self._sweep.arm()
+            sweep = self._sweep
+            sweep.idle[self] = self.loop.time()
+            if sweep.timer is None:  # arm's check in place: the sweep is armed under load
+                sweep.arm()
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        # uvicorn's own, but the task leaves the server's set as its request ends
+        # (Cycle.run_asgi), not through a done callback: a loop callback less per request
+        # (docs/decisions.md#heads-and-tasks: why a task per request stays).
+        if self.config.reset_contextvars:
+            task = self.loop.create_task(cycle.run_asgi(app), context=contextvars.Context())
+        else:
+            task = self.loop.create_task(cycle.run_asgi(app))
+        cycle.task = task
+        self.tasks.add(task)
 
     def on_headers_complete(self) -> None:
         # uvicorn's own, but for the cycle class it builds (and the head count): keep in step.
-        self.scope[HEAD_BYTES] = max(self._head_bytes, 0) + self._chunk_bytes  # type: ignore[literal-required]
+        scope = self.scope
+        counted = self._head_bytes
+        scope[HEAD_BYTES] = (counted if counted > 0 else 0) + self._chunk_bytes  # type: ignore[literal-required]
         self._head_bytes = -1
-        http_version = self.parser.get_http_version()
-        method = self.parser.get_method()
-        self.scope["method"] = method.decode("ascii")
+        parser = self.parser
+        http_version = parser.get_http_version()
+        method = parser.get_method()
+        scope["method"] = _METHODS.get(method) or method.decode("ascii")
         if http_version != "1.1":
-            self.scope["http_version"] = http_version
-        if self.parser.should_upgrade() and self._should_upgrade():
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
             return
         # A client asks for the same URL on every request: parsed once (_URLS, bounded).
         url = self.url
@@ -227,9 +274,9 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
         if self.root_path:
             path = self.root_path + path
             raw_path = self.root_path.encode("ascii") + raw_path
-        self.scope["path"] = path
-        self.scope["raw_path"] = raw_path
-        self.scope["query_string"] = query
+        scope["path"] = path
+        scope["raw_path"] = raw_path
+        scope["query_string"] = query
         app = self.app
         if self.limit_concurrency is not None and (
             len(self.connections) >= self.limit_concurrency
@@ -238,11 +285,7 @@ class HttpProtocol(ShutdownReadsFirst, HttpToolsProtocol):
             app = service_unavailable
             self.logger.warning("Exceeded concurrency limit.")
         existing_cycle = self.cycle
-        self.cycle = Cycle(
-            self,
-            self.scope,
-            http_version != "1.0" and self.parser.should_keep_alive(),
-        )
+        self.cycle = Cycle(self, scope, http_version != "1.0" and parser.should_keep_alive())
         if existing_cycle is None or existing_cycle.response_complete:
             self._start_asgi_task(self.cycle, app)
         else:

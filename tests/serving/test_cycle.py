@@ -16,6 +16,7 @@ if uvicorn.__version__ not in VERIFIED_UVICORN:
     pytest.skip("the server runs on uvicorn's own protocol", allow_module_level=True)
 
 from server.serving.cycle import Cycle
+from server.serving.flow import Signal
 
 
 class Transport:
@@ -39,6 +40,7 @@ def cycle(transport: Transport) -> Cycle:
         server_state=SimpleNamespace(default_headers=[(b"server", b"test")]),
         on_response_complete=lambda: None,
         expect_100_continue=False,
+        tasks=set(),
     )
     return Cycle(protocol, {"method": "POST", "http_version": "1.1"}, True)
 
@@ -77,3 +79,15 @@ def test_the_request_id_line_is_written_as_header_lines_would(value: bytes, line
 def test_a_request_id_that_could_break_the_head_is_refused() -> None:
     with pytest.raises(RuntimeError, match="Invalid HTTP header value"):
         cycle(Transport())._start(200, [(b"x-request-id", b"a\r\nb")])
+
+
+def test_a_cycles_signal_is_a_new_unset_one() -> None:
+    """Cycle makes its Signal without calling Signal(): it must stay what Signal() makes."""
+    made: list[object] = [cycle(Transport()).message_event for _ in range(2)]
+    assert made[0] is not made[1]
+    for event in made:
+        assert type(event) is Signal
+        fresh = Signal()
+        assert {slot: getattr(event, slot) for slot in Signal.__slots__} == {
+            slot: getattr(fresh, slot) for slot in Signal.__slots__
+        }
