@@ -311,7 +311,9 @@ def _apply_privacy(
             if seen.sensitive is None:
                 seen.sensitive = privacy.has_sensitive_key({"_meta": meta})
             harmless = not seen.sensitive
-        harmless = harmless and not privacy.has_sensitive_key(written)
+        harmless = harmless and (
+            privacy.known_harmless(written) or not privacy.has_sensitive_key(written)
+        )
     if not (harmless and privacy.keep_params):
         written = privacy.clean(params, measured=small)
     if declared is None:
