@@ -23,6 +23,7 @@ from server.protocol import CALL_METHODS
 from server.records.draft import INTERNAL_ERROR, Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
+    HEX_PAIRS,
     ID_PREFIX_HEX,
     LAST_SECOND,
     MAX_CLIENT_STRING,
@@ -37,11 +38,9 @@ from server.records.schema import (
 # and encoded every time), and a memo holding this many entries starts over.
 MEMO_MAX_BYTES = 4096
 MEMO_MAX_ENTRIES = 256
-# A request id (request_id_of) is the per-process prefix, six hex digits that change once per
-# 256 serials (remembered: (serial >> 8, the prefix and them)) and two more.
+# The head of the last request id formatted (schema.HEX_PAIRS): (serial >> 8, its text).
 _ID_HEAD_FORMAT = ID_PREFIX_HEX + "%06x"
 _ID_HEAD: list[tuple[int, str]] = [(-1, "")]
-_HEX_BYTE = tuple(f"{byte:02x}" for byte in range(256))
 # Capabilities are remembered up to what a legacy session may declare (server.jsonrpc): a
 # session's are on every one of its records, and judging 16 KiB of them again for each record
 # costs the writer ~0.7 ms (256 of them: 4 MiB at most).
@@ -196,7 +195,7 @@ class LineWriter:
                     high = serial >> 8
                     head = _ID_HEAD_FORMAT % (high & 0xFFFFFF)
                     _ID_HEAD[0] = (high, head)
-                inbound = head + _HEX_BYTE[serial & 0xFF]
+                inbound = head + HEX_PAIRS[serial & 0xFF]
             record["request_id"] = inbound
             record["status"] = draft.status
             # Client-chosen: clipped when long (a length check each, clip() only then).

@@ -1284,3 +1284,24 @@ def test_request_ids_keep_their_format() -> None:
     # The header carries the same id, made as bytes directly.
     for serial in (0, 1, 0xFFFF_FFFF, 0x1_0000_00AB, 123_456_789):
         assert request_id_bytes(serial) == request_id_of(serial).encode()
+
+
+def test_request_ids_written_a_piece_at_a_time_are_the_whole_format() -> None:
+    # The header and the line write an id as a remembered head and the last byte's two digits:
+    # across a head's 256 serials, past 32 bits, and out of order, it is still the one format.
+    writer = LineWriter(privacy())
+    for serial in (1, 255, 256, 257, 0xFFFF, 2**32 - 1, 2**32, 2**32 + 0x1AB, 5, 300, 256):
+        draft = modern()
+        draft.serial = serial
+        draft.ended_clock = draft.clock
+        sent: list[dict[str, Any]] = []
+        observed = draft.observe(sent.append, lambda record: None)  # type: ignore[arg-type]
+        observed(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        assert dict(sent[0]["headers"])[b"x-request-id"] == request_id_bytes(serial)
+        assert orjson.loads(writer.line(draft) or b"{}")["request_id"] == request_id_of(serial)
