@@ -364,7 +364,8 @@ class Draft:
                     self.completed = True
                 if self.streaming:
                     # Every frame this server writes is one send: count message events only.
-                    if b"data: {" in body:
+                    # (find: bytes' ``in`` first tries the needle as an int, a TypeError raised)
+                    if body.find(b"data: {") >= 0:
                         if not self.events:
                             self.first_event_clock = time.perf_counter()
                         self.events += 1
