@@ -28,6 +28,7 @@ from server.protocol import (
     META_PROTOCOL_VERSION,
 )
 from server.records.schema import (
+    HEX_PAIRS_BYTES,
     ID_PREFIX_BYTES,
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
@@ -53,6 +54,8 @@ TRACEPARENT = re.compile(
 
 
 _JSON_TYPE = (b"content-type", b"application/json")
+# The head of the last X-Request-Id written: (serial >> 8, its bytes).
+_HEADER_ID_HEAD: list[tuple[int, bytes]] = [(-1, b"")]
 
 
 @dataclass(slots=True)
@@ -361,7 +364,8 @@ class Draft:
                     self.completed = True
                 if self.streaming:
                     # Every frame this server writes is one send: count message events only.
-                    if b"data: {" in body:
+                    # (find: bytes' ``in`` first tries the needle as an int, a TypeError raised)
+                    if body.find(b"data: {") >= 0:
                         if not self.events:
                             self.first_event_clock = time.perf_counter()
                         self.events += 1
@@ -375,18 +379,20 @@ class Draft:
                     for name, value in headers:
                         if name == b"content-type" and value.startswith(b"text/event-stream"):
                             self.streaming = True
-                # The id of this request's record and log lines, for the client to quote.
-                # (request_id_bytes written out: a call fewer on every request)
+                # The id of this request's record and log lines, for the client to quote
+                # (the id's bytes written out, its head remembered: see schema.HEX_PAIRS).
                 inbound = self.inbound_id
-                message["headers"] = [
-                    *headers,
-                    (
-                        b"x-request-id",
-                        ID_PREFIX_BYTES + b"%08x" % (self.serial & 0xFFFFFFFF)
-                        if inbound is None
-                        else inbound.encode(),
-                    ),
-                ]
+                if inbound is None:
+                    serial = self.serial
+                    high, head = _HEADER_ID_HEAD[0]
+                    if serial >> 8 != high:
+                        high = serial >> 8
+                        head = ID_PREFIX_BYTES + b"%06x" % (high & 0xFFFFFF)
+                        _HEADER_ID_HEAD[0] = (high, head)
+                    value = head + HEX_PAIRS_BYTES[serial & 0xFF]
+                else:
+                    value = inbound.encode()
+                message["headers"] = [*headers, (b"x-request-id", value)]
             return send(message)
 
         return observed

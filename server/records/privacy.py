@@ -16,9 +16,10 @@ from typing import Any
 
 import orjson
 
-from server.memo import BoundedMemo
+from server.memo import SMALL_KEY_BYTES, BoundedMemo
 
 REDACTED = "[redacted]"
+HARMLESS_KEYS = 4096  # verdicts remembered (keys are judged again past that)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +32,13 @@ class Privacy:
     # Verdicts per key already seen (params repeat the same few keys): small keys only, a
     # bounded number of them (a client may send keys of any size).
     _verdicts: BoundedMemo[Any, bool] = field(
-        default_factory=lambda: BoundedMemo(4096), init=False, repr=False, compare=False
+        default_factory=lambda: BoundedMemo(HARMLESS_KEYS),
+        init=False,
+        repr=False,
+        compare=False,
     )
+    # The small keys judged harmless, as a set (known_harmless tests keys against it).
+    _harmless: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The words are matched in the keys' normal form, so they are put in it too
@@ -85,6 +91,29 @@ class Privacy:
         keeping = self if self.keep_params else Privacy(self.redact, self.max_params_bytes)
         return keeping.clean(capabilities)
 
+    def known_harmless(self, value: dict[str, Any]) -> bool:
+        """True when no key of ``value`` is sensitive, seen without a walk: ``value`` is a dict
+        of values and dicts of values (no list, nothing deeper: a tool call's name and flat
+        arguments) whose keys were all judged harmless before. False says nothing (then
+        :meth:`has_sensitive_key` decides). Set lookups and type tests only, no call: the
+        record writer asks this for every request's params."""
+        harmless = self._harmless
+        for key in value:  # noqa: PLC0206 - no items() call, no tuple per key
+            if key not in harmless:
+                return False
+            kind = type(value[key])
+            if kind is dict:
+                inner = value[key]
+                for name in inner:
+                    if name not in harmless:
+                        return False
+                    kind = type(inner[name])
+                    if kind is dict or kind is list:
+                        return False
+            elif kind is list:
+                return False
+        return True
+
     def has_sensitive_key(self, value: Any, depth: int = 0) -> bool:
         """Whether a key matching the redaction list appears at any depth (past 32 levels:
         assumed so, and the careful path takes over)."""
@@ -96,7 +125,7 @@ class Privacy:
             for key, item in value.items():
                 verdict = verdicts.get(key)
                 if verdict is None:
-                    verdict = verdicts.remember(key, _sensitive(str(key), self.redact))
+                    verdict = self._judge(key)
                 if verdict:
                     return True
                 if (type(item) is dict or type(item) is list) and self.has_sensitive_key(
@@ -143,7 +172,18 @@ class Privacy:
     def sensitive(self, key: Any) -> bool:
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = self._verdicts.remember(key, _sensitive(str(key), self.redact))
+            verdict = self._judge(key)
+        return verdict
+
+    def _judge(self, key: Any) -> bool:
+        """A key's verdict, remembered (a harmless one in ``_harmless`` too, bounded alike)."""
+        verdict = _sensitive(str(key), self.redact)
+        self._verdicts.remember(key, verdict)
+        if not verdict and type(key) is str and len(key) <= SMALL_KEY_BYTES:
+            harmless = self._harmless
+            if len(harmless) >= HARMLESS_KEYS:
+                harmless.clear()
+            harmless.add(key)
         return verdict
 
 

@@ -54,6 +54,13 @@ ID_PREFIX_HEX = (_ID_PREFIX >> 32).to_bytes(4).hex()
 ID_PREFIX_BYTES = ID_PREFIX_HEX.encode()
 
 
+# Two hex digits per byte value: the request path and the record writer write an id as a head
+# (the prefix and six digits, which change once per 256 serials: each remembers its last one)
+# and the two digits of the serial's last byte, for less than formatting it whole.
+HEX_PAIRS = tuple(f"{byte:02x}" for byte in range(256))
+HEX_PAIRS_BYTES = tuple(pair.encode() for pair in HEX_PAIRS)
+
+
 def request_id_of(serial: int) -> str:
     """16 hex digits: a random per-process prefix and a counter (unique per process run)."""
     return ID_PREFIX_HEX + "%08x" % (serial & 0xFFFFFFFF)

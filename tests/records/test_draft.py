@@ -1293,3 +1293,24 @@ async def test_the_x_request_id_header_carries_the_records_id(serial: int) -> No
     assert draft.inbound_id is None
     assert dict(wire.sent[0]["headers"])[b"x-request-id"] == request_id_of(serial).encode()
     assert draft.request_id == request_id_of(serial)
+
+
+def test_request_ids_written_a_piece_at_a_time_are_the_whole_format() -> None:
+    # The header and the line write an id as a remembered head and the last byte's two digits:
+    # across a head's 256 serials, past 32 bits, and out of order, it is still the one format.
+    writer = LineWriter(privacy())
+    for serial in (1, 255, 256, 257, 0xFFFF, 2**32 - 1, 2**32, 2**32 + 0x1AB, 5, 300, 256):
+        draft = modern()
+        draft.serial = serial
+        draft.ended_clock = draft.clock
+        sent: list[dict[str, Any]] = []
+        observed = draft.observe(sent.append, lambda record: None)  # type: ignore[arg-type]
+        observed(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        assert dict(sent[0]["headers"])[b"x-request-id"] == request_id_of(serial).encode()
+        assert orjson.loads(writer.line(draft) or b"{}")["request_id"] == request_id_of(serial)

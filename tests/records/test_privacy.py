@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from server.records.privacy import REDACTED, Privacy
+from server.memo import SMALL_KEY_BYTES
+from server.records.privacy import HARMLESS_KEYS, REDACTED, Privacy
 from server.settings import Settings
 
 SHAPES = [
@@ -68,3 +69,21 @@ def test_normal_key() -> None:
     from server.records.privacy import normal_key
 
     assert {normal_key(key) for key in ("api.key", "API Key", "apiKey", "API_KEY")} == {"apikey"}
+
+
+def test_the_harmless_keys_it_remembers_stay_bounded_and_judge_like_the_walk() -> None:
+    rules = Privacy(redact=("password",), max_params_bytes=2048)
+    for number in range(HARMLESS_KEYS + 100):
+        assert not rules.has_sensitive_key({f"key{number}": 1})
+    assert 0 < len(rules._harmless) <= HARMLESS_KEYS
+    long_key = "k" * (SMALL_KEY_BYTES + 1)
+    assert not rules.has_sensitive_key({long_key: 1})
+    assert long_key not in rules._harmless
+    # Known harmless only with every key judged before and nothing deeper than flat arguments.
+    assert rules.known_harmless({"name": "x", "arguments": {"key1": 1}}) is False  # unjudged
+    rules.has_sensitive_key({"name": "x", "arguments": {"key1": 1}})
+    assert rules.known_harmless({"name": "x", "arguments": {"key1": 1}}) is True
+    assert rules.known_harmless({"name": "x", "arguments": {"key1": [1]}}) is False
+    assert rules.known_harmless({"name": "x", "arguments": {"key1": {"name": 1}}}) is False
+    assert rules.has_sensitive_key({"name": "x", "arguments": {"Pass-Word": 1}})
+    assert rules.known_harmless({"name": "x", "arguments": {"Pass-Word": 1}}) is False
