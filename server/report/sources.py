@@ -74,7 +74,8 @@ class RequestScan:
         needle, since, until = self.needle, self.since, self.until
         for batch in batches:
             for line in batch:
-                if needle in line and (record := request_in_period(line, since, until)):
+                # find(), not ``in``: bytes' ``in`` tries the needle as an integer first.
+                if line.find(needle) >= 0 and (record := request_in_period(line, since, until)):
                     self.count(record)
 
     def read_record(self, record: dict[str, Any]) -> None:

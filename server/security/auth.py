@@ -179,7 +179,11 @@ def bearer_token(authorization: str | None) -> str | None:
 
 def refuse_query_token(query_string: bytes) -> None:
     """400 for ``access_token`` in the query string (RFC 6750 section 2.3, forbidden by MCP)."""
-    if b"access_token" not in query_string.lower() and b"%" not in query_string:
+    # Most requests have no query at all. find(), not ``in``: bytes' ``in`` first tries its
+    # operand as an integer, raising and clearing a TypeError (twice the cost).
+    if not query_string or (
+        query_string.lower().find(b"access_token") < 0 and query_string.find(b"%") < 0
+    ):
         return
     pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
     if any(name.strip().lower() == "access_token" for name, _ in pairs):
