@@ -29,12 +29,13 @@ from server.protocol import (
 )
 from server.records.schema import (
     HEX_PAIRS_BYTES,
-    ID_PREFIX_BYTES,
+    ID_HEAD,
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
     MAX_KEPT_BODY,
     SCHEMA_VERSION,
     clip,
+    id_head,
     iso_time,
     request_id_of,
 )
@@ -54,8 +55,6 @@ TRACEPARENT = re.compile(
 
 
 _JSON_TYPE = (b"content-type", b"application/json")
-# The head of the last X-Request-Id written: (serial >> 8, its bytes).
-_HEADER_ID_HEAD: list[tuple[int, bytes]] = [(-1, b"")]
 
 
 @dataclass(slots=True)
@@ -380,15 +379,13 @@ class Draft:
                         if name == b"content-type" and value.startswith(b"text/event-stream"):
                             self.streaming = True
                 # The id of this request's record and log lines, for the client to quote
-                # (the id's bytes written out, its head remembered: see schema.HEX_PAIRS).
+                # (the id's bytes written out, its head remembered: schema.id_head).
                 inbound = self.inbound_id
                 if inbound is None:
                     serial = self.serial
-                    high, head = _HEADER_ID_HEAD[0]
+                    high, _, head = ID_HEAD[0]
                     if serial >> 8 != high:
-                        high = serial >> 8
-                        head = ID_PREFIX_BYTES + b"%06x" % (high & 0xFFFFFF)
-                        _HEADER_ID_HEAD[0] = (high, head)
+                        _, _, head = id_head(serial)
                     value = head + HEX_PAIRS_BYTES[serial & 0xFF]
                 else:
                     value = inbound.encode()

@@ -24,13 +24,14 @@ from server.records.draft import INTERNAL_ERROR, Draft
 from server.records.privacy import Privacy
 from server.records.schema import (
     HEX_PAIRS,
-    ID_PREFIX_HEX,
+    ID_HEAD,
     LAST_SECOND,
     MAX_CLIENT_STRING,
     MAX_ERROR_MESSAGE,
     MILLIS,
     SCHEMA_VERSION,
     clip,
+    id_head,
     iso_time,
 )
 
@@ -38,9 +39,6 @@ from server.records.schema import (
 # and encoded every time), and a memo holding this many entries starts over.
 MEMO_MAX_BYTES = 4096
 MEMO_MAX_ENTRIES = 256
-# The head of the last request id formatted (schema.HEX_PAIRS): (serial >> 8, its text).
-_ID_HEAD_FORMAT = ID_PREFIX_HEX + "%06x"
-_ID_HEAD: list[tuple[int, str]] = [(-1, "")]
 # Capabilities are remembered up to what a legacy session may declare (server.jsonrpc): a
 # session's are on every one of its records, and judging 16 KiB of them again for each record
 # costs the writer ~0.7 ms (256 of them: 4 MiB at most).
@@ -190,11 +188,9 @@ class LineWriter:
             inbound = draft.inbound_id
             if inbound is None:
                 serial = draft.serial
-                high, head = _ID_HEAD[0]
+                high, head, _ = ID_HEAD[0]
                 if serial >> 8 != high:
-                    high = serial >> 8
-                    head = _ID_HEAD_FORMAT % (high & 0xFFFFFF)
-                    _ID_HEAD[0] = (high, head)
+                    _, head, _ = id_head(serial)
                 inbound = head + HEX_PAIRS[serial & 0xFF]
             record["request_id"] = inbound
             record["status"] = draft.status

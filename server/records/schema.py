@@ -51,14 +51,24 @@ _ID_PREFIX = int.from_bytes(secrets.token_bytes(4), "big") << 32
 ID_PREFIX_HEX = (_ID_PREFIX >> 32).to_bytes(4).hex()
 
 
-ID_PREFIX_BYTES = ID_PREFIX_HEX.encode()
-
-
 # Two hex digits per byte value: the request path and the record writer write an id as a head
 # (the prefix and six digits, which change once per 256 serials: each remembers its last one)
 # and the two digits of the serial's last byte, for less than formatting it whole.
 HEX_PAIRS = tuple(f"{byte:02x}" for byte in range(256))
 HEX_PAIRS_BYTES = tuple(pair.encode() for pair in HEX_PAIRS)
+# The last head made: (serial >> 8, as text, as bytes), replaced as one tuple (the event loop's
+# X-Request-Id and the writer thread's record line both read it).
+ID_HEAD: list[tuple[int, str, bytes]] = [(-1, "", b"")]
+
+
+def id_head(serial: int) -> tuple[int, str, bytes]:
+    """The head of ``serial``'s id (:data:`ID_HEAD`'s form), made and remembered: callers read
+    ID_HEAD themselves and call this only when its serial's high part moved."""
+    high = serial >> 8
+    text = ID_PREFIX_HEX + "%06x" % (high & 0xFFFFFF)
+    made = (high, text, text.encode())
+    ID_HEAD[0] = made
+    return made
 
 
 def request_id_of(serial: int) -> str:
