@@ -132,12 +132,7 @@ class ModernHttp:
         # The response writer, made by the first message sent before the result (progress,
         # logs) or for an SSE answer. A plain tool sends nothing: none is made for it unless
         # it goes silent or the answer is SSE.
-        options = self.options
-        lazy = (
-            None
-            if call.plain
-            else LazyWriter(send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s)
-        )
+        lazy = None if call.plain else self._lazy_writer(send, json_ok, sse_ok)
         disconnect: DisconnectWatch | None = None
         try:
             try:
@@ -150,9 +145,7 @@ class ModernHttp:
                     # A call that lasts: its answer becomes a stream if it stays silent for
                     # keepalive_s, so that idle timeouts on the way do not cut it.
                     if lazy is None:
-                        lazy = LazyWriter(
-                            send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s
-                        )
+                        lazy = self._lazy_writer(send, json_ok, sse_ok)
                     watching = lazy
 
                     def watch_silence(task: asyncio.Task[Any]) -> None:
@@ -180,6 +173,10 @@ class ModernHttp:
             await send({"type": "http.response.body", "body": payload})
             return
         await self._streamed(send, lazy, payload, status, json_ok, sse_ok, draft)
+
+    def _lazy_writer(self, send: Send, json_ok: bool, sse_ok: bool) -> LazyWriter:
+        options = self.options
+        return LazyWriter(send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s)
 
     async def _answer_cached(
         self, send: Send, call: ModernCall, draft: Draft, json_ok: bool, sse_ok: bool
@@ -212,8 +209,7 @@ class ModernHttp:
     ) -> None:
         """The answer's last part on its response writer (SSE, or padded JSON)."""
         if lazy is None:
-            options = self.options
-            lazy = LazyWriter(send, json_ok, sse_ok, options.keepalive_s, options.send_timeout_s)
+            lazy = self._lazy_writer(send, json_ok, sse_ok)
         final = lazy.opened()
         try:
             await final.finish(payload, status)
