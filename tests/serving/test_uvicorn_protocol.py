@@ -367,6 +367,16 @@ def version(version: str, body: bytes = b"", extra: str = "") -> bytes:
     return request("POST", "/version", version=version, extra=length) + body
 
 
+async def fed(protocol_class: Any, chunks: list[bytes], seen: list[Any]) -> list[Any]:
+    """What the app saw (``seen``, emptied first) of ``chunks`` fed to a new connection."""
+    seen.clear()
+    protocol, _ = connection(protocol_class)
+    for chunk in chunks:
+        protocol.data_received(chunk)
+        await loop_turns()
+    return list(seen)
+
+
 @pytest.mark.parametrize(
     "chunks",
     [
@@ -390,16 +400,8 @@ def test_the_http_version_is_llhttps(chunks: list[bytes]) -> None:
     began a chunk fed between requests), is what llhttp says, as uvicorn's own protocol
     has it: pipelined, in pieces, after line breaks, after an upgrade."""
 
-    async def seen(protocol_class: Any) -> list[str]:
-        VERSIONS_SEEN.clear()
-        protocol, _ = connection(protocol_class)
-        for chunk in chunks:
-            protocol.data_received(chunk)
-            await loop_turns()
-        return list(VERSIONS_SEEN)
-
-    ours = asyncio.run(seen(HttpProtocol))
-    assert ours == asyncio.run(seen(httptools_impl.HttpToolsProtocol))
+    ours = asyncio.run(fed(HttpProtocol, chunks, VERSIONS_SEEN))
+    assert ours == asyncio.run(fed(httptools_impl.HttpToolsProtocol, chunks, VERSIONS_SEEN))
     assert ours
 
 
@@ -407,12 +409,7 @@ def test_the_app_is_told_a_bound_on_the_heads_size() -> None:
     # The endpoint skips counting the headers when the head was small: the bound must never
     # be below the head's real size, whether it came in one piece, in several, or pipelined.
     async def heads(chunks: list[bytes]) -> list[int | None]:
-        HEADS_SEEN.clear()
-        protocol, _ = connection(HttpProtocol)
-        for chunk in chunks:
-            protocol.data_received(chunk)
-            await loop_turns()
-        return list(HEADS_SEEN)
+        return await fed(HttpProtocol, chunks, HEADS_SEEN)
 
     one = request(path="/head")
     assert asyncio.run(heads([one])) == [len(one)]
