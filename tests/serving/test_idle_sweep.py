@@ -42,6 +42,18 @@ def _response(connection: socket.socket, limit_s: float) -> bytes:
         data += chunk
 
 
+def _assert_answered_then_closed(connection: socket.socket) -> None:
+    """The request just written is answered 200 with Connection: close, then the connection
+    closes cleanly (a reset is what nginx turns into a 502)."""
+    try:
+        answer = _response(connection, 5)
+    except OSError as error:  # ConnectionResetError
+        answer = type(error).__name__.encode()
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert b"connection: close" in answer.lower()
+    assert connection.recv(1) == b""
+
+
 def _wait_stopped(pid: int) -> None:
     """Until the stop has taken: a request written before would be seen by the poll the stop
     interrupts, and read first."""
@@ -146,13 +158,7 @@ def test_a_request_on_an_idle_connection_just_after_sigterm_is_answered_then_clo
             _wait_not_listening(server.port)  # the stop has begun: connections shut down
             time.sleep(0.05)
             used.sendall(REQUEST)
-            try:
-                answer = _response(used, 5)
-            except OSError as error:  # ConnectionResetError: what nginx turns into a 502
-                answer = type(error).__name__.encode()
-            assert answer.startswith(b"HTTP/1.1 200"), answer
-            assert b"connection: close" in answer.lower()
-            assert used.recv(1) == b""  # then closed, cleanly
+            _assert_answered_then_closed(used)
             idle.settimeout(10)
             assert idle.recv(1) == b""  # within its keep-alive (5 s), cleanly
         assert server.process is not None
@@ -227,12 +233,6 @@ def test_a_request_written_as_the_shutdown_begins_is_answered_not_reset(coalesce
             assert blocked.wait(5)
             connection.sendall(REQUEST)
             written.set()
-            try:
-                answer = _response(connection, 5)
-            except OSError as error:  # ConnectionResetError: what nginx turns into a 502
-                answer = type(error).__name__.encode()
-            assert answer.startswith(b"HTTP/1.1 200"), answer
-            assert b"connection: close" in answer.lower()
-            assert connection.recv(1) == b""  # then closed, cleanly
+            _assert_answered_then_closed(connection)
     finally:
         thread.stop()
