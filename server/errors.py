@@ -56,6 +56,7 @@ logged and never sent.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -98,6 +99,9 @@ class McpError(Exception):
         # The id of the request this error answers, when it could be read (set by the codec
         # or the boundary), so every error response can echo it.
         self.request_id: RequestId | None = None
+        # Seconds after which the same request may succeed (a cap, a dependency away): sent
+        # as ``Retry-After`` wherever the error is still the response's own status.
+        self.retry_after: float | None = None
 
     def to_wire(self, era: Era = "modern") -> dict[str, Any]:
         """The JSON-RPC ``error`` member for this failure."""
@@ -190,7 +194,7 @@ class ServiceUnavailable(McpError):
 
     def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        self.retry_after: float | None = retry_after
 
 
 class ToolError(Exception):
@@ -229,6 +233,8 @@ class WireError:
     code: int
     message: str
     body: dict[str, Any]
+    # What the response carries beside the body when the error sets its status (Retry-After).
+    headers: list[tuple[bytes, bytes]]
 
 
 def wire_error(error: BaseException, era: Era, doing: str = "a request") -> WireError:
@@ -239,4 +245,14 @@ def wire_error(error: BaseException, era: Era, doing: str = "a request") -> Wire
         log.error("%s failed", doing, exc_info=error)
         error = InternalError("Internal error")
     wire = error.to_wire(era)
-    return WireError(http_status(error, era), wire["code"], error.message, wire)
+    headers = (
+        []
+        if error.retry_after is None
+        else [(b"retry-after", retry_after_header(error.retry_after).encode())]
+    )
+    return WireError(http_status(error, era), wire["code"], error.message, wire, headers)
+
+
+def retry_after_header(seconds: float) -> str:
+    """The ``Retry-After`` value: whole seconds, rounded up, at least 1."""
+    return str(max(1, math.ceil(seconds)))

@@ -25,9 +25,11 @@ from server.errors import (
     UnsupportedProtocolVersion,
     WireError,
     http_status,
+    retry_after_header,
     wire_error,
 )
 from server.security.auth import AUTH_ERROR, InsufficientScope, Unauthenticated
+from server.security.limits import RateLimited
 
 
 @pytest.mark.parametrize(
@@ -183,7 +185,7 @@ def test_anything_else_is_internal_error_with_the_traceback_only_in_the_log(
     except RuntimeError as error:
         wire = wire_error(error, era, "tools/call")  # type: ignore[arg-type]
     assert wire == WireError(
-        200, -32603, "Internal error", {"code": -32603, "message": "Internal error"}
+        200, -32603, "Internal error", {"code": -32603, "message": "Internal error"}, []
     )
     assert "secret" not in repr(wire)
     [record] = caplog.records
@@ -261,3 +263,21 @@ def test_the_errors_docstring_draws_every_mcp_error_subclass_under_its_base() ->
     assert sorted(defined.keys() - drawn.keys()) == [], "add them to the tree in server/errors.py"
     assert sorted(drawn.keys() - defined.keys()) == [], "the tree names classes that are gone"
     assert drawn == defined
+
+
+@pytest.mark.parametrize(
+    ("seconds", "header"), [(0.0, "1"), (0.01, "1"), (1.0, "1"), (1.2, "2"), (59.99, "60")]
+)
+def test_retry_after_header(seconds: float, header: str) -> None:
+    assert retry_after_header(seconds) == header
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_an_error_that_says_when_to_retry_carries_retry_after_on_both_wires(era: str) -> None:
+    # A 503 raised inside a call (a task refused at a drain, Redis away) went out without the
+    # header that a refusal before the call carried: the client was not told to retry.
+    unavailable = wire_error(ServiceUnavailable("busy", retry_after=2.5), era)  # type: ignore[arg-type]
+    assert (unavailable.status, unavailable.headers) == (503, [(b"retry-after", b"3")])
+    limited = wire_error(RateLimited(0.2), era)  # type: ignore[arg-type]
+    assert (limited.status, limited.headers) == (429, [(b"retry-after", b"1")])
+    assert wire_error(InvalidParams("no"), era).headers == []  # type: ignore[arg-type]

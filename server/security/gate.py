@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
-from server.errors import ConfigurationError, McpError, ServiceUnavailable
+from server.errors import ConfigurationError, McpError, retry_after_header
 from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.records.schema import clip
@@ -34,13 +34,11 @@ from server.security.auth import (
     with_tokens_file,
 )
 from server.security.limits import (
-    RateLimited,
     RateLimiter,
     SessionCounter,
     Slot,
     StreamCounter,
     client_key,
-    retry_after_header,
 )
 from server.security.metadata import metadata_url, resource_metadata
 from server.security.networks import in_networks, is_loopback, parse_networks
@@ -245,7 +243,7 @@ class Gate:
                 root = scope.get("root_path") or self.settings.root_path
                 url = metadata_url(scope.get("scheme", "http"), host, root, self.settings.path)
             return [(b"www-authenticate", error.www_authenticate(url).encode("latin-1"))]
-        if isinstance(error, RateLimited | ServiceUnavailable):
+        if error.retry_after is not None:
             return [(b"retry-after", retry_after_header(error.retry_after).encode())]
         return []
 

@@ -11,14 +11,13 @@ keep only keys with something open. Loop-only, no locks. Every refusal is 429 wi
 from __future__ import annotations
 
 import ipaddress
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from types import TracebackType
 from typing import ClassVar
 
-from server.errors import McpError
+from server.errors import McpError, retry_after_header
 from server.memo import BoundedMemo
 
 LIMIT_EXCEEDED = -32000
@@ -29,12 +28,12 @@ class RateLimited(McpError):
     status = 429
 
     def __init__(self, retry_after: float) -> None:
-        self.retry_after = retry_after
         seconds = retry_after_header(retry_after)
         super().__init__(
             f"Too many requests; retry after {seconds} s",
             {"limit": "rate", "retryAfter": int(seconds)},
         )
+        self.retry_after = retry_after
 
 
 class TooManyStreams(McpError):
@@ -53,11 +52,6 @@ class TooManyPending(McpError):
 
     code = LIMIT_EXCEEDED
     status = 429
-
-
-def retry_after_header(seconds: float) -> str:
-    """The ``Retry-After`` value: whole seconds, rounded up, at least 1."""
-    return str(max(1, math.ceil(seconds)))
 
 
 def client_key(subject: str | None, address: str | None) -> str:

@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from server.errors import retry_after_header
 from server.records.draft import Draft
-from server.security.limits import RateLimited, retry_after_header
+from server.security.limits import RateLimited
 from server.security.shared_limits import SharedLimits
 
 NO_TENANT = "(none)"

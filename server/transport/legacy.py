@@ -203,8 +203,8 @@ class LegacyHttp:
         try:
             payload, status, error = await run_inline(self.era, call, answer)
             if error is not None:
-                draft.error(*error)
-            answer.end(payload, status)
+                draft.error(error.code, error.message)
+            answer.end(payload, status, None if error is None else error.headers)
             draft.stream_end = await answer.finish(json_ok)
         except BaseException:
             if answer.writer is not None:

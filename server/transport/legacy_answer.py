@@ -46,6 +46,7 @@ class Answer:
         "_receive",
         "_send",
         "_silence",
+        "extra",
         "final",
         "left",
         "over",
@@ -82,6 +83,7 @@ class Answer:
         self.status = 200
         # The response itself; None while running, and forever if the call was cancelled.
         self.final: bytes | None = None
+        self.extra: list[tuple[bytes, bytes]] | None = None
         self.over = False
         self.writer: asyncio.Task[str] | None = None
         # The JSON answer of a client that takes no SSE, padded with whitespace while silent.
@@ -120,10 +122,16 @@ class Answer:
         elif self.stream is not None:
             self.stream.end_connections(reason)
 
-    def end(self, payload: bytes | None, status: int = 200) -> None:
-        """The call is over: ``payload`` is its response (None: cancelled, no response)."""
+    def end(
+        self,
+        payload: bytes | None,
+        status: int = 200,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """The call is over: ``payload`` is its response (None: cancelled, no response), with
+        ``extra`` headers (a refusal's Retry-After) if it is still the response's own."""
         self.over = True
-        self.final, self.status = payload, status
+        self.final, self.status, self.extra = payload, status, extra
         if self.stream is not None:
             self.stream.finish(payload)
 
@@ -220,7 +228,7 @@ class Answer:
             else:
                 await send_empty(self._send, 204)
             return None
-        await send_json(self._send, self.status, self.final)
+        await send_json(self._send, self.status, self.final, self.extra)
         return None
 
     async def write(self, stream: EventStream, generation: int) -> str:

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 
 from server.aio import create_task, current_task
 from server.asgi import Send
-from server.errors import InvalidRequest, wire_error
+from server.errors import InvalidRequest, WireError, wire_error
 from server.jsonrpc import Notification, Response, encode_error, encode_result
 from server.legacy.calls import LegacyCall
 from server.legacy.era import LegacyEra
@@ -32,8 +32,8 @@ from server.transport.response_writer import ResponseWriter
 from server.transport.send import send_empty
 
 # A call's answer: the response (None: cancelled, the spec wants no response at all), its HTTP
-# status, and the wire error's (code, message) for the record when it failed.
-Outcome = tuple[bytes | None, int, tuple[int, str] | None]
+# status, and the wire error (its code and message for the record, its headers) when it failed.
+Outcome = tuple[bytes | None, int, WireError | None]
 CANCELLED: Outcome = (None, 200, None)
 
 
@@ -94,7 +94,7 @@ async def outcome_of(
         return encode_result(request.id, result), 200, None
     except Exception as error:
         wire = wire_error(error, "legacy", request.method)
-        return encode_error(request.id, wire.body), wire.status, (wire.code, wire.message)
+        return encode_error(request.id, wire.body), wire.status, wire
 
 
 async def run_inline(era: LegacyEra, call: LegacyCall, answer: Answer) -> Outcome:

@@ -361,7 +361,7 @@ class SseTransport:
 
     def _recorded(self, draft: Draft, call: LegacyCall, task: asyncio.Task[Outcome]) -> None:
         if not task.cancelled() and (error := task.result()[2]) is not None:
-            draft.error(*error)
+            draft.error(error.code, error.message)
         draft.task = call.task
         draft.finish(self.recorder.record)
 

@@ -133,6 +133,7 @@ class ModernHttp:
         # logs) or for an SSE answer. A plain tool sends nothing: none is made for it unless
         # it goes silent or the answer is SSE.
         lazy = None if call.plain else self._lazy_writer(send, json_ok, sse_ok)
+        extra: list[tuple[bytes, bytes]] | None = None  # a refusal's Retry-After
         disconnect: DisconnectWatch | None = None
         try:
             try:
@@ -158,7 +159,7 @@ class ModernHttp:
             except Exception as error:
                 writer = None if lazy is None else lazy.writer
                 committed = writer is not None and writer.committed
-                payload, status = self._failed(call, error, committed, draft)
+                payload, status, extra = self._failed(call, error, committed, draft)
         except asyncio.CancelledError:
             if self._client_cancelled(None if lazy is None else lazy.writer, disconnect, draft):
                 return
@@ -166,9 +167,11 @@ class ModernHttp:
         draft.task = call.task  # what it did with a task, for its record
         if (lazy is None or lazy.writer is None) and (json_ok or status != 200):
             # Nothing streamed: plain JSON (send_json written out, a coroutine fewer).
-            length = (b"content-length", b"%d" % len(payload))
+            response_headers = [JSON_TYPE, (b"content-length", b"%d" % len(payload))]
+            if extra:
+                response_headers.extend(extra)
             await send(
-                {"type": "http.response.start", "status": status, "headers": [JSON_TYPE, length]}
+                {"type": "http.response.start", "status": status, "headers": response_headers}
             )
             await send({"type": "http.response.body", "body": payload})
             return
@@ -188,12 +191,12 @@ class ModernHttp:
         try:
             cached = self.modern.cached_result(call)
         except Exception as error:  # a cursor this list never issued
-            payload, status = self._failed(call, error, False, draft)
+            payload, status, extra = self._failed(call, error, False, draft)
         else:
             assert cached is not None  # a method of CACHED_METHODS
-            payload, status = encode_result(request_id, cached), 200
+            payload, status, extra = encode_result(request_id, cached), 200, []
         if json_ok or status != 200:
-            await send_json(send, status, payload)
+            await send_json(send, status, payload, extra)
             return
         await self._streamed(send, None, payload, status, json_ok, sse_ok, draft)
 
@@ -240,13 +243,14 @@ class ModernHttp:
     @staticmethod
     def _failed(
         call: ModernCall, error: Exception, committed: bool, draft: Draft
-    ) -> tuple[bytes, int]:
-        """A call's failure as its answer: the body, and the status unless the response is
-        already a stream or padded JSON (then the error is its last event, or its body, on
-        the 200 already sent)."""
+    ) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
+        """A call's failure as its answer: the body, and the status and headers (Retry-After)
+        unless the response is already a stream or padded JSON (then the error is its last
+        event, or its body, on the 200 already sent)."""
         wire = wire_error(error, "modern", call.request.method)
         draft.error(wire.code, wire.message)
-        return encode_error(call.request.id, wire.body), 200 if committed else wire.status
+        payload = encode_error(call.request.id, wire.body)
+        return (payload, 200, []) if committed else (payload, wire.status, wire.headers)
 
     def open_listen(
         self, call: ModernCall, draft: Draft, *, sse_ok: bool, caller: Principal | None = None

@@ -145,9 +145,12 @@ def the_faults(replicas: int, drain_s: float) -> list[Fault]:
     # Only a call longer than the drain deadline may end with -32000 "Server shutting down":
     # an error event on a response that already streams, or a 503 (no Retry-After: not Redis)
     # for one whose answer had not started (lifecycle.end_calls).
+    # A task asked of the stopping replica (on a connection nginx kept alive to it) is refused
+    # with 503 and Retry-After: it would be failed at the drain deadline (docs/operations.md).
     drained = (
         "2026-07-28:silent call:rpc -32000",
         "2026-07-28:silent call:http 503",
+        "2026-07-28:task:http 503 retry-after",
         "http+sse:closed",
     )
     return [

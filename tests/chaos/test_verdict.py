@@ -51,6 +51,15 @@ def test_a_2026_era_call_may_not_fail_while_redis_is_away() -> None:
     assert judge(window("redis stalled 10 s"), tasks, Counter()).held
 
 
+def test_a_drain_may_refuse_a_task_only_with_retry_after() -> None:
+    told = ledger_with(Op("modern-tasks", "2026-07-28", "task", 11, 12, "http 503 retry-after"))
+    assert judge(window("SIGTERM drain"), told, Counter()).held
+    bare = ledger_with(Op("modern-tasks", "2026-07-28", "task", 11, 12, "http 503"))
+    assert not judge(window("SIGTERM drain"), bare, Counter()).held
+    call = ledger_with(Op("modern-1", "2026-07-28", "call", 11, 12, "http 503 retry-after"))
+    assert not judge(window("rolling restart"), call, Counter()).held
+
+
 def test_a_quick_request_slower_than_the_fault_allows_is_a_hang() -> None:
     slow = ledger_with(Op("legacy-1", "initialize", "call", 11, 16.5, None))
     verdict = judge(window("redis stalled 10 s"), slow, Counter())

@@ -13,7 +13,6 @@ from server.security.limits import (
     TooManySessions,
     TooManyStreams,
     client_key,
-    retry_after_header,
 )
 
 
@@ -102,13 +101,6 @@ def test_check_raises_rate_limited():
         "message": "Too many requests; retry after 2 s",
         "data": {"limit": "rate", "retryAfter": 2},
     }
-
-
-@pytest.mark.parametrize(
-    ("seconds", "header"), [(0.0, "1"), (0.01, "1"), (1.0, "1"), (1.2, "2"), (59.99, "60")]
-)
-def test_retry_after_header(seconds, header):
-    assert retry_after_header(seconds) == header
 
 
 def test_lru_bound():

@@ -11,9 +11,8 @@ import httpx
 import pytest
 
 from server import Catalog, create_app
-from server.errors import ConfigurationError, ServiceUnavailable
+from server.errors import ConfigurationError, ServiceUnavailable, retry_after_header
 from server.records.draft import Draft
-from server.security.limits import retry_after_header
 from server.security.quotas import Quota, QuotaExceeded, Quotas
 from server.security.shared_limits import RateAsk, Settled, SharedLimits, SlotAsk
 from server.settings import Settings, load_settings
@@ -64,6 +63,7 @@ async def test_only_the_matching_quota_counts_and_the_sixth_call_is_refused() ->
     with pytest.raises(QuotaExceeded) as refused:
         await quotas.charge("acme", "search", draft())
     assert refused.value.data["tenant"] == "acme"
+    assert refused.value.retry_after is not None
     assert 0 < refused.value.retry_after <= 60
     await quotas.charge("globex", "search", draft())  # another tenant
     await quotas.charge("acme", "other", draft())  # another tool

@@ -19,6 +19,7 @@ import pytest
 
 from server import Catalog, Context
 from server.app import Application, create_app
+from server.errors import ServiceUnavailable
 from server.legacy.eventstream import parse_event_id
 from tests.support import legacy_http
 from tests.support.core_helpers import add_toggle_tool
@@ -623,6 +624,24 @@ async def test_a_batch_past_the_cap_is_refused_naming_the_cap(http: httpx.AsyncC
     assert error["code"] == -32600
     assert "at most 64" in error["message"]
     assert "holds 65" in error["message"]
+
+
+async def test_a_call_refused_for_now_says_when_to_retry() -> None:
+    # A 503 raised inside a call (a task refused at a drain, Redis away) went out without the
+    # Retry-After that a refusal before the call carries.
+    catalog = Catalog("busy", "1.0.0")
+
+    @catalog.tool
+    async def busy() -> str:
+        raise ServiceUnavailable("busy for now", retry_after=2.5)
+
+    application = create_app(settings(), catalog)
+    async with application.lifespan(application.starlette), asgi_client(application) as http:
+        client = await legacy_session(http, "2025-06-18")
+        refused = await client.post(legacy("tools/call", {"name": "busy", "arguments": {}}, id=3))
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "3"
+    assert refused.json()["error"] == {"code": -32000, "message": "busy for now"}
 
 
 async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:

@@ -151,7 +151,7 @@ async def test_a_failure_is_answered_as_its_wire_error() -> None:
     outcome = await run_inline(s.era, s.call("nope"), s.answer())
     assert body_of(outcome)["error"]["code"] == -32602
     assert outcome[2] is not None
-    assert outcome[2][0] == -32602
+    assert outcome[2].code == -32602
     assert s.runtime.inflight == {}
 
 

@@ -28,7 +28,9 @@ import pytest
 
 from server import Catalog, Context
 from server.app import create_app
+from server.catalog.extensions import TASKS_EXTENSION
 from server.settings import Settings
+from tests.support.app import serve
 from tests.support.core_helpers import add_toggle_tool
 from tests.support.live_server import ServerThread
 from tests.support.mcp_client import (
@@ -558,3 +560,28 @@ def test_sigterm_to_python_m_server_closes_listen_streams_gracefully(tmp_path: P
             process.kill()
             process.wait(5)
         log.close()
+
+
+@pytest.mark.anyio
+async def test_a_task_refused_by_a_stopping_server_says_when_to_retry() -> None:
+    # The chaos run's SIGTERM drain: a task call on a kept-alive connection reached the
+    # stopping replica and got a bare 503, which told the client nothing (a 503 raised
+    # inside a call went out without the Retry-After a refusal before it carries).
+    catalog = Catalog("drain-tasks", "1.0.0")
+
+    @catalog.tool(task_support="optional")
+    async def work(seconds: float = 0.1) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    tasks = {"extensions": {TASKS_EXTENSION: {}}}
+    async with serve(catalog) as (client, app):
+        call = modern("tools/call", {"name": "work", "arguments": {}}, 1, capabilities=tasks)
+        accepted = await client.post("/mcp", json=call, headers=modern_headers(call))
+        assert accepted.json()["result"]["resultType"] == "task"
+        app.tasks.closing = True  # what the drain sets first
+        refused = await client.post("/mcp", json=call, headers=modern_headers(call))
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == -32000
+    assert "shutting down" in refused.json()["error"]["message"]
