@@ -574,7 +574,7 @@ async def test_a_task_refused_by_a_stopping_server_says_when_to_retry() -> None:
         await asyncio.sleep(seconds)
         return "done"
 
-    tasks = {"extensions": {TASKS_EXTENSION: {}}}
+    tasks: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
     async with serve(catalog) as (client, app):
         call = modern("tools/call", {"name": "work", "arguments": {}}, 1, capabilities=tasks)
         accepted = await client.post("/mcp", json=call, headers=modern_headers(call))
