@@ -214,7 +214,7 @@ class Answer:
             try:
                 # The JSON answer; once padded, the rest of its body (none for a cancelled
                 # call, whose padding alone then ends the response).
-                await padding.finish(self.final or b"", self.status)
+                await padding.finish(self.final or b"", self.status, self.extra)
             except TimeoutError:
                 return "send_timeout"  # the client stopped reading; the call has ended
             return None

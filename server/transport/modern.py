@@ -175,7 +175,7 @@ class ModernHttp:
             )
             await send({"type": "http.response.body", "body": payload})
             return
-        await self._streamed(send, lazy, payload, status, json_ok, sse_ok, draft)
+        await self._streamed(send, lazy, payload, status, json_ok, sse_ok, draft, extra)
 
     def _lazy_writer(self, send: Send, json_ok: bool, sse_ok: bool) -> LazyWriter:
         options = self.options
@@ -209,13 +209,15 @@ class ModernHttp:
         json_ok: bool,
         sse_ok: bool,
         draft: Draft,
+        extra: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
-        """The answer's last part on its response writer (SSE, or padded JSON)."""
+        """The answer's last part on its response writer (SSE, or padded JSON; plain JSON with
+        ``extra`` headers for an error while nothing was sent yet)."""
         if lazy is None:
             lazy = self._lazy_writer(send, json_ok, sse_ok)
         final = lazy.opened()
         try:
-            await final.finish(payload, status)
+            await final.finish(payload, status, extra)
         except TimeoutError:
             draft.stream_end = "send_timeout"  # the answer is lost with the connection
         finally:

@@ -135,13 +135,15 @@ class ResponseWriter:
         except TimeoutError:
             raise asyncio.CancelledError from None  # the handler ends, as on a disconnect
 
-    def finish(self, payload: bytes, status: int = 200) -> Awaitable[None]:
+    def finish(
+        self, payload: bytes, status: int = 200, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> Awaitable[None]:
         """Send the final message (result or error) and end the response: a JSON answer (most)
-        is send_json's own awaitable. Raises TimeoutError if the stream is (or becomes)
-        stalled."""
+        is send_json's own awaitable, with the ``extra`` headers (an error's Retry-After).
+        Raises TimeoutError if the stream is (or becomes) stalled."""
         self.unwatch_silence()
         if not (self.streaming or self.padded) and (self._json_ok or status != 200):
-            return send_json(self._send, status, payload)
+            return send_json(self._send, status, payload, extra)
         return self._finish_stream(payload)
 
     async def _finish_stream(self, payload: bytes) -> None:

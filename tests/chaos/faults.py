@@ -26,13 +26,13 @@ MARGIN_S = 2.0  # the "small margin" an answer may take past a deadline on this 
 # The official SDK surfaces the 503's JSON-RPC error (-32000); its sse_client drops a POST's 503
 # and leaves the call waiting (an SDK limitation, docs/operations.md).
 REDIS_AWAY = (
-    "initialize:http 503*",
+    "initialize:http 503 retry-after",
     "initialize:rpc -32000",
-    "http+sse:http 503*",
+    "http+sse:http 503 retry-after",
     "http+sse:rpc -32000",
     "http+sse:closed",
     "http+sse:hang after http 503 (SDK)",
-    "2026-07-28:task:http 503*",
+    "2026-07-28:task:http 503 retry-after",
 )
 
 

@@ -49,6 +49,9 @@ def test_a_2026_era_call_may_not_fail_while_redis_is_away() -> None:
     assert not judge(window("redis stalled 10 s"), ledger, Counter()).held
     tasks = ledger_with(Op("modern-tasks", "2026-07-28", "task", 11, 12, "http 503 retry-after"))
     assert judge(window("redis stalled 10 s"), tasks, Counter()).held
+    # Without Retry-After the client is not told to retry: the promise is a 503 *with* it.
+    bare = ledger_with(Op("modern-tasks", "2026-07-28", "task", 11, 12, "http 503"))
+    assert not judge(window("redis stalled 10 s"), bare, Counter()).held
 
 
 def test_a_drain_may_refuse_a_task_only_with_retry_after() -> None:

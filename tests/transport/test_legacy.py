@@ -632,16 +632,20 @@ async def test_a_call_refused_for_now_says_when_to_retry() -> None:
     catalog = Catalog("busy", "1.0.0")
 
     @catalog.tool
-    async def busy() -> str:
+    async def busy(wait: float = 0.0) -> str:
+        await asyncio.sleep(wait)  # past the disconnect watch's delay: a response writer waits
         raise ServiceUnavailable("busy for now", retry_after=2.5)
 
     application = create_app(settings(), catalog)
     async with application.lifespan(application.starlette), asgi_client(application) as http:
         client = await legacy_session(http, "2025-06-18")
-        refused = await client.post(legacy("tools/call", {"name": "busy", "arguments": {}}, id=3))
-    assert refused.status_code == 503
-    assert refused.headers["retry-after"] == "3"
-    assert refused.json()["error"] == {"code": -32000, "message": "busy for now"}
+        # A client taking only JSON waits with a padding writer ready (the legacy rule).
+        for wait, accept in ((0.0, BOTH), (0.1, BOTH), (0.1, "application/json")):
+            call = legacy("tools/call", {"name": "busy", "arguments": {"wait": wait}}, id=3)
+            refused = await client.post(call, accept)
+            assert refused.status_code == 503
+            assert refused.headers["retry-after"] == "3"
+            assert refused.json()["error"] == {"code": -32000, "message": "busy for now"}
 
 
 async def test_every_message_of_a_batch_is_charged_to_the_rate() -> None:

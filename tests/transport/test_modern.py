@@ -29,6 +29,7 @@ import pytest
 from server import Catalog, Context
 from server.app import create_app
 from server.catalog.extensions import TASKS_EXTENSION
+from server.errors import ServiceUnavailable
 from server.settings import Settings
 from tests.support.app import serve
 from tests.support.core_helpers import add_toggle_tool
@@ -574,6 +575,11 @@ async def test_a_task_refused_by_a_stopping_server_says_when_to_retry() -> None:
         await asyncio.sleep(seconds)
         return "done"
 
+    @catalog.tool
+    async def busy(wait: float = 0.0) -> str:
+        await asyncio.sleep(wait)  # past the disconnect watch's delay: a response writer waits
+        raise ServiceUnavailable("Shared state is unavailable", retry_after=1.0)
+
     tasks: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
     async with serve(catalog) as (client, app):
         call = modern("tools/call", {"name": "work", "arguments": {}}, 1, capabilities=tasks)
@@ -581,6 +587,13 @@ async def test_a_task_refused_by_a_stopping_server_says_when_to_retry() -> None:
         assert accepted.json()["result"]["resultType"] == "task"
         app.tasks.closing = True  # what the drain sets first
         refused = await client.post("/mcp", json=call, headers=modern_headers(call))
+        # The chaos run's Redis stall: a call that waited on Redis past the disconnect watch's
+        # delay answered its 503 through the response writer, without the header either.
+        for wait in (0.0, 0.1):
+            busy = modern("tools/call", {"name": "busy", "arguments": {"wait": wait}}, 2)
+            unavailable = await client.post("/mcp", json=busy, headers=modern_headers(busy))
+            assert unavailable.status_code == 503
+            assert unavailable.headers["retry-after"] == "1"
     assert refused.status_code == 503
     assert refused.headers["retry-after"] == "1"
     assert refused.json()["error"]["code"] == -32000
