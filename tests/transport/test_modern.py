@@ -590,8 +590,8 @@ async def test_a_task_refused_by_a_stopping_server_says_when_to_retry() -> None:
         # The chaos run's Redis stall: a call that waited on Redis past the disconnect watch's
         # delay answered its 503 through the response writer, without the header either.
         for wait in (0.0, 0.1):
-            busy = modern("tools/call", {"name": "busy", "arguments": {"wait": wait}}, 2)
-            unavailable = await client.post("/mcp", json=busy, headers=modern_headers(busy))
+            asking = modern("tools/call", {"name": "busy", "arguments": {"wait": wait}}, 2)
+            unavailable = await client.post("/mcp", json=asking, headers=modern_headers(asking))
             assert unavailable.status_code == 503
             assert unavailable.headers["retry-after"] == "1"
     assert refused.status_code == 503
