@@ -66,10 +66,14 @@ class RemoteSessions:
         stream.publish(payload)
         return True
 
-    def subscriptions_missed(self) -> None:
-        """Subscription changes may have been missed (the bus was away): read them again."""
+    def subscriptions_missed(self, updates_unknown: bool = False) -> None:
+        """Subscription changes may have been missed (the bus was away): read them again; with
+        ``updates_unknown``, every resource a GET stream here follows is told updated first
+        (a client re-reads one for nothing rather than miss an update)."""
         for session_id in self.runtimes.ids():
             if (runtime := self.runtimes.peek(session_id)) is not None:
+                if updates_unknown:
+                    runtime.updates_unknown()
                 # Read again now where a GET stream follows them, else when one opens.
                 read = partial(self.era.store.subscriptions, session_id)
                 runtime.subscriptions.stale(read if runtime.standalone is not None else None)

@@ -176,6 +176,17 @@ class SessionRuntime:
             if concerns is None or concerns(change):
                 self._offer(change, capabilities, told)
 
+    def updates_unknown(self) -> None:
+        """Updates of the resources the standalone stream follows may have been missed and no
+        log says which (Redis restarted empty while the bus was away): each is told once."""
+        if self.standalone is None:
+            return
+        capabilities, concerns = self._capabilities(), self._concerns
+        for uri in list(self.subscriptions):
+            change = Change("resource_updated", uri)
+            if concerns is None or concerns(change):
+                self._offer(change, capabilities)
+
     def _offer(
         self, change: Event, capabilities: dict[str, Any], told: Counter[bytes] | None = None
     ) -> None:

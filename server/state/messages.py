@@ -43,8 +43,10 @@ class SessionEvents(Protocol):
     def remote_message(self, session_id: str, payload: bytes) -> None:
         """A message for the session's one stream (the HTTP+SSE transport), if held here."""
 
-    def subscriptions_missed(self) -> None:
-        """Subscription changes may have been missed (the bus was away): read them again."""
+    def subscriptions_missed(self, updates_unknown: bool = False) -> None:
+        """Subscription changes may have been missed (the bus was away): read them again; with
+        ``updates_unknown`` (no log says which), tell each GET stream here that every resource
+        it follows may have been updated."""
 
     def bus_away(self) -> None:
         """This replica no longer hears the others: what they send its streams is lost."""
@@ -101,8 +103,9 @@ def _decode_task(to: Receivers, data: dict[str, Any]) -> None:
 
 def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
     # Changes may have been missed while the bus was away: the resource updates its log
-    # names (``changes``), and every list (a change whose publishing failed while Redis was
-    # away is in no log); subscriptions are read again.
+    # names (``changes``; without it, which is unknown: every followed resource is told), and
+    # every list (a change whose publishing failed while Redis was away is in no log);
+    # subscriptions are read again.
     logged = data.get("changes")
     for each in logged if isinstance(logged, list) else ():
         change = change_of(each) if isinstance(each, dict) else None
@@ -110,7 +113,7 @@ def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
             to.hub.publish(change)
     for list_kind in _LIST_KINDS:
         to.hub.publish(Change(list_kind))
-    to.sessions.subscriptions_missed()
+    to.sessions.subscriptions_missed(updates_unknown=not isinstance(logged, list))
 
 
 # -- away, unsent: delivered locally by a bus (nothing travels) --------------------------------

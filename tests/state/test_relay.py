@@ -302,6 +302,27 @@ async def test_resync_reads_the_subscriptions_of_get_streams_again(app: Applicat
     assert following.subscriptions.uris == {"file:///kept"}
 
 
+async def test_resync_that_cannot_know_the_updates_tells_every_followed_resource(
+    app: Application,
+) -> None:
+    # Issue 35's chaos run: Redis restarted empty lost the log and a change published just
+    # before it; a GET stream was told the lists changed, never its resource's update.
+    runtime = app.legacy.runtimes.get("s1")
+    runtime.subscriptions.apply("file:///a", True)
+    runtime.subscriptions.apply("file:///b", True)
+    standalone = runtime.standalone_stream(app.hub, lambda: ALL_CAPS)
+    told = len(standalone.events_after(0))
+    app.relay.deliver("resync", {"changes": []})  # the log says: nothing missed
+    lists = len(standalone.events_after(0)) - told
+    assert lists == 3
+    app.relay.deliver("resync", {})  # unknown
+    methods = [
+        json.loads(event.payload).get("params", {}).get("uri", "list")
+        for _, event in standalone.events_after(0)[told + lists :]
+    ]
+    assert sorted(methods) == ["file:///a", "file:///b", "list", "list", "list"]
+
+
 def test_a_message_for_an_http_sse_stream_reaches_it_only_where_it_is_held(
     app: Application,
 ) -> None:

@@ -340,7 +340,7 @@ class RedisBus:
         if changes is None or changes.seen is None:
             return {}
         try:
-            logged = await changes.after(changes.seen)
+            logged = await changes.after(changes.seen, outage=True)
         except Exception:  # Redis went again: every list and subscription is re-read
             return {}
         if logged is None:

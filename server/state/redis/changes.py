@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -126,10 +127,12 @@ class ChangeLog:
         newest: Any = await self.link.run(self.link.client.xrevrange(self.key, count=1))
         self.saw(newest[0][0] if newest else "0-0")
 
-    async def after(self, position: str) -> list[dict[str, Any]] | None:
+    async def after(self, position: str, *, outage: bool = False) -> list[dict[str, Any]] | None:
         """Each change logged after ``position`` (its message's data), oldest first; None when
-        some may be gone (trimmed past the limit, or ``position`` is not an id)."""
-        if position_of(position) is None:
+        some may be gone (trimmed past the limit, the log lost, or ``position`` is not an id).
+        ``outage``: asked after this replica lost the bus (a missing log is then lost)."""
+        parsed = position_of(position)
+        if parsed is None:
             return None
         if self.unlogged:
             # This replica's own last changes: in the log before it is read (bounded; past
@@ -142,7 +145,12 @@ class ChangeLog:
             pipe.xrange(self.key, position, position, count=1)
             pipe.xrange(self.key, f"({position}", "+", count=LIMIT)
             info, kept, entries = await self.link.run(pipe.execute(raise_on_error=False))
-        if isinstance(info, Exception):  # no log at all: no change since it expired
+        if isinstance(info, Exception):
+            # No log at all: no change since it expired, unless it cannot have expired yet
+            # (a change after ``position`` is newer than its lifetime, or this replica lost
+            # the bus meanwhile): then it was lost (Redis restarted empty) with what it held.
+            if outage or parsed[0] > time.time() * 1000 - int(self._ttl_ms):
+                return None
             return []
         # Trimming goes oldest first: the position's own entry still there, all after it is.
         # A log begun after the position ("0-0": none when this replica started) must have

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -149,6 +150,26 @@ async def test_a_position_trimmed_away_or_a_change_too_big_is_unknown_not_empty(
     await one.link.client.xtrim(one.changes.key, maxlen=1, approximate=False)
     assert await one.changes.after(start) is None  # some of what came after it is gone
     assert await one.changes.after("not an id") is None
+
+
+async def test_a_log_gone_is_empty_only_when_it_may_have_expired(
+    pair: tuple[Replica, Replica],
+) -> None:
+    # Redis restarted empty took the log with a change no replica had applied yet: read as
+    # "expired, nothing since", a GET stream was never told it. A log refreshed by a change
+    # newer than its lifetime cannot have expired, nor is it known after a lost bus.
+    one, _ = pair
+    one.bus.publish("change", {"kind": "tools", "uri": None})
+    await wait_until(lambda: (one.changes.seen or "0-0") != "0-0", limit=5)
+    recent = one.changes.seen
+    assert recent is not None
+    assert await one.changes.after(recent) == []
+    await one.link.client.delete(one.changes.key)
+    assert await one.changes.after(recent) is None  # lost, not expired
+    long_ago = f"{int(time.time() * 1000) - 61_000}-0"  # older than the log's 60 s lifetime
+    assert await one.changes.after(long_ago) == []
+    assert await one.changes.after("0-0") == []
+    assert await one.changes.after(long_ago, outage=True) is None
 
 
 async def test_an_answer_goes_to_the_replica_that_asked_and_its_sender_learns_if_heard(
