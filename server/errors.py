@@ -194,7 +194,7 @@ class ServiceUnavailable(McpError):
 
     def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
-        self.retry_after: float | None = retry_after
+        self.retry_after = retry_after
 
 
 class ToolError(Exception):
@@ -245,12 +245,15 @@ def wire_error(error: BaseException, era: Era, doing: str = "a request") -> Wire
         log.error("%s failed", doing, exc_info=error)
         error = InternalError("Internal error")
     wire = error.to_wire(era)
-    headers = (
-        []
-        if error.retry_after is None
-        else [(b"retry-after", retry_after_header(error.retry_after).encode())]
-    )
-    return WireError(http_status(error, era), wire["code"], error.message, wire, headers)
+    status = http_status(error, era)
+    return WireError(status, wire["code"], error.message, wire, retry_headers(error))
+
+
+def retry_headers(error: McpError) -> list[tuple[bytes, bytes]]:
+    """``Retry-After`` for an error that says when the same request may succeed; else none."""
+    if error.retry_after is None:
+        return []
+    return [(b"retry-after", retry_after_header(error.retry_after).encode())]
 
 
 def retry_after_header(seconds: float) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from server.asgi import Headers, Scope
-from server.errors import ConfigurationError, McpError, retry_after_header
+from server.errors import ConfigurationError, McpError, retry_headers
 from server.memo import BoundedMemo
 from server.records.draft import Draft
 from server.records.schema import clip
@@ -243,9 +243,7 @@ class Gate:
                 root = scope.get("root_path") or self.settings.root_path
                 url = metadata_url(scope.get("scheme", "http"), host, root, self.settings.path)
             return [(b"www-authenticate", error.www_authenticate(url).encode("latin-1"))]
-        if error.retry_after is not None:
-            return [(b"retry-after", retry_after_header(error.retry_after).encode())]
-        return []
+        return retry_headers(error)
 
 
 # -- from the settings ----------------------------------------------------------------------
