@@ -117,10 +117,10 @@ class FrameQueue:
 class Stream:
     """One open notification stream: a filter (``frame``) and a bounded queue of frames."""
 
-    __slots__ = ("_capacity", "_frame", "closed", "queue")
+    __slots__ = ("_capacity", "closed", "frame", "queue")
 
     def __init__(self, frame: Callable[[Event], bytes | None], capacity: int) -> None:
-        self._frame = frame
+        self.frame = frame
         self.queue = FrameQueue()
         self._capacity = capacity
         self.closed = False
@@ -128,7 +128,7 @@ class Stream:
     def offer(self, change: Event) -> None:
         if self.closed:
             return
-        frame = self._frame(change)
+        frame = self.frame(change)
         if frame is None:
             return
         if self.queue.qsize() >= self._capacity:
@@ -185,6 +185,14 @@ class Hub:
             stream.offer(change)
         for listener in list(self._listeners):
             listener(change)
+
+    def tell_followed(self) -> None:
+        """Tell each stream that every resource it follows was updated, once each: what it
+        missed cannot be known (a resync without a change log). A stream's filter names what
+        it follows by a ``followed`` attribute (the modern era's listen frames)."""
+        for stream in list(self._streams):
+            for uri in getattr(stream.frame, "followed", ()):
+                stream.offer(Change("resource_updated", uri))
 
     def close_all(self, reason: str) -> None:
         """End every stream, and every stream attached from now on, with ``reason``."""

@@ -121,6 +121,11 @@ class ListenFrames:
         self._granted = granted
         self._subscription_id = subscription_id
 
+    @property
+    def followed(self) -> tuple[str, ...]:
+        """The resource URIs this stream follows (:meth:`~server.hub.Hub.tell_followed`)."""
+        return self._granted.resource_uris
+
     def __call__(self, change: Event) -> bytes | None:
         found = self._granted.notification(change)
         if found is None:
@@ -166,6 +171,10 @@ class WatchedFrames:
 
     def __init__(self, frames: Callable[[Event], bytes | None], watch: ListWatch) -> None:
         self._frames, self._watch = frames, watch
+
+    @property
+    def followed(self) -> tuple[str, ...]:
+        return getattr(self._frames, "followed", ())
 
     def __call__(self, change: Event) -> bytes | None:
         return self._frames(change) if self._watch(change) else None

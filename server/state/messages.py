@@ -111,6 +111,8 @@ def _decode_resync(to: Receivers, data: dict[str, Any]) -> None:
         change = change_of(each) if isinstance(each, dict) else None
         if change is not None and change.uri is not None:
             to.hub.publish(change)
+    if not isinstance(logged, list):
+        to.hub.tell_followed()  # the 2026-07-28 era's listen streams
     for list_kind in _LIST_KINDS:
         to.hub.publish(Change(list_kind))
     to.sessions.subscriptions_missed(updates_unknown=not isinstance(logged, list))

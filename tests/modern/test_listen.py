@@ -9,8 +9,8 @@ import pytest
 from server.catalog import Change
 from server.catalog.extensions import TASKS_EXTENSION
 from server.errors import InvalidParams, MissingClientCapability
-from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH, TaskNews
-from server.modern.listen import ListenFilter, ListenFrames
+from server.hub import MAX_RESOURCE_SUBSCRIPTIONS, MAX_URI_LENGTH, Hub, TaskNews
+from server.modern.listen import ListenFilter, ListenFrames, WatchedFrames
 from server.protocol import META_SUBSCRIPTION_ID
 from server.tasks.model import TaskRecord
 
@@ -173,3 +173,26 @@ def test_a_streams_frames_are_a_small_object_with_its_subscription_id() -> None:
     }
     assert frames(Change("prompts")) is None
     assert not hasattr(frames, "__dict__")
+
+
+def test_a_stream_that_cannot_know_what_it_missed_is_told_every_resource_it_follows() -> None:
+    # A resync without a change log (Redis restarted empty while the bus was away): the hub
+    # tells each listen stream every resource it follows, once, and nothing to the others.
+    granted = ListenFilter.grant(
+        {"toolsListChanged": True, "resourceSubscriptions": ["x://a", "x://b"]}, EVERYTHING
+    )
+    hub = Hub()
+    following = hub.attach(ListenFrames(granted, "L1"))
+    lists_only = hub.attach(
+        ListenFrames(ListenFilter.grant({"toolsListChanged": True}, EVERYTHING), "L2")
+    )
+    hub.tell_followed()
+    frames = [following.queue.get_nowait() for _ in range(following.queue.qsize())]
+    told = [orjson.loads(frame) for frame in frames if isinstance(frame, bytes)]
+    assert [message["params"]["uri"] for message in told] == ["x://a", "x://b"]
+    assert lists_only.queue.empty()
+    watch: Any = lambda change: True  # noqa: E731 - a ListWatch that lets everything through
+    assert WatchedFrames(ListenFrames(granted, "L3"), watch).followed == (
+        "x://a",
+        "x://b",
+    )

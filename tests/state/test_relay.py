@@ -25,6 +25,7 @@ from server.app import Application, create_app
 from server.catalog import Catalog, Change
 from server.hub import Closed, Event, Stream
 from server.legacy.runtime import SessionRuntime
+from server.modern.listen import ListenFilter, ListenFrames
 from server.settings import Settings
 from server.state.bus import Deliver
 from server.state.memory import MemoryBus, MemorySessionStore
@@ -321,6 +322,15 @@ async def test_resync_that_cannot_know_the_updates_tells_every_followed_resource
         for _, event in standalone.events_after(0)[told + lists :]
     ]
     assert sorted(methods) == ["file:///a", "file:///b", "list", "list", "list"]
+    # And a 2026-07-28 listen stream following a resource (told only by the unknown one).
+    granted = ListenFilter.grant(
+        {"resourceSubscriptions": ["file:///c"]}, {"resources": {"subscribe": True}}
+    )
+    listen = app.hub.attach(ListenFrames(granted, "L"))
+    app.relay.deliver("resync", {"changes": []})
+    assert listen.queue.empty()
+    app.relay.deliver("resync", {})
+    assert [json.loads(frame)["params"]["uri"] for frame in frames(listen)] == ["file:///c"]
 
 
 def test_a_message_for_an_http_sse_stream_reaches_it_only_where_it_is_held(
